@@ -1,0 +1,182 @@
+// am_bench.h — shared helpers for allocmark's native workloads.
+//
+// Every workload is one .c file that includes this header: a seeded PRNG,
+// size distributions, timing, page touching, argument parsing and the JSON
+// metrics record written to the file descriptor named in AM_RESULT_FD.
+#ifndef AM_BENCH_H
+#define AM_BENCH_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AM_PAGE 4096u
+#define AM_RESULT_VERSION 1
+
+// ---------------------------------------------------------------------------
+// PRNG: xoshiro256** seeded through splitmix64, so that the same seed gives
+// the same request sequence under every allocator.
+// ---------------------------------------------------------------------------
+typedef struct am_rng {
+  uint64_t s[4];
+} am_rng;
+
+static inline uint64_t am_splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static inline void am_rng_seed(am_rng *r, uint64_t seed, uint64_t stream) {
+  uint64_t x = seed ^ (stream * 0xd1342543de82ef95ULL);
+  for (int i = 0; i < 4; i++) r->s[i] = am_splitmix64(&x);
+}
+
+static inline uint64_t am_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t am_rng_next(am_rng *r) {
+  uint64_t *s = r->s;
+  uint64_t result = am_rotl(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = am_rotl(s[3], 45);
+  return result;
+}
+
+// Uniform in [0, n) by multiply-shift (Lemire); bias is negligible for n << 2^64.
+static inline uint64_t am_rng_below(am_rng *r, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)am_rng_next(r) * n) >> 64);
+}
+
+// Uniform size in [lo, hi].
+static inline size_t am_size_uniform(am_rng *r, size_t lo, size_t hi) {
+  return lo + (size_t)am_rng_below(r, (uint64_t)(hi - lo) + 1);
+}
+
+// ---------------------------------------------------------------------------
+// Time and memory touching
+// ---------------------------------------------------------------------------
+static inline double am_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// Write one byte per page plus the first and last byte, so that RSS reflects
+// what was allocated; the pattern is checked again before the block is freed.
+static inline void am_touch(void *p, size_t n, unsigned char tag) {
+  unsigned char *b = (unsigned char *)p;
+  if (n == 0) return;
+  for (size_t i = 0; i < n; i += AM_PAGE) b[i] = tag;
+  b[n - 1] = tag;
+}
+
+static inline int am_touch_ok(const void *p, size_t n, unsigned char tag) {
+  const unsigned char *b = (const unsigned char *)p;
+  return n == 0 || (b[0] == tag && b[n - 1] == tag);
+}
+
+// ---------------------------------------------------------------------------
+// Errors and arguments: `--name value` pairs, each looked up by name.
+// ---------------------------------------------------------------------------
+static inline void am_die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("allocmark workload: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(2);
+}
+
+static inline uint64_t am_arg_u64(int argc, char **argv, const char *name, uint64_t dflt) {
+  for (int i = 1; i + 1 < argc; i++) {
+    if (argv[i][0] == '-' && argv[i][1] == '-' && strcmp(argv[i] + 2, name) == 0) {
+      char *end = NULL;
+      errno = 0;
+      unsigned long long v = strtoull(argv[i + 1], &end, 10);
+      if (errno != 0 || end == argv[i + 1] || *end != '\0' || argv[i + 1][0] == '-')
+        am_die("--%s expects a non-negative integer, got '%s'", name, argv[i + 1]);
+      return (uint64_t)v;
+    }
+  }
+  return dflt;
+}
+
+// ---------------------------------------------------------------------------
+// Result record: one JSON object on the fd named by AM_RESULT_FD (stdout when
+// unset, so a workload can be run by hand). Keys are added one by one.
+// ---------------------------------------------------------------------------
+typedef struct am_result {
+  char buf[4096];
+  size_t len;
+} am_result;
+
+static inline void am_result_add(am_result *r, const char *fmt, ...) {
+  if (r->len >= sizeof r->buf) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(r->buf + r->len, sizeof r->buf - r->len, fmt, ap);
+  va_end(ap);
+  if (n > 0) r->len += (size_t)n;
+}
+
+static inline void am_result_begin(am_result *r, const char *workload) {
+  r->len = 0;
+  am_result_add(r, "{\"result_version\": %d, \"workload\": \"%s\"", AM_RESULT_VERSION, workload);
+}
+
+static inline void am_result_u64(am_result *r, const char *key, uint64_t v) {
+  am_result_add(r, ", \"%s\": %" PRIu64, key, v);
+}
+
+static inline void am_result_f64(am_result *r, const char *key, double v) {
+  am_result_add(r, ", \"%s\": %.9g", key, v);
+}
+
+// Adds a string value; bytes that need escaping in JSON are replaced by '?'.
+static inline void am_result_str(am_result *r, const char *key, const char *v) {
+  am_result_add(r, ", \"%s\": \"", key);
+  for (const char *c = v; *c && r->len + 2 < sizeof r->buf; c++)
+    r->buf[r->len++] = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? '?' : *c;
+  am_result_add(r, "\"");
+}
+
+// Which shared object serves malloc in this process: lets allocmark check
+// every single run, not only the allocator's first one.
+static inline void am_result_malloc_object(am_result *r) {
+  Dl_info info;
+  void *sym = dlsym(RTLD_DEFAULT, "malloc");
+  const char *obj = (sym && dladdr(sym, &info) && info.dli_fname) ? info.dli_fname : "";
+  am_result_str(r, "malloc_object", obj);
+}
+
+static inline void am_result_emit(am_result *r) {
+  am_result_add(r, "}\n");
+  const char *fd_s = getenv("AM_RESULT_FD");
+  int fd = fd_s ? atoi(fd_s) : STDOUT_FILENO;
+  size_t off = 0;
+  while (off < r->len) {
+    ssize_t n = write(fd, r->buf + off, r->len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) am_die("cannot write result to fd %d: %s", fd, strerror(errno));
+    off += (size_t)n;
+  }
+}
+
+#endif  // AM_BENCH_H

@@ -1,0 +1,87 @@
+// am_run — start one benchmark child and report its resource usage.
+//
+// usage: am_run STATUS_FD PROGRAM [ARGS...]
+//
+// Why a native launcher: Linux keeps a process's peak RSS across execve, so a
+// child forked (or vforked) straight from Python would report at least the
+// Python interpreter's RSS as its own peak. am_run is small; its fork carries
+// only its own few hundred KiB into the child. It also moves AM_RUN_LD_PRELOAD
+// to LD_PRELOAD for the child only, so the launcher never runs on the
+// allocator under test.
+//
+// On STATUS_FD it writes one line:
+//   am_run 1 status=S wall_ns=N utime_us=N stime_us=N maxrss_kib=N minflt=N
+//   majflt=N nvcsw=N nivcsw=N exec_errno=E
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t am_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t am_us(struct timeval tv) { return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec; }
+
+// The child: set the preload, exec, and on failure send errno up the pipe.
+static void am_child(int err_fd, char **argv) {
+  const char *preload = getenv("AM_RUN_LD_PRELOAD");
+  if (preload) {
+    setenv("LD_PRELOAD", preload, 1);
+    unsetenv("AM_RUN_LD_PRELOAD");
+  }
+  execvp(argv[0], argv);
+  int e = errno;
+  ssize_t ignored = write(err_fd, &e, sizeof e);
+  (void)ignored;
+  _exit(127);
+}
+
+static int am_exec_errno(int fd) {
+  int e = 0;
+  ssize_t n;
+  do n = read(fd, &e, sizeof e);
+  while (n < 0 && errno == EINTR);
+  return n == (ssize_t)sizeof e ? e : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: am_run STATUS_FD PROGRAM [ARGS...]\n");
+    return 2;
+  }
+  int status_fd = atoi(argv[1]);
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
+  int64_t t0 = am_now_ns();
+  pid_t pid = fork();
+  if (pid < 0) return 3;
+  if (pid == 0) {
+    close(errpipe[0]);
+    close(status_fd);
+    am_child(errpipe[1], argv + 2);
+  }
+  close(errpipe[1]);
+  int exec_errno = am_exec_errno(errpipe[0]);
+  int status = 0;
+  struct rusage ru;
+  while (wait4(pid, &status, 0, &ru) < 0) {
+    if (errno != EINTR) return 3;
+  }
+  int64_t wall = am_now_ns() - t0;
+  dprintf(status_fd,
+          "am_run 1 status=%d wall_ns=%" PRId64 " utime_us=%" PRId64 " stime_us=%" PRId64
+          " maxrss_kib=%ld minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld exec_errno=%d\n",
+          status, wall, am_us(ru.ru_utime), am_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
+          ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno);
+  return 0;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install the Debian packages allocmark needs (build tools and the allocators
+# it measures), as root or through sudo. Installs only what is missing, and
+# says clearly what it could not install; never fails the caller for that.
+set -u
+
+packages=(build-essential cmake python3-venv
+          libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
+          libtbbmalloc2 libclang-rt-16-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+  as_root=(sudo -n)
+else
+  echo "allocmark: cannot install ${missing[*]}: not root and no password-less sudo." >&2
+  echo "allocmark: run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 0
+fi
+
+echo "allocmark: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -q >/dev/null || echo "allocmark: apt-get update failed" >&2
+if ! "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
+  # One unavailable package must not block the others.
+  for p in "${missing[@]}"; do
+    "${as_root[@]}" apt-get install -y -q --no-install-recommends "$p" >/dev/null 2>&1 \
+      || echo "allocmark: could not install $p; allocators that need it will show as missing" >&2
+  done
+fi

@@ -1,0 +1,3 @@
+from allocmark.cli import main
+
+main()

@@ -1,0 +1,311 @@
+"""Allocator catalog: load entries, find their libraries, verify with the probe."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from allocmark import native, tomlfile
+from allocmark.errors import UserError
+from allocmark.model import AllocatorSpec, Status, Verified
+
+CORE = ("malloc", "free", "calloc", "realloc")
+C_API = (*CORE, "reallocarray", "posix_memalign", "aligned_alloc", "memalign", "valloc",
+         "pvalloc", "malloc_usable_size")
+PROBE_TIMEOUT_S = 20.0
+_ENTRY_KEYS = ("description", "system", "library", "package", "version", "baseline", "env",
+               "variant")
+
+
+# ---------------------------------------------------------------------------
+# Catalog loading
+# ---------------------------------------------------------------------------
+def builtin_catalog() -> Path:
+    return Path(str(resources.files("allocmark") / "catalog" / "allocators.toml"))
+
+
+def load_catalog(extra: Sequence[Path] = ()) -> list[AllocatorSpec]:
+    """Built-in entries, then the user's files; a later entry replaces one of the same name."""
+    specs: dict[str, AllocatorSpec] = {}
+    for path, user in [(builtin_catalog(), False), *((p, True) for p in extra)]:
+        for spec in _load_file(path, user):
+            specs[spec.name] = spec
+    return list(specs.values())
+
+
+def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
+    doc = tomlfile.load(path)
+    doc.allow(["allocator"])
+    specs = []
+    for name, entry in doc.tables("allocator"):
+        _check_name(name, entry)
+        base = _entry_spec(name, entry, user)
+        specs.append(base)
+        for vname, vt in entry.tables("variant"):
+            vt.allow(["description", "env"])
+            _check_name(vname, vt)
+            specs.append(_variant(base, vname, vt))
+    return specs
+
+
+def _check_name(name: str, where: tomlfile.TomlTable) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+        raise where.error("", f"name {name!r} may only use letters, digits and _ . + -")
+
+
+def _entry_spec(name: str, t: tomlfile.TomlTable, user: bool) -> AllocatorSpec:
+    t.allow(_ENTRY_KEYS)
+    system = t.get("system", bool, False)
+    paths = t.str_list("library")
+    if not system and not paths:
+        raise t.error("library", "is required (path of the .so to preload; globs allowed)")
+    version = t.get("version", str, "auto")
+    if not re.fullmatch(r"probe:\w+|dpkg|auto|none", version):
+        raise t.error("version", f"{version!r} is not one of probe:NAME, dpkg, auto, none")
+    return AllocatorSpec(
+        name=name, description=t.get("description", str, ""), system=system, paths=paths,
+        package=t.get("package", str), version_source=version, env=t.str_map("env"),
+        baseline=t.get("baseline", bool, False), user=user,
+    )
+
+
+def _variant(base: AllocatorSpec, vname: str, t: tomlfile.TomlTable) -> AllocatorSpec:
+    env = dict(base.env) | dict(t.str_map("env"))
+    return AllocatorSpec(
+        name=f"{base.name}:{vname}", description=t.get("description", str, ""),
+        system=base.system, paths=base.paths, package=base.package,
+        version_source=base.version_source, env=tuple(sorted(env.items())),
+        baseline=False, user=base.user,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Selection: names and `name=/path/lib.so[:ENV=VAL,...]` from the command line
+# ---------------------------------------------------------------------------
+def parse_selection(values: Iterable[str]) -> tuple[list[str], list[AllocatorSpec]]:
+    """Split `-a` values into catalog names and ad-hoc user allocators."""
+    names: list[str] = []
+    adhoc: list[AllocatorSpec] = []
+    for value in values:
+        for token in _split_tokens(value):
+            if "=" in token:
+                adhoc.append(_adhoc(token))
+            else:
+                names.append(token)
+    return names, adhoc
+
+
+def _split_tokens(value: str) -> list[str]:
+    # "mine=/x.so:A=1,B=2,glibc": "B=2" has no path, so it continues mine's env.
+    tokens: list[str] = []
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        if tokens and "=" in tokens[-1] and "=" in part and not _looks_like_adhoc(part):
+            tokens[-1] += "," + part
+        else:
+            tokens.append(part)
+    return tokens
+
+
+def _looks_like_adhoc(token: str) -> bool:
+    name, _, rest = token.partition("=")
+    return ":" not in name and (rest.startswith(("/", "./", "../", "~")) or ".so" in rest)
+
+
+def _adhoc(token: str) -> AllocatorSpec:
+    name, _, rest = token.partition("=")
+    path, _, env_text = rest.partition(":")
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name) or not path:
+        raise UserError(f"-a {token!r}: expected NAME=/path/to/lib.so[:ENV=VAL,...]")
+    env = []
+    for pair in filter(None, env_text.split(",")):
+        key, eq, val = pair.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise UserError(f"-a {token!r}: {pair!r} is not ENV=VALUE")
+        env.append((key, val))
+    full = os.path.abspath(os.path.expanduser(path))
+    return AllocatorSpec(name=name, description=f"user library {full}", paths=(full,),
+                         env=tuple(sorted(env)), user=True)
+
+
+def select(specs: Sequence[AllocatorSpec], names: Sequence[str]) -> list[AllocatorSpec]:
+    """Catalog entries by name, in the order given; "all" or none selects everything."""
+    if not names or list(names) == ["all"]:
+        return list(specs)
+    by_name = {s.name: s for s in specs}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UserError(
+            f"unknown allocator {unknown[0]!r}; known: {', '.join(by_name)} "
+            "(or give a library: -a NAME=/path/to/lib.so)"
+        )
+    return [by_name[n] for n in dict.fromkeys(names)]
+
+
+def baseline_name(verified: Sequence[Verified]) -> str | None:
+    """The flagged baseline if it is usable, else the first usable allocator."""
+    usable = [v for v in verified if v.usable]
+    if not usable:
+        return None
+    flagged = [v for v in usable if v.spec.baseline]
+    return (flagged or usable)[0].spec.name
+
+
+# ---------------------------------------------------------------------------
+# Verification
+# ---------------------------------------------------------------------------
+def verify(spec: AllocatorSpec) -> Verified:
+    """Find the library, run the probe under it, and judge what serves malloc."""
+    if spec.system:
+        return _judge(spec, None, _run_probe(spec, None))
+    library = _find_library(spec)
+    if library is None:
+        return Verified(spec, Status.MISSING, reason=_missing_reason(spec))
+    problem = _elf_problem(library)
+    if problem:
+        return Verified(spec, Status.BROKEN, library=library, reason=problem)
+    return _judge(spec, library, _run_probe(spec, library))
+
+
+def verify_all(specs: Iterable[AllocatorSpec]) -> list[Verified]:
+    verified = [verify(s) for s in specs]
+    for v in verified:
+        if v.spec.user and not v.usable:
+            raise UserError(f"allocator {v.spec.name!r}: {v.reason}")
+    return verified
+
+
+def _find_library(spec: AllocatorSpec) -> str | None:
+    for pattern in spec.paths:
+        for match in sorted(glob.glob(os.path.expanduser(pattern))):
+            if os.path.isfile(match):
+                return os.path.realpath(match)
+    return None
+
+
+def _missing_reason(spec: AllocatorSpec) -> str:
+    if spec.package:
+        sudo = "" if os.geteuid() == 0 else "sudo "
+        return f"not installed; install with: {sudo}apt-get install -y {spec.package}"
+    return f"{' or '.join(spec.paths)} does not exist; fix the path"
+
+
+def _elf_problem(path: str) -> str | None:
+    with open(path, "rb") as f:
+        head = f.read(18)
+    if head[:4] != b"\x7fELF":
+        return f"{path} is not an ELF file, so not a shared object"
+    e_type = int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
+    if e_type != 3:  # ET_DYN
+        return f"{path} is an ELF file but not a shared object (e_type {e_type})"
+    return None
+
+
+def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | dict(spec.env)
+    if library:
+        env["LD_PRELOAD"] = library
+    try:
+        return subprocess.run([str(native.program("am_probe"))], env=env, capture_output=True,
+                              text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess([], -signal.SIGKILL, "", "probe timed out")
+
+
+def _judge(spec: AllocatorSpec, library: str | None,
+           proc: subprocess.CompletedProcess[str]) -> Verified:
+    broken = _probe_problem(library, proc)
+    report: dict[str, Any] = {} if broken else json.loads(proc.stdout)
+    if broken is None:
+        expected = library or _real(report["libc"])
+        broken = _core_problem(report, expected, library)
+    if broken:
+        return Verified(spec, Status.BROKEN, library=library, reason=broken)
+    served = tuple((f, _real(o)) for f, o in report["functions"].items())
+    lib = library or _real(report["libc"])
+    lacks = tuple(f for f, o in served if f in C_API and o != lib)
+    return Verified(
+        spec, Status.PARTIAL if lacks else Status.OK, library=lib, sha256=sha256_file(lib),
+        version=_version(spec, report, lib), served=served, lacks=lacks,
+        reason=f"lacks {', '.join(lacks)}: glibc serves them, so a program calling them "
+        "mixes two heaps" if lacks else "",
+    )
+
+
+def _probe_problem(library: str | None, proc: subprocess.CompletedProcess[str]) -> str | None:
+    ignored = re.search(r"object '.*' from LD_PRELOAD cannot be preloaded \((.*)\)", proc.stderr)
+    if ignored:
+        return f"preload ignored by ld.so ({ignored.group(1)})"
+    if proc.returncode < 0:
+        what = "hangs" if proc.stderr == "probe timed out" else "crashes"
+        return f"{what} at load ({signal.Signals(-proc.returncode).name})"
+    if proc.returncode != 0:
+        return f"probe exited with {proc.returncode}: {proc.stderr.strip()[-300:]}"
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return f"probe printed no report (the library writes to stdout?): {proc.stdout[:200]!r}"
+    if not report.get("smoke"):
+        return "malloc/calloc/realloc/free smoke test failed (wrong contents)"
+    return None
+
+
+def _core_problem(report: dict[str, Any], expected: str, library: str | None) -> str | None:
+    for func in CORE:
+        owner = _real(report["functions"].get(func))
+        if owner != expected:
+            if func == "malloc" and library:
+                return f"does not export malloc (ld.so bound malloc to {owner})"
+            return f"{func} is served by {owner}, not by {expected}"
+    return None
+
+
+def _real(path: str | None) -> str | None:
+    return os.path.realpath(path) if path else None
+
+
+def _version(spec: AllocatorSpec, report: dict[str, Any], library: str) -> str | None:
+    source = spec.version_source
+    versions: dict[str, str] = report.get("versions", {})
+    if source.startswith("probe:"):
+        return versions.get(source.removeprefix("probe:"))
+    if source == "auto":
+        found = [versions[k] for k in ("jemalloc", "tcmalloc", "mimalloc") if k in versions]
+        return found[0] if found else dpkg_version(library)
+    return dpkg_version(library) if source == "dpkg" else None
+
+
+def dpkg_version(path: str) -> str | None:
+    """Version of the Debian package that owns `path`, if any."""
+    if not shutil.which("dpkg-query"):
+        return None
+    owner = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True,
+                           check=False)
+    if owner.returncode != 0:
+        # Debian lists files under /usr/lib; realpath may say /lib (merged /usr).
+        alt = "/usr" + path if not path.startswith("/usr/") else path.removeprefix("/usr")
+        owner = subprocess.run(["dpkg-query", "-S", alt], capture_output=True, text=True,
+                               check=False)
+    if owner.returncode != 0:
+        return None
+    package = owner.stdout.split(":", 1)[0].split(",")[0].strip()
+    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package],
+                         capture_output=True, text=True, check=False)
+    return f"{package} {out.stdout.strip()}" if out.returncode == 0 else None
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

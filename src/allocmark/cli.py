@@ -1,0 +1,217 @@
+"""The command line: parse, call the library, print. Nothing else lives here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from allocmark import allocators, analyze, campaign, plan, workloads
+from allocmark.errors import AllocmarkError, Interrupted, UserError
+from allocmark.execute import LocalExecutor
+from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark.report import export, table
+from allocmark.store import Store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  pretty_exceptions_enable=False,
+                  help="Benchmark memory allocators: which malloc should my program use, and why?")
+out = Console()
+err = Console(stderr=True)
+for _console in (out, err):
+    if not _console.is_terminal:  # tables in files and CI logs should not wrap at 80
+        _console.width = 160
+
+DEFAULT_DB = Path("results/allocmark.db")
+AllocOpt = Annotated[list[str] | None, typer.Option(
+    "-a", "--allocator", help="allocators: NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]")]
+CatalogOpt = Annotated[list[Path] | None, typer.Option(
+    "--catalog", help="extra allocator catalog TOML file (same schema as the built-in one)")]
+DbOpt = Annotated[Path, typer.Option("--db", help="results database (SQLite)")]
+
+
+def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[Any], bool]:
+    """Selected allocator specs, and whether the user named them explicitly."""
+    names, adhoc = allocators.parse_selection(alloc or [])
+    chosen = allocators.select(allocators.load_catalog(catalog or []), names) if names or not adhoc else []
+    return chosen + adhoc, bool(alloc)
+
+
+@app.command("allocators")
+def allocators_cmd(alloc: AllocOpt = None, catalog: CatalogOpt = None) -> None:
+    """List the allocator catalog with what verification found on this machine."""
+    specs, _ = _specs(alloc, catalog)
+    verified = allocators.verify_all(specs)
+    table.allocators(out, verified)
+
+
+@app.command("workloads")
+def workloads_cmd() -> None:
+    """List the built-in workloads and their parameters."""
+    for w in workloads.load_catalog().values():
+        out.print(f"[bold]{w.name}[/] ({w.kind}): {w.description}")
+        for p in w.params:
+            out.print(f"    {p.name:<10} {p.kind:<4} default {p.default!s:<8} {p.help}")
+
+
+@app.command("run")
+def run_cmd(
+    suite: Annotated[str | None, typer.Option("--suite", help="built-in suite name or suite .toml file")] = None,
+    alloc: AllocOpt = None,
+    workload: Annotated[list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")] = None,
+    param: Annotated[list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")] = None,
+    reps: Annotated[int | None, typer.Option("-n", "--repetitions", min=1)] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", min=0.1, help="seconds per run")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="shuffle seed of the run order")] = None,
+    db: DbOpt = DEFAULT_DB,
+    resume: Annotated[bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Run a suite (default: quick) and store every run."""
+    store = Store(db)
+    if resume:
+        cid = store.campaign(unfinished=True).id
+        verified = campaign.reverify(store, cid)
+        out.print(f"resuming campaign {cid}: {len(store.pending(cid))} runs left")
+    else:
+        verified, cid = _start_run(store, suite, alloc, workload, param, reps, timeout, seed, catalog)
+    _execute(store, cid, verified)
+    _print_report(store, cid)
+
+
+def _start_run(store: Store, suite_name: str | None, alloc: list[str] | None,
+               workload: list[str] | None, param: list[str] | None, reps: int | None,
+               timeout: float | None, seed: int | None, catalog: list[Path] | None) -> tuple[Any, int]:
+    wanted = [w for item in workload or [] for w in item.split(",") if w]
+    if suite_name is None and wanted:
+        suite = plan.adhoc_suite(wanted, reps or 3, timeout or 600, seed or 1)
+    else:
+        suite = plan.load_suite(suite_name or "quick")
+        if wanted:
+            suite = _only(suite, wanted)
+    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(param or []))
+    specs, explicit = _specs(alloc or (None if suite.allocators == ("all",) else list(suite.allocators)), catalog)
+    prepared = campaign.prepare(specs, explicit)
+    _print_unusable(prepared)
+    n = reps or suite.repetitions
+    cid = campaign.start(store, suite.name, prepared, cells, n, timeout or suite.timeout,
+                         seed if seed is not None else suite.seed, sys.argv)
+    out.print(f"campaign {cid}: {len(prepared.usable)} allocators x {len(cells)} cells x {n} "
+              f"repetitions = {store.campaign(cid).planned} runs -> {store.path}")
+    return list(prepared.usable), cid
+
+
+def _only(suite: plan.Suite, wanted: list[str]) -> plan.Suite:
+    entries = tuple(e for e in suite.entries if e.workload in wanted)
+    if not entries:
+        raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
+    return plan.Suite(**{**suite.__dict__, "entries": entries})
+
+
+def _print_unusable(prepared: campaign.Prepared) -> None:
+    for v in prepared.unusable:
+        err.print(f"[yellow]not used: {v.spec.name} is {v.status.value}: {v.reason}[/]")
+    for v in prepared.usable:
+        if v.lacks:
+            err.print(f"[yellow]warning: {v.spec.name} is partial: {v.reason}[/]")
+
+
+def _execute(store: Store, cid: int, verified: list[Any]) -> None:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=False) as progress:
+        c = store.campaign(cid)
+        task = progress.add_task("running", total=c.planned, completed=c.done)
+
+        def on_run(done: int, total: int, spec: RunSpec, result: RunResult) -> None:
+            progress.update(task, completed=done, description=f"{spec.allocator} {spec.workload}")
+            if result.status is not RunStatus.OK:
+                progress.console.print(f"[red]{result.status.value}[/]: {spec.allocator} "
+                                       f"{spec.workload} {dict(spec.params)}: {result.detail[:300]}")
+
+        try:
+            campaign.execute(store, cid, LocalExecutor(), verified, on_run)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"interrupted: {store.campaign(cid).done} finished runs are saved in "
+                f"{store.path}; finish with `allocmark run --resume --db {store.path}`") from None
+
+
+def _comparison(store: Store, cid: int) -> analyze.Comparison:
+    c = store.campaign(cid)
+    names = [r["name"] for r in store.allocator_rows(cid)]
+    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
+    return analyze.compare(store.runs(cid), ordered, c.baseline)
+
+
+def _print_report(store: Store, cid: int) -> None:
+    table.comparison(out, _comparison(store, cid))
+
+
+@app.command("try")
+def try_cmd(
+    command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
+    alloc: AllocOpt = None,
+    reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 5,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="seconds per run")] = 600,
+    db: DbOpt = DEFAULT_DB,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Run your own command under every usable allocator and compare."""
+    specs, explicit = _specs(alloc, catalog)
+    prepared = campaign.prepare(specs, explicit)
+    _print_unusable(prepared)
+    store = Store(db)
+    w = workloads.command_workload(command)
+    cid = campaign.start(store, "try", prepared, [(w, ())], reps, timeout, 1, sys.argv)
+    _execute(store, cid, list(prepared.usable))
+    c = store.campaign(cid)
+    names = [v.spec.name for v in prepared.usable]
+    table.try_table(out, analyze.try_lines(store.runs(cid), names, c.baseline), c.baseline)
+
+
+@app.command("report")
+def report_cmd(
+    db: DbOpt = DEFAULT_DB,
+    campaign_id: Annotated[int | None, typer.Option("--campaign", help="campaign id (default: newest)")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, md, csv or json")] = "table",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="write to this file")] = None,
+) -> None:
+    """Show the comparison table of a stored campaign."""
+    if fmt not in ("table", "md", "csv", "json"):
+        raise UserError(f"--format {fmt!r}: choose table, md, csv or json")
+    store = Store(db, create=False)
+    cid = store.campaign(campaign_id).id
+    if fmt == "table":
+        _print_report(store, cid)
+        return
+    comp = _comparison(store, cid)
+    c = store.campaign(cid)
+    info = {"id": c.id, "name": c.name, "status": c.status, "created": c.created,
+            "planned": c.planned, "done": c.done, "machine": store.machine_facts(cid)}
+    text = {"md": export.markdown, "csv": export.csv_text}.get(fmt, lambda comp: export.json_text(comp, info))(comp)
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+        err.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+
+
+def main() -> None:
+    try:
+        app()  # usage errors are printed by Typer itself, with exit code 2
+    except AllocmarkError as e:
+        err.print(f"ERROR: {e}", markup=False, highlight=False)
+        sys.exit(e.exit_code)

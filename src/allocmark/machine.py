@@ -1,0 +1,62 @@
+"""Facts about the machine, recorded with every campaign."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from dataclasses import dataclass
+
+from allocmark import __version__
+
+
+@dataclass(frozen=True)
+class Machine:
+    hostname: str
+    cpu_model: str
+    cores: int
+    kernel: str
+    glibc: str
+    allocmark_version: str
+    python: str
+    memory_kib: int
+    governor: str
+
+
+def current() -> Machine:
+    return Machine(
+        hostname=socket.gethostname(), cpu_model=_cpu_model(), cores=os.cpu_count() or 0,
+        kernel=platform.release(), glibc=os.confstr("CS_GNU_LIBC_VERSION") or "unknown",
+        allocmark_version=__version__, python=platform.python_version(),
+        memory_kib=_meminfo_kib("MemTotal"), governor=_governor(),
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _meminfo_kib(key: str) -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _governor() -> str:
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") as f:
+            return f.read().strip()
+    except OSError:
+        return "n/a"  # VMs often expose no cpufreq

@@ -1,0 +1,174 @@
+"""The data that flows through the pipeline: plain, frozen, comparable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+Env = tuple[tuple[str, str], ...]
+Params = tuple[tuple[str, int | str], ...]
+
+
+class Status(StrEnum):
+    """Verification outcome of an allocator."""
+
+    OK = "ok"
+    PARTIAL = "partial"  # usable, but leaves some allocation functions to glibc
+    MISSING = "missing"
+    BROKEN = "broken"
+
+
+class RunStatus(StrEnum):
+    """Outcome of one run; only OK runs ever become numbers in a report."""
+
+    OK = "ok"
+    CRASHED = "crashed"  # killed by a signal
+    FAILED = "failed"  # non-zero exit, or no metrics record from a native workload
+    TIMEOUT = "timeout"
+    UNVERIFIED = "unverified"  # malloc was not served by the allocator under test
+    ERROR = "error"  # could not be started at all
+
+
+@dataclass(frozen=True)
+class AllocatorSpec:
+    """A catalog entry (or a user's `-a name=/lib.so`), not yet checked."""
+
+    name: str  # "jemalloc" or "jemalloc:nodecay"
+    description: str = ""
+    system: bool = False  # the C library's own malloc: nothing is preloaded
+    paths: tuple[str, ...] = ()  # candidate library paths, globs allowed
+    package: str | None = None  # Debian package that provides it
+    version_source: str = "auto"  # "probe:<name>", "dpkg", "auto" or "none"
+    env: Env = ()
+    baseline: bool = False
+    user: bool = False  # given by the user: unusable means a usage error
+
+    @property
+    def base(self) -> str:
+        return self.name.split(":", 1)[0]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """An allocator as checked on this machine by the probe."""
+
+    spec: AllocatorSpec
+    status: Status
+    library: str | None = None  # real path of the preloaded object (libc for glibc)
+    sha256: str | None = None
+    version: str | None = None
+    served: tuple[tuple[str, str | None], ...] = ()  # function -> object serving it
+    lacks: tuple[str, ...] = ()  # C functions left to glibc
+    reason: str = ""  # why missing/broken, with the fix
+
+    @property
+    def usable(self) -> bool:
+        return self.status in (Status.OK, Status.PARTIAL)
+
+    @property
+    def malloc_object(self) -> str | None:
+        return dict(self.served).get("malloc")
+
+    @property
+    def preload(self) -> str | None:
+        return None if self.spec.system else self.library
+
+    def child_env(self) -> dict[str, str]:
+        """Environment additions for a child running on this allocator."""
+        env = dict(self.spec.env)
+        if self.preload:
+            env["LD_PRELOAD"] = self.preload
+        return env
+
+
+@dataclass(frozen=True)
+class Param:
+    """A typed workload parameter."""
+
+    name: str
+    kind: str  # "int" or "str"
+    default: int | str
+    help: str = ""
+    minimum: int | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A command template with typed parameters and a metrics contract."""
+
+    name: str
+    description: str
+    kind: str  # "native" (metrics on AM_RESULT_FD) or "command" (measured from outside)
+    argv: tuple[str, ...]  # template; "{param}" placeholders, "{program}" for native
+    params: tuple[Param, ...] = ()
+    env: Env = ()
+    program: str = ""  # native program's name under the package's _bin directory
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One planned child process."""
+
+    seq: int  # position in the campaign's plan
+    allocator: str
+    workload: str
+    params: Params
+    rep: int
+    argv: tuple[str, ...]
+    env: Env  # additions to the inherited environment, LD_PRELOAD included
+    timeout: float
+    expect_malloc: str | None = None  # object that must serve malloc (native workloads)
+    result_fd: bool = False  # the child writes a metrics record to AM_RESULT_FD
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one child did, measured from outside and (for native workloads) inside."""
+
+    status: RunStatus
+    wall_s: float = 0.0
+    user_s: float = 0.0
+    sys_s: float = 0.0
+    maxrss_kib: int = 0
+    minflt: int = 0
+    majflt: int = 0
+    nvcsw: int = 0
+    nivcsw: int = 0
+    exit_code: int | None = None
+    signal: int | None = None
+    started: float = 0.0  # Unix time
+    metrics: dict[str, float] = field(default_factory=dict)
+    malloc_object: str | None = None
+    detail: str = ""  # why it is not OK: stderr tail, timeout, ...
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """One invocation of `run`/`try`, as stored."""
+
+    id: int
+    name: str
+    status: str  # "running", "interrupted", "finished"
+    created: float
+    baseline: str | None
+    planned: int
+    done: int
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One finished run as read back for analysis."""
+
+    seq: int
+    allocator: str
+    workload: str
+    params: Params
+    rep: int
+    status: RunStatus
+    wall_s: float
+    user_s: float
+    sys_s: float
+    maxrss_kib: int
+    metrics: dict[str, float]
+    detail: str
+    partial: bool

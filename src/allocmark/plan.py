@@ -1,0 +1,149 @@
+"""Suites (TOML) and the plan: allocators x workloads x parameters x repetitions."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from allocmark import tomlfile, workloads
+from allocmark.errors import UserError
+from allocmark.model import Params, RunSpec, Verified, Workload
+
+Grid = tuple[tuple[str, tuple[int | str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    workload: str
+    grid: Grid  # parameter -> values; lists expand to their cartesian product
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    source: str  # file it came from, for error messages
+    description: str
+    allocators: tuple[str, ...]  # ("all",) = every usable catalog entry and variant
+    repetitions: int
+    timeout: float
+    seed: int
+    entries: tuple[SuiteEntry, ...]
+
+
+def suites_dir() -> Path:
+    return Path(str(resources.files("allocmark") / "catalog" / "suites"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """A built-in suite by name, or a user's suite file by path."""
+    path = Path(name_or_path)
+    if not (path.suffix == ".toml" or path.exists()):
+        path = suites_dir() / f"{name_or_path}.toml"
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in suites_dir().glob("*.toml")))
+            raise UserError(f"unknown suite {name_or_path!r}; built-in suites: {known} "
+                            "(or give the path of a suite .toml file)")
+    doc = tomlfile.load(path)
+    doc.allow(["description", "allocators", "repetitions", "timeout", "seed", "runs"])
+    return Suite(
+        name=path.stem, source=str(path), description=doc.get("description", str, ""),
+        allocators=doc.str_list("allocators") or ("all",),
+        repetitions=_positive(doc, "repetitions", 3), timeout=float(_positive(doc, "timeout", 600)),
+        seed=doc.get("seed", int, 1), entries=tuple(_entry(t) for t in doc.array_of_tables("runs")),
+    )
+
+
+def _positive(doc: tomlfile.TomlTable, key: str, default: int) -> int:
+    value: int = doc.get(key, int, default)
+    if value < 1:
+        raise doc.error(key, f"must be at least 1, got {value}")
+    return value
+
+
+def _entry(t: tomlfile.TomlTable) -> SuiteEntry:
+    t.allow(["workload", "params"])
+    grid = []
+    for key, value in t.table("params").data.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(isinstance(v, int | str) for v in values):
+            raise t.error(f"params.{key}", f"expected an integer, a string or a list, got {value!r}")
+        grid.append((key, tuple(values)))
+    return SuiteEntry(workload=t.get("workload", str, required=True), grid=tuple(grid))
+
+
+def adhoc_suite(names: Sequence[str], repetitions: int, timeout: float, seed: int) -> Suite:
+    """Workloads named with -w, each at its defaults."""
+    return Suite(name="adhoc", source="command line", description="", allocators=("all",),
+                 repetitions=repetitions, timeout=timeout, seed=seed,
+                 entries=tuple(SuiteEntry(n, ()) for n in names))
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`-p threads=1,2,4` -> {"threads": ("1", "2", "4")}."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        key, eq, values = item.partition("=")
+        if not eq or not key or not values:
+            raise UserError(f"-p {item!r}: expected NAME=VALUE[,VALUE...], e.g. -p threads=1,2,4")
+        out[key.strip()] = tuple(v.strip() for v in values.split(","))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Planning
+# ---------------------------------------------------------------------------
+def cells(suite: Suite, catalog: Mapping[str, Workload],
+          overrides: Mapping[str, tuple[str, ...]]) -> list[tuple[Workload, Params]]:
+    """Every (workload, parameter set) of the suite, overrides applied, duplicates dropped."""
+    _check_overrides(suite, catalog, overrides)
+    out: dict[tuple[str, Params], tuple[Workload, Params]] = {}
+    for entry in suite.entries:
+        w = catalog.get(entry.workload)
+        if w is None:
+            raise UserError(f"{suite.source}: unknown workload {entry.workload!r}; "
+                            f"known: {', '.join(catalog)}")
+        grid = dict(entry.grid) | {k: v for k, v in overrides.items()
+                                   if k in {p.name for p in w.params}}
+        for combo in itertools.product(*grid.values()):
+            params = workloads.resolve_params(w, dict(zip(grid, combo, strict=True)), suite.source)
+            out.setdefault((w.name, params), (w, params))
+    return list(out.values())
+
+
+def _check_overrides(suite: Suite, catalog: Mapping[str, Workload],
+                     overrides: Mapping[str, tuple[str, ...]]) -> None:
+    names = {p.name for e in suite.entries if e.workload in catalog
+             for p in catalog[e.workload].params}
+    for key in overrides:
+        if key not in names:
+            raise UserError(f"-p {key}: no selected workload has this parameter "
+                            f"(parameters: {', '.join(sorted(names)) or 'none'})")
+
+
+def build(cell_list: Sequence[tuple[Workload, Params]], allocators: Sequence[Verified],
+          repetitions: int, timeout: float, seed: int) -> list[RunSpec]:
+    """Interleave: each repetition visits every cell, allocators shuffled per cell."""
+    rng = random.Random(seed)
+    order: list[tuple[Workload, Params, Verified, int]] = []
+    for rep in range(repetitions):
+        groups = list(cell_list)
+        rng.shuffle(groups)
+        for w, params in groups:
+            allocs = list(allocators)
+            rng.shuffle(allocs)
+            order.extend((w, params, a, rep) for a in allocs)
+    return [_spec(i, w, p, a, rep, timeout) for i, (w, p, a, rep) in enumerate(order)]
+
+
+def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int,
+          timeout: float) -> RunSpec:
+    native = w.kind == "native"
+    return RunSpec(seq=seq, allocator=a.spec.name, workload=w.name, params=params, rep=rep,
+                   argv=workloads.expand(w, params),
+                   env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
+                   timeout=timeout, expect_malloc=a.malloc_object if native else None,
+                   result_fd=native)

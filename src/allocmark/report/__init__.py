@@ -1,0 +1,1 @@
+"""Report outputs, one module per format, all reading one analyze.Comparison."""

@@ -1,0 +1,80 @@
+"""Terminal tables (rich)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from allocmark.analyze import Cell, Comparison, TryLine
+from allocmark.model import Status, Verified
+from allocmark.report import fmt
+
+
+def comparison(console: Console, comp: Comparison) -> None:
+    """One table per metric: a row per workload and parameter set, a column per allocator."""
+    for metric, title in fmt.TITLES.items():
+        table = Table(title=title, title_justify="left")
+        table.add_column("workload")
+        for a in comp.allocators:
+            table.add_column(fmt.header(comp, a), justify="right")
+        for row in comp.rows:
+            table.add_row(row.label, *(_styled(metric, row.cells[metric][a])
+                                       for a in comp.allocators))
+        table.add_section()
+        table.add_row("geomean", *(fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators))
+        console.print(table)
+    console.print(fmt.legend(comp), style="dim")
+
+
+def _styled(metric: str, cell: Cell) -> str:
+    text = fmt.cell(metric, cell)
+    return text if cell.summary is not None else f"[bold red]{text}[/]"
+
+
+def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) -> None:
+    table = Table(title="Your command under each allocator", title_justify="left")
+    for col in ("allocator", "Time (mean ± σ)", "Range (min … max)", "User", "System",
+                "Peak RSS", f"vs {baseline or 'baseline'}"):
+        table.add_column(col, justify="left" if col == "allocator" else "right")
+    for line in lines:
+        table.add_row(*_try_cells(line, baseline))
+    console.print(table)
+
+
+def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
+    name = line.allocator + ("†" if line.partial else "")
+    if line.wall is None or line.user is None or line.sys is None or line.rss_kib is None:
+        return [name, f"[bold red]{line.state.upper()}[/]", "", "", "", "", ""]
+    w = line.wall
+    if line.allocator == baseline:
+        vs = "baseline"
+    elif line.speedup is None:
+        vs = "n/a"
+    else:
+        word = "faster" if line.speedup >= 1 else "slower"
+        factor = line.speedup if line.speedup >= 1 else 1 / line.speedup
+        sd = (line.speedup_sd or 0) * (1 if line.speedup >= 1 else factor / line.speedup)
+        vs = f"{factor:.2f} ± {sd:.2f} × {word}"
+    return [name, f"{fmt.seconds(w.mean)} ± {fmt.seconds(w.stdev)}",
+            f"{fmt.seconds(w.minimum)} … {fmt.seconds(w.maximum)}",
+            fmt.seconds(line.user.mean), fmt.seconds(line.sys.mean),
+            fmt.size_kib(line.rss_kib.mean), vs]
+
+
+_STATUS_STYLE = {Status.OK: "green", Status.PARTIAL: "yellow", Status.MISSING: "dim",
+                 Status.BROKEN: "bold red"}
+
+
+def allocators(console: Console, verified: Sequence[Verified]) -> None:
+    table = Table(title="Allocators", title_justify="left")
+    for col in ("name", "status", "version", "library", "sha256", "notes"):
+        table.add_column(col, overflow="fold")
+    for v in verified:
+        env = " ".join(f"{k}={val}" for k, val in v.spec.env)
+        notes = "; ".join(x for x in (v.reason, env, "baseline" if v.spec.baseline else "") if x)
+        style = _STATUS_STYLE[v.status]
+        table.add_row(v.spec.name, f"[{style}]{v.status.value}[/]", v.version or "",
+                      v.library or "", (v.sha256 or "")[:12], notes)
+    console.print(table)

@@ -1,0 +1,255 @@
+"""SQLite store: every run is written in its own transaction the moment it ends."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from allocmark.errors import StoreError
+from allocmark.machine import Machine
+from allocmark.model import (
+    Campaign,
+    RunResult,
+    RunSpec,
+    RunStatus,
+    Status,
+    StoredRun,
+    Verified,
+    Workload,
+)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE machines (
+  id INTEGER PRIMARY KEY, hostname TEXT, cpu_model TEXT, cores INTEGER, kernel TEXT,
+  glibc TEXT, allocmark_version TEXT, python TEXT, facts_json TEXT NOT NULL);
+CREATE TABLE campaigns (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, created REAL NOT NULL, finished REAL,
+  status TEXT NOT NULL, seed INTEGER, baseline TEXT, argv_json TEXT,
+  machine_id INTEGER REFERENCES machines(id));
+CREATE TABLE allocators (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id), name TEXT NOT NULL,
+  status TEXT NOT NULL, library TEXT, sha256 TEXT, version TEXT, lacks_json TEXT,
+  env_json TEXT, served_json TEXT, spec_json TEXT NOT NULL, reason TEXT,
+  PRIMARY KEY (campaign_id, name));
+CREATE TABLE workloads (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id), name TEXT NOT NULL,
+  kind TEXT NOT NULL, description TEXT, argv_json TEXT NOT NULL, params_json TEXT,
+  PRIMARY KEY (campaign_id, name));
+CREATE TABLE plan (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id), seq INTEGER NOT NULL,
+  allocator TEXT NOT NULL, workload TEXT NOT NULL, params_json TEXT NOT NULL,
+  rep INTEGER NOT NULL, argv_json TEXT NOT NULL, env_json TEXT NOT NULL,
+  timeout REAL NOT NULL, expect_malloc TEXT, result_fd INTEGER NOT NULL,
+  PRIMARY KEY (campaign_id, seq));
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+  seq INTEGER NOT NULL, allocator TEXT NOT NULL, workload TEXT NOT NULL,
+  params_json TEXT NOT NULL, rep INTEGER NOT NULL, status TEXT NOT NULL,
+  exit_code INTEGER, signal INTEGER, wall_s REAL, user_s REAL, sys_s REAL,
+  maxrss_kib INTEGER, minflt INTEGER, majflt INTEGER, nvcsw INTEGER, nivcsw INTEGER,
+  started REAL, detail TEXT, malloc_object TEXT, library TEXT, sha256 TEXT, version TEXT,
+  partial INTEGER NOT NULL, machine_id INTEGER REFERENCES machines(id),
+  UNIQUE (campaign_id, seq));
+CREATE TABLE metrics (
+  run_id INTEGER NOT NULL REFERENCES runs(id), name TEXT NOT NULL, value REAL NOT NULL,
+  PRIMARY KEY (run_id, name));
+"""
+
+# Migrations from version N to N+1, applied in order; none exist yet.
+_MIGRATIONS: dict[int, str] = {}
+
+
+class Store:
+    """A results database. Opening never changes results already stored."""
+
+    def __init__(self, path: Path, create: bool = True) -> None:
+        self.path = path
+        if not path.exists() and not create:
+            raise StoreError(f"{path}: no such results database; create one with `allocmark run`")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(path, timeout=30)
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self._check_schema()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path}: not a usable SQLite results database ({e})") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema ---------------------------------------------------------------
+    def _check_schema(self) -> None:
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            self._create()
+            return
+        if "meta" not in tables:
+            raise StoreError(f"{self.path}: an SQLite file, but not an allocmark database")
+        version = self._schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: written by a newer allocmark (schema {version}; this one "
+                f"reads up to {SCHEMA_VERSION}); upgrade allocmark to read it"
+            )
+        for v in range(version, SCHEMA_VERSION):
+            with self.db:
+                self.db.executescript(_MIGRATIONS[v])
+                self._set_version(v + 1)
+
+    def _schema_version(self) -> int:
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None or not str(row[0]).isdigit():
+            raise StoreError(f"{self.path}: allocmark database without a schema version")
+        return int(row[0])
+
+    def _create(self) -> None:
+        self.db.execute("PRAGMA journal_mode = WAL")
+        with self.db:
+            self.db.executescript(_SCHEMA)
+            self._set_version(SCHEMA_VERSION)
+
+    def _set_version(self, v: int) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
+
+    # -- writing --------------------------------------------------------------
+    def new_campaign(self, name: str, seed: int, machine: Machine, argv: Sequence[str],
+                     verified: Sequence[Verified], workloads: Iterable[Workload],
+                     plan: Sequence[RunSpec], baseline: str | None) -> int:
+        """Campaign, machine, allocators, workloads and the whole plan in one transaction."""
+        with self.db:
+            mid = self._machine(machine)
+            cur = self.db.execute(
+                "INSERT INTO campaigns (name, created, status, seed, baseline, argv_json, "
+                "machine_id) VALUES (?, ?, 'running', ?, ?, ?, ?)",
+                (name, time.time(), seed, baseline, json.dumps(list(argv)), mid))
+            cid = int(cur.lastrowid or 0)
+            self.db.executemany("INSERT INTO allocators VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                [_allocator_row(cid, v) for v in verified])
+            self.db.executemany("INSERT INTO workloads VALUES (?,?,?,?,?,?)",
+                                [_workload_row(cid, w) for w in workloads])
+            self.db.executemany("INSERT INTO plan VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                [_plan_row(cid, s) for s in plan])
+        return cid
+
+    def _machine(self, m: Machine) -> int:
+        facts = json.dumps(dataclasses.asdict(m), sort_keys=True)
+        row = self.db.execute("SELECT id FROM machines WHERE facts_json = ?", (facts,)).fetchone()
+        if row:
+            return int(row[0])
+        cur = self.db.execute(
+            "INSERT INTO machines (hostname, cpu_model, cores, kernel, glibc, "
+            "allocmark_version, python, facts_json) VALUES (?,?,?,?,?,?,?,?)",
+            (m.hostname, m.cpu_model, m.cores, m.kernel, m.glibc, m.allocmark_version,
+             m.python, facts))
+        return int(cur.lastrowid or 0)
+
+    def record(self, cid: int, spec: RunSpec, result: RunResult, alloc: Verified) -> None:
+        """Save one finished run and its metrics atomically."""
+        with self.db:
+            mid = self.db.execute("SELECT machine_id FROM campaigns WHERE id=?", (cid,)).fetchone()
+            cur = self.db.execute(
+                "INSERT INTO runs (campaign_id, seq, allocator, workload, params_json, rep, "
+                "status, exit_code, signal, wall_s, user_s, sys_s, maxrss_kib, minflt, majflt, "
+                "nvcsw, nivcsw, started, detail, malloc_object, library, sha256, version, "
+                "partial, machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (cid, spec.seq, spec.allocator, spec.workload, json.dumps(spec.params),
+                 spec.rep, result.status.value, result.exit_code, result.signal, result.wall_s,
+                 result.user_s, result.sys_s, result.maxrss_kib, result.minflt, result.majflt,
+                 result.nvcsw, result.nivcsw, result.started, result.detail,
+                 result.malloc_object, alloc.library, alloc.sha256, alloc.version,
+                 int(alloc.status is Status.PARTIAL), mid[0]))
+            self.db.executemany("INSERT INTO metrics VALUES (?,?,?)",
+                                [(cur.lastrowid, k, v) for k, v in result.metrics.items()])
+
+    def set_status(self, cid: int, status: str) -> None:
+        with self.db:
+            self.db.execute("UPDATE campaigns SET status=?, finished=? WHERE id=?",
+                            (status, time.time() if status == "finished" else None, cid))
+
+    # -- reading --------------------------------------------------------------
+    def campaigns(self) -> list[Campaign]:
+        rows = self.db.execute(
+            "SELECT c.id, c.name, c.status, c.created, c.baseline, "
+            "(SELECT COUNT(*) FROM plan p WHERE p.campaign_id = c.id), "
+            "(SELECT COUNT(*) FROM runs r WHERE r.campaign_id = c.id) "
+            "FROM campaigns c ORDER BY c.id").fetchall()
+        return [Campaign(*r) for r in rows]
+
+    def campaign(self, cid: int | None = None, unfinished: bool = False) -> Campaign:
+        """Campaign `cid`, or the newest one (the newest unfinished one if asked)."""
+        found = [c for c in self.campaigns()
+                 if (cid is None or c.id == cid) and not (unfinished and c.status == "finished")]
+        if not found:
+            what = f"campaign {cid}" if cid is not None else (
+                "unfinished campaign" if unfinished else "campaign")
+            raise StoreError(f"{self.path}: no {what} in this database")
+        return found[-1]
+
+    def pending(self, cid: int) -> list[RunSpec]:
+        rows = self.db.execute(
+            "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
+            "expect_malloc, result_fd FROM plan WHERE campaign_id=? AND seq NOT IN "
+            "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq", (cid, cid)).fetchall()
+        return [_spec_from_row(r) for r in rows]
+
+    def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
+        cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid",
+                              (cid,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def machine_facts(self, cid: int) -> dict[str, Any]:
+        row = self.db.execute("SELECT m.facts_json FROM campaigns c JOIN machines m "
+                              "ON m.id = c.machine_id WHERE c.id=?", (cid,)).fetchone()
+        return dict(json.loads(row[0])) if row else {}
+
+    def runs(self, cid: int) -> list[StoredRun]:
+        metrics: dict[int, dict[str, float]] = {}
+        for run_id, name, value in self.db.execute(
+                "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+                "WHERE r.campaign_id=?", (cid,)):
+            metrics.setdefault(run_id, {})[name] = value
+        rows = self.db.execute(
+            "SELECT id, seq, allocator, workload, params_json, rep, status, wall_s, user_s, "
+            "sys_s, maxrss_kib, detail, partial FROM runs WHERE campaign_id=? ORDER BY seq",
+            (cid,)).fetchall()
+        return [StoredRun(seq=r[1], allocator=r[2], workload=r[3],
+                          params=_params(r[4]), rep=r[5], status=RunStatus(r[6]),
+                          wall_s=r[7], user_s=r[8], sys_s=r[9], maxrss_kib=r[10],
+                          metrics=metrics.get(r[0], {}), detail=r[11] or "",
+                          partial=bool(r[12])) for r in rows]
+
+
+def _params(text: str) -> tuple[tuple[str, int | str], ...]:
+    return tuple((k, v) for k, v in json.loads(text))
+
+
+def _allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
+    spec = dataclasses.asdict(v.spec)
+    return (cid, v.spec.name, v.status.value, v.library, v.sha256, v.version,
+            json.dumps(v.lacks), json.dumps(v.child_env()), json.dumps(v.served),
+            json.dumps(spec), v.reason)
+
+
+def _workload_row(cid: int, w: Workload) -> tuple[Any, ...]:
+    params = [dataclasses.asdict(p) for p in w.params]
+    return (cid, w.name, w.kind, w.description, json.dumps(w.argv), json.dumps(params))
+
+
+def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
+    return (cid, s.seq, s.allocator, s.workload, json.dumps(s.params), s.rep,
+            json.dumps(s.argv), json.dumps(s.env), s.timeout, s.expect_malloc, int(s.result_fd))
+
+
+def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
+    return RunSpec(seq=r[0], allocator=r[1], workload=r[2], params=_params(r[3]), rep=r[4],
+                   argv=tuple(json.loads(r[5])), env=tuple((k, v) for k, v in json.loads(r[6])),
+                   timeout=r[7], expect_malloc=r[8], result_fd=bool(r[9]))
