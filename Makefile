@@ -21,7 +21,8 @@ test: setup lint
 	$(BIN)/python -m pytest -q tests
 
 lint: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	cmake -S . -B build/lint -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build build/lint -j2

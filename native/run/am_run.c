@@ -9,6 +9,9 @@
 // to LD_PRELOAD for the child only, so the launcher never runs on the
 // allocator under test.
 //
+// If allocmark itself dies (even by SIGKILL) the launcher and the benchmark
+// die with it (PR_SET_PDEATHSIG), so no orphaned benchmark keeps running.
+//
 // On STATUS_FD it writes one line:
 //   am_run 1 status=S wall_ns=N utime_us=N stime_us=N maxrss_kib=N minflt=N
 //   majflt=N nvcsw=N nivcsw=N exec_errno=E
@@ -16,9 +19,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +39,7 @@ static int64_t am_us(struct timeval tv) { return (int64_t)tv.tv_sec * 1000000 + 
 
 // The child: set the preload, exec, and on failure send errno up the pipe.
 static void am_child(int err_fd, char **argv) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   const char *preload = getenv("AM_RUN_LD_PRELOAD");
   if (preload) {
     setenv("LD_PRELOAD", preload, 1);
@@ -59,6 +65,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: am_run STATUS_FD PROGRAM [ARGS...]\n");
     return 2;
   }
+  pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return 3;  // allocmark died before the line above
   int status_fd = atoi(argv[1]);
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;

@@ -20,11 +20,27 @@ from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Status, Verified
 
 CORE = ("malloc", "free", "calloc", "realloc")
-C_API = (*CORE, "reallocarray", "posix_memalign", "aligned_alloc", "memalign", "valloc",
-         "pvalloc", "malloc_usable_size")
+C_API = (
+    *CORE,
+    "reallocarray",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "malloc_usable_size",
+)
 PROBE_TIMEOUT_S = 20.0
-_ENTRY_KEYS = ("description", "system", "library", "package", "version", "baseline", "env",
-               "variant")
+_ENTRY_KEYS = (
+    "description",
+    "system",
+    "library",
+    "package",
+    "version",
+    "baseline",
+    "env",
+    "variant",
+)
 
 
 # ---------------------------------------------------------------------------
@@ -73,19 +89,30 @@ def _entry_spec(name: str, t: tomlfile.TomlTable, user: bool) -> AllocatorSpec:
     if not re.fullmatch(r"probe:\w+|dpkg|auto|none", version):
         raise t.error("version", f"{version!r} is not one of probe:NAME, dpkg, auto, none")
     return AllocatorSpec(
-        name=name, description=t.get("description", str, ""), system=system, paths=paths,
-        package=t.get("package", str), version_source=version, env=t.str_map("env"),
-        baseline=t.get("baseline", bool, False), user=user,
+        name=name,
+        description=t.get("description", str, ""),
+        system=system,
+        paths=paths,
+        package=t.get("package", str),
+        version_source=version,
+        env=t.str_map("env"),
+        baseline=t.get("baseline", bool, False),
+        user=user,
     )
 
 
 def _variant(base: AllocatorSpec, vname: str, t: tomlfile.TomlTable) -> AllocatorSpec:
     env = dict(base.env) | dict(t.str_map("env"))
     return AllocatorSpec(
-        name=f"{base.name}:{vname}", description=t.get("description", str, ""),
-        system=base.system, paths=base.paths, package=base.package,
-        version_source=base.version_source, env=tuple(sorted(env.items())),
-        baseline=False, user=base.user,
+        name=f"{base.name}:{vname}",
+        description=t.get("description", str, ""),
+        system=base.system,
+        paths=base.paths,
+        package=base.package,
+        version_source=base.version_source,
+        env=tuple(sorted(env.items())),
+        baseline=False,
+        user=base.user,
     )
 
 
@@ -133,8 +160,13 @@ def _adhoc(token: str) -> AllocatorSpec:
             raise UserError(f"-a {token!r}: {pair!r} is not ENV=VALUE")
         env.append((key, val))
     full = os.path.abspath(os.path.expanduser(path))
-    return AllocatorSpec(name=name, description=f"user library {full}", paths=(full,),
-                         env=tuple(sorted(env)), user=True)
+    return AllocatorSpec(
+        name=name,
+        description=f"user library {full}",
+        paths=(full,),
+        env=tuple(sorted(env)),
+        user=True,
+    )
 
 
 def select(specs: Sequence[AllocatorSpec], names: Sequence[str]) -> list[AllocatorSpec]:
@@ -215,33 +247,49 @@ def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.Completed
     if library:
         env["LD_PRELOAD"] = library
     try:
-        return subprocess.run([str(native.program("am_probe"))], env=env, capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S, check=False)
+        return subprocess.run(
+            [str(native.program("am_probe"))],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess([], -signal.SIGKILL, "", "probe timed out")
 
 
-def _judge(spec: AllocatorSpec, library: str | None,
-           proc: subprocess.CompletedProcess[str]) -> Verified:
-    broken = _probe_problem(library, proc)
-    report: dict[str, Any] = {} if broken else json.loads(proc.stdout)
-    if broken is None:
-        expected = library or _real(report["libc"])
-        broken = _core_problem(report, expected, library)
+def _judge(
+    spec: AllocatorSpec, library: str | None, proc: subprocess.CompletedProcess[str]
+) -> Verified:
+    broken = _probe_problem(proc)
+    if broken:
+        return Verified(spec, Status.BROKEN, library=library, reason=broken)
+    report: dict[str, Any] = json.loads(proc.stdout)
+    lib = library or os.path.realpath(report["libc"])
+    broken = _core_problem(report, lib, is_preload=library is not None)
     if broken:
         return Verified(spec, Status.BROKEN, library=library, reason=broken)
     served = tuple((f, _real(o)) for f, o in report["functions"].items())
-    lib = library or _real(report["libc"])
     lacks = tuple(f for f, o in served if f in C_API and o != lib)
+    reason = (
+        f"lacks {', '.join(lacks)}: glibc serves them, so a program calling them mixes two heaps"
+        if lacks
+        else ""
+    )
     return Verified(
-        spec, Status.PARTIAL if lacks else Status.OK, library=lib, sha256=sha256_file(lib),
-        version=_version(spec, report, lib), served=served, lacks=lacks,
-        reason=f"lacks {', '.join(lacks)}: glibc serves them, so a program calling them "
-        "mixes two heaps" if lacks else "",
+        spec,
+        Status.PARTIAL if lacks else Status.OK,
+        library=lib,
+        sha256=sha256_file(lib),
+        version=_version(spec, report, lib),
+        served=served,
+        lacks=lacks,
+        reason=reason,
     )
 
 
-def _probe_problem(library: str | None, proc: subprocess.CompletedProcess[str]) -> str | None:
+def _probe_problem(proc: subprocess.CompletedProcess[str]) -> str | None:
     ignored = re.search(r"object '.*' from LD_PRELOAD cannot be preloaded \((.*)\)", proc.stderr)
     if ignored:
         return f"preload ignored by ld.so ({ignored.group(1)})"
@@ -259,11 +307,11 @@ def _probe_problem(library: str | None, proc: subprocess.CompletedProcess[str]) 
     return None
 
 
-def _core_problem(report: dict[str, Any], expected: str, library: str | None) -> str | None:
+def _core_problem(report: dict[str, Any], expected: str, is_preload: bool) -> str | None:
     for func in CORE:
         owner = _real(report["functions"].get(func))
         if owner != expected:
-            if func == "malloc" and library:
+            if func == "malloc" and is_preload:
                 return f"does not export malloc (ld.so bound malloc to {owner})"
             return f"{func} is served by {owner}, not by {expected}"
     return None
@@ -288,18 +336,22 @@ def dpkg_version(path: str) -> str | None:
     """Version of the Debian package that owns `path`, if any."""
     if not shutil.which("dpkg-query"):
         return None
-    owner = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True,
-                           check=False)
+    owner = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True, check=False)
     if owner.returncode != 0:
         # Debian lists files under /usr/lib; realpath may say /lib (merged /usr).
         alt = "/usr" + path if not path.startswith("/usr/") else path.removeprefix("/usr")
-        owner = subprocess.run(["dpkg-query", "-S", alt], capture_output=True, text=True,
-                               check=False)
+        owner = subprocess.run(
+            ["dpkg-query", "-S", alt], capture_output=True, text=True, check=False
+        )
     if owner.returncode != 0:
         return None
     package = owner.stdout.split(":", 1)[0].split(",")[0].strip()
-    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", package],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return f"{package} {out.stdout.strip()}" if out.returncode == 0 else None
 
 

@@ -26,7 +26,7 @@ class Cell:
 
     @property
     def state(self) -> str:
-        """"ok", or the worst failure with its count, e.g. "crashed 2/3"."""
+        """ "ok", or the worst failure with its count, e.g. "crashed 2/3"."""
         if self.summary is not None:
             return "ok"
         if not self.failures:
@@ -52,22 +52,32 @@ class Comparison:
     geomean: dict[str, dict[str, float | None]]  # metric -> allocator -> geomean of ratios
 
 
-def compare(runs: Sequence[StoredRun], allocators: Sequence[str],
-            baseline: str | None) -> Comparison:
+def compare(
+    runs: Sequence[StoredRun], allocators: Sequence[str], baseline: str | None
+) -> Comparison:
     groups: dict[tuple[str, Params], list[StoredRun]] = {}
     for r in runs:
         groups.setdefault((r.workload, r.params), []).append(r)
     keys = sorted(groups, key=_row_order)
     labels = _labels(keys)
-    rows = tuple(_row(w, p, labels[(w, p)], groups[(w, p)], allocators, baseline)
-                 for w, p in keys)
-    return Comparison(baseline=baseline, allocators=tuple(allocators),
-                      partial=frozenset(r.allocator for r in runs if r.partial), rows=rows,
-                      geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in METRICS})
+    rows = tuple(_row(w, p, labels[(w, p)], groups[(w, p)], allocators, baseline) for w, p in keys)
+    return Comparison(
+        baseline=baseline,
+        allocators=tuple(allocators),
+        partial=frozenset(r.allocator for r in runs if r.partial),
+        rows=rows,
+        geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in METRICS},
+    )
 
 
-def _row(workload: str, params: Params, label: str, runs: Sequence[StoredRun],
-         allocators: Sequence[str], baseline: str | None) -> Row:
+def _row(
+    workload: str,
+    params: Params,
+    label: str,
+    runs: Sequence[StoredRun],
+    allocators: Sequence[str],
+    baseline: str | None,
+) -> Row:
     cells: dict[str, dict[str, Cell]] = {}
     for metric, get in METRICS.items():
         raw = {a: _cell([r for r in runs if r.allocator == a], get) for a in allocators}
@@ -124,8 +134,9 @@ class TryLine:
     speedup_sd: float | None
 
 
-def try_lines(runs: Sequence[StoredRun], allocators: Sequence[str],
-              baseline: str | None) -> list[TryLine]:
+def try_lines(
+    runs: Sequence[StoredRun], allocators: Sequence[str], baseline: str | None
+) -> list[TryLine]:
     cells = {a: [r for r in runs if r.allocator == a] for a in allocators}
     walls = {a: _cell(rs, METRICS["time_s"]) for a, rs in cells.items()}
     base_cell = walls.get(baseline) if baseline else None
@@ -143,6 +154,14 @@ def _try_line(a: str, runs: Sequence[StoredRun], wall: Cell, base: stats.Summary
     if ok and base is not None and wall.summary is not None and wall.summary.mean:
         speed = base.mean / wall.summary.mean
         sd = stats.ratio_stdev(base, wall.summary)
-    return TryLine(a, any(r.partial for r in runs), wall.state, wall.summary,
-                   summ(lambda r: r.user_s), summ(lambda r: r.sys_s),
-                   summ(lambda r: float(r.maxrss_kib)), speed, sd)
+    return TryLine(
+        a,
+        any(r.partial for r in runs),
+        wall.state,
+        wall.summary,
+        summ(lambda r: r.user_s),
+        summ(lambda r: r.sys_s),
+        summ(lambda r: float(r.maxrss_kib)),
+        speed,
+        sd,
+    )

@@ -37,18 +37,31 @@ def prepare(specs: Sequence[AllocatorSpec], explicit: bool) -> Prepared:
     return Prepared(tuple(usable), tuple(bad), allocators.baseline_name(usable))
 
 
-def start(store: Store, name: str, prepared: Prepared,
-          cell_list: Sequence[tuple[Workload, Params]], repetitions: int, timeout: float,
-          seed: int, argv: Sequence[str]) -> int:
+def start(
+    store: Store,
+    name: str,
+    prepared: Prepared,
+    cell_list: Sequence[tuple[Workload, Params]],
+    repetitions: int,
+    timeout: float,
+    seed: int,
+    argv: Sequence[str],
+) -> int:
     """Plan and save the campaign; nothing runs yet."""
     runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed)
     used = {w.name: w for w, _ in cell_list}.values()
-    return store.new_campaign(name, seed, machine.current(), argv, prepared.usable, used, runs,
-                              prepared.baseline)
+    return store.new_campaign(
+        name, seed, machine.current(), argv, prepared.usable, used, runs, prepared.baseline
+    )
 
 
-def execute(store: Store, cid: int, executor: Executor, verified: Sequence[Verified],
-            on_run: OnRun | None = None) -> None:
+def execute(
+    store: Store,
+    cid: int,
+    executor: Executor,
+    verified: Sequence[Verified],
+    on_run: OnRun | None = None,
+) -> None:
     """Run what is still pending, saving each run as it ends. Ctrl-C keeps every finished run."""
     by_name = {v.spec.name: v for v in verified}
     pending = store.pending(cid)
@@ -78,7 +91,8 @@ def reverify(store: Store, cid: int) -> list[Verified]:
             raise UserError(
                 f"allocator {spec.name!r} changed since campaign {cid} started "
                 f"(sha256 {str(row['sha256'])[:12]} -> {found}); its runs would not be "
-                "comparable: start a new campaign instead of --resume")
+                "comparable: start a new campaign instead of --resume"
+            )
         out.append(now)
     return out
 

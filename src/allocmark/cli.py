@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,9 +25,13 @@ from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.report import export, table
 from allocmark.store import Store
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  pretty_exceptions_enable=False,
-                  help="Benchmark memory allocators: which malloc should my program use, and why?")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Benchmark memory allocators: which malloc should my program use, and why?",
+)
 out = Console()
 err = Console(stderr=True)
 for _console in (out, err):
@@ -34,17 +39,29 @@ for _console in (out, err):
         _console.width = 160
 
 DEFAULT_DB = Path("results/allocmark.db")
-AllocOpt = Annotated[list[str] | None, typer.Option(
-    "-a", "--allocator", help="allocators: NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]")]
-CatalogOpt = Annotated[list[Path] | None, typer.Option(
-    "--catalog", help="extra allocator catalog TOML file (same schema as the built-in one)")]
+AllocOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-a", "--allocator", help="allocators: NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]"
+    ),
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalog", help="extra allocator catalog TOML file (same schema as the built-in one)"
+    ),
+]
 DbOpt = Annotated[Path, typer.Option("--db", help="results database (SQLite)")]
 
 
 def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[Any], bool]:
     """Selected allocator specs, and whether the user named them explicitly."""
     names, adhoc = allocators.parse_selection(alloc or [])
-    chosen = allocators.select(allocators.load_catalog(catalog or []), names) if names or not adhoc else []
+    chosen = (
+        allocators.select(allocators.load_catalog(catalog or []), names)
+        if names or not adhoc
+        else []
+    )
     return chosen + adhoc, bool(alloc)
 
 
@@ -67,15 +84,27 @@ def workloads_cmd() -> None:
 
 @app.command("run")
 def run_cmd(
-    suite: Annotated[str | None, typer.Option("--suite", help="built-in suite name or suite .toml file")] = None,
+    suite: Annotated[
+        str | None, typer.Option("--suite", help="built-in suite name or suite .toml file")
+    ] = None,
     alloc: AllocOpt = None,
-    workload: Annotated[list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")] = None,
-    param: Annotated[list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")] = None,
+    workload: Annotated[
+        list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
+    ] = None,
     reps: Annotated[int | None, typer.Option("-n", "--repetitions", min=1)] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", min=0.1, help="seconds per run")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="shuffle seed of the run order")] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=0.1, help="seconds per run")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="shuffle seed of the run order")
+    ] = None,
     db: DbOpt = DEFAULT_DB,
-    resume: Annotated[bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")
+    ] = False,
     catalog: CatalogOpt = None,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
@@ -85,14 +114,24 @@ def run_cmd(
         verified = campaign.reverify(store, cid)
         out.print(f"resuming campaign {cid}: {len(store.pending(cid))} runs left")
     else:
-        verified, cid = _start_run(store, suite, alloc, workload, param, reps, timeout, seed, catalog)
+        verified, cid = _start_run(
+            store, suite, alloc, workload, param, reps, timeout, seed, catalog
+        )
     _execute(store, cid, verified)
     _print_report(store, cid)
 
 
-def _start_run(store: Store, suite_name: str | None, alloc: list[str] | None,
-               workload: list[str] | None, param: list[str] | None, reps: int | None,
-               timeout: float | None, seed: int | None, catalog: list[Path] | None) -> tuple[Any, int]:
+def _start_run(
+    store: Store,
+    suite_name: str | None,
+    alloc: list[str] | None,
+    workload: list[str] | None,
+    param: list[str] | None,
+    reps: int | None,
+    timeout: float | None,
+    seed: int | None,
+    catalog: list[Path] | None,
+) -> tuple[Any, int]:
     wanted = [w for item in workload or [] for w in item.split(",") if w]
     if suite_name is None and wanted:
         suite = plan.adhoc_suite(wanted, reps or 3, timeout or 600, seed or 1)
@@ -101,14 +140,26 @@ def _start_run(store: Store, suite_name: str | None, alloc: list[str] | None,
         if wanted:
             suite = _only(suite, wanted)
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(param or []))
-    specs, explicit = _specs(alloc or (None if suite.allocators == ("all",) else list(suite.allocators)), catalog)
+    specs, explicit = _specs(
+        alloc or (None if suite.allocators == ("all",) else list(suite.allocators)), catalog
+    )
     prepared = campaign.prepare(specs, explicit)
     _print_unusable(prepared)
     n = reps or suite.repetitions
-    cid = campaign.start(store, suite.name, prepared, cells, n, timeout or suite.timeout,
-                         seed if seed is not None else suite.seed, sys.argv)
-    out.print(f"campaign {cid}: {len(prepared.usable)} allocators x {len(cells)} cells x {n} "
-              f"repetitions = {store.campaign(cid).planned} runs -> {store.path}")
+    cid = campaign.start(
+        store,
+        suite.name,
+        prepared,
+        cells,
+        n,
+        timeout or suite.timeout,
+        seed if seed is not None else suite.seed,
+        sys.argv,
+    )
+    out.print(
+        f"campaign {cid}: {len(prepared.usable)} allocators x {len(cells)} cells x {n} "
+        f"repetitions = {store.campaign(cid).planned} runs -> {store.path}"
+    )
     return list(prepared.usable), cid
 
 
@@ -128,8 +179,14 @@ def _print_unusable(prepared: campaign.Prepared) -> None:
 
 
 def _execute(store: Store, cid: int, verified: list[Any]) -> None:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=err, transient=False) as progress:
         c = store.campaign(cid)
         task = progress.add_task("running", total=c.planned, completed=c.done)
@@ -137,15 +194,27 @@ def _execute(store: Store, cid: int, verified: list[Any]) -> None:
         def on_run(done: int, total: int, spec: RunSpec, result: RunResult) -> None:
             progress.update(task, completed=done, description=f"{spec.allocator} {spec.workload}")
             if result.status is not RunStatus.OK:
-                progress.console.print(f"[red]{result.status.value}[/]: {spec.allocator} "
-                                       f"{spec.workload} {dict(spec.params)}: {result.detail[:300]}")
+                progress.console.print(
+                    f"{result.status.value}: {spec.allocator} "
+                    f"{spec.workload} {dict(spec.params)}: {result.detail[:300]}",
+                    soft_wrap=True,
+                    markup=False,
+                )
 
+        previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             campaign.execute(store, cid, LocalExecutor(), verified, on_run)
         except KeyboardInterrupt:
             raise Interrupted(
                 f"interrupted: {store.campaign(cid).done} finished runs are saved in "
-                f"{store.path}; finish with `allocmark run --resume --db {store.path}`") from None
+                f"{store.path}; finish with `allocmark run --resume --db {store.path}`"
+            ) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a campaign as cleanly as Ctrl-C
 
 
 def _comparison(store: Store, cid: int) -> analyze.Comparison:
@@ -184,9 +253,13 @@ def try_cmd(
 @app.command("report")
 def report_cmd(
     db: DbOpt = DEFAULT_DB,
-    campaign_id: Annotated[int | None, typer.Option("--campaign", help="campaign id (default: newest)")] = None,
+    campaign_id: Annotated[
+        int | None, typer.Option("--campaign", help="campaign id (default: newest)")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, md, csv or json")] = "table",
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="write to this file")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="write to this file")
+    ] = None,
 ) -> None:
     """Show the comparison table of a stored campaign."""
     if fmt not in ("table", "md", "csv", "json"):
@@ -198,9 +271,16 @@ def report_cmd(
         return
     comp = _comparison(store, cid)
     c = store.campaign(cid)
-    info = {"id": c.id, "name": c.name, "status": c.status, "created": c.created,
-            "planned": c.planned, "done": c.done, "machine": store.machine_facts(cid)}
-    text = {"md": export.markdown, "csv": export.csv_text}.get(fmt, lambda comp: export.json_text(comp, info))(comp)
+    info = {
+        "id": c.id,
+        "name": c.name,
+        "status": c.status,
+        "created": c.created,
+        "planned": c.planned,
+        "done": c.done,
+        "machine": store.machine_facts(cid),
+    }
+    text = export.render(fmt, comp, info)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

@@ -59,8 +59,11 @@ def run(spec: RunSpec) -> RunResult:
         try:
             status_line, record, timed_out = _spawn_and_wait(spec, err)
         except OSError as e:
-            return RunResult(RunStatus.ERROR, started=started,
-                             detail=f"cannot start {spec.argv[0]}: {e.strerror or e}")
+            return RunResult(
+                RunStatus.ERROR,
+                started=started,
+                detail=f"cannot start {spec.argv[0]}: {e.strerror or e}",
+            )
         err.seek(max(0, err.seek(0, os.SEEK_END) - STDERR_TAIL))
         tail = err.read().decode(errors="replace").strip()
     return _interpret(spec, _parse_status(status_line), record, timed_out, started, tail)
@@ -80,9 +83,15 @@ def _spawn_and_wait(spec: RunSpec, err: IO[bytes]) -> tuple[bytes, bytes, bool]:
     argv = [str(native.program("am_run")), str(write_ends[0]), *spec.argv]
     try:
         # Own session = own process group, so a timeout can kill all of it.
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                                pass_fds=tuple(write_ends))
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            pass_fds=tuple(write_ends),
+        )
     except OSError:
         for fd in (*write_ends, *pipes.fds.values()):
             os.close(fd)
@@ -154,8 +163,9 @@ def _parse_status(line: bytes) -> dict[str, int]:
     return {k: int(v) for k, _, v in (w.partition("=") for w in words[2:])}
 
 
-def _interpret(spec: RunSpec, st: dict[str, int], record: bytes, timed_out: bool,
-               started: float, tail: str) -> RunResult:
+def _interpret(
+    spec: RunSpec, st: dict[str, int], record: bytes, timed_out: bool, started: float, tail: str
+) -> RunResult:
     status, detail = _judge(spec, st, timed_out, tail)
     metrics: dict[str, float] = {}
     malloc_object = None
@@ -168,18 +178,25 @@ def _interpret(spec: RunSpec, st: dict[str, int], record: bytes, timed_out: bool
             detail = f"malloc was served by {malloc_object}, not by {spec.expect_malloc}"
     wait = st.get("status", 0)
     return RunResult(
-        status=status, wall_s=st.get("wall_ns", 0) / 1e9, user_s=st.get("utime_us", 0) / 1e6,
-        sys_s=st.get("stime_us", 0) / 1e6, maxrss_kib=st.get("maxrss_kib", 0),
-        minflt=st.get("minflt", 0), majflt=st.get("majflt", 0), nvcsw=st.get("nvcsw", 0),
+        status=status,
+        wall_s=st.get("wall_ns", 0) / 1e9,
+        user_s=st.get("utime_us", 0) / 1e6,
+        sys_s=st.get("stime_us", 0) / 1e6,
+        maxrss_kib=st.get("maxrss_kib", 0),
+        minflt=st.get("minflt", 0),
+        majflt=st.get("majflt", 0),
+        nvcsw=st.get("nvcsw", 0),
         nivcsw=st.get("nivcsw", 0),
         exit_code=os.WEXITSTATUS(wait) if st and os.WIFEXITED(wait) else None,
         signal=os.WTERMSIG(wait) if st and os.WIFSIGNALED(wait) else None,
-        started=started, metrics=metrics, malloc_object=malloc_object, detail=detail,
+        started=started,
+        metrics=metrics,
+        malloc_object=malloc_object,
+        detail=detail,
     )
 
 
-def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool,
-           tail: str) -> tuple[RunStatus, str]:
+def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tuple[RunStatus, str]:
     if timed_out:
         return RunStatus.TIMEOUT, f"killed after the {spec.timeout:g} s timeout"
     if not st:
@@ -201,8 +218,11 @@ def _parse_record(record: bytes) -> tuple[dict[str, float], str | None, str | No
         return {}, None, f"no valid metrics record on AM_RESULT_FD: {record[:200]!r}"
     if not isinstance(data, dict):
         return {}, None, "metrics record is not a JSON object"
-    metrics = {k: float(v) for k, v in data.items()
-               if isinstance(v, int | float) and not isinstance(v, bool)}
+    metrics = {
+        k: float(v)
+        for k, v in data.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
     owner = data.get("malloc_object")
     return metrics, owner if isinstance(owner, str) else None, None
 

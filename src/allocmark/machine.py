@@ -25,10 +25,15 @@ class Machine:
 
 def current() -> Machine:
     return Machine(
-        hostname=socket.gethostname(), cpu_model=_cpu_model(), cores=os.cpu_count() or 0,
-        kernel=platform.release(), glibc=os.confstr("CS_GNU_LIBC_VERSION") or "unknown",
-        allocmark_version=__version__, python=platform.python_version(),
-        memory_kib=_meminfo_kib("MemTotal"), governor=_governor(),
+        hostname=socket.gethostname(),
+        cpu_model=_cpu_model(),
+        cores=os.cpu_count() or 0,
+        kernel=platform.release(),
+        glibc=os.confstr("CS_GNU_LIBC_VERSION") or "unknown",
+        allocmark_version=__version__,
+        python=platform.python_version(),
+        memory_kib=_meminfo_kib("MemTotal"),
+        governor=_governor(),
     )
 
 

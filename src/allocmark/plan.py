@@ -45,15 +45,21 @@ def load_suite(name_or_path: str) -> Suite:
         path = suites_dir() / f"{name_or_path}.toml"
         if not path.exists():
             known = ", ".join(sorted(p.stem for p in suites_dir().glob("*.toml")))
-            raise UserError(f"unknown suite {name_or_path!r}; built-in suites: {known} "
-                            "(or give the path of a suite .toml file)")
+            raise UserError(
+                f"unknown suite {name_or_path!r}; built-in suites: {known} "
+                "(or give the path of a suite .toml file)"
+            )
     doc = tomlfile.load(path)
     doc.allow(["description", "allocators", "repetitions", "timeout", "seed", "runs"])
     return Suite(
-        name=path.stem, source=str(path), description=doc.get("description", str, ""),
+        name=path.stem,
+        source=str(path),
+        description=doc.get("description", str, ""),
         allocators=doc.str_list("allocators") or ("all",),
-        repetitions=_positive(doc, "repetitions", 3), timeout=float(_positive(doc, "timeout", 600)),
-        seed=doc.get("seed", int, 1), entries=tuple(_entry(t) for t in doc.array_of_tables("runs")),
+        repetitions=_positive(doc, "repetitions", 3),
+        timeout=float(_positive(doc, "timeout", 600)),
+        seed=doc.get("seed", int, 1),
+        entries=tuple(_entry(t) for t in doc.array_of_tables("runs")),
     )
 
 
@@ -70,16 +76,25 @@ def _entry(t: tomlfile.TomlTable) -> SuiteEntry:
     for key, value in t.table("params").data.items():
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, int | str) for v in values):
-            raise t.error(f"params.{key}", f"expected an integer, a string or a list, got {value!r}")
+            raise t.error(
+                f"params.{key}", f"expected an integer, a string or a list, got {value!r}"
+            )
         grid.append((key, tuple(values)))
     return SuiteEntry(workload=t.get("workload", str, required=True), grid=tuple(grid))
 
 
 def adhoc_suite(names: Sequence[str], repetitions: int, timeout: float, seed: int) -> Suite:
     """Workloads named with -w, each at its defaults."""
-    return Suite(name="adhoc", source="command line", description="", allocators=("all",),
-                 repetitions=repetitions, timeout=timeout, seed=seed,
-                 entries=tuple(SuiteEntry(n, ()) for n in names))
+    return Suite(
+        name="adhoc",
+        source="command line",
+        description="",
+        allocators=("all",),
+        repetitions=repetitions,
+        timeout=timeout,
+        seed=seed,
+        entries=tuple(SuiteEntry(n, ()) for n in names),
+    )
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -96,36 +111,48 @@ def parse_overrides(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
 # ---------------------------------------------------------------------------
 # Planning
 # ---------------------------------------------------------------------------
-def cells(suite: Suite, catalog: Mapping[str, Workload],
-          overrides: Mapping[str, tuple[str, ...]]) -> list[tuple[Workload, Params]]:
+def cells(
+    suite: Suite, catalog: Mapping[str, Workload], overrides: Mapping[str, tuple[str, ...]]
+) -> list[tuple[Workload, Params]]:
     """Every (workload, parameter set) of the suite, overrides applied, duplicates dropped."""
     _check_overrides(suite, catalog, overrides)
     out: dict[tuple[str, Params], tuple[Workload, Params]] = {}
     for entry in suite.entries:
         w = catalog.get(entry.workload)
         if w is None:
-            raise UserError(f"{suite.source}: unknown workload {entry.workload!r}; "
-                            f"known: {', '.join(catalog)}")
-        grid = dict(entry.grid) | {k: v for k, v in overrides.items()
-                                   if k in {p.name for p in w.params}}
+            raise UserError(
+                f"{suite.source}: unknown workload {entry.workload!r}; known: {', '.join(catalog)}"
+            )
+        grid = dict(entry.grid) | {
+            k: v for k, v in overrides.items() if k in {p.name for p in w.params}
+        }
         for combo in itertools.product(*grid.values()):
             params = workloads.resolve_params(w, dict(zip(grid, combo, strict=True)), suite.source)
             out.setdefault((w.name, params), (w, params))
     return list(out.values())
 
 
-def _check_overrides(suite: Suite, catalog: Mapping[str, Workload],
-                     overrides: Mapping[str, tuple[str, ...]]) -> None:
-    names = {p.name for e in suite.entries if e.workload in catalog
-             for p in catalog[e.workload].params}
+def _check_overrides(
+    suite: Suite, catalog: Mapping[str, Workload], overrides: Mapping[str, tuple[str, ...]]
+) -> None:
+    names = {
+        p.name for e in suite.entries if e.workload in catalog for p in catalog[e.workload].params
+    }
     for key in overrides:
         if key not in names:
-            raise UserError(f"-p {key}: no selected workload has this parameter "
-                            f"(parameters: {', '.join(sorted(names)) or 'none'})")
+            raise UserError(
+                f"-p {key}: no selected workload has this parameter "
+                f"(parameters: {', '.join(sorted(names)) or 'none'})"
+            )
 
 
-def build(cell_list: Sequence[tuple[Workload, Params]], allocators: Sequence[Verified],
-          repetitions: int, timeout: float, seed: int) -> list[RunSpec]:
+def build(
+    cell_list: Sequence[tuple[Workload, Params]],
+    allocators: Sequence[Verified],
+    repetitions: int,
+    timeout: float,
+    seed: int,
+) -> list[RunSpec]:
     """Interleave: each repetition visits every cell, allocators shuffled per cell."""
     rng = random.Random(seed)
     order: list[tuple[Workload, Params, Verified, int]] = []
@@ -139,11 +166,17 @@ def build(cell_list: Sequence[tuple[Workload, Params]], allocators: Sequence[Ver
     return [_spec(i, w, p, a, rep, timeout) for i, (w, p, a, rep) in enumerate(order)]
 
 
-def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int,
-          timeout: float) -> RunSpec:
+def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int, timeout: float) -> RunSpec:
     native = w.kind == "native"
-    return RunSpec(seq=seq, allocator=a.spec.name, workload=w.name, params=params, rep=rep,
-                   argv=workloads.expand(w, params),
-                   env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
-                   timeout=timeout, expect_malloc=a.malloc_object if native else None,
-                   result_fd=native)
+    return RunSpec(
+        seq=seq,
+        allocator=a.spec.name,
+        workload=w.name,
+        params=params,
+        rep=rep,
+        argv=workloads.expand(w, params),
+        env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
+        timeout=timeout,
+        expect_malloc=a.malloc_object if native else None,
+        result_fd=native,
+    )

@@ -26,10 +26,14 @@ class Summary:
 def summarize(values: Sequence[float]) -> Summary:
     if not values:
         raise ValueError("summarize() needs at least one value")
-    return Summary(n=len(values), median=statistics.median(values),
-                   mean=statistics.fmean(values),
-                   stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
-                   minimum=min(values), maximum=max(values))
+    return Summary(
+        n=len(values),
+        median=statistics.median(values),
+        mean=statistics.fmean(values),
+        stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
+        minimum=min(values),
+        maximum=max(values),
+    )
 
 
 def ratio_stdev(a: Summary, b: Summary) -> float:

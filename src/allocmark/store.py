@@ -87,7 +87,9 @@ class Store:
 
     # -- schema ---------------------------------------------------------------
     def _check_schema(self) -> None:
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {
+            r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
         if not tables:
             self._create()
             return
@@ -120,23 +122,37 @@ class Store:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
 
     # -- writing --------------------------------------------------------------
-    def new_campaign(self, name: str, seed: int, machine: Machine, argv: Sequence[str],
-                     verified: Sequence[Verified], workloads: Iterable[Workload],
-                     plan: Sequence[RunSpec], baseline: str | None) -> int:
+    def new_campaign(
+        self,
+        name: str,
+        seed: int,
+        machine: Machine,
+        argv: Sequence[str],
+        verified: Sequence[Verified],
+        workloads: Iterable[Workload],
+        plan: Sequence[RunSpec],
+        baseline: str | None,
+    ) -> int:
         """Campaign, machine, allocators, workloads and the whole plan in one transaction."""
         with self.db:
             mid = self._machine(machine)
             cur = self.db.execute(
                 "INSERT INTO campaigns (name, created, status, seed, baseline, argv_json, "
                 "machine_id) VALUES (?, ?, 'running', ?, ?, ?, ?)",
-                (name, time.time(), seed, baseline, json.dumps(list(argv)), mid))
+                (name, time.time(), seed, baseline, json.dumps(list(argv)), mid),
+            )
             cid = int(cur.lastrowid or 0)
-            self.db.executemany("INSERT INTO allocators VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                                [_allocator_row(cid, v) for v in verified])
-            self.db.executemany("INSERT INTO workloads VALUES (?,?,?,?,?,?)",
-                                [_workload_row(cid, w) for w in workloads])
-            self.db.executemany("INSERT INTO plan VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                                [_plan_row(cid, s) for s in plan])
+            self.db.executemany(
+                "INSERT INTO allocators VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [_allocator_row(cid, v) for v in verified],
+            )
+            self.db.executemany(
+                "INSERT INTO workloads VALUES (?,?,?,?,?,?)",
+                [_workload_row(cid, w) for w in workloads],
+            )
+            self.db.executemany(
+                "INSERT INTO plan VALUES (?,?,?,?,?,?,?,?,?,?,?)", [_plan_row(cid, s) for s in plan]
+            )
         return cid
 
     def _machine(self, m: Machine) -> int:
@@ -147,8 +163,17 @@ class Store:
         cur = self.db.execute(
             "INSERT INTO machines (hostname, cpu_model, cores, kernel, glibc, "
             "allocmark_version, python, facts_json) VALUES (?,?,?,?,?,?,?,?)",
-            (m.hostname, m.cpu_model, m.cores, m.kernel, m.glibc, m.allocmark_version,
-             m.python, facts))
+            (
+                m.hostname,
+                m.cpu_model,
+                m.cores,
+                m.kernel,
+                m.glibc,
+                m.allocmark_version,
+                m.python,
+                facts,
+            ),
+        )
         return int(cur.lastrowid or 0)
 
     def record(self, cid: int, spec: RunSpec, result: RunResult, alloc: Verified) -> None:
@@ -160,19 +185,45 @@ class Store:
                 "status, exit_code, signal, wall_s, user_s, sys_s, maxrss_kib, minflt, majflt, "
                 "nvcsw, nivcsw, started, detail, malloc_object, library, sha256, version, "
                 "partial, machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (cid, spec.seq, spec.allocator, spec.workload, json.dumps(spec.params),
-                 spec.rep, result.status.value, result.exit_code, result.signal, result.wall_s,
-                 result.user_s, result.sys_s, result.maxrss_kib, result.minflt, result.majflt,
-                 result.nvcsw, result.nivcsw, result.started, result.detail,
-                 result.malloc_object, alloc.library, alloc.sha256, alloc.version,
-                 int(alloc.status is Status.PARTIAL), mid[0]))
-            self.db.executemany("INSERT INTO metrics VALUES (?,?,?)",
-                                [(cur.lastrowid, k, v) for k, v in result.metrics.items()])
+                (
+                    cid,
+                    spec.seq,
+                    spec.allocator,
+                    spec.workload,
+                    json.dumps(spec.params),
+                    spec.rep,
+                    result.status.value,
+                    result.exit_code,
+                    result.signal,
+                    result.wall_s,
+                    result.user_s,
+                    result.sys_s,
+                    result.maxrss_kib,
+                    result.minflt,
+                    result.majflt,
+                    result.nvcsw,
+                    result.nivcsw,
+                    result.started,
+                    result.detail,
+                    result.malloc_object,
+                    alloc.library,
+                    alloc.sha256,
+                    alloc.version,
+                    int(alloc.status is Status.PARTIAL),
+                    mid[0],
+                ),
+            )
+            self.db.executemany(
+                "INSERT INTO metrics VALUES (?,?,?)",
+                [(cur.lastrowid, k, v) for k, v in result.metrics.items()],
+            )
 
     def set_status(self, cid: int, status: str) -> None:
         with self.db:
-            self.db.execute("UPDATE campaigns SET status=?, finished=? WHERE id=?",
-                            (status, time.time() if status == "finished" else None, cid))
+            self.db.execute(
+                "UPDATE campaigns SET status=?, finished=? WHERE id=?",
+                (status, time.time() if status == "finished" else None, cid),
+            )
 
     # -- reading --------------------------------------------------------------
     def campaigns(self) -> list[Campaign]:
@@ -180,16 +231,23 @@ class Store:
             "SELECT c.id, c.name, c.status, c.created, c.baseline, "
             "(SELECT COUNT(*) FROM plan p WHERE p.campaign_id = c.id), "
             "(SELECT COUNT(*) FROM runs r WHERE r.campaign_id = c.id) "
-            "FROM campaigns c ORDER BY c.id").fetchall()
+            "FROM campaigns c ORDER BY c.id"
+        ).fetchall()
         return [Campaign(*r) for r in rows]
 
     def campaign(self, cid: int | None = None, unfinished: bool = False) -> Campaign:
         """Campaign `cid`, or the newest one (the newest unfinished one if asked)."""
-        found = [c for c in self.campaigns()
-                 if (cid is None or c.id == cid) and not (unfinished and c.status == "finished")]
+        found = [
+            c
+            for c in self.campaigns()
+            if (cid is None or c.id == cid) and not (unfinished and c.status == "finished")
+        ]
         if not found:
-            what = f"campaign {cid}" if cid is not None else (
-                "unfinished campaign" if unfinished else "campaign")
+            what = (
+                f"campaign {cid}"
+                if cid is not None
+                else ("unfinished campaign" if unfinished else "campaign")
+            )
             raise StoreError(f"{self.path}: no {what} in this database")
         return found[-1]
 
@@ -197,35 +255,55 @@ class Store:
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
             "expect_malloc, result_fd FROM plan WHERE campaign_id=? AND seq NOT IN "
-            "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq", (cid, cid)).fetchall()
+            "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
+            (cid, cid),
+        ).fetchall()
         return [_spec_from_row(r) for r in rows]
 
     def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
-        cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid",
-                              (cid,))
+        cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def machine_facts(self, cid: int) -> dict[str, Any]:
-        row = self.db.execute("SELECT m.facts_json FROM campaigns c JOIN machines m "
-                              "ON m.id = c.machine_id WHERE c.id=?", (cid,)).fetchone()
+        row = self.db.execute(
+            "SELECT m.facts_json FROM campaigns c JOIN machines m "
+            "ON m.id = c.machine_id WHERE c.id=?",
+            (cid,),
+        ).fetchone()
         return dict(json.loads(row[0])) if row else {}
 
     def runs(self, cid: int) -> list[StoredRun]:
         metrics: dict[int, dict[str, float]] = {}
         for run_id, name, value in self.db.execute(
-                "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
-                "WHERE r.campaign_id=?", (cid,)):
+            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.campaign_id=?",
+            (cid,),
+        ):
             metrics.setdefault(run_id, {})[name] = value
         rows = self.db.execute(
             "SELECT id, seq, allocator, workload, params_json, rep, status, wall_s, user_s, "
             "sys_s, maxrss_kib, detail, partial FROM runs WHERE campaign_id=? ORDER BY seq",
-            (cid,)).fetchall()
-        return [StoredRun(seq=r[1], allocator=r[2], workload=r[3],
-                          params=_params(r[4]), rep=r[5], status=RunStatus(r[6]),
-                          wall_s=r[7], user_s=r[8], sys_s=r[9], maxrss_kib=r[10],
-                          metrics=metrics.get(r[0], {}), detail=r[11] or "",
-                          partial=bool(r[12])) for r in rows]
+            (cid,),
+        ).fetchall()
+        return [
+            StoredRun(
+                seq=r[1],
+                allocator=r[2],
+                workload=r[3],
+                params=_params(r[4]),
+                rep=r[5],
+                status=RunStatus(r[6]),
+                wall_s=r[7],
+                user_s=r[8],
+                sys_s=r[9],
+                maxrss_kib=r[10],
+                metrics=metrics.get(r[0], {}),
+                detail=r[11] or "",
+                partial=bool(r[12]),
+            )
+            for r in rows
+        ]
 
 
 def _params(text: str) -> tuple[tuple[str, int | str], ...]:
@@ -234,9 +312,19 @@ def _params(text: str) -> tuple[tuple[str, int | str], ...]:
 
 def _allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
     spec = dataclasses.asdict(v.spec)
-    return (cid, v.spec.name, v.status.value, v.library, v.sha256, v.version,
-            json.dumps(v.lacks), json.dumps(v.child_env()), json.dumps(v.served),
-            json.dumps(spec), v.reason)
+    return (
+        cid,
+        v.spec.name,
+        v.status.value,
+        v.library,
+        v.sha256,
+        v.version,
+        json.dumps(v.lacks),
+        json.dumps(v.child_env()),
+        json.dumps(v.served),
+        json.dumps(spec),
+        v.reason,
+    )
 
 
 def _workload_row(cid: int, w: Workload) -> tuple[Any, ...]:
@@ -245,11 +333,31 @@ def _workload_row(cid: int, w: Workload) -> tuple[Any, ...]:
 
 
 def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
-    return (cid, s.seq, s.allocator, s.workload, json.dumps(s.params), s.rep,
-            json.dumps(s.argv), json.dumps(s.env), s.timeout, s.expect_malloc, int(s.result_fd))
+    return (
+        cid,
+        s.seq,
+        s.allocator,
+        s.workload,
+        json.dumps(s.params),
+        s.rep,
+        json.dumps(s.argv),
+        json.dumps(s.env),
+        s.timeout,
+        s.expect_malloc,
+        int(s.result_fd),
+    )
 
 
 def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
-    return RunSpec(seq=r[0], allocator=r[1], workload=r[2], params=_params(r[3]), rep=r[4],
-                   argv=tuple(json.loads(r[5])), env=tuple((k, v) for k, v in json.loads(r[6])),
-                   timeout=r[7], expect_malloc=r[8], result_fd=bool(r[9]))
+    return RunSpec(
+        seq=r[0],
+        allocator=r[1],
+        workload=r[2],
+        params=_params(r[3]),
+        rep=r[4],
+        argv=tuple(json.loads(r[5])),
+        env=tuple((k, v) for k, v in json.loads(r[6])),
+        timeout=r[7],
+        expect_malloc=r[8],
+        result_fd=bool(r[9]),
+    )

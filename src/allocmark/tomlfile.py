@@ -65,7 +65,9 @@ class TomlTable:
     def str_map(self, key: str) -> tuple[tuple[str, str], ...]:
         value = self.data.get(key, {})
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise self.error(key, f'expected a table of strings, e.g. {{ NAME = "value" }}, got {value!r}')
+            raise self.error(
+                key, f'expected a table of strings, e.g. {{ NAME = "value" }}, got {value!r}'
+            )
         return tuple(sorted(value.items()))
 
     def table(self, key: str) -> TomlTable:
@@ -87,5 +89,11 @@ class TomlTable:
 
 
 def _kind_name(kind: type) -> str:
-    return {str: "a string", int: "an integer", bool: "true or false", list: "a list",
-            dict: "a table", float: "a number"}.get(kind, kind.__name__)
+    return {
+        str: "a string",
+        int: "an integer",
+        bool: "true or false",
+        list: "a list",
+        dict: "a table",
+        float: "a number",
+    }.get(kind, kind.__name__)

@@ -29,7 +29,7 @@ def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
     t.allow(["description", "kind", "program", "args", "params", "env"])
     kind = t.get("kind", str, required=True)
     if kind != "native":
-        raise t.error("kind", f"{kind!r} is not supported yet (use \"native\")")
+        raise t.error("kind", f'{kind!r} is not supported yet (use "native")')
     params = tuple(_param(p, pt) for p, pt in t.tables("params"))
     argv = ("{program}", *t.str_list("args"))
     known = {p.name for p in params} | {"program"}
@@ -37,9 +37,15 @@ def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
         for ref in _PLACEHOLDER.findall(arg):
             if ref not in known:
                 raise t.error("args", f"{{{ref}}} is not a parameter of {name}")
-    return Workload(name=name, description=t.get("description", str, ""), kind=kind,
-                    argv=argv, params=params, env=t.str_map("env"),
-                    program=t.get("program", str, required=True))
+    return Workload(
+        name=name,
+        description=t.get("description", str, ""),
+        kind=kind,
+        argv=argv,
+        params=params,
+        env=t.str_map("env"),
+        program=t.get("program", str, required=True),
+    )
 
 
 def _param(name: str, t: tomlfile.TomlTable) -> Param:
@@ -47,8 +53,13 @@ def _param(name: str, t: tomlfile.TomlTable) -> Param:
     default = t.data.get("default")
     if not isinstance(default, int | str) or isinstance(default, bool):
         raise t.error("default", "is required: an integer or a string")
-    return Param(name=name, kind="int" if isinstance(default, int) else "str", default=default,
-                 help=t.get("help", str, ""), minimum=t.get("min", int))
+    return Param(
+        name=name,
+        kind="int" if isinstance(default, int) else "str",
+        default=default,
+        help=t.get("help", str, ""),
+        minimum=t.get("min", int),
+    )
 
 
 def command_workload(argv: Sequence[str]) -> Workload:
@@ -71,7 +82,9 @@ def _coerce(p: Param, value: int | str, where: str) -> int | str:
         try:
             number = int(value)
         except (TypeError, ValueError):
-            raise UserError(f"{where}: parameter {p.name} expects an integer, got {value!r}") from None
+            raise UserError(
+                f"{where}: parameter {p.name} expects an integer, got {value!r}"
+            ) from None
         if p.minimum is not None and number < p.minimum:
             raise UserError(f"{where}: parameter {p.name} must be >= {p.minimum}, got {number}")
         return number

@@ -13,6 +13,18 @@ from allocmark.report import fmt
 FORMAT_VERSION = 1
 
 
+FORMATS = ("md", "csv", "json")
+
+
+def render(fmt: str, comp: Comparison, campaign: dict[str, Any]) -> str:
+    """The comparison as text in one of FORMATS."""
+    if fmt == "md":
+        return markdown(comp)
+    if fmt == "csv":
+        return csv_text(comp)
+    return json_text(comp, campaign)
+
+
 def markdown(comp: Comparison) -> str:
     out = []
     for metric, title in fmt.TITLES.items():
@@ -29,8 +41,21 @@ def markdown(comp: Comparison) -> str:
     return "\n".join(out)
 
 
-_CSV_FIELDS = ["workload", "params", "allocator", "partial", "metric", "runs", "state",
-               "median", "mean", "stdev", "min", "max", "ratio_to_baseline"]
+_CSV_FIELDS = [
+    "workload",
+    "params",
+    "allocator",
+    "partial",
+    "metric",
+    "runs",
+    "state",
+    "median",
+    "mean",
+    "stdev",
+    "min",
+    "max",
+    "ratio_to_baseline",
+]
 
 
 def csv_text(comp: Comparison) -> str:
@@ -43,10 +68,16 @@ def csv_text(comp: Comparison) -> str:
 
 
 def json_text(comp: Comparison, campaign: dict[str, Any]) -> str:
-    doc = {"format": "allocmark-report", "version": FORMAT_VERSION, "campaign": campaign,
-           "baseline": comp.baseline, "allocators": list(comp.allocators),
-           "partial": sorted(comp.partial), "cells": list(_cells(comp)),
-           "geomean": comp.geomean}
+    doc = {
+        "format": "allocmark-report",
+        "version": FORMAT_VERSION,
+        "campaign": campaign,
+        "baseline": comp.baseline,
+        "allocators": list(comp.allocators),
+        "partial": sorted(comp.partial),
+        "cells": list(_cells(comp)),
+        "geomean": comp.geomean,
+    }
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -56,12 +87,21 @@ def _cells(comp: Comparison) -> list[dict[str, Any]]:
         for metric, by_alloc in row.cells.items():
             for a, c in by_alloc.items():
                 s = c.summary
-                out.append({
-                    "workload": row.workload, "params": json.dumps(dict(row.params)),
-                    "allocator": a, "partial": a in comp.partial, "metric": metric,
-                    "runs": c.runs, "state": c.state,
-                    "median": s.median if s else None, "mean": s.mean if s else None,
-                    "stdev": s.stdev if s else None, "min": s.minimum if s else None,
-                    "max": s.maximum if s else None, "ratio_to_baseline": c.ratio,
-                })
+                out.append(
+                    {
+                        "workload": row.workload,
+                        "params": json.dumps(dict(row.params)),
+                        "allocator": a,
+                        "partial": a in comp.partial,
+                        "metric": metric,
+                        "runs": c.runs,
+                        "state": c.state,
+                        "median": s.median if s else None,
+                        "mean": s.mean if s else None,
+                        "stdev": s.stdev if s else None,
+                        "min": s.minimum if s else None,
+                        "max": s.maximum if s else None,
+                        "ratio_to_baseline": c.ratio,
+                    }
+                )
     return out

@@ -14,9 +14,10 @@ def quantity(metric: str, value: float) -> str:
 
 
 def seconds(s: float) -> str:
+    """Three significant digits, trailing zeros kept: 12.3 ms, 1.50 s, 25.0 s, 250 s."""
     if s < 1:
         return f"{s * 1000:.1f} ms"
-    return f"{s:.3g} s" if s < 100 else f"{s:.0f} s"
+    return f"{s:.2f} s" if s < 10 else f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
 
 
 def size_kib(kib: float) -> str:
@@ -26,7 +27,7 @@ def size_kib(kib: float) -> str:
 
 
 def cell(metric: str, c: Cell) -> str:
-    """"412.0 ms ±1.2% ×0.87"; a failed or missing cell says so and shows no number."""
+    """ "412.0 ms ±1.2% ×0.87"; a failed or missing cell says so and shows no number."""
     if c.summary is None:
         return c.state.upper()
     text = f"{quantity(metric, c.summary.median)} ±{c.summary.half_range_rel * 100:.1f}%"
@@ -47,6 +48,7 @@ def legend(comp: Comparison) -> str:
     if comp.baseline:
         parts.append(f"* baseline: {comp.baseline}")
     if comp.partial:
-        parts.append("† partial: leaves some allocation functions to glibc "
-                     "(see `allocmark allocators`)")
+        parts.append(
+            "† partial: leaves some allocation functions to glibc (see `allocmark allocators`)"
+        )
     return "; ".join(parts)

@@ -11,17 +11,24 @@ from allocmark.analyze import Cell, Comparison, TryLine
 from allocmark.model import Status, Verified
 from allocmark.report import fmt
 
+LONG_LABEL = 24
+
 
 def comparison(console: Console, comp: Comparison) -> None:
     """One table per metric: a row per workload and parameter set, a column per allocator."""
+    labels = [row.label for row in comp.rows]
+    if any(len(label) > LONG_LABEL for label in labels):
+        # Long parameter lists would squeeze the allocator columns: number the rows.
+        for i, label in enumerate(labels, 1):
+            console.print(f"#{i}  {label}", highlight=False)
+        labels = [f"#{i} {row.workload}" for i, row in enumerate(comp.rows, 1)]
     for metric, title in fmt.TITLES.items():
         table = Table(title=title, title_justify="left")
-        table.add_column("workload")
+        table.add_column("workload", no_wrap=True)
         for a in comp.allocators:
-            table.add_column(fmt.header(comp, a), justify="right")
-        for row in comp.rows:
-            table.add_row(row.label, *(_styled(metric, row.cells[metric][a])
-                                       for a in comp.allocators))
+            table.add_column(fmt.header(comp, a), justify="right", overflow="fold")
+        for label, row in zip(labels, comp.rows, strict=True):
+            table.add_row(label, *(_styled(metric, row.cells[metric][a]) for a in comp.allocators))
         table.add_section()
         table.add_row("geomean", *(fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators))
         console.print(table)
@@ -29,14 +36,25 @@ def comparison(console: Console, comp: Comparison) -> None:
 
 
 def _styled(metric: str, cell: Cell) -> str:
-    text = fmt.cell(metric, cell)
-    return text if cell.summary is not None else f"[bold red]{text}[/]"
+    # Two short lines keep ten allocator columns readable in a terminal.
+    if cell.summary is None:
+        return f"[bold red]{fmt.cell(metric, cell)}[/]"
+    spread = f"±{cell.summary.half_range_rel:.0%}"
+    ratio = f" [dim]×{cell.ratio:.2f}[/]" if cell.ratio is not None else ""
+    return f"{fmt.quantity(metric, cell.summary.median)}\n{spread}{ratio}"
 
 
 def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) -> None:
     table = Table(title="Your command under each allocator", title_justify="left")
-    for col in ("allocator", "Time (mean ± σ)", "Range (min … max)", "User", "System",
-                "Peak RSS", f"vs {baseline or 'baseline'}"):
+    for col in (
+        "allocator",
+        "Time (mean ± σ)",
+        "Range (min … max)",
+        "User",
+        "System",
+        "Peak RSS",
+        f"vs {baseline or 'baseline'}",
+    ):
         table.add_column(col, justify="left" if col == "allocator" else "right")
     for line in lines:
         table.add_row(*_try_cells(line, baseline))
@@ -57,14 +75,23 @@ def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
         factor = line.speedup if line.speedup >= 1 else 1 / line.speedup
         sd = (line.speedup_sd or 0) * (1 if line.speedup >= 1 else factor / line.speedup)
         vs = f"{factor:.2f} ± {sd:.2f} × {word}"
-    return [name, f"{fmt.seconds(w.mean)} ± {fmt.seconds(w.stdev)}",
-            f"{fmt.seconds(w.minimum)} … {fmt.seconds(w.maximum)}",
-            fmt.seconds(line.user.mean), fmt.seconds(line.sys.mean),
-            fmt.size_kib(line.rss_kib.mean), vs]
+    return [
+        name,
+        f"{fmt.seconds(w.mean)} ± {fmt.seconds(w.stdev)}",
+        f"{fmt.seconds(w.minimum)} … {fmt.seconds(w.maximum)}",
+        fmt.seconds(line.user.mean),
+        fmt.seconds(line.sys.mean),
+        fmt.size_kib(line.rss_kib.mean),
+        vs,
+    ]
 
 
-_STATUS_STYLE = {Status.OK: "green", Status.PARTIAL: "yellow", Status.MISSING: "dim",
-                 Status.BROKEN: "bold red"}
+_STATUS_STYLE = {
+    Status.OK: "green",
+    Status.PARTIAL: "yellow",
+    Status.MISSING: "dim",
+    Status.BROKEN: "bold red",
+}
 
 
 def allocators(console: Console, verified: Sequence[Verified]) -> None:
@@ -75,6 +102,12 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
         env = " ".join(f"{k}={val}" for k, val in v.spec.env)
         notes = "; ".join(x for x in (v.reason, env, "baseline" if v.spec.baseline else "") if x)
         style = _STATUS_STYLE[v.status]
-        table.add_row(v.spec.name, f"[{style}]{v.status.value}[/]", v.version or "",
-                      v.library or "", (v.sha256 or "")[:12], notes)
+        table.add_row(
+            v.spec.name,
+            f"[{style}]{v.status.value}[/]",
+            v.version or "",
+            v.library or "",
+            (v.sha256 or "")[:12],
+            notes,
+        )
     console.print(table)

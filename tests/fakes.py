@@ -1,0 +1,80 @@
+"""Fake allocators, plans and runs for tests that start no process."""
+
+from __future__ import annotations
+
+from allocmark.model import (
+    AllocatorSpec,
+    Params,
+    RunResult,
+    RunSpec,
+    RunStatus,
+    Status,
+    StoredRun,
+    Verified,
+)
+
+
+def allocs(*names: str) -> list[Verified]:
+    return [
+        Verified(AllocatorSpec(name=n, paths=(f"/x/{n}.so",)), Status.OK, library=f"/x/{n}.so")
+        for n in names
+    ]
+
+
+def specs(n: int) -> list[RunSpec]:
+    return [
+        RunSpec(
+            seq=i,
+            allocator="a" if i % 2 else "b",
+            workload="churn",
+            params=(("threads", 1),),
+            rep=i // 2,
+            argv=("true",),
+            env=(),
+            timeout=5,
+        )
+        for i in range(n)
+    ]
+
+
+class FakeExecutor:
+    """Returns canned results; raises KeyboardInterrupt at run number `stop_at`."""
+
+    def __init__(self, stop_at: int | None = None, crash: set[int] | None = None) -> None:
+        self.seen: list[int] = []
+        self.stop_at = stop_at
+        self.crash = crash or set()
+
+    def run(self, spec: RunSpec) -> RunResult:
+        if self.stop_at is not None and len(self.seen) == self.stop_at:
+            raise KeyboardInterrupt
+        self.seen.append(spec.seq)
+        if spec.seq in self.crash:
+            return RunResult(RunStatus.CRASHED, signal=11, detail="SIGSEGV")
+        return RunResult(RunStatus.OK, wall_s=0.1 * (spec.seq + 1), maxrss_kib=1000)
+
+
+def stored(
+    allocator: str,
+    wall: float,
+    rss: int = 1024,
+    params: Params = (("threads", 1),),
+    status: RunStatus = RunStatus.OK,
+    workload: str = "churn",
+    partial: bool = False,
+) -> StoredRun:
+    return StoredRun(
+        seq=0,
+        allocator=allocator,
+        workload=workload,
+        params=params,
+        rep=0,
+        status=status,
+        wall_s=wall,
+        user_s=wall,
+        sys_s=0.0,
+        maxrss_kib=rss,
+        metrics={},
+        detail="",
+        partial=partial,
+    )

@@ -1,0 +1,232 @@
+"""End to end through the command line, as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from allocmark.model import Verified
+from tests.conftest import cli
+
+pytestmark = pytest.mark.integration
+
+SMALL = ["-w", "churn", "-p", "count=2000", "-p", "rounds=1"]
+
+
+def count_runs(db: Path) -> int:
+    try:
+        with sqlite3.connect(db) as con:
+            return int(con.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+    except sqlite3.OperationalError:  # allocmark is still creating the schema
+        return 0
+
+
+def test_run_then_report_in_every_format(tmp_path: Path, installed: dict[str, Verified]) -> None:
+    db = tmp_path / "r.db"
+    names = ",".join(n for n in ("glibc", "glibc:arena2", "mimalloc") if n in installed)
+    result = cli("run", *SMALL, "-p", "threads=1,2", "-a", names, "-n", "2", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert "Peak RSS" in result.stdout and "geomean" in result.stdout
+    assert "churn threads=1" in result.stdout
+    md = cli("report", "--db", str(db), "--format", "md")
+    assert md.returncode == 0 and "| churn threads=2 |" in md.stdout
+    rows = list(
+        csv.DictReader(io.StringIO(cli("report", "--db", str(db), "--format", "csv").stdout))
+    )
+    assert {r["state"] for r in rows} == {"ok"}
+    assert {r["allocator"] for r in rows} == set(names.split(","))
+    doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
+    assert doc["campaign"]["done"] == doc["campaign"]["planned"] == len(names.split(",")) * 2 * 2
+    assert doc["campaign"]["machine"]["cores"] == os.cpu_count()
+
+
+def test_every_run_records_what_it_ran_on(tmp_path: Path, installed: dict[str, Verified]) -> None:
+    db = tmp_path / "r.db"
+    names = [n for n in ("glibc", "jemalloc", "mimalloc") if n in installed]
+    assert cli("run", *SMALL, "-a", ",".join(names), "-n", "1", "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT allocator, library, sha256, version, malloc_object, partial, status FROM runs"
+        ).fetchall()
+    for alloc, library, sha, version, owner, partial, status in rows:
+        v = installed[alloc]
+        assert (library, sha, version) == (v.library, v.sha256, v.version)
+        assert os.path.realpath(owner) == v.library
+        assert bool(partial) == bool(v.lacks)
+        assert status == "ok"
+
+
+def test_failing_workload_is_reported_as_such(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    result = cli(
+        "run",
+        *SMALL,
+        "-p",
+        "size_min=100",
+        "-p",
+        "size_max=10",
+        "-a",
+        "glibc",
+        "-n",
+        "2",
+        "--db",
+        str(db),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "FAILED 2/2" in result.stdout
+    assert "size-min must not exceed" in result.stderr
+
+
+def test_try_records_crashes_and_goes_on(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    result = cli(
+        "try",
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "2",
+        "--db",
+        str(db),
+        "--",
+        "sh",
+        "-c",
+        "kill -SEGV $$",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("CRASHED 2/2") == 2
+    assert count_runs(db) == 4
+
+
+def test_try_compares_a_command(tmp_path: Path) -> None:
+    result = cli(
+        "try",
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "3",
+        "--db",
+        str(tmp_path / "t.db"),
+        "--",
+        sys.executable,
+        "-c",
+        "x = [bytes(100) for _ in range(200000)]",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Time (mean ± σ)" in result.stdout
+    assert "baseline" in result.stdout
+    assert "× faster" in result.stdout or "× slower" in result.stdout
+
+
+def test_killed_campaign_resumes_without_redoing_runs(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    args = [
+        sys.executable,
+        "-m",
+        "allocmark",
+        "run",
+        "-w",
+        "churn",
+        "-p",
+        "count=20000",
+        "-p",
+        "rounds=12",
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "6",
+        "--db",
+        str(db),
+    ]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not db.exists() or count_runs(db) < 3):
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with sqlite3.connect(db) as con:
+        before = con.execute("SELECT id, seq, started FROM runs ORDER BY seq").fetchall()
+    assert 3 <= len(before) < 12
+    result = cli("run", "--resume", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert f"{12 - len(before)} runs left" in result.stdout
+    with sqlite3.connect(db) as con:
+        after = con.execute("SELECT id, seq, started FROM runs ORDER BY seq").fetchall()
+        status = con.execute("SELECT status FROM campaigns").fetchone()[0]
+    assert [seq for _, seq, _ in after] == list(range(12))
+    assert after[: len(before)] == before  # nothing redone or rewritten
+    assert status == "finished"
+    again = cli("run", "--resume", "--db", str(db))
+    assert again.returncode == 2 and "no unfinished campaign" in again.stderr
+
+
+def test_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
+    db = tmp_path / "i.db"
+    args = [
+        sys.executable,
+        "-m",
+        "allocmark",
+        "run",
+        "-w",
+        "churn",
+        "-p",
+        "count=20000",
+        "-p",
+        "rounds=12",
+        "-a",
+        "glibc",
+        "-n",
+        "20",
+        "--db",
+        str(db),
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not db.exists() or count_runs(db) < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "finish with `allocmark run --resume" in err
+    assert "Traceback" not in err
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT status FROM campaigns").fetchone()[0] == "interrupted"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["report", "--db", "/nonexistent/x.db"], "no such results database"),
+        (["run", "-a", "nosuch", "--db", "{tmp}/x.db"], "unknown allocator 'nosuch'"),
+        (["run", "-w", "nosuch", "--db", "{tmp}/x.db"], "unknown workload 'nosuch'"),
+        (["run", "--suite", "nosuch", "--db", "{tmp}/x.db"], "unknown suite 'nosuch'"),
+        (["run", "-p", "threads=x", "--db", "{tmp}/x.db"], "threads expects an integer"),
+        (["report", "--format", "pdf", "--db", "{tmp}/x.db"], "--format 'pdf'"),
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = cli(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_workloads_lists_parameters() -> None:
+    result = cli("workloads")
+    assert result.returncode == 0
+    assert "churn" in result.stdout and "size_max" in result.stdout

@@ -1,0 +1,138 @@
+"""The executor against real processes: measurements, crashes, timeouts."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from allocmark import execute
+from allocmark.model import RunSpec, RunStatus, Verified
+
+pytestmark = pytest.mark.integration
+
+
+def spec(*argv: str, timeout: float = 30, **kw: object) -> RunSpec:
+    fields: dict[str, object] = {"env": ()} | kw
+    return RunSpec(
+        seq=0,
+        allocator="x",
+        workload="w",
+        params=(),
+        rep=0,
+        argv=argv,
+        timeout=timeout,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_ok_run_is_measured() -> None:
+    r = execute.run(spec("sleep", "0.3"))
+    assert r.status is RunStatus.OK and r.exit_code == 0
+    assert 0.29 < r.wall_s < 2.0
+    assert r.maxrss_kib > 0
+
+
+def test_peak_rss_is_the_childs_own_not_pythons() -> None:
+    # Linux keeps peak RSS across execve; without the launcher a tiny child would
+    # report at least this Python process's RSS.
+    small = execute.run(spec("true"))
+    big = execute.run(spec(sys.executable, "-c", "b = b'x' * (200 * 2**20)"))
+    assert small.status is RunStatus.OK and big.status is RunStatus.OK
+    assert small.maxrss_kib < 8 * 1024
+    assert big.maxrss_kib > 200 * 1024
+
+
+def test_crash_is_recorded_with_its_signal() -> None:
+    r = execute.run(spec("sh", "-c", "echo dying >&2; kill -SEGV $$"))
+    assert r.status is RunStatus.CRASHED
+    assert r.signal == 11 and r.exit_code is None
+    assert r.detail == "SIGSEGV: dying"
+
+
+def test_nonzero_exit_is_failed() -> None:
+    r = execute.run(spec("sh", "-c", "exit 3"))
+    assert (r.status, r.exit_code) == (RunStatus.FAILED, 3)
+
+
+def test_missing_program_is_an_error() -> None:
+    r = execute.run(spec("/nonexistent/program"))
+    assert r.status is RunStatus.ERROR
+    assert "No such file" in r.detail
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pidfile}; sleep 60"
+    t0 = time.monotonic()
+    r = execute.run(spec("sh", "-c", script, timeout=1.0))
+    assert r.status is RunStatus.TIMEOUT
+    assert time.monotonic() - t0 < 10
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_native_workload_reports_metrics_and_its_malloc(installed: dict[str, Verified]) -> None:
+    from allocmark import native
+
+    churn = str(native.program("am_churn"))
+    for name in [n for n in ("glibc", "mimalloc", "jemalloc") if n in installed]:
+        v = installed[name]
+        r = execute.run(
+            spec(
+                churn,
+                "--count",
+                "1000",
+                "--rounds",
+                "2",
+                env=tuple(v.child_env().items()),
+                result_fd=True,
+                expect_malloc=v.malloc_object,
+            )
+        )
+        assert r.status is RunStatus.OK, r.detail
+        assert r.metrics["ops"] == 2 * 2 * (1000 + 500)
+        assert r.malloc_object and os.path.realpath(r.malloc_object) == v.library
+
+
+def test_run_on_the_wrong_allocator_is_unverified(installed: dict[str, Verified]) -> None:
+    from allocmark import native
+
+    others = [v for n, v in installed.items() if not v.spec.system]
+    if not others:
+        pytest.skip("no preloadable allocator installed")
+    # Expect the allocator's library but run without its preload: what a silently
+    # ignored LD_PRELOAD looks like.
+    r = execute.run(
+        spec(
+            str(native.program("am_churn")),
+            "--count",
+            "100",
+            "--rounds",
+            "1",
+            result_fd=True,
+            expect_malloc=others[0].library,
+        )
+    )
+    assert r.status is RunStatus.UNVERIFIED
+    assert "libc.so" in r.detail
+
+
+def test_workload_without_metrics_record_fails() -> None:
+    r = execute.run(spec("true", result_fd=True))
+    assert r.status is RunStatus.FAILED
+    assert "no valid metrics record" in r.detail

@@ -1,0 +1,67 @@
+"""`-a` selections and catalog entries (no processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from allocmark import allocators
+from allocmark.errors import UserError
+
+
+def test_names_and_user_libraries_mix() -> None:
+    names, adhoc = allocators.parse_selection(["glibc,mine=/tmp/l.so:A=1,B=2,jemalloc", "tcmalloc"])
+    assert names == ["glibc", "jemalloc", "tcmalloc"]
+    assert adhoc[0].name == "mine"
+    assert adhoc[0].paths == ("/tmp/l.so",)
+    assert adhoc[0].env == (("A", "1"), ("B", "2"))
+    assert adhoc[0].user
+
+
+def test_bad_env_pair() -> None:
+    with pytest.raises(UserError, match="is not ENV=VALUE"):
+        allocators.parse_selection(["mine=/tmp/l.so:1X=2"])
+
+
+def test_unknown_catalog_name_lists_known() -> None:
+    with pytest.raises(UserError, match="unknown allocator 'jemaloc'; known: glibc"):
+        allocators.select(allocators.load_catalog(), ["jemaloc"])
+
+
+def test_builtin_catalog_has_the_debian_allocators_and_variants() -> None:
+    names = {s.name for s in allocators.load_catalog()}
+    assert {
+        "glibc", "glibc:arena2", "jemalloc", "jemalloc:nodecay", "tcmalloc-minimal",
+        "tcmalloc", "mimalloc", "tbbmalloc", "scudo", "scudo:norelease",
+    } <= names  # fmt: skip
+    base = [s for s in allocators.load_catalog() if s.baseline]
+    assert [s.name for s in base] == ["glibc"]
+
+
+def test_user_catalog_entry_replaces_and_adds(tmp_path: Path) -> None:
+    cat = tmp_path / "mine.toml"
+    cat.write_text(
+        '[allocator.mine]\nlibrary = ["/opt/libmine.so"]\nversion = "none"\n'
+        '[allocator.mine.variant.fast]\nenv = { MINE_FAST = "1" }\n'
+    )
+    specs = {s.name: s for s in allocators.load_catalog([cat])}
+    assert specs["mine:fast"].env == (("MINE_FAST", "1"),)
+    assert specs["mine:fast"].paths == ("/opt/libmine.so",)
+    assert specs["mine"].user
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[allocator.x]\ndescription = "no library"\n', "key 'allocator.x.library': is required"),
+        ('[allocator.x]\nlibrary = "/x.so"\nversion = "git"\n', "'git' is not one of"),
+        ('[allocator.x]\nlibrary = "/x.so"\nenv = { A = 1 }\n', "expected a table of strings"),
+        ('[allocator."a b"]\nlibrary = "/x.so"\n', "may only use letters"),
+    ],
+)
+def test_catalog_errors(tmp_path: Path, text: str, message: str) -> None:
+    cat = tmp_path / "c.toml"
+    cat.write_text(text)
+    with pytest.raises(UserError, match=message):
+        allocators.load_catalog([cat])

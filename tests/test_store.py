@@ -1,0 +1,97 @@
+"""The SQLite store: schema versions, one transaction per run, resume bookkeeping."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from allocmark import machine, store
+from allocmark.errors import StoreError
+from allocmark.model import RunResult, RunStatus
+from allocmark.store import Store
+from tests.fakes import allocs as fake_allocs
+from tests.fakes import specs
+
+
+def new(path: Path, n: int = 4) -> tuple[Store, int]:
+    s = Store(path)
+    cid = s.new_campaign("t", 1, machine.current(), ["x"], fake_allocs("a", "b"), [], specs(n), "b")
+    return s, cid
+
+
+def test_pending_excludes_recorded_runs(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "r.db")
+    allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
+    for spec in specs(4)[:2]:
+        s.record(
+            cid,
+            spec,
+            RunResult(RunStatus.OK, wall_s=1.0, metrics={"ops": 3}),
+            allocs[spec.allocator],
+        )
+    assert [p.seq for p in s.pending(cid)] == [2, 3]
+    c = s.campaign(cid)
+    assert (c.planned, c.done, c.status) == (4, 2, "running")
+    runs = s.runs(cid)
+    assert [r.metrics for r in runs] == [{"ops": 3.0}, {"ops": 3.0}]
+
+
+def test_a_run_cannot_be_recorded_twice(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "r.db")
+    a = fake_allocs("b")[0]
+    s.record(cid, specs(1)[0], RunResult(RunStatus.OK), a)
+    with pytest.raises(sqlite3.IntegrityError):
+        s.record(cid, specs(1)[0], RunResult(RunStatus.OK), a)
+    assert s.campaign(cid).done == 1  # the failed insert left nothing behind
+
+
+def test_reopen_keeps_everything(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "r.db")
+    s.record(cid, specs(1)[0], RunResult(RunStatus.CRASHED, signal=11), fake_allocs("b")[0])
+    s.close()
+    again = Store(tmp_path / "r.db", create=False)
+    assert again.runs(cid)[0].status is RunStatus.CRASHED
+    assert again.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    s, _ = new(path)
+    s.db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    s.db.commit()
+    s.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"newer allocmark.*schema 99"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="not an allocmark database"):
+        Store(path)
+
+
+def test_garbage_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable SQLite"):
+        Store(path)
+
+
+def test_missing_database_for_reading(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no such results database"):
+        Store(tmp_path / "none.db", create=False)
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_schema_version_is_recorded(tmp_path: Path) -> None:
+    s, _ = new(tmp_path / "r.db")
+    row = s.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    assert int(row[0]) == store.SCHEMA_VERSION
