@@ -60,8 +60,11 @@ def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) 
         table.add_row(*_try_cells(line, baseline))
     console.print(table)
     if any(line.partial for line in lines):
-        console.print("† partial: leaves some allocation functions to glibc; a program calling "
-                      "them mixes two heaps (see `allocmark allocators`)", style="dim")
+        console.print(
+            "† partial: leaves some allocation functions to glibc; a program calling "
+            "them mixes two heaps (see `allocmark allocators`)",
+            style="dim",
+        )
 
 
 def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
