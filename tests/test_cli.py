@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,33 +128,31 @@ def test_try_compares_a_command(tmp_path: Path) -> None:
     assert "× faster" in result.stdout or "× slower" in result.stdout
 
 
+def start_slow_campaign(db: Path, allocs: str, reps: int, **popen: Any) -> subprocess.Popen[str]:
+    """A campaign of ~0.3 s runs, started in the background, as a user would."""
+    args = [sys.executable, "-m", "allocmark", "run", "-w", "churn", "-p", "count=20000",
+            "-p", "rounds=12", "-a", allocs, "-n", str(reps), "--db", str(db)]  # fmt: skip
+    return subprocess.Popen(args, text=True, **popen)
+
+
+def wait_for_runs(db: Path, n: int) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not db.exists() or count_runs(db) < n):
+        time.sleep(0.05)
+
+
 def test_killed_campaign_resumes_without_redoing_runs(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    args = [
-        sys.executable,
-        "-m",
-        "allocmark",
-        "run",
-        "-w",
-        "churn",
-        "-p",
-        "count=20000",
-        "-p",
-        "rounds=12",
-        "-a",
+    proc = start_slow_campaign(
+        db,
         "glibc,glibc:arena2",
-        "-n",
-        "6",
-        "--db",
-        str(db),
-    ]
-    proc = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        6,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (not db.exists() or count_runs(db) < 3):
-            time.sleep(0.05)
+        wait_for_runs(db, 3)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -175,28 +174,8 @@ def test_killed_campaign_resumes_without_redoing_runs(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
     db = tmp_path / "i.db"
-    args = [
-        sys.executable,
-        "-m",
-        "allocmark",
-        "run",
-        "-w",
-        "churn",
-        "-p",
-        "count=20000",
-        "-p",
-        "rounds=12",
-        "-a",
-        "glibc",
-        "-n",
-        "20",
-        "--db",
-        str(db),
-    ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not db.exists() or count_runs(db) < 2):
-        time.sleep(0.05)
+    proc = start_slow_campaign(db, "glibc", 20, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_runs(db, 2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130

@@ -40,7 +40,7 @@ def alive(pid: int) -> bool:
 def test_ok_run_is_measured() -> None:
     r = execute.run(spec("sleep", "0.3"))
     assert r.status is RunStatus.OK and r.exit_code == 0
-    assert 0.29 < r.wall_s < 2.0
+    assert 0.29 < r.wall_s < 10.0
     assert r.maxrss_kib > 0
 
 

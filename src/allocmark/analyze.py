@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.model import Params, RunStatus, StoredRun
+from allocmark.store import Store
 
 METRICS: dict[str, Callable[[StoredRun], float]] = {
     "time_s": lambda r: r.wall_s,
@@ -50,6 +51,14 @@ class Comparison:
     partial: frozenset[str]
     rows: tuple[Row, ...]
     geomean: dict[str, dict[str, float | None]]  # metric -> allocator -> geomean of ratios
+
+
+def stored_comparison(store: Store, cid: int) -> Comparison:
+    """The comparison of a stored campaign, baseline first, then the catalog order."""
+    c = store.campaign(cid)
+    names = [r["name"] for r in store.allocator_rows(cid)]
+    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
+    return compare(store.runs(cid), ordered, c.baseline)
 
 
 def compare(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +23,7 @@ from rich.progress import (
 from allocmark import allocators, analyze, campaign, plan, workloads
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.execute import LocalExecutor
-from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
 from allocmark.report import export, table
 from allocmark.store import Store
 
@@ -54,7 +56,7 @@ CatalogOpt = Annotated[
 DbOpt = Annotated[Path, typer.Option("--db", help="results database (SQLite)")]
 
 
-def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[Any], bool]:
+def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[AllocatorSpec], bool]:
     """Selected allocator specs, and whether the user named them explicitly."""
     names, adhoc = allocators.parse_selection(alloc or [])
     chosen = (
@@ -167,7 +169,7 @@ def _only(suite: plan.Suite, wanted: list[str]) -> plan.Suite:
     entries = tuple(e for e in suite.entries if e.workload in wanted)
     if not entries:
         raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
-    return plan.Suite(**{**suite.__dict__, "entries": entries})
+    return dataclasses.replace(suite, entries=entries)
 
 
 def _print_unusable(prepared: campaign.Prepared) -> None:
@@ -178,7 +180,7 @@ def _print_unusable(prepared: campaign.Prepared) -> None:
             err.print(f"[yellow]warning: {v.spec.name} is partial: {v.reason}[/]")
 
 
-def _execute(store: Store, cid: int, verified: list[Any]) -> None:
+def _execute(store: Store, cid: int, verified: Sequence[Verified]) -> None:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -217,15 +219,8 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a campaign as cleanly as Ctrl-C
 
 
-def _comparison(store: Store, cid: int) -> analyze.Comparison:
-    c = store.campaign(cid)
-    names = [r["name"] for r in store.allocator_rows(cid)]
-    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
-    return analyze.compare(store.runs(cid), ordered, c.baseline)
-
-
 def _print_report(store: Store, cid: int) -> None:
-    table.comparison(out, _comparison(store, cid))
+    table.comparison(out, analyze.stored_comparison(store, cid))
 
 
 @app.command("try")
@@ -269,18 +264,7 @@ def report_cmd(
     if fmt == "table":
         _print_report(store, cid)
         return
-    comp = _comparison(store, cid)
-    c = store.campaign(cid)
-    info = {
-        "id": c.id,
-        "name": c.name,
-        "status": c.status,
-        "created": c.created,
-        "planned": c.planned,
-        "done": c.done,
-        "machine": store.machine_facts(cid),
-    }
-    text = export.render(fmt, comp, info)
+    text = export.render(fmt, analyze.stored_comparison(store, cid), store.campaign_info(cid))
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

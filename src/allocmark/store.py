@@ -251,6 +251,11 @@ class Store:
             raise StoreError(f"{self.path}: no {what} in this database")
         return found[-1]
 
+    def campaign_info(self, cid: int) -> dict[str, Any]:
+        """What an export says about the campaign it comes from."""
+        c = self.campaign(cid)
+        return dataclasses.asdict(c) | {"machine": self.machine_facts(cid)}
+
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
