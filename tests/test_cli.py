@@ -47,7 +47,8 @@ def test_run_then_report_in_every_format(tmp_path: Path, installed: dict[str, Ve
     assert {r["state"] for r in rows} == {"ok"}
     assert {r["allocator"] for r in rows} == set(names.split(","))
     doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
-    assert doc["campaign"]["done"] == doc["campaign"]["planned"] == len(names.split(",")) * 2 * 2
+    n = len(names.split(","))
+    assert doc["campaign"]["done"] == doc["campaign"]["planned"] == n * 2 * 2 + n  # + baselines
     assert doc["campaign"]["machine"]["cores"] == os.cpu_count()
 
 
@@ -69,23 +70,12 @@ def test_every_run_records_what_it_ran_on(tmp_path: Path, installed: dict[str, V
 
 def test_failing_workload_is_reported_as_such(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
-    result = cli(
-        "run",
-        *SMALL,
-        "-p",
-        "size_min=100",
-        "-p",
-        "size_max=10",
-        "-a",
-        "glibc",
-        "-n",
-        "2",
-        "--db",
-        str(db),
-    )
+    huge = str(2**62)  # malloc refuses it: the workload exits with an error
+    result = cli("run", "-w", "large", "-p", f"size_min={huge}", "-p", f"size_max={huge}",
+                 "-p", "count=1", "-a", "glibc", "-n", "2", "--db", str(db))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "FAILED 2/2" in result.stdout
-    assert "size-min must not exceed" in result.stderr
+    assert "failed: glibc large" in result.stderr and f"malloc({huge}) failed" in result.stderr
 
 
 def test_try_records_crashes_and_goes_on(tmp_path: Path) -> None:
@@ -156,16 +146,17 @@ def test_killed_campaign_resumes_without_redoing_runs(tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    planned = 2 + 12  # two baseline-RSS runs, then 2 allocators x 6 repetitions
     with sqlite3.connect(db) as con:
         before = con.execute("SELECT id, seq, started FROM runs ORDER BY seq").fetchall()
-    assert 3 <= len(before) < 12
+    assert 3 <= len(before) < planned
     result = cli("run", "--resume", "--db", str(db))
     assert result.returncode == 0, result.stderr
-    assert f"{12 - len(before)} runs left" in result.stdout
+    assert f"{planned - len(before)} runs left" in result.stdout
     with sqlite3.connect(db) as con:
         after = con.execute("SELECT id, seq, started FROM runs ORDER BY seq").fetchall()
         status = con.execute("SELECT status FROM campaigns").fetchone()[0]
-    assert [seq for _, seq, _ in after] == list(range(12))
+    assert [seq for _, seq, _ in after] == list(range(planned))
     assert after[: len(before)] == before  # nothing redone or rewritten
     assert status == "finished"
     again = cli("run", "--resume", "--db", str(db))
@@ -193,6 +184,17 @@ def test_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
         (["run", "-w", "nosuch", "--db", "{tmp}/x.db"], "unknown workload 'nosuch'"),
         (["run", "--suite", "nosuch", "--db", "{tmp}/x.db"], "unknown suite 'nosuch'"),
         (["run", "-p", "threads=x", "--db", "{tmp}/x.db"], "threads expects an integer"),
+        (
+            ["run", "-w", "churn", "-p", "size_min=-1", "--db", "{tmp}/x.db"],
+            "size_min must be >= 0",
+        ),
+        (
+            ["run", "-w", "churn", "-p", "size_min=600", "--db", "{tmp}/x.db"],
+            "churn: size_min (600) must be <= size_max (512)",
+        ),
+        (["run", "-w", "churn", "-p", "colour=2", "--db", "{tmp}/x.db"], "parameter (parameters:"),
+        (["run", "-w", "falseshare", "-p", "mode=lazy", "--db", "{tmp}/x.db"], "active, passive"),
+        (["run", "-w", "churn", "-p", "release=maybe", "--db", "{tmp}/x.db"], "true or false"),
         (["report", "--format", "pdf", "--db", "{tmp}/x.db"], "--format 'pdf'"),
     ],
 )
@@ -203,6 +205,10 @@ def test_usage_errors_exit_2_without_traceback(
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    db = tmp_path / "x.db"
+    if db.exists():  # refused before anything ran: no campaign was started
+        with sqlite3.connect(db) as con:
+            assert con.execute("SELECT COUNT(*) FROM campaigns").fetchone()[0] == 0
 
 
 def test_workloads_lists_parameters() -> None:

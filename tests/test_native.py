@@ -31,13 +31,14 @@ def record(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
 
 
 def test_same_seed_same_requests_under_every_allocator(installed: dict[str, Verified]) -> None:
-    args = ("--count", "3000", "--rounds", "2", "--threads", "2", "--seed", "9")
+    # One thread: the peak of live bytes is exact (with more it is sampled).
+    args = ("--count", "3000", "--rounds", "2", "--threads", "1", "--seed", "9")
     peaks = {
         name: record(*args, env=v.child_env())["peak_requested_bytes"]
         for name, v in installed.items()
     }
     assert len(set(peaks.values())) == 1, peaks
-    other = record("--count", "3000", "--rounds", "2", "--threads", "2", "--seed", "10")
+    other = record("--count", "3000", "--rounds", "2", "--threads", "1", "--seed", "10")
     assert other["peak_requested_bytes"] != next(iter(peaks.values()))
 
 
@@ -55,7 +56,7 @@ def test_record_fields() -> None:
         (["--count", "abc"], "--count expects a non-negative integer"),
         (["--count", "-5"], "--count expects a non-negative integer"),
         (["--size-min", "10", "--size-max", "5"], "--size-min must not exceed --size-max"),
-        (["--threads", "0"], "--threads in 1..1024"),
+        (["--threads", "0"], "--threads must be in 1..1024"),
     ],
 )
 def test_bad_arguments(args: list[str], message: str) -> None:

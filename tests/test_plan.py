@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -16,23 +17,52 @@ def quick_cells() -> list:
     return plan.cells(plan.load_suite("quick"), workloads.load_catalog(), {})
 
 
-def test_quick_suite_expands_threads_and_ranges() -> None:
+def test_quick_suite_has_six_workloads_and_sweeps() -> None:
     cells = quick_cells()
-    combos = {(dict(p)["size_max"], dict(p)["threads"]) for _, p in cells}
-    assert combos == {(512, 1), (512, 2), (65536, 1), (65536, 2)}
+    assert len({w.name for w, _ in cells}) >= 6
+    churn = {(dict(p)["size_max"], dict(p)["threads"]) for w, p in cells if w.name == "churn"}
+    assert churn == {(512, 1), (512, 2), (65536, 1)}
+
+
+def test_thread_ranges_follow_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert plan._expand_range("1..2*cores") == [1, 2, 3, 4]
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert plan._expand_range("1..2*cores") == [1, 2, 4, 8, 16, 32]
+    assert plan._expand_range("1..4") == [1, 2, 3, 4]
+    assert plan._expand_range("fast") == "fast"
+
+
+def test_every_builtin_suite_plans() -> None:
+    for path in sorted(plan.suites_dir().glob("*.toml")):
+        cells = plan.cells(plan.load_suite(path.stem), workloads.load_catalog(), {})
+        assert cells, path
+
+
+def test_baselines_come_first_one_per_allocator_and_program() -> None:
+    allocs = fake_allocs("a", "b")
+    runs = plan.build(quick_cells(), allocs, repetitions=1, timeout=10, seed=7)
+    programs = {w.name for w, _ in quick_cells()}
+    first = runs[: 2 * len(programs)]
+    assert {r.role for r in first} == {"baseline"}
+    assert {(r.allocator, r.workload) for r in first} == {(a, p) for a in "ab" for p in programs}
+    assert all(r.argv[1:] == ("--baseline", "1") for r in first)
+    assert {r.role for r in runs[len(first) :]} == {"measure"}
 
 
 def test_plan_interleaves_every_cell_once_per_repetition() -> None:
     allocs = fake_allocs("a", "b", "c")
-    runs = plan.build(quick_cells(), allocs, repetitions=3, timeout=10, seed=7)
-    assert len(runs) == 3 * 4 * 3
-    assert [r.seq for r in runs] == list(range(len(runs)))
+    every = plan.build(quick_cells(), allocs, repetitions=3, timeout=10, seed=7)
+    assert [r.seq for r in every] == list(range(len(every)))
+    runs = [r for r in every if r.role == "measure"]
+    n = len(quick_cells()) * 3
+    assert len(runs) == 3 * n
     for rep in range(3):
         block = [r for r in runs if r.rep == rep]
         # Each repetition is one contiguous block holding every cell x allocator once.
-        assert block == runs[rep * 12 : (rep + 1) * 12]
-        assert Counter((r.allocator, r.params) for r in block) == Counter(
-            {(a.spec.name, p): 1 for a in allocs for _, p in quick_cells()}
+        assert block == runs[rep * n : (rep + 1) * n]
+        assert Counter((r.allocator, r.workload, r.params) for r in block) == Counter(
+            {(a.spec.name, w.name, p): 1 for a in allocs for w, p in quick_cells()}
         )
     # Within a cell the allocators run back to back (A B C), in a shuffled order.
     first = runs[:3]
@@ -50,7 +80,8 @@ def test_plan_order_is_seeded() -> None:
 
 
 def test_plan_carries_preload_and_expected_malloc_owner() -> None:
-    runs = plan.build(quick_cells(), fake_allocs("a"), 1, 10, 1)
+    runs = [r for r in plan.build(quick_cells(), fake_allocs("a"), 1, 10, 1) if r.role == "measure"]
+    runs = [r for r in runs if r.workload == "churn"]
     assert dict(runs[0].env)["LD_PRELOAD"] == "/x/a.so"
     assert runs[0].result_fd
     assert runs[0].argv[0].endswith("am_churn")
@@ -102,5 +133,5 @@ def test_suite_errors_name_file_and_key(tmp_path: Path, text: str, message: str)
 
 
 def test_unknown_builtin_suite_lists_the_known_ones() -> None:
-    with pytest.raises(UserError, match="built-in suites: quick"):
+    with pytest.raises(UserError, match="built-in suites: memheap, micro, micromalloc, quick"):
         plan.load_suite("nosuch")

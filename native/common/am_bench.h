@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -104,6 +106,12 @@ static inline void am_die(const char *fmt, ...) {
   exit(2);
 }
 
+static inline const char *am_arg_str(int argc, char **argv, const char *name, const char *dflt) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (argv[i][0] == '-' && argv[i][1] == '-' && strcmp(argv[i] + 2, name) == 0) return argv[i + 1];
+  return dflt;
+}
+
 static inline uint64_t am_arg_u64(int argc, char **argv, const char *name, uint64_t dflt) {
   for (int i = 1; i + 1 < argc; i++) {
     if (argv[i][0] == '-' && argv[i][1] == '-' && strcmp(argv[i] + 2, name) == 0) {
@@ -177,6 +185,176 @@ static inline void am_result_emit(am_result *r) {
     if (n <= 0) am_die("cannot write result to fd %d: %s", fd, strerror(errno));
     off += (size_t)n;
   }
+}
+
+// ---------------------------------------------------------------------------
+// Options every workload shares.
+// ---------------------------------------------------------------------------
+typedef struct am_common {
+  uint64_t threads, seed, size_min, size_max, release;
+} am_common;
+
+static inline am_common am_common_args(int argc, char **argv, uint64_t size_min, uint64_t size_max) {
+  am_common c = {
+      .threads = am_arg_u64(argc, argv, "threads", 1),
+      .seed = am_arg_u64(argc, argv, "seed", 42),
+      .size_min = am_arg_u64(argc, argv, "size-min", size_min),
+      .size_max = am_arg_u64(argc, argv, "size-max", size_max),
+      .release = am_arg_u64(argc, argv, "release", 0),
+  };
+  if (c.size_min > c.size_max) am_die("--size-min must not exceed --size-max");
+  if (c.threads == 0 || c.threads > 1024) am_die("--threads must be in 1..1024");
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Live requested bytes. Each logical worker owns one cache-line-sized slot, so
+// counting never contends. With one worker the peak is exact; with several,
+// each worker adds up all slots every 256 updates (relaxed loads), so the peak
+// is sampled and may miss short spikes.
+// ---------------------------------------------------------------------------
+#define AM_MAX_WORKERS 1024
+typedef struct am_live {
+  _Alignas(64) int64_t bytes;
+  int64_t peak;
+  uint64_t tick;
+} am_live;
+
+static am_live am_live_slots[AM_MAX_WORKERS];
+static uint64_t am_live_workers = 1;
+
+static inline void am_live_init(uint64_t workers) {
+  if (workers > AM_MAX_WORKERS) am_die("at most %d workers", AM_MAX_WORKERS);
+  am_live_workers = workers;
+}
+
+static inline int64_t am_live_total(void) {
+  int64_t sum = 0;
+  for (uint64_t i = 0; i < am_live_workers; i++)
+    sum += __atomic_load_n(&am_live_slots[i].bytes, __ATOMIC_RELAXED);
+  return sum;
+}
+
+// Fold the current total into this worker's peak; workloads call it where all
+// their blocks are known to be live (e.g. after a barrier).
+static inline void am_live_sample(am_live *s) {
+  int64_t total = am_live_total();
+  if (total > s->peak) s->peak = total;
+}
+
+static inline void am_live_add(am_live *s, int64_t delta) {
+  int64_t v = s->bytes + delta;
+  __atomic_store_n(&s->bytes, v, __ATOMIC_RELAXED);
+  if (am_live_workers == 1) {
+    if (v > s->peak) s->peak = v;
+  } else if ((++s->tick & 255) == 0) {
+    am_live_sample(s);
+  }
+}
+
+static inline uint64_t am_live_peak(void) {
+  int64_t peak = am_live_total();
+  for (uint64_t i = 0; i < am_live_workers; i++)
+    if (am_live_slots[i].peak > peak) peak = am_live_slots[i].peak;
+  return peak > 0 ? (uint64_t)peak : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Threads: start n workers on `fn`, each with its own argument, and join them.
+// ---------------------------------------------------------------------------
+static inline void am_run_threads(uint64_t n, void *(*fn)(void *), void *args, size_t stride) {
+  pthread_t *tids = calloc(n, sizeof *tids);
+  if (!tids) am_die("out of memory for %" PRIu64 " threads", n);
+  for (uint64_t i = 0; i < n; i++)
+    if (pthread_create(&tids[i], NULL, fn, (char *)args + i * stride) != 0)
+      am_die("pthread_create failed");
+  for (uint64_t i = 0; i < n; i++) pthread_join(tids[i], NULL);
+  free(tids);
+}
+
+// ---------------------------------------------------------------------------
+// Giving memory back at the end of a run: the allocator's own call, looked up
+// with dlsym and used only if it lives in the object that serves malloc (so
+// glibc's malloc_trim is never called on another allocator's heap).
+// ---------------------------------------------------------------------------
+static inline const char *am_object_of(void *sym) {
+  Dl_info info;
+  return (sym && dladdr(sym, &info) && info.dli_fname) ? info.dli_fname : "";
+}
+
+typedef void (*am_mi_collect_fn)(int);
+typedef int (*am_mallctl_fn)(const char *, void *, size_t *, void *, size_t);
+typedef void (*am_void_fn)(void);
+typedef int (*am_trim_fn)(size_t);
+
+static inline const char *am_release(void) {
+  const char *malloc_obj = am_object_of(dlsym(RTLD_DEFAULT, "malloc"));
+  void *sym;
+  if ((sym = dlsym(RTLD_DEFAULT, "mi_collect")) && !strcmp(am_object_of(sym), malloc_obj)) {
+    ((am_mi_collect_fn)sym)(1);
+    return "mi_collect";
+  }
+  if ((sym = dlsym(RTLD_DEFAULT, "mallctl")) && !strcmp(am_object_of(sym), malloc_obj)) {
+    // 4096 is MALLCTL_ARENAS_ALL: purge every arena.
+    ((am_mallctl_fn)sym)("arena.4096.purge", NULL, NULL, NULL, 0);
+    return "mallctl(arena.4096.purge)";
+  }
+  sym = dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory");
+  if (sym && !strcmp(am_object_of(sym), malloc_obj)) {
+    ((am_void_fn)sym)();
+    return "MallocExtension_ReleaseFreeMemory";
+  }
+  if ((sym = dlsym(RTLD_DEFAULT, "malloc_trim")) && !strcmp(am_object_of(sym), malloc_obj)) {
+    ((am_trim_fn)sym)(0);
+    return "malloc_trim";
+  }
+  return "none";
+}
+
+// ---------------------------------------------------------------------------
+// /proc/self/status fields (VmRSS, VmHWM) in KiB, read without stdio.
+// ---------------------------------------------------------------------------
+static inline uint64_t am_status_kib(const char *field) {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char *at = strstr(buf, field);
+  return at ? strtoull(at + strlen(field), NULL, 10) : 0;
+}
+
+// ---------------------------------------------------------------------------
+// The standard record: every workload reports these, then its own extras.
+// `--baseline 1` makes a workload report zero operations before allocating
+// anything, so allocmark can measure the allocator's baseline RSS.
+// ---------------------------------------------------------------------------
+static inline void am_result_standard(am_result *r, const char *workload, uint64_t ops,
+                                      double secs, uint64_t threads, const char *release_fn) {
+  am_result_begin(r, workload);
+  am_result_u64(r, "ops", ops);
+  am_result_f64(r, "seconds", secs);
+  am_result_f64(r, "ops_per_s", secs > 0 ? (double)ops / secs : 0.0);
+  am_result_u64(r, "peak_requested_bytes", am_live_peak());
+  am_result_u64(r, "threads", threads);
+  am_result_str(r, "release_fn", release_fn);
+  am_result_malloc_object(r);
+}
+
+static inline void am_baseline_exit(int argc, char **argv, const char *workload) {
+  if (!am_arg_u64(argc, argv, "baseline", 0)) return;
+  am_result r;
+  am_result_standard(&r, workload, 0, 0.0, 0, "none");
+  am_result_emit(&r);
+  exit(0);
+}
+
+// Stop the clock: give memory back first when asked, as part of the run.
+static inline double am_stop(double t0, uint64_t release, const char **release_fn) {
+  *release_fn = release ? am_release() : "none";
+  return am_now() - t0;
 }
 
 #endif  // AM_BENCH_H

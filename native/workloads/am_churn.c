@@ -6,22 +6,18 @@
 // `seed` and the thread index, so every allocator sees the same requests.
 //
 // usage: am_churn [--count N] [--size-min B] [--size-max B] [--rounds R]
-//                 [--threads T] [--seed S]
+//                 [--threads T] [--seed S] [--release 0|1] [--baseline 1]
 #include "am_bench.h"
 
-#include <pthread.h>
-
 typedef struct am_churn_cfg {
-  uint64_t count, size_min, size_max, rounds, seed;
+  am_common c;
+  uint64_t count, rounds;
 } am_churn_cfg;
 
 typedef struct am_churn_thread {
   const am_churn_cfg *cfg;
-  uint64_t index;
-  uint64_t ops;
-  uint64_t peak_live;  // this thread's peak of requested bytes
+  uint64_t index, ops;
   int corrupt;
-  pthread_t tid;
 } am_churn_thread;
 
 typedef struct am_block {
@@ -33,21 +29,19 @@ static unsigned char am_tag(uint64_t thread, uint64_t slot) {
   return (unsigned char)(0x5a ^ thread ^ slot);
 }
 
-static void am_alloc_slot(am_churn_thread *t, am_rng *r, am_block *b, uint64_t slot,
-                          uint64_t *live) {
-  b->n = am_size_uniform(r, t->cfg->size_min, t->cfg->size_max);
+static void am_alloc_slot(am_churn_thread *t, am_rng *r, am_block *b, uint64_t slot) {
+  b->n = am_size_uniform(r, t->cfg->c.size_min, t->cfg->c.size_max);
   b->p = malloc(b->n);
   if (b->p == NULL && b->n != 0) am_die("malloc(%zu) failed", b->n);
   am_touch(b->p, b->n, am_tag(t->index, slot));
-  *live += b->n;
-  if (*live > t->peak_live) t->peak_live = *live;
+  am_live_add(&am_live_slots[t->index], (int64_t)b->n);
   t->ops++;
 }
 
-static void am_free_slot(am_churn_thread *t, am_block *b, uint64_t slot, uint64_t *live) {
+static void am_free_slot(am_churn_thread *t, am_block *b, uint64_t slot) {
   if (!am_touch_ok(b->p, b->n, am_tag(t->index, slot))) t->corrupt = 1;
   free(b->p);
-  *live -= b->n;
+  am_live_add(&am_live_slots[t->index], -(int64_t)b->n);
   b->p = NULL;
   b->n = 0;
   t->ops++;
@@ -69,68 +63,50 @@ static void *am_churn_main(void *arg) {
   am_churn_thread *t = arg;
   const am_churn_cfg *c = t->cfg;
   am_rng r;
-  am_rng_seed(&r, c->seed, t->index);
+  am_rng_seed(&r, c->c.seed, t->index);
   // Bookkeeping arrays are allocated once, outside the measured pattern.
   am_block *blocks = calloc(c->count, sizeof *blocks);
   uint64_t *order = calloc(c->count, sizeof *order);
   if (!blocks || !order) am_die("out of memory for %" PRIu64 " slots", c->count);
-  uint64_t live = 0, half = c->count / 2;
+  uint64_t half = c->count / 2;
   for (uint64_t round = 0; round < c->rounds; round++) {
-    for (uint64_t i = 0; i < c->count; i++) am_alloc_slot(t, &r, &blocks[i], i, &live);
+    for (uint64_t i = 0; i < c->count; i++) am_alloc_slot(t, &r, &blocks[i], i);
     am_pick(&r, order, c->count, half);
-    for (uint64_t i = 0; i < half; i++) am_free_slot(t, &blocks[order[i]], order[i], &live);
-    for (uint64_t i = 0; i < half; i++) am_alloc_slot(t, &r, &blocks[order[i]], order[i], &live);
-    for (uint64_t i = 0; i < c->count; i++) am_free_slot(t, &blocks[i], i, &live);
+    for (uint64_t i = 0; i < half; i++) am_free_slot(t, &blocks[order[i]], order[i]);
+    for (uint64_t i = 0; i < half; i++) am_alloc_slot(t, &r, &blocks[order[i]], order[i]);
+    for (uint64_t i = 0; i < c->count; i++) am_free_slot(t, &blocks[i], i);
   }
   free(order);
   free(blocks);
   return NULL;
 }
 
-static am_churn_cfg am_churn_parse(int argc, char **argv, uint64_t *threads) {
-  am_churn_cfg c = {
-      .count = am_arg_u64(argc, argv, "count", 100000),
-      .size_min = am_arg_u64(argc, argv, "size-min", 16),
-      .size_max = am_arg_u64(argc, argv, "size-max", 512),
-      .rounds = am_arg_u64(argc, argv, "rounds", 10),
-      .seed = am_arg_u64(argc, argv, "seed", 42),
-  };
-  *threads = am_arg_u64(argc, argv, "threads", 1);
-  if (c.size_min > c.size_max) am_die("--size-min must not exceed --size-max");
-  if (c.count == 0 || *threads == 0 || *threads > 1024)
-    am_die("--count must be > 0 and --threads in 1..1024");
-  return c;
-}
-
 int main(int argc, char **argv) {
-  uint64_t nthreads;
-  am_churn_cfg cfg = am_churn_parse(argc, argv, &nthreads);
-  am_churn_thread *ts = calloc(nthreads, sizeof *ts);
+  am_baseline_exit(argc, argv, "churn");
+  am_churn_cfg cfg = {
+      .c = am_common_args(argc, argv, 16, 512),
+      .count = am_arg_u64(argc, argv, "count", 100000),
+      .rounds = am_arg_u64(argc, argv, "rounds", 10),
+  };
+  if (cfg.count == 0) am_die("--count must be > 0");
+  am_live_init(cfg.c.threads);
+  am_churn_thread *ts = calloc(cfg.c.threads, sizeof *ts);
   if (!ts) am_die("out of memory");
+  for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_churn_thread){.cfg = &cfg, .index = i};
+  const char *release_fn;
   double t0 = am_now();
-  for (uint64_t i = 0; i < nthreads; i++) {
-    ts[i] = (am_churn_thread){.cfg = &cfg, .index = i};
-    if (pthread_create(&ts[i].tid, NULL, am_churn_main, &ts[i]) != 0) am_die("pthread_create failed");
-  }
-  uint64_t ops = 0, peak = 0;
+  am_run_threads(cfg.c.threads, am_churn_main, ts, sizeof *ts);
+  double secs = am_stop(t0, cfg.c.release, &release_fn);
+  uint64_t ops = 0;
   int corrupt = 0;
-  for (uint64_t i = 0; i < nthreads; i++) {
-    pthread_join(ts[i].tid, NULL);
+  for (uint64_t i = 0; i < cfg.c.threads; i++) {
     ops += ts[i].ops;
-    peak += ts[i].peak_live;  // upper bound: threads need not peak at once
     corrupt |= ts[i].corrupt;
   }
-  double secs = am_now() - t0;
   free(ts);
   if (corrupt) am_die("memory corruption: a block's contents changed before it was freed");
   am_result r;
-  am_result_begin(&r, "churn");
-  am_result_u64(&r, "ops", ops);
-  am_result_f64(&r, "seconds", secs);
-  am_result_f64(&r, "ops_per_s", secs > 0 ? (double)ops / secs : 0.0);
-  am_result_u64(&r, "peak_requested_bytes", peak);
-  am_result_u64(&r, "threads", nthreads);
-  am_result_malloc_object(&r);
+  am_result_standard(&r, "churn", ops, secs, cfg.c.threads, release_fn);
   am_result_emit(&r);
   return 0;
 }

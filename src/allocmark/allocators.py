@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -32,6 +33,7 @@ C_API = (
 )
 PROBE_TIMEOUT_S = 20.0
 _ENTRY_KEYS = (
+    "hidden",
     "description",
     "system",
     "library",
@@ -98,21 +100,18 @@ def _entry_spec(name: str, t: tomlfile.TomlTable, user: bool) -> AllocatorSpec:
         env=t.str_map("env"),
         baseline=t.get("baseline", bool, False),
         user=user,
+        hidden=t.get("hidden", bool, False),
     )
 
 
 def _variant(base: AllocatorSpec, vname: str, t: tomlfile.TomlTable) -> AllocatorSpec:
     env = dict(base.env) | dict(t.str_map("env"))
-    return AllocatorSpec(
+    return dataclasses.replace(
+        base,
         name=f"{base.name}:{vname}",
         description=t.get("description", str, ""),
-        system=base.system,
-        paths=base.paths,
-        package=base.package,
-        version_source=base.version_source,
         env=tuple(sorted(env.items())),
         baseline=False,
-        user=base.user,
     )
 
 
@@ -172,7 +171,7 @@ def _adhoc(token: str) -> AllocatorSpec:
 def select(specs: Sequence[AllocatorSpec], names: Sequence[str]) -> list[AllocatorSpec]:
     """Catalog entries by name, in the order given; "all" or none selects everything."""
     if not names or list(names) == ["all"]:
-        return list(specs)
+        return [s for s in specs if not s.hidden]
     by_name = {s.name: s for s in specs}
     unknown = [n for n in names if n not in by_name]
     if unknown:
@@ -218,6 +217,11 @@ def verify_all(specs: Iterable[AllocatorSpec]) -> list[Verified]:
 
 def _find_library(spec: AllocatorSpec) -> str | None:
     for pattern in spec.paths:
+        if pattern.startswith(native.PACKAGE_PREFIX):
+            found = native.bundled(pattern.removeprefix(native.PACKAGE_PREFIX))
+            if found:
+                return os.path.realpath(found)
+            continue
         for match in sorted(glob.glob(os.path.expanduser(pattern))):
             if os.path.isfile(match):
                 return os.path.realpath(match)
@@ -225,6 +229,8 @@ def _find_library(spec: AllocatorSpec) -> str | None:
 
 
 def _missing_reason(spec: AllocatorSpec) -> str:
+    if any(p.startswith(native.PACKAGE_PREFIX) for p in spec.paths):
+        return "not built into this allocmark install; reinstall with `pip install .`"
     if spec.package:
         sudo = "" if os.geteuid() == 0 else "sudo "
         return f"not installed; install with: {sudo}apt-get install -y {spec.package}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -9,7 +10,15 @@ from dataclasses import dataclass
 from allocmark import allocators, machine, plan
 from allocmark.errors import UserError
 from allocmark.execute import Executor
-from allocmark.model import AllocatorSpec, Params, RunResult, RunSpec, Verified, Workload
+from allocmark.model import (
+    AllocatorSpec,
+    Params,
+    RunResult,
+    RunSpec,
+    RunStatus,
+    Verified,
+    Workload,
+)
 from allocmark.store import Store
 
 OnRun = Callable[[int, int, RunSpec, RunResult], None]
@@ -67,9 +76,10 @@ def execute(
     pending = store.pending(cid)
     total = store.campaign(cid).planned
     done = total - len(pending)
+    baselines = store.baseline_rss(cid)
     try:
         for spec in pending:
-            result = executor.run(spec)
+            result = with_overhead(spec, executor.run(spec), baselines)
             store.record(cid, spec, result, by_name[spec.allocator])
             done += 1
             if on_run:
@@ -78,6 +88,27 @@ def execute(
         store.set_status(cid, "interrupted")
         raise
     store.set_status(cid, "finished")
+
+
+def with_overhead(
+    spec: RunSpec, result: RunResult, baselines: dict[tuple[str, str], int]
+) -> RunResult:
+    """Add the memory overhead ratio: (peak RSS - baseline RSS) / peak requested bytes.
+
+    The baseline is the RSS of the same program under the same allocator doing
+    nothing; baseline runs come first in every plan and feed `baselines`.
+    """
+    key = (spec.allocator, spec.workload)
+    if result.status is not RunStatus.OK:
+        return result
+    if spec.role == "baseline":
+        baselines[key] = result.maxrss_kib
+        return result
+    requested = result.metrics.get("peak_requested_bytes", 0.0)
+    if key not in baselines or requested <= 0:
+        return result
+    ratio = (result.maxrss_kib - baselines[key]) * 1024 / requested
+    return dataclasses.replace(result, metrics=result.metrics | {"overhead_ratio": ratio})
 
 
 def reverify(store: Store, cid: int) -> list[Verified]:

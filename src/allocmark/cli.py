@@ -80,8 +80,8 @@ def workloads_cmd() -> None:
     """List the built-in workloads and their parameters."""
     for w in workloads.load_catalog().values():
         out.print(f"[bold]{w.name}[/] ({w.kind}): {w.description}")
-        for p in w.params:
-            out.print(f"    {p.name:<10} {p.kind:<4} default {p.default!s:<8} {p.help}")
+        for line in workloads.describe_params(w):
+            out.print("    " + line, markup=False, highlight=False)
 
 
 @app.command("run")
@@ -158,9 +158,11 @@ def _start_run(
         seed if seed is not None else suite.seed,
         sys.argv,
     )
+    planned = store.campaign(cid).planned
+    baselines = planned - len(prepared.usable) * len(cells) * n
     out.print(
         f"campaign {cid}: {len(prepared.usable)} allocators x {len(cells)} cells x {n} "
-        f"repetitions = {store.campaign(cid).planned} runs -> {store.path}"
+        f"repetitions + {baselines} baseline-RSS runs = {planned} runs -> {store.path}"
     )
     return list(prepared.usable), cid
 
@@ -255,16 +257,20 @@ def report_cmd(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write to this file")
     ] = None,
+    speedup: Annotated[
+        bool, typer.Option("--speedup", help="time ratios as baseline time / allocator time")
+    ] = False,
 ) -> None:
     """Show the comparison table of a stored campaign."""
-    if fmt not in ("table", "md", "csv", "json"):
+    if fmt not in ("table", *export.FORMATS):
         raise UserError(f"--format {fmt!r}: choose table, md, csv or json")
     store = Store(db, create=False)
     cid = store.campaign(campaign_id).id
+    comp = analyze.stored_comparison(store, cid, speedup)
     if fmt == "table":
-        _print_report(store, cid)
+        table.comparison(out, comp)
         return
-    text = export.render(fmt, analyze.stored_comparison(store, cid), store.campaign_info(cid))
+    text = export.render(fmt, comp, store.campaign_info(cid))
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

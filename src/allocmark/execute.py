@@ -168,9 +168,11 @@ def _interpret(
 ) -> RunResult:
     status, detail = _judge(spec, st, timed_out, tail)
     metrics: dict[str, float] = {}
+    labels: dict[str, str] = {}
     malloc_object = None
     if status is RunStatus.OK and spec.result_fd:
-        metrics, malloc_object, problem = _parse_record(record)
+        metrics, labels, problem = _parse_record(record)
+        malloc_object = labels.pop("malloc_object", None)
         if problem:
             status, detail = RunStatus.FAILED, problem
         elif spec.expect_malloc and _real(malloc_object) != _real(spec.expect_malloc):
@@ -191,6 +193,7 @@ def _interpret(
         signal=os.WTERMSIG(wait) if st and os.WIFSIGNALED(wait) else None,
         started=started,
         metrics=metrics,
+        labels=labels,
         malloc_object=malloc_object,
         detail=detail,
     )
@@ -211,20 +214,21 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
     return RunStatus.OK, ""
 
 
-def _parse_record(record: bytes) -> tuple[dict[str, float], str | None, str | None]:
+def _parse_record(record: bytes) -> tuple[dict[str, float], dict[str, str], str | None]:
+    """Numbers become metrics, strings labels (malloc_object among them)."""
     try:
         data = json.loads(record)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}, None, f"no valid metrics record on AM_RESULT_FD: {record[:200]!r}"
+        return {}, {}, f"no valid metrics record on AM_RESULT_FD: {record[:200]!r}"
     if not isinstance(data, dict):
-        return {}, None, "metrics record is not a JSON object"
+        return {}, {}, "metrics record is not a JSON object"
     metrics = {
         k: float(v)
         for k, v in data.items()
         if isinstance(v, int | float) and not isinstance(v, bool)
     }
-    owner = data.get("malloc_object")
-    return metrics, owner if isinstance(owner, str) else None, None
+    labels = {k: v for k, v in data.items() if isinstance(v, str) and k != "workload"}
+    return metrics, labels, None
 
 
 def _real(path: str | None) -> str | None:

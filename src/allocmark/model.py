@@ -42,6 +42,7 @@ class AllocatorSpec:
     env: Env = ()
     baseline: bool = False
     user: bool = False  # given by the user: unusable means a usage error
+    hidden: bool = False  # left out of "all" (the null allocator); name it to use it
 
     @property
     def base(self) -> str:
@@ -86,10 +87,12 @@ class Param:
     """A typed workload parameter."""
 
     name: str
-    kind: str  # "int" or "str"
+    kind: str  # "int", "str" or "bool"
     default: int | str
     help: str = ""
     minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class Workload:
     params: tuple[Param, ...] = ()
     env: Env = ()
     program: str = ""  # native program's name under the package's _bin directory
+    checks: tuple[tuple[str, str, str], ...] = ()  # (param, "<=" or "<", param)
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class RunSpec:
     timeout: float
     expect_malloc: str | None = None  # object that must serve malloc (native workloads)
     result_fd: bool = False  # the child writes a metrics record to AM_RESULT_FD
+    role: str = "measure"  # or "baseline": the workload doing nothing, for its RSS
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ class RunResult:
     signal: int | None = None
     started: float = 0.0  # Unix time
     metrics: dict[str, float] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # text fields of the record
     malloc_object: str | None = None
     detail: str = ""  # why it is not OK: stderr tail, timeout, ...
 
@@ -172,3 +178,5 @@ class StoredRun:
     metrics: dict[str, float]
     detail: str
     partial: bool
+    role: str = "measure"
+    labels: dict[str, str] = field(default_factory=dict)

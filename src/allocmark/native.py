@@ -7,14 +7,24 @@ from pathlib import Path
 import allocmark
 from allocmark.errors import AllocmarkError
 
+PACKAGE_PREFIX = "@allocmark/"  # catalog paths into the installed package
+
+
+def bundled(relative: str) -> Path | None:
+    """A file installed with the package (e.g. `_lib/libam_bump.so`), if present."""
+    # Editable installs may split the package over several directories.
+    for root in allocmark.__path__:
+        candidate = Path(root) / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
 
 def program(name: str) -> Path:
     """Path of an installed native program such as `am_probe` or `am_churn`."""
-    # Editable installs may split the package over several directories.
-    for root in allocmark.__path__:
-        candidate = Path(root) / "_bin" / name
-        if candidate.is_file():
-            return candidate
+    found = bundled(f"_bin/{name}")
+    if found:
+        return found
     raise AllocmarkError(
         f"native program {name} is not installed with allocmark; "
         "reinstall with `pip install .` (or run `make demo`), which builds it"

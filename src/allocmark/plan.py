@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import os
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import tomlfile, workloads
+from allocmark import native, tomlfile, workloads
 from allocmark.errors import UserError
 from allocmark.model import Params, RunSpec, Verified, Workload
 
@@ -70,10 +73,27 @@ def _positive(doc: tomlfile.TomlTable, key: str, default: int) -> int:
     return value
 
 
+_RANGE = re.compile(r"(\d+)\.\.(\d+)(\*cores)?")
+
+
+def _expand_range(value: object) -> object:
+    """ "1..4" -> [1, 2, 3, 4]; "1..2*cores" scales with this machine. Wide ranges
+    keep the powers of two, the cores and the end."""
+    if not isinstance(value, str) or not (m := _RANGE.fullmatch(value.replace(" ", ""))):
+        return value
+    cores = os.cpu_count() or 1
+    lo, hi = int(m.group(1)), int(m.group(2)) * (cores if m.group(3) else 1)
+    if hi - lo < 8:
+        return list(range(lo, hi + 1))
+    picks = {lo, hi, cores} | {1 << k for k in range(hi.bit_length())}
+    return sorted(v for v in picks if lo <= v <= hi)
+
+
 def _entry(t: tomlfile.TomlTable) -> SuiteEntry:
     t.allow(["workload", "params"])
     grid = []
     for key, value in t.table("params").data.items():
+        value = _expand_range(value)
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, int | str) for v in values):
             raise t.error(
@@ -153,7 +173,36 @@ def build(
     timeout: float,
     seed: int,
 ) -> list[RunSpec]:
-    """Interleave: each repetition visits every cell, allocators shuffled per cell."""
+    """Baselines first; then each repetition visits every cell, allocators shuffled per cell."""
+    first = _baselines(cell_list, allocators, timeout)
+    return first + [
+        dataclasses.replace(s, seq=s.seq + len(first))
+        for s in _measured(cell_list, allocators, repetitions, timeout, seed)
+    ]
+
+
+def _baselines(
+    cell_list: Sequence[tuple[Workload, Params]], allocators: Sequence[Verified], timeout: float
+) -> list[RunSpec]:
+    """One run per allocator and native program doing nothing: its RSS is the baseline
+    of the memory overhead ratio."""
+    natives = {w.name: w for w, _ in cell_list if w.kind == "native"}
+    return [
+        RunSpec(seq=i, allocator=a.spec.name, workload=w.name, params=(), rep=0,
+                argv=(str(native.program(w.program)), "--baseline", "1"),
+                env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
+                timeout=timeout, expect_malloc=a.malloc_object, result_fd=True, role="baseline")
+        for i, (a, w) in enumerate(itertools.product(allocators, natives.values()))
+    ]  # fmt: skip
+
+
+def _measured(
+    cell_list: Sequence[tuple[Workload, Params]],
+    allocators: Sequence[Verified],
+    repetitions: int,
+    timeout: float,
+    seed: int,
+) -> list[RunSpec]:
     rng = random.Random(seed)
     order: list[tuple[Workload, Params, Verified, int]] = []
     for rep in range(repetitions):

@@ -23,9 +23,11 @@ from allocmark.model import (
     Workload,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_SCHEMA = """
+# Version 1 as first released; later versions are reached through _MIGRATIONS,
+# for new databases too, so that every database goes the same way.
+_SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE machines (
   id INTEGER PRIMARY KEY, hostname TEXT, cpu_model TEXT, cores INTEGER, kernel TEXT,
@@ -63,8 +65,16 @@ CREATE TABLE metrics (
   PRIMARY KEY (run_id, name));
 """
 
-# Migrations from version N to N+1, applied in order; none exist yet.
-_MIGRATIONS: dict[int, str] = {}
+# Migrations from version N to N+1, applied in order.
+_MIGRATIONS: dict[int, str] = {
+    # 2: baseline runs (a workload doing nothing, for the overhead ratio) and
+    # the text fields of a metrics record.
+    1: """
+ALTER TABLE plan ADD COLUMN role TEXT NOT NULL DEFAULT 'measure';
+ALTER TABLE runs ADD COLUMN role TEXT NOT NULL DEFAULT 'measure';
+ALTER TABLE runs ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
+""",
+}
 
 
 class Store:
@@ -92,8 +102,7 @@ class Store:
         }
         if not tables:
             self._create()
-            return
-        if "meta" not in tables:
+        elif "meta" not in tables:
             raise StoreError(f"{self.path}: an SQLite file, but not an allocmark database")
         version = self._schema_version()
         if version > SCHEMA_VERSION:
@@ -102,9 +111,10 @@ class Store:
                 f"reads up to {SCHEMA_VERSION}); upgrade allocmark to read it"
             )
         for v in range(version, SCHEMA_VERSION):
-            with self.db:
-                self.db.executescript(_MIGRATIONS[v])
-                self._set_version(v + 1)
+            # executescript commits first, so each step is its own script with
+            # the version bump inside: a failed step leaves the old version.
+            bump = f"UPDATE meta SET value='{v + 1}' WHERE key='schema_version';"
+            self.db.executescript(f"BEGIN; {_MIGRATIONS[v]} {bump} COMMIT;")
 
     def _schema_version(self) -> int:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -115,8 +125,8 @@ class Store:
     def _create(self) -> None:
         self.db.execute("PRAGMA journal_mode = WAL")
         with self.db:
-            self.db.executescript(_SCHEMA)
-            self._set_version(SCHEMA_VERSION)
+            self.db.executescript(_SCHEMA_V1)
+            self._set_version(1)
 
     def _set_version(self, v: int) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
@@ -151,7 +161,10 @@ class Store:
                 [_workload_row(cid, w) for w in workloads],
             )
             self.db.executemany(
-                "INSERT INTO plan VALUES (?,?,?,?,?,?,?,?,?,?,?)", [_plan_row(cid, s) for s in plan]
+                "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
+                "argv_json, env_json, timeout, expect_malloc, result_fd, role) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [_plan_row(cid, s) for s in plan],
             )
         return cid
 
@@ -184,7 +197,8 @@ class Store:
                 "INSERT INTO runs (campaign_id, seq, allocator, workload, params_json, rep, "
                 "status, exit_code, signal, wall_s, user_s, sys_s, maxrss_kib, minflt, majflt, "
                 "nvcsw, nivcsw, started, detail, malloc_object, library, sha256, version, "
-                "partial, machine_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "partial, machine_id, role, labels_json) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     cid,
                     spec.seq,
@@ -211,6 +225,8 @@ class Store:
                     alloc.version,
                     int(alloc.status is Status.PARTIAL),
                     mid[0],
+                    spec.role,
+                    json.dumps(result.labels),
                 ),
             )
             self.db.executemany(
@@ -259,11 +275,20 @@ class Store:
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd FROM plan WHERE campaign_id=? AND seq NOT IN "
+            "expect_malloc, result_fd, role FROM plan WHERE campaign_id=? AND seq NOT IN "
             "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
             (cid, cid),
         ).fetchall()
         return [_spec_from_row(r) for r in rows]
+
+    def baseline_rss(self, cid: int) -> dict[tuple[str, str], int]:
+        """Peak RSS of the campaign's finished baseline runs, by (allocator, workload)."""
+        rows = self.db.execute(
+            "SELECT allocator, workload, maxrss_kib FROM runs "
+            "WHERE campaign_id=? AND role='baseline' AND status='ok'",
+            (cid,),
+        )
+        return {(a, w): int(rss) for a, w, rss in rows}
 
     def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
@@ -288,7 +313,8 @@ class Store:
             metrics.setdefault(run_id, {})[name] = value
         rows = self.db.execute(
             "SELECT id, seq, allocator, workload, params_json, rep, status, wall_s, user_s, "
-            "sys_s, maxrss_kib, detail, partial FROM runs WHERE campaign_id=? ORDER BY seq",
+            "sys_s, maxrss_kib, detail, partial, role, labels_json FROM runs "
+            "WHERE campaign_id=? ORDER BY seq",
             (cid,),
         ).fetchall()
         return [
@@ -306,6 +332,8 @@ class Store:
                 metrics=metrics.get(r[0], {}),
                 detail=r[11] or "",
                 partial=bool(r[12]),
+                role=r[13],
+                labels=json.loads(r[14]),
             )
             for r in rows
         ]
@@ -350,6 +378,7 @@ def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         s.timeout,
         s.expect_malloc,
         int(s.result_fd),
+        s.role,
     )
 
 
@@ -365,4 +394,5 @@ def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
         timeout=r[7],
         expect_malloc=r[8],
         result_fd=bool(r[9]),
+        role=r[10],
     )

@@ -27,7 +27,8 @@ def render(fmt: str, comp: Comparison, campaign: dict[str, Any]) -> str:
 
 def markdown(comp: Comparison) -> str:
     out = []
-    for metric, title in fmt.TITLES.items():
+    for metric in comp.metrics:
+        title = fmt.TITLES[metric]
         heads = ["workload", *(fmt.header(comp, a) for a in comp.allocators)]
         out.append(f"### {title}\n")
         out.append("| " + " | ".join(heads) + " |")
@@ -84,8 +85,8 @@ def json_text(comp: Comparison, campaign: dict[str, Any]) -> str:
 def _cells(comp: Comparison) -> list[dict[str, Any]]:
     out = []
     for row in comp.rows:
-        for metric, by_alloc in row.cells.items():
-            for a, c in by_alloc.items():
+        for metric in comp.metrics:
+            for a, c in row.cells[metric].items():
                 s = c.summary
                 out.append(
                     {

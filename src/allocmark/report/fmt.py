@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from allocmark.analyze import Cell, Comparison
 
-TITLES = {"time_s": "Time", "peak_rss_kib": "Peak RSS"}
+TITLES = {
+    "time_s": "Time",
+    "peak_rss_kib": "Peak RSS",
+    "overhead_ratio": "Memory overhead (peak RSS - baseline RSS) / peak requested bytes",
+    "ops_per_s": "Throughput (allocator operations per second, as the workload counts them)",
+}
 
 
 def quantity(metric: str, value: float) -> str:
     if metric == "peak_rss_kib":
         return size_kib(value)
+    if metric == "overhead_ratio":
+        return f"{value:.2f}"
+    if metric == "ops_per_s":
+        return f"{value / 1e6:.3g} M/s" if value >= 1e5 else f"{value:.3g} /s"
     return seconds(value)
 
 
@@ -45,6 +54,8 @@ def header(comp: Comparison, allocator: str) -> str:
 
 def legend(comp: Comparison) -> str:
     parts = ["median ± half the min–max range, ×ratio to the baseline median"]
+    if comp.speedup:
+        parts.append("time ratios are speed-ups: baseline time / allocator time")
     if comp.baseline:
         parts.append(f"* baseline: {comp.baseline}")
     if comp.partial:

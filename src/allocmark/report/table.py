@@ -22,7 +22,8 @@ def comparison(console: Console, comp: Comparison) -> None:
         for i, label in enumerate(labels, 1):
             console.print(f"#{i}  {label}", highlight=False)
         labels = [f"#{i} {row.workload}" for i, row in enumerate(comp.rows, 1)]
-    for metric, title in fmt.TITLES.items():
+    for metric in comp.metrics:
+        title = fmt.TITLES[metric]
         table = Table(title=title, title_justify="left")
         table.add_column("workload", no_wrap=True)
         for a in comp.allocators:
