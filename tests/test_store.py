@@ -95,3 +95,22 @@ def test_schema_version_is_recorded(tmp_path: Path) -> None:
     s, _ = new(tmp_path / "r.db")
     row = s.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     assert int(row[0]) == store.SCHEMA_VERSION
+
+
+def test_version_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.executescript(store._SCHEMA_V1)
+    db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    db.execute("INSERT INTO campaigns (id, name, created, status) VALUES (1, 'old', 0, 'finished')")
+    db.execute(
+        "INSERT INTO runs (campaign_id, seq, allocator, workload, params_json, rep, status, "
+        "wall_s, user_s, sys_s, maxrss_kib, partial) VALUES (1, 0, 'glibc', 'churn', '[]', 0, "
+        "'ok', 1.5, 1.0, 0.1, 2048, 0)"
+    )
+    db.commit()
+    db.close()
+    s = Store(path)
+    assert s._schema_version() == store.SCHEMA_VERSION
+    (run,) = s.runs(1)
+    assert (run.wall_s, run.role, run.labels) == (1.5, "measure", {})

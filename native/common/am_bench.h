@@ -210,8 +210,9 @@ static inline am_common am_common_args(int argc, char **argv, uint64_t size_min,
 // ---------------------------------------------------------------------------
 // Live requested bytes. Each logical worker owns one cache-line-sized slot, so
 // counting never contends. With one worker the peak is exact; with several,
-// each worker adds up all slots every 256 updates (relaxed loads), so the peak
-// is sampled and may miss short spikes.
+// a worker adds up all slots (relaxed loads) every 256 updates and after every
+// allocation of 64 KiB or more (whose page touching dwarfs the cost), so the
+// peak is sampled and may miss short spikes of small blocks.
 // ---------------------------------------------------------------------------
 #define AM_MAX_WORKERS 1024
 typedef struct am_live {
@@ -247,7 +248,7 @@ static inline void am_live_add(am_live *s, int64_t delta) {
   __atomic_store_n(&s->bytes, v, __ATOMIC_RELAXED);
   if (am_live_workers == 1) {
     if (v > s->peak) s->peak = v;
-  } else if ((++s->tick & 255) == 0) {
+  } else if ((++s->tick & 255) == 0 || delta >= 65536) {
     am_live_sample(s);
   }
 }

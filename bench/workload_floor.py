@@ -1,0 +1,65 @@
+"""Workload floor and noise (issue 3's performance figures).
+
+Floor: time under the null allocator (bump: never frees) / time under glibc,
+on churn and samethread with default parameters; the workloads' own cost. Noise:
+coefficient of variation of wall time over the glibc repetitions at 1 thread.
+Runs are interleaved (glibc, bump, glibc, bump, ...) so drift hits both.
+
+usage: .venv/bin/python bench/workload_floor.py [REPETITIONS]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+
+from allocmark import allocators, execute, workloads
+from allocmark.model import RunSpec, RunStatus, Verified
+
+
+def spec(w_name: str, alloc: Verified) -> RunSpec:
+    w = workloads.load_catalog()[w_name]
+    params = workloads.resolve_params(w, {}, "bench")
+    return RunSpec(
+        seq=0, allocator=alloc.spec.name, workload=w_name, params=params, rep=0,
+        argv=workloads.expand(w, params), env=tuple(alloc.child_env().items()), timeout=120,
+        expect_malloc=alloc.malloc_object, result_fd=True,
+    )  # fmt: skip
+
+
+def measure(w_name: str, allocs: list[Verified], reps: int) -> dict[str, list[tuple[float, ...]]]:
+    """(internal seconds, wall, user, sys) per repetition, per allocator."""
+    out: dict[str, list[tuple[float, ...]]] = {a.spec.name: [] for a in allocs}
+    for _ in range(reps):
+        for a in allocs:
+            r = execute.run(spec(w_name, a))
+            if r.status is not RunStatus.OK:
+                sys.exit(f"{w_name} under {a.spec.name}: {r.status.value}: {r.detail}")
+            out[a.spec.name].append((r.metrics["seconds"], r.wall_s, r.user_s, r.sys_s))
+    return out
+
+
+def median(rows: list[tuple[float, ...]], i: int) -> float:
+    return statistics.median(row[i] for row in rows)
+
+
+def main() -> None:
+    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    specs = {s.name: s for s in allocators.load_catalog()}
+    glibc, bump = (allocators.verify(specs[n]) for n in ("glibc", "bump"))
+    print(f"{reps} interleaved repetitions per allocator, default parameters, 1 thread")
+    print(f"{'workload':<11} {'floor (workload s)':>18} {'floor (wall)':>12} "
+          f"{'floor (user CPU)':>16} {'bump sys s':>10} {'glibc wall CV':>13}")  # fmt: skip
+    for name in ("churn", "samethread"):
+        m = measure(name, [glibc, bump], reps)
+        g, b = m["glibc"], m["bump"]
+        walls = [row[1] for row in g]
+        cv = statistics.stdev(walls) / statistics.fmean(walls)
+        floors = [median(b, i) / median(g, i) for i in range(3)]
+        print(f"{name:<11} {floors[0]:>18.3f} {floors[1]:>12.3f} {floors[2]:>16.3f} "
+              f"{median(b, 3):>10.3f} {cv:>13.1%}")  # fmt: skip
+    print("floor = median under bump / median under glibc (target <= 0.15); CV target <= 3%")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Every native workload against real allocators: metrics, determinism, release."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from allocmark import execute, workloads
+from allocmark.model import RunSpec, RunStatus, Verified
+from tests.conftest import cli
+
+pytestmark = pytest.mark.integration
+
+# Small parameters: every workload runs in well under a second.
+SMALL: dict[str, dict[str, int | str]] = {
+    "churn": {"count": 2000, "rounds": 2},
+    "samethread": {"count": 2000, "rounds": 2},
+    "xthread": {"slots": 500, "steps": 20000},
+    "larson": {"slots": 200, "replace": 1000, "duration_ms": 0, "handoffs": 3},
+    "prodcons": {"count": 20000},
+    "falseshare": {"writes": 10000, "rounds": 2},
+    "blowup": {"batch": 500, "rounds": 4},
+    "realloc": {"count": 50, "rounds": 1, "size_max": 8192},
+    "large": {"count": 20, "size_max": 1048576},
+    "threadchurn": {"spawns": 20},
+    "pareto": {"steps": 20000},
+}
+DETERMINISTIC = ["churn", "samethread", "xthread", "larson", "realloc", "large", "pareto"]
+
+
+def run(name: str, alloc: Verified, **extra: int | str) -> tuple[RunStatus, dict[str, float],
+                                                                 dict[str, str], str]:  # fmt: skip
+    w = workloads.load_catalog()[name]
+    params = workloads.resolve_params(w, SMALL[name] | extra, "test")
+    spec = RunSpec(seq=0, allocator=alloc.spec.name, workload=name, params=params, rep=0,
+                   argv=workloads.expand(w, params), env=tuple(alloc.child_env().items()),
+                   timeout=60, expect_malloc=alloc.malloc_object, result_fd=True)  # fmt: skip
+    r = execute.run(spec)
+    return r.status, r.metrics, r.labels, r.detail
+
+
+@pytest.fixture(scope="module")
+def pair(installed: dict[str, Verified]) -> list[Verified]:
+    """glibc and one preloaded allocator."""
+    other = next(
+        (installed[n] for n in ("mimalloc", "jemalloc", "tcmalloc-minimal") if n in installed), None
+    )
+    if other is None:
+        pytest.skip("no preloadable allocator installed")
+    return [installed["glibc"], other]
+
+
+def test_catalog_lists_every_workload() -> None:
+    assert set(SMALL) == set(workloads.load_catalog())
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_workload_emits_valid_metrics(name: str, pair: list[Verified]) -> None:
+    for alloc in pair:
+        status, metrics, labels, detail = run(name, alloc, threads=2)
+        assert status is RunStatus.OK, f"{alloc.spec.name}: {detail}"
+        assert metrics["ops"] > 0 and metrics["seconds"] > 0
+        assert metrics["ops_per_s"] == pytest.approx(metrics["ops"] / metrics["seconds"], rel=1e-3)
+        assert metrics["peak_requested_bytes"] > 0
+        assert labels["release_fn"] == "none"
+
+
+@pytest.mark.parametrize("name", DETERMINISTIC)
+def test_same_seed_same_requests(name: str, pair: list[Verified]) -> None:
+    seen = [run(name, alloc, threads=1, seed=5)[1] for alloc in pair]
+    assert seen[0]["ops"] == seen[1]["ops"]
+    assert seen[0]["peak_requested_bytes"] == seen[1]["peak_requested_bytes"]
+
+
+def test_falseshare_reports_writes_and_shared_lines(pair: list[Verified]) -> None:
+    for mode in ("active", "passive"):
+        _, m, _, _ = run("falseshare", pair[0], threads=2, mode=mode)
+        assert m["writes"] == 2 * 2 * 10000
+        assert m["writes_per_s"] > 0 and "same_line_pairs" in m
+
+
+def test_blowup_and_threadchurn_report_rss(pair: list[Verified]) -> None:
+    _, m, _, _ = run("blowup", pair[0])
+    assert m["rss_peak_kib"] >= m["rss_end_kib"] > 0 and m["blowup"] > 0
+    _, m, _, _ = run("threadchurn", pair[0])
+    assert m["threads_created"] == 20 and m["kept_bytes"] > 0 and m["rss_left_kib"] > 0
+
+
+def test_release_calls_the_allocators_own_function(installed: dict[str, Verified]) -> None:
+    expected = {
+        "glibc": "malloc_trim",
+        "jemalloc": "mallctl(arena.4096.purge)",
+        "mimalloc": "mi_collect",
+        "tcmalloc": "MallocExtension_ReleaseFreeMemory",
+    }
+    for name, fn in expected.items():
+        if name in installed:
+            status, _, labels, detail = run("churn", installed[name], release="true")
+            assert status is RunStatus.OK, detail
+            assert labels["release_fn"] == fn
+
+
+def test_null_allocator_overhead_is_at_least_one(tmp_path: Path) -> None:
+    db = tmp_path / "b.db"
+    result = cli("run", "-a", "bump,glibc", "-w", "churn", "-p", "count=20000", "-p", "rounds=1",
+                 "-n", "2", "--db", str(db))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
+    overhead = {
+        c["allocator"]: c["median"] for c in doc["cells"] if c["metric"] == "overhead_ratio"
+    }
+    # bump never frees: one round allocates 1.5x the peak of live bytes, plus headers.
+    assert 1.0 <= overhead["bump"] <= 3.0
+    assert 0.9 <= overhead["glibc"] <= 3.0
+
+
+def test_bump_is_hidden_from_all(verified_catalog: list[Verified]) -> None:
+    from allocmark import allocators
+
+    names = [s.name for s in allocators.select(allocators.load_catalog(), [])]
+    assert "bump" not in names
+    assert any(v.spec.name == "bump" and v.usable for v in verified_catalog)
