@@ -9,7 +9,7 @@ STAMP_PKG := $(VENV)/.installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
              \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' \) 2>/dev/null)
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test lint setup bench clean
 
 demo: setup
 	$(BIN)/allocmark allocators
@@ -20,9 +20,12 @@ demo: setup
 test: setup lint
 	$(BIN)/python -m pytest -q tests
 
+bench: setup
+	$(BIN)/python bench/workload_floor.py
+
 lint: setup
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	cmake -S . -B build/lint -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build build/lint -j2

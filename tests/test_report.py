@@ -109,3 +109,11 @@ def test_size_format() -> None:
     assert fmt.size_kib(512) == "512 KiB"
     assert fmt.size_kib(2048) == "2.0 MiB"
     assert fmt.size_kib(3 * 1024 * 1024) == "3.00 GiB"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(946.0, "946 /s"), (23000.0, "23.0 k/s"), (12_345_678.0, "12.3 M/s"), (100e6, "100 M/s")],
+)
+def test_rate_format(value: float, text: str) -> None:
+    assert fmt.rate(value) == text

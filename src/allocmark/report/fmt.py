@@ -18,8 +18,16 @@ def quantity(metric: str, value: float) -> str:
     if metric == "overhead_ratio":
         return f"{value:.2f}"
     if metric == "ops_per_s":
-        return f"{value / 1e6:.3g} M/s" if value >= 1e5 else f"{value:.3g} /s"
+        return rate(value)
     return seconds(value)
+
+
+def rate(per_s: float) -> str:
+    """Three significant digits: 12.3 M/s, 946 /s, 23.0 k/s."""
+    for scale, unit in ((1e9, "G/s"), (1e6, "M/s"), (1e3, "k/s")):
+        if per_s >= scale:
+            return f"{per_s / scale:#.3g} {unit}".replace(". ", " ")
+    return f"{per_s:.0f} /s"
 
 
 def seconds(s: float) -> str:
