@@ -1,14 +1,18 @@
-"""Analysis and report formatting from synthetic stored runs."""
+"""Statistics against hand-checked values, analysis and every export format."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import math
+import random
+from pathlib import Path
 
 import pytest
 
-from allocmark import analyze, stats
+from allocmark import analyze, compare, stats
+from allocmark.errors import UserError
 from allocmark.model import RunStatus
 from allocmark.report import export, fmt
 from tests.fakes import stored
@@ -17,6 +21,98 @@ P1 = (("threads", 1),)
 P2 = (("threads", 2),)
 
 
+# ---------------------------------------------------------------------------
+# stats.py against values worked out by hand
+# ---------------------------------------------------------------------------
+def test_summary_and_t_interval() -> None:
+    s = stats.summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (s.n, s.median, s.mean, s.minimum, s.maximum) == (5, 3.0, 3.0, 1.0, 5.0)
+    assert s.stdev == pytest.approx(math.sqrt(2.5))
+    # t(0.975, 4) = 2.776445; half-width = 2.776445 * 1.581139 / sqrt(5) = 1.963243
+    assert s.ci_low == pytest.approx(3 - 1.963243, abs=1e-5)
+    assert s.ci_high == pytest.approx(3 + 1.963243, abs=1e-5)
+    assert s.ci_rel == pytest.approx(1.963243 / 3, abs=1e-5)
+    one = stats.summarize([7.0])
+    assert (one.ci_low, one.ci_high, one.ci_rel) == (7.0, 7.0, math.inf)
+
+
+def test_mad_outliers() -> None:
+    # median 3, deviations 2 1 0 1 97, MAD 1: only 100 has |0.6745 * dev| > 3.5
+    assert stats.mad_outliers([1.0, 2.0, 3.0, 4.0, 100.0]) == [False] * 4 + [True]
+    assert stats.mad_outliers([1.0, 1.0, 1.0, 1.0, 10.0]) == [False] * 5  # MAD 0
+    assert stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0]).outliers == 1
+
+
+def test_ratio_of_geometric_means_and_welch() -> None:
+    r = stats.ratio([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])
+    assert r is not None
+    assert r.value == pytest.approx(2.0)  # every log differs by exactly ln 2
+    assert r.low < 2.0 < r.high and r.significant
+    same = stats.ratio([1.0, 1.1, 0.9], [1.05, 0.95, 1.0])
+    assert same is not None and not same.significant and same.low < 1 < same.high
+    single = stats.ratio([2.0], [1.0])
+    assert single is not None and single.value == 2.0 and not single.significant
+    assert stats.ratio([], [1.0]) is None and stats.ratio([0.0, 1.0], [1.0, 1.0]) is None
+
+
+def test_geomean_interval() -> None:
+    g = stats.geomean([1.0, 4.0])
+    assert g is not None and g.value == pytest.approx(2.0) and g.n == 2
+    # logs 0 and ln 4: sd = 0.980258, t(0.975, 1) = 12.706205 -> half = 8.807
+    assert math.log(g.high) - math.log(g.value) == pytest.approx(8.8074, abs=1e-3)
+    assert stats.geomean([]) is None
+
+
+# ---------------------------------------------------------------------------
+# compare.py: finds a real slowdown, keeps quiet about noise
+# ---------------------------------------------------------------------------
+def _sample(rng: random.Random, center: float, n: int = 10) -> list[float]:
+    return [center * math.exp(rng.gauss(0, 0.03)) for _ in range(n)]
+
+
+def _set(label: str, walls: list[float], allocator: str = "je") -> compare.ResultSet:
+    return compare.ResultSet(label, tuple(stored(allocator, w) for w in walls))
+
+
+def test_compare_detects_an_injected_20_percent_slowdown() -> None:
+    rng = random.Random(7)
+    old, new = _set("old", _sample(rng, 1.0)), _set("new", _sample(rng, 1.2))
+    (v,) = compare.compare(old, new)
+    assert v.verdict == "slower"
+    assert v.change == pytest.approx(0.2, abs=0.03)
+    assert compare.failing([v], 0.05) == [v]
+    assert compare.failing([v], 0.30) == []
+
+
+def test_compare_does_not_flag_samples_of_one_distribution() -> None:
+    flagged = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        (v,) = compare.compare(_set("a", _sample(rng, 1.0)), _set("b", _sample(rng, 1.0)))
+        flagged += v.verdict != "≈"
+    assert flagged <= 5  # 5 % false positives expected: 2 of 40; 5 is far in the tail
+
+
+def test_compare_matches_two_single_allocator_sets() -> None:
+    rng = random.Random(3)
+    old = _set("je", _sample(rng, 1.0), "jemalloc")
+    new = _set("je-nodecay", _sample(rng, 0.7), "jemalloc:nodecay")
+    (v,) = compare.compare(old, new)
+    assert v.allocator == "jemalloc → jemalloc:nodecay" and v.verdict == "faster"
+    s = compare.summarize([v])
+    assert (s.slower, s.faster, s.same, s.worst) == (0, 1, 0, None)
+
+
+def test_compare_without_common_cells_is_a_usage_error() -> None:
+    a = _set("a", [1.0, 1.0], "x")
+    b = compare.ResultSet("b", (stored("x", 1.0, workload="other"),))
+    with pytest.raises(UserError, match="no cell in common"):
+        compare.compare(a, b)
+
+
+# ---------------------------------------------------------------------------
+# analyze.py and the exports
+# ---------------------------------------------------------------------------
 def comparison() -> analyze.Comparison:
     runs = [
         *(stored("glibc", w, rss=2048) for w in (1.0, 1.2, 1.1)),
@@ -34,11 +130,12 @@ def test_medians_ratios_and_labels() -> None:
     row = comp.rows[0]
     assert row.label == "churn threads=1"
     cell = row.cells["time_s"]["je"]
-    assert cell.summary is not None
-    assert cell.summary.median == pytest.approx(0.55)
-    assert cell.ratio == pytest.approx(0.55 / 1.1)
-    assert row.cells["peak_rss_kib"]["je"].ratio == pytest.approx(0.5)
+    assert cell.summary is not None and cell.summary.median == pytest.approx(0.55)
+    assert cell.ratio is not None and cell.ratio.significant
+    assert cell.ratio.value == pytest.approx(0.5, rel=0.01)
+    assert row.cells["peak_rss_kib"]["je"].ratio.value == pytest.approx(0.5)  # type: ignore[union-attr]
     assert comp.partial == frozenset({"je"})
+    assert comp.metrics == ("time_s", "peak_rss_kib")  # no overhead or throughput data
 
 
 def test_a_cell_with_a_crash_shows_no_number() -> None:
@@ -50,8 +147,30 @@ def test_a_cell_with_a_crash_shows_no_number() -> None:
 
 def test_geomean_uses_only_rows_with_numbers() -> None:
     geo = comparison().geomean["time_s"]
-    assert geo["glibc"] == pytest.approx(1.0)
-    assert geo["je"] == pytest.approx(0.55 / 1.1)
+    assert geo["glibc"] is not None and geo["glibc"].value == pytest.approx(1.0)
+    assert geo["je"] is not None and geo["je"].n == 1
+
+
+def test_speedup_inverts_time_ratios() -> None:
+    runs = [stored("glibc", 1.0), stored("glibc", 1.0), stored("je", 0.5), stored("je", 0.5)]
+    comp = analyze.compare(runs, ["glibc", "je"], "glibc", speedup=True)
+    assert comp.rows[0].cells["time_s"]["je"].ratio.value == pytest.approx(2.0)  # type: ignore[union-attr]
+
+
+def test_not_significant_is_shown_as_approx() -> None:
+    runs = [stored("glibc", w) for w in (1.0, 1.1, 0.9)] + [
+        stored("je", w) for w in (1.05, 0.95, 1.0)
+    ]
+    cell = analyze.compare(runs, ["glibc", "je"], "glibc").rows[0].cells["time_s"]["je"]
+    assert fmt.ratio(cell.ratio, False).startswith("≈")
+
+
+def test_loose_cells_are_marked() -> None:
+    runs = [stored("glibc", w) for w in (1.0, 2.0, 3.0)]
+    comp = analyze.compare(runs, ["glibc"], "glibc", target_ci=0.02)
+    assert comp.rows[0].cells["time_s"]["glibc"].loose
+    assert fmt.cell("time_s", comp.rows[0].cells["time_s"]["glibc"], True).endswith(" ~")
+    assert "never got within ±2.0%" in fmt.legend(comp)
 
 
 def test_missing_cell() -> None:
@@ -63,24 +182,39 @@ def test_missing_cell() -> None:
 def test_markdown_table() -> None:
     md = export.markdown(comparison())
     assert "| workload | glibc* | je† |" in md
-    assert "| churn threads=1 | 1.10 s ±9.1% ×1.00 | 550.0 ms ±9.1% ×0.50 |" in md
-    assert "CRASHED 1/3" in md
-    assert "† partial" in md
+    # ±: t(0.975, 2) = 4.3027 x sd 0.1 / sqrt(3) / mean 1.1 = 22.6 % (and the same for je)
+    assert "| churn threads=1 | 1.10 s ±22.6% base | 550.0 ms ±22.6% ×0.50 [" in md
+    assert "CRASHED 1/3" in md and "† partial" in md
 
 
-def test_csv_has_one_row_per_cell_and_metric() -> None:
-    rows = list(csv.DictReader(io.StringIO(export.csv_text(comparison()))))
+def test_summary_csv_has_one_row_per_cell_and_metric() -> None:
+    rows = list(csv.DictReader(io.StringIO(export.render("csv", comparison(), {}))))
     assert len(rows) == 2 * 2 * 2
     crashed = [r for r in rows if r["allocator"] == "je" and r["params"] == '{"threads": 2}']
     assert {r["state"] for r in crashed} == {"crashed 1/3"}
     assert {r["median"] for r in crashed} == {""}
+    ok = next(r for r in rows if r["allocator"] == "je" and r["metric"] == "time_s")
+    assert float(ok["ci_low"]) < float(ok["mean"]) < float(ok["ci_high"])
+    assert ok["significant"] == "True"
 
 
-def test_json_is_versioned() -> None:
-    doc = json.loads(export.json_text(comparison(), {"id": 1}))
-    assert doc["format"] == "allocmark-report"
-    assert doc["version"] == export.FORMAT_VERSION
-    assert doc["baseline"] == "glibc"
+def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
+    doc = json.loads(export.render("json", comparison(), {"id": 1}))
+    assert (doc["format"], doc["version"]) == (export.SUMMARY_FORMAT, export.FORMAT_VERSION)
+    runs_path = tmp_path / "runs.json"
+    runs = [stored("je", 0.5), stored("je", 0.6, status=RunStatus.CRASHED)]
+    runs_path.write_text(export.render_runs("json", runs, {"id": 1}))
+    loaded = export.runs_from_rows(export.load(runs_path, export.RUNS_FORMAT)["rows"])
+    assert [(r.allocator, r.wall_s, r.status, r.params) for r in loaded] == [
+        (r.allocator, r.wall_s, r.status, r.params) for r in runs
+    ]
+    future = dict(json.loads(runs_path.read_text()), version=99)
+    runs_path.write_text(json.dumps(future))
+    with pytest.raises(UserError, match="version 99 is not one this allocmark reads"):
+        export.load(runs_path, export.RUNS_FORMAT)
+    with pytest.raises(UserError, match="expected an allocmark-runs export"):
+        (tmp_path / "s.json").write_text(json.dumps(doc))
+        export.load(tmp_path / "s.json", export.RUNS_FORMAT)
 
 
 def test_try_lines_speedup() -> None:
@@ -88,18 +222,11 @@ def test_try_lines_speedup() -> None:
     lines = analyze.try_lines(runs, ["glibc", "je"], "glibc")
     assert lines[1].speedup == pytest.approx(2.0)
     assert lines[1].speedup_sd == pytest.approx(0.0)
-
-
-def test_stats_summary() -> None:
-    s = stats.summarize([1.0, 2.0, 4.0])
-    assert (s.median, s.minimum, s.maximum) == (2.0, 1.0, 4.0)
-    assert s.stdev == pytest.approx(1.5275, abs=1e-4)
-    assert stats.geomean([1.0, 4.0]) == pytest.approx(2.0)
-    assert stats.geomean([]) is None
+    assert lines[1].significant
 
 
 @pytest.mark.parametrize(
-    ("value", "text"), [(0.0123, "12.3 ms"), (1.5, "1.50 s"), (250.0, "250 s")]
+    ("value", "text"), [(0.0123, "12.3 ms"), (1.5, "1.50 s"), (25.0, "25.0 s"), (250.0, "250 s")]
 )
 def test_seconds_format(value: float, text: str) -> None:
     assert fmt.seconds(value) == text

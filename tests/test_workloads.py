@@ -108,9 +108,7 @@ def test_null_allocator_overhead_is_at_least_one(tmp_path: Path) -> None:
                  "-n", "2", "--db", str(db))  # fmt: skip
     assert result.returncode == 0, result.stderr
     doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
-    overhead = {
-        c["allocator"]: c["median"] for c in doc["cells"] if c["metric"] == "overhead_ratio"
-    }
+    overhead = {c["allocator"]: c["median"] for c in doc["rows"] if c["metric"] == "overhead_ratio"}
     # bump never frees: one round allocates 1.5x the peak of live bytes, plus headers.
     assert 1.0 <= overhead["bump"] <= 3.0
     assert 0.9 <= overhead["glibc"] <= 3.0

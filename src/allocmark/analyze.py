@@ -21,6 +21,7 @@ METRICS: dict[str, Getter] = {
     "overhead_ratio": lambda r: r.metrics.get("overhead_ratio"),
     "ops_per_s": lambda r: r.metrics.get("ops_per_s"),
 }
+HIGHER_IS_BETTER = frozenset({"ops_per_s"})
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,9 @@ class Cell:
     runs: int
     failures: tuple[tuple[str, int], ...]  # status -> count, for runs that are not OK
     summary: stats.Summary | None  # None unless every run is OK and has the metric
-    ratio: float | None  # median / baseline median (inverse for speed-ups)
+    values: tuple[float, ...] = ()
+    ratio: stats.Ratio | None = None  # to the baseline's cell (inverted for speed-ups)
+    loose: bool = False  # its interval never got as tight as the campaign's target
 
     @property
     def state(self) -> str:
@@ -58,13 +61,10 @@ class Comparison:
     allocators: tuple[str, ...]
     partial: frozenset[str]
     rows: tuple[Row, ...]
-    geomean: dict[str, dict[str, float | None]]  # metric -> allocator -> geomean of ratios
+    geomean: dict[str, dict[str, stats.GeoMean | None]]  # metric -> allocator -> of ratios
     metrics: tuple[str, ...] = tuple(METRICS)  # the groups that have numbers
     speedup: bool = False  # time ratios are baseline / allocator
-
-
-def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
-    return any(c.summary is not None for r in rows for c in r.cells[metric].values())
+    target_ci: float | None = None  # the campaign's adaptive target, if it had one
 
 
 def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparison:
@@ -72,7 +72,8 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     c = store.campaign(cid)
     names = [r["name"] for r in store.allocator_rows(cid)]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
-    return compare(store.runs(cid), ordered, c.baseline, speedup)
+    target = store.settings(cid).get("target_ci")
+    return compare(store.runs(cid), ordered, c.baseline, speedup, target)
 
 
 def compare(
@@ -80,6 +81,7 @@ def compare(
     allocators: Sequence[str],
     baseline: str | None,
     speedup: bool = False,
+    target_ci: float | None = None,
 ) -> Comparison:
     """Rows of measured runs (baseline-RSS runs only feed the overhead ratio)."""
     groups: dict[tuple[str, Params], list[StoredRun]] = {}
@@ -87,9 +89,10 @@ def compare(
         if r.role == "measure":
             groups.setdefault((r.workload, r.params), []).append(r)
     keys = sorted(groups, key=_row_order)
-    labels = _labels(keys)
+    labels = label_rows(keys)
     rows = tuple(
-        _row(w, p, labels[(w, p)], groups[(w, p)], allocators, baseline, speedup) for w, p in keys
+        _row(w, p, labels[(w, p)], groups[(w, p)], allocators, baseline, speedup, target_ci)
+        for w, p in keys
     )
     return Comparison(
         baseline=baseline,
@@ -99,7 +102,12 @@ def compare(
         geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in METRICS},
         metrics=tuple(m for m in METRICS if m in ALWAYS or _has_numbers(rows, m)),
         speedup=speedup,
+        target_ci=target_ci,
     )
+
+
+def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
+    return any(c.summary is not None for r in rows for c in r.cells[metric].values())
 
 
 def _row(
@@ -110,41 +118,46 @@ def _row(
     allocators: Sequence[str],
     baseline: str | None,
     speedup: bool,
+    target_ci: float | None,
 ) -> Row:
     cells: dict[str, dict[str, Cell]] = {}
     for metric, get in METRICS.items():
-        raw = {a: _cell([r for r in runs if r.allocator == a], get) for a in allocators}
+        raw = {a: cell_of([r for r in runs if r.allocator == a], get) for a in allocators}
         base = raw.get(baseline) if baseline else None
         invert = speedup and metric == "time_s"
-        cells[metric] = {a: _with_ratio(c, base, invert) for a, c in raw.items()}
+        target = target_ci if metric == "time_s" else None
+        cells[metric] = {a: _finish(c, base, invert, target) for a, c in raw.items()}
     return Row(workload, params, label, cells)
 
 
-def _cell(runs: Sequence[StoredRun], get: Getter) -> Cell:
+def cell_of(runs: Sequence[StoredRun], get: Getter) -> Cell:
+    """A cell's numbers: only when every run is OK and has the metric."""
     bad = Counter(r.status.value for r in runs if r.status is not RunStatus.OK)
     values = [get(r) for r in runs]
-    numbers = [v for v in values if v is not None]
-    complete = runs and not bad and len(numbers) == len(values)
-    summary = stats.summarize(numbers) if complete else None
-    return Cell(runs=len(runs), failures=tuple(bad.most_common()), summary=summary, ratio=None)
-
-
-def _with_ratio(cell: Cell, base: Cell | None, invert: bool = False) -> Cell:
-    if cell.summary is None or base is None or base.summary is None:
-        return cell
-    num, den = (
-        (base.summary.median, cell.summary.median)
-        if invert
-        else (cell.summary.median, base.summary.median)
+    numbers = tuple(v for v in values if v is not None)
+    complete = bool(runs) and not bad and len(numbers) == len(values)
+    return Cell(
+        runs=len(runs),
+        failures=tuple(bad.most_common()),
+        summary=stats.summarize(numbers) if complete else None,
+        values=numbers if complete else (),
     )
-    if not den:
+
+
+def _finish(cell: Cell, base: Cell | None, invert: bool, target: float | None) -> Cell:
+    if cell.summary is None:
         return cell
-    return Cell(cell.runs, cell.failures, cell.summary, num / den)
+    ratio = None
+    if base is not None and base.summary is not None:
+        ratio = stats.ratio(base.values, cell.values) if invert else stats.ratio(
+            cell.values, base.values)  # fmt: skip
+    loose = target is not None and cell.summary.ci_rel > target
+    return Cell(cell.runs, cell.failures, cell.summary, cell.values, ratio, loose)
 
 
-def _geomean(rows: Sequence[Row], metric: str, allocator: str) -> float | None:
+def _geomean(rows: Sequence[Row], metric: str, allocator: str) -> stats.GeoMean | None:
     ratios = [r.cells[metric][allocator].ratio for r in rows]
-    return stats.geomean([x for x in ratios if x is not None])
+    return stats.geomean([x.value for x in ratios if x is not None])
 
 
 def _row_order(key: tuple[str, Params]) -> tuple[str, tuple[tuple[str, int, str], ...]]:
@@ -152,21 +165,24 @@ def _row_order(key: tuple[str, Params]) -> tuple[str, tuple[tuple[str, int, str]
     return workload, tuple((k, v if isinstance(v, int) else 0, str(v)) for k, v in params)
 
 
-def _labels(keys: Sequence[tuple[str, Params]]) -> dict[tuple[str, Params], str]:
+def label_rows(keys: Sequence[tuple[str, Params]]) -> dict[tuple[str, Params], str]:
     """Name each row by its workload and only the parameters that vary within it."""
     out = {}
     for workload, params in keys:
         siblings = [dict(p) for w, p in keys if w == workload]
         varying = [k for k, v in params if any(s.get(k) != v for s in siblings)]
-        text = " ".join(f"{k}={_value(v)}" for k, v in params if k in varying)
+        text = " ".join(f"{k}={value_text(v)}" for k, v in params if k in varying)
         out[(workload, params)] = f"{workload} {text}".strip()
     return out
 
 
-def _value(v: int | str) -> str:
+def value_text(v: int | str) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+# ---------------------------------------------------------------------------
+# `allocmark try`
+# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TryLine:
     """One allocator's line in `allocmark try` output (hyperfine style)."""
@@ -180,28 +196,31 @@ class TryLine:
     rss_kib: stats.Summary | None
     speedup: float | None  # baseline mean time / this mean time
     speedup_sd: float | None
+    significant: bool  # Welch's t-test on log times, p < 0.05
 
 
 def try_lines(
     runs: Sequence[StoredRun], allocators: Sequence[str], baseline: str | None
 ) -> list[TryLine]:
     cells = {a: [r for r in runs if r.allocator == a] for a in allocators}
-    walls = {a: _cell(rs, METRICS["time_s"]) for a, rs in cells.items()}
-    base_cell = walls.get(baseline) if baseline else None
-    base = base_cell.summary if base_cell else None
+    walls = {a: cell_of(rs, METRICS["time_s"]) for a, rs in cells.items()}
+    base = walls.get(baseline) if baseline else None
     return [_try_line(a, cells[a], walls[a], base) for a in allocators]
 
 
-def _try_line(a: str, runs: Sequence[StoredRun], wall: Cell, base: stats.Summary | None) -> TryLine:
+def _try_line(a: str, runs: Sequence[StoredRun], wall: Cell, base: Cell | None) -> TryLine:
     ok = wall.summary is not None
 
     def summ(get: Callable[[StoredRun], float]) -> stats.Summary | None:
         return stats.summarize([get(r) for r in runs]) if ok else None
 
     speed = sd = None
-    if ok and base is not None and wall.summary is not None and wall.summary.mean:
-        speed = base.mean / wall.summary.mean
-        sd = stats.ratio_stdev(base, wall.summary)
+    significant = False
+    if wall.summary is not None and base is not None and base.summary is not None:
+        speed = base.summary.mean / wall.summary.mean if wall.summary.mean else None
+        sd = stats.ratio_stdev(base.summary, wall.summary)
+        test = stats.ratio(base.values, wall.values)
+        significant = test is not None and test.significant
     return TryLine(
         a,
         any(r.partial for r in runs),
@@ -212,4 +231,5 @@ def _try_line(a: str, runs: Sequence[StoredRun], wall: Cell, base: stats.Summary
         summ(lambda r: float(r.maxrss_kib)),
         speed,
         sd,
+        significant,
     )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from allocmark import allocators, machine, plan
+from allocmark import allocators, machine, plan, stats
 from allocmark.errors import UserError
 from allocmark.execute import Executor
 from allocmark.model import (
@@ -16,6 +18,7 @@ from allocmark.model import (
     RunResult,
     RunSpec,
     RunStatus,
+    StoredRun,
     Verified,
     Workload,
 )
@@ -55,13 +58,27 @@ def start(
     timeout: float,
     seed: int,
     argv: Sequence[str],
+    adaptive: Adaptive | None = None,
 ) -> int:
     """Plan and save the campaign; nothing runs yet."""
     runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed)
     used = {w.name: w for w, _ in cell_list}.values()
+    settings: dict[str, object] = {"seed": seed, "min_runs": repetitions}
+    if adaptive:
+        settings |= {"max_runs": adaptive.max_runs, "target_ci": adaptive.target_ci}
     return store.new_campaign(
-        name, seed, machine.current(), argv, prepared.usable, used, runs, prepared.baseline
-    )
+        name, seed, machine.current(), argv, prepared.usable, used, runs, prepared.baseline,
+        settings,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Keep adding repetitions to a cell until the 95 % interval of its mean time is
+    within ±target_ci (relative), or it has max_runs runs."""
+
+    max_runs: int
+    target_ci: float
 
 
 def execute(
@@ -71,23 +88,58 @@ def execute(
     verified: Sequence[Verified],
     on_run: OnRun | None = None,
 ) -> None:
-    """Run what is still pending, saving each run as it ends. Ctrl-C keeps every finished run."""
+    """Run what is still pending, saving each run as it ends, then (adaptive campaigns)
+    add rounds for the cells whose interval is still too wide. Ctrl-C keeps every
+    finished run; a resume picks up the same loop."""
     by_name = {v.spec.name: v for v in verified}
-    pending = store.pending(cid)
-    total = store.campaign(cid).planned
-    done = total - len(pending)
     baselines = store.baseline_rss(cid)
+    settings = store.settings(cid)
     try:
-        for spec in pending:
-            result = with_overhead(spec, executor.run(spec), baselines)
-            store.record(cid, spec, result, by_name[spec.allocator])
-            done += 1
-            if on_run:
-                on_run(done, total, spec, result)
+        while pending := store.pending(cid):
+            total = store.campaign(cid).planned
+            done = total - len(pending)
+            for spec in pending:
+                result = with_overhead(spec, executor.run(spec), baselines)
+                store.record(cid, spec, result, by_name[spec.allocator])
+                done += 1
+                if on_run:
+                    on_run(done, total, spec, result)
+            if "target_ci" in settings:
+                store.extend_plan(cid, more_runs(store, cid, settings))
     except BaseException:
         store.set_status(cid, "interrupted")
         raise
     store.set_status(cid, "finished")
+
+
+def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> list[RunSpec]:
+    """One more interleaved round for every cell that is still loose: all its runs OK,
+    fewer than max_runs of them, and its time interval wider than the target."""
+    specs = store.plan(cid)
+    runs = {r.seq: r for r in store.runs(cid)}
+    cells: dict[tuple[str, str, Params], list[RunSpec]] = {}
+    for s in specs:
+        if s.role == "measure":
+            cells.setdefault((s.allocator, s.workload, s.params), []).append(s)
+    loose = [
+        group[-1]
+        for group in cells.values()
+        if len(group) < settings["max_runs"] and _is_loose(group, runs, settings["target_ci"])
+    ]
+    if not loose:
+        return []
+    rng = random.Random(settings.get("seed", 1) + len(specs))
+    rng.shuffle(loose)
+    loose.sort(key=lambda s: (s.workload, json.dumps(s.params)))  # cells together, A B C
+    nxt = max(s.seq for s in specs) + 1
+    return [dataclasses.replace(s, seq=nxt + i, rep=s.rep + 1) for i, s in enumerate(loose)]
+
+
+def _is_loose(group: Sequence[RunSpec], runs: dict[int, StoredRun], target: float) -> bool:
+    done = [runs[s.seq] for s in group if s.seq in runs]
+    if len(done) < len(group) or any(r.status is not RunStatus.OK for r in done):
+        return False  # unfinished or failing cells get no more runs
+    return stats.summarize([r.wall_s for r in done]).ci_rel > target
 
 
 def with_overhead(

@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,11 +20,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, campaign, plan, workloads
+from allocmark import allocators, analyze, campaign, compare, plan, workloads
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.execute import LocalExecutor
 from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
-from allocmark.report import export, table
+from allocmark.report import render, table
 from allocmark.store import Store
 
 app = typer.Typer(
@@ -84,6 +84,21 @@ def workloads_cmd() -> None:
             out.print("    " + line, markup=False, highlight=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class _RunRequest:
+    """What `allocmark run` was asked, before any of it is resolved."""
+
+    suite: str | None
+    alloc: list[str] | None
+    workloads: list[str]
+    params: list[str]
+    reps: int | None
+    timeout: float | None
+    seed: int | None
+    catalog: list[Path] | None
+    adaptive: campaign.Adaptive | None
+
+
 @app.command("run")
 def run_cmd(
     suite: Annotated[
@@ -96,7 +111,19 @@ def run_cmd(
     param: Annotated[
         list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
     ] = None,
-    reps: Annotated[int | None, typer.Option("-n", "--repetitions", min=1)] = None,
+    reps: Annotated[
+        int | None,
+        typer.Option("-n", "--repetitions", "--min-runs", min=1, help="runs per cell (at least)"),
+    ] = None,
+    max_runs: Annotated[
+        int | None, typer.Option("--max-runs", min=1, help="adaptive: at most this many runs")
+    ] = None,
+    target_ci: Annotated[
+        str | None,
+        typer.Option(
+            "--target-ci", help="adaptive: add runs until the 95%% interval is ±this, e.g. 2%%"
+        ),
+    ] = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.1, help="seconds per run")
     ] = None,
@@ -116,53 +143,62 @@ def run_cmd(
         verified = campaign.reverify(store, cid)
         out.print(f"resuming campaign {cid}: {len(store.pending(cid))} runs left")
     else:
-        verified, cid = _start_run(
-            store, suite, alloc, workload, param, reps, timeout, seed, catalog
-        )
+        request = _RunRequest(
+            suite, alloc, [w for item in workload or [] for w in item.split(",") if w],
+            param or [], reps, timeout, seed, catalog, _adaptive(reps, max_runs, target_ci),
+        )  # fmt: skip
+        verified, cid = _start_run(store, request)
     _execute(store, cid, verified)
     _print_report(store, cid)
 
 
-def _start_run(
-    store: Store,
-    suite_name: str | None,
-    alloc: list[str] | None,
-    workload: list[str] | None,
-    param: list[str] | None,
-    reps: int | None,
-    timeout: float | None,
-    seed: int | None,
-    catalog: list[Path] | None,
-) -> tuple[Any, int]:
-    wanted = [w for item in workload or [] for w in item.split(",") if w]
-    if suite_name is None and wanted:
-        suite = plan.adhoc_suite(wanted, reps or 3, timeout or 600, seed or 1)
+def _adaptive(
+    min_runs: int | None, max_runs: int | None, target: str | None
+) -> campaign.Adaptive | None:
+    if target is None:
+        if max_runs is not None:
+            raise UserError("--max-runs needs --target-ci (e.g. --target-ci 2%)")
+        return None
+    fraction = _fraction(target, "--target-ci")
+    most = max_runs if max_runs is not None else max(10, min_runs or 3)
+    if min_runs is not None and most < min_runs:
+        raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
+    return campaign.Adaptive(max_runs=most, target_ci=fraction)
+
+
+def _fraction(text: str, option: str) -> float:
+    """ "2%" or "0.02" -> 0.02."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
+    if not 0 < value < 1:
+        raise UserError(f"{option} {text!r}: must be between 0% and 100%")
+    return value
+
+
+def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
+    if req.suite is None and req.workloads:
+        suite = plan.adhoc_suite(req.workloads, req.reps or 3, req.timeout or 600, req.seed or 1)
     else:
-        suite = plan.load_suite(suite_name or "quick")
-        if wanted:
-            suite = _only(suite, wanted)
-    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(param or []))
-    specs, explicit = _specs(
-        alloc or (None if suite.allocators == ("all",) else list(suite.allocators)), catalog
-    )
+        suite = plan.load_suite(req.suite or "quick")
+        if req.workloads:
+            suite = _only(suite, req.workloads)
+    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(req.params))
+    named = req.alloc or (None if suite.allocators == ("all",) else list(suite.allocators))
+    specs, explicit = _specs(named, req.catalog)
     prepared = campaign.prepare(specs, explicit)
     _print_unusable(prepared)
-    n = reps or suite.repetitions
-    cid = campaign.start(
-        store,
-        suite.name,
-        prepared,
-        cells,
-        n,
-        timeout or suite.timeout,
-        seed if seed is not None else suite.seed,
-        sys.argv,
-    )
+    n = req.reps or suite.repetitions
+    seed = req.seed if req.seed is not None else suite.seed
+    cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout or suite.timeout,
+                         seed, sys.argv, req.adaptive)  # fmt: skip
     planned = store.campaign(cid).planned
     baselines = planned - len(prepared.usable) * len(cells) * n
+    more = f" (then more, up to {req.adaptive.max_runs})" if req.adaptive else ""
     out.print(
         f"campaign {cid}: {len(prepared.usable)} allocators x {len(cells)} cells x {n} "
-        f"repetitions + {baselines} baseline-RSS runs = {planned} runs -> {store.path}"
+        f"repetitions{more} + {baselines} baseline-RSS runs = {planned} runs -> {store.path}"
     )
     return list(prepared.usable), cid
 
@@ -253,30 +289,78 @@ def report_cmd(
     campaign_id: Annotated[
         int | None, typer.Option("--campaign", help="campaign id (default: newest)")
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, md, csv or json")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help="table, md, csv, json or html")] = "table",
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write to this file")
     ] = None,
     speedup: Annotated[
         bool, typer.Option("--speedup", help="time ratios as baseline time / allocator time")
     ] = False,
+    runs: Annotated[
+        bool, typer.Option("--runs", help="every run instead of the summary (csv or json)")
+    ] = False,
+    plots_dir: Annotated[
+        Path | None, typer.Option("--plots", help="also write the plots (SVG, PNG) here")
+    ] = None,
 ) -> None:
-    """Show the comparison table of a stored campaign."""
-    if fmt not in ("table", *export.FORMATS):
-        raise UserError(f"--format {fmt!r}: choose table, md, csv or json")
+    """Show or export the report of a stored campaign."""
+    if fmt not in ("table", *render.TEXT_FORMATS):
+        raise UserError(f"--format {fmt!r}: choose table, {', '.join(render.TEXT_FORMATS)}")
     store = Store(db, create=False)
     cid = store.campaign(campaign_id).id
-    comp = analyze.stored_comparison(store, cid, speedup)
-    if fmt == "table":
-        table.comparison(out, comp)
-        return
-    text = export.render(fmt, comp, store.campaign_info(cid))
+    if fmt == "table" and not runs:
+        table.comparison(out, analyze.stored_comparison(store, cid, speedup))
+    else:
+        _emit(render.text(store, cid, fmt, speedup, runs), output)
+    if plots_dir:
+        files = render.plot_files(store, cid, plots_dir, speedup)
+        err.print(f"wrote {len(files)} plot files to {plots_dir}")
+
+
+def _emit(text: str, output: Path | None) -> None:
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
         err.print(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+@app.command("compare")
+def compare_cmd(
+    old: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
+    new: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
+    metric: Annotated[
+        str, typer.Option("--metric", help="time, rss, overhead or throughput")
+    ] = "time",
+    fail_above: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-above", help="exit 1 if a significant regression exceeds this, e.g. 5%%"
+        ),
+    ] = None,
+) -> None:
+    """Regression verdict between two result sets: faster / slower / ≈ per cell."""
+    key = _METRIC_NAMES.get(metric)
+    if key is None:
+        raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
+    limit = _fraction(fail_above, "--fail-above") if fail_above else None
+    old_set, new_set = compare.load(old), compare.load(new)
+    verdicts = compare.compare(old_set, new_set, key)
+    table.verdicts(out, verdicts, key, old_set.label, new_set.label)
+    summary = compare.summarize(verdicts)
+    out.print(table.verdict_summary(summary), highlight=False)
+    if limit is not None and (bad := compare.failing(verdicts, limit)):
+        err.print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}", highlight=False)
+        raise typer.Exit(1)
+
+
+_METRIC_NAMES = {
+    "time": "time_s",
+    "rss": "peak_rss_kib",
+    "overhead": "overhead_ratio",
+    "throughput": "ops_per_s",
+}
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from allocmark.model import (
     Workload,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
 # for new databases too, so that every database goes the same way.
@@ -73,6 +73,10 @@ _MIGRATIONS: dict[int, str] = {
 ALTER TABLE plan ADD COLUMN role TEXT NOT NULL DEFAULT 'measure';
 ALTER TABLE runs ADD COLUMN role TEXT NOT NULL DEFAULT 'measure';
 ALTER TABLE runs ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
+""",
+    # 3: campaign settings (adaptive repetitions: min/max runs, target interval).
+    2: """
+ALTER TABLE campaigns ADD COLUMN settings_json TEXT NOT NULL DEFAULT '{}';
 """,
 }
 
@@ -142,14 +146,23 @@ class Store:
         workloads: Iterable[Workload],
         plan: Sequence[RunSpec],
         baseline: str | None,
+        settings: dict[str, Any] | None = None,
     ) -> int:
         """Campaign, machine, allocators, workloads and the whole plan in one transaction."""
         with self.db:
             mid = self._machine(machine)
             cur = self.db.execute(
                 "INSERT INTO campaigns (name, created, status, seed, baseline, argv_json, "
-                "machine_id) VALUES (?, ?, 'running', ?, ?, ?, ?)",
-                (name, time.time(), seed, baseline, json.dumps(list(argv)), mid),
+                "machine_id, settings_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                (
+                    name,
+                    time.time(),
+                    seed,
+                    baseline,
+                    json.dumps(list(argv)),
+                    mid,
+                    json.dumps(settings or {}),
+                ),
             )
             cid = int(cur.lastrowid or 0)
             self.db.executemany(
@@ -160,13 +173,21 @@ class Store:
                 "INSERT INTO workloads VALUES (?,?,?,?,?,?)",
                 [_workload_row(cid, w) for w in workloads],
             )
-            self.db.executemany(
-                "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
-                "argv_json, env_json, timeout, expect_malloc, result_fd, role) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [_plan_row(cid, s) for s in plan],
-            )
+            self._insert_plan(cid, plan)
         return cid
+
+    def _insert_plan(self, cid: int, plan: Sequence[RunSpec]) -> None:
+        self.db.executemany(
+            "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
+            "argv_json, env_json, timeout, expect_malloc, result_fd, role) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [_plan_row(cid, s) for s in plan],
+        )
+
+    def extend_plan(self, cid: int, more: Sequence[RunSpec]) -> None:
+        """Add runs to a campaign's plan (adaptive repetitions), in one transaction."""
+        with self.db:
+            self._insert_plan(cid, more)
 
     def _machine(self, m: Machine) -> int:
         facts = json.dumps(dataclasses.asdict(m), sort_keys=True)
@@ -270,7 +291,23 @@ class Store:
     def campaign_info(self, cid: int) -> dict[str, Any]:
         """What an export says about the campaign it comes from."""
         c = self.campaign(cid)
-        return dataclasses.asdict(c) | {"machine": self.machine_facts(cid)}
+        return dataclasses.asdict(c) | {
+            "machine": self.machine_facts(cid),
+            "settings": self.settings(cid),
+        }
+
+    def settings(self, cid: int) -> dict[str, Any]:
+        row = self.db.execute("SELECT settings_json FROM campaigns WHERE id=?", (cid,)).fetchone()
+        return dict(json.loads(row[0])) if row else {}
+
+    def plan(self, cid: int) -> list[RunSpec]:
+        """The whole plan, done or not, in order."""
+        rows = self.db.execute(
+            "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
+            "expect_malloc, result_fd, role FROM plan WHERE campaign_id=? ORDER BY seq",
+            (cid,),
+        ).fetchall()
+        return [_spec_from_row(r) for r in rows]
 
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(

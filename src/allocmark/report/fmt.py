@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from allocmark import stats
 from allocmark.analyze import Cell, Comparison
 
 TITLES = {
@@ -43,16 +44,40 @@ def size_kib(kib: float) -> str:
     return f"{kib / 1024:.1f} MiB" if kib >= 1024 else f"{kib:.0f} KiB"
 
 
-def cell(metric: str, c: Cell) -> str:
-    """ "412.0 ms ±1.2% ×0.87"; a failed or missing cell says so and shows no number."""
+def spread(s: stats.Summary) -> str:
+    """The ± of a cell: half the 95 % interval of the mean, relative ("±?" for one run)."""
+    return "±?" if s.n < 2 else f"±{s.ci_rel:.1%}"
+
+
+def ratio(r: stats.Ratio | None, is_base: bool) -> str:
+    """ "×0.87" when significant, "≈0.98" when not, "base" for the baseline itself."""
+    if is_base:
+        return "base"
+    if r is None:
+        return ""
+    return f"{'×' if r.significant else '≈'}{r.value:.2f}"
+
+
+def ratio_interval(r: stats.Ratio | None) -> str:
+    return f"[{r.low:.2f}–{r.high:.2f}]" if r is not None and r.low != r.high else ""
+
+
+def cell(metric: str, c: Cell, is_base: bool = False) -> str:
+    """ "412.0 ms ±1.2% ×0.87 [0.80–0.95]"; a failed cell says so and shows no number."""
     if c.summary is None:
         return c.state.upper()
-    text = f"{quantity(metric, c.summary.median)} ±{c.summary.half_range_rel * 100:.1f}%"
-    return f"{text} ×{c.ratio:.2f}" if c.ratio is not None else text
+    parts = [quantity(metric, c.summary.median), spread(c.summary), ratio(c.ratio, is_base)]
+    if not is_base:
+        parts.append(ratio_interval(c.ratio))
+    return " ".join(p for p in parts if p) + (" ~" if c.loose else "")
 
 
-def geomean(value: float | None) -> str:
-    return f"×{value:.2f}" if value is not None else "n/a"
+def geomean(value: stats.GeoMean | None) -> str:
+    if value is None:
+        return "n/a"
+    if value.n < 2 or value.low == value.high:
+        return f"×{value.value:.2f}"
+    return f"×{value.value:.2f} [{value.low:.2f}–{value.high:.2f}]"
 
 
 def header(comp: Comparison, allocator: str) -> str:
@@ -61,7 +86,11 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
-    parts = ["median ± half the min–max range, ×ratio to the baseline median"]
+    parts = [
+        "median; ± half the 95% interval of the mean (Student t); ×ratio of geometric means "
+        "to the baseline [95% interval], ≈ where Welch's t-test on log values finds no "
+        "significant difference (p ≥ 0.05)"
+    ]
     if comp.speedup:
         parts.append("time ratios are speed-ups: baseline time / allocator time")
     if comp.baseline:
@@ -70,4 +99,6 @@ def legend(comp: Comparison) -> str:
         parts.append(
             "† partial: leaves some allocation functions to glibc (see `allocmark allocators`)"
         )
+    if comp.target_ci is not None:
+        parts.append(f"~ the time interval never got within ±{comp.target_ci:.1%}")
     return "; ".join(parts)

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from allocmark.analyze import Cell, Comparison, TryLine
+from allocmark.compare import Summary as CompareSummary
+from allocmark.compare import Verdict
 from allocmark.model import Status, Verified
 from allocmark.report import fmt
 
@@ -29,20 +31,28 @@ def comparison(console: Console, comp: Comparison) -> None:
         for a in comp.allocators:
             table.add_column(fmt.header(comp, a), justify="right", overflow="fold")
         for label, row in zip(labels, comp.rows, strict=True):
-            table.add_row(label, *(_styled(metric, row.cells[metric][a]) for a in comp.allocators))
+            cells = row.cells[metric]
+            table.add_row(
+                label, *(_styled(metric, cells[a], a == comp.baseline) for a in comp.allocators)
+            )
         table.add_section()
         table.add_row("geomean", *(fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators))
         console.print(table)
     console.print(fmt.legend(comp), style="dim")
 
 
-def _styled(metric: str, cell: Cell) -> str:
-    # Two short lines keep ten allocator columns readable in a terminal.
+def _styled(metric: str, cell: Cell, is_base: bool) -> str:
+    # Two short lines keep ten allocator columns readable in a terminal; the
+    # ratio's interval is left to the Markdown, CSV, JSON and HTML outputs.
     if cell.summary is None:
         return f"[bold red]{fmt.cell(metric, cell)}[/]"
-    spread = f"±{cell.summary.half_range_rel:.0%}"
-    ratio = f" [dim]×{cell.ratio:.2f}[/]" if cell.ratio is not None else ""
-    return f"{fmt.quantity(metric, cell.summary.median)}\n{spread}{ratio}"
+    loose = " ~" if cell.loose else ""
+    ratio = fmt.ratio(cell.ratio, is_base)
+    style = "dim" if ratio.startswith("≈") or is_base else "bold"
+    return (
+        f"{fmt.quantity(metric, cell.summary.median)}\n"
+        f"{fmt.spread(cell.summary)}{loose} [{style}]{ratio}[/]"
+    )
 
 
 def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) -> None:
@@ -79,6 +89,7 @@ def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
         vs = "n/a"
     else:
         word = "faster" if line.speedup >= 1 else "slower"
+        word += "" if line.significant else " (not significant)"
         factor = line.speedup if line.speedup >= 1 else 1 / line.speedup
         sd = (line.speedup_sd or 0) * (1 if line.speedup >= 1 else factor / line.speedup)
         vs = f"{factor:.2f} ± {sd:.2f} × {word}"
@@ -118,3 +129,48 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
             notes,
         )
     console.print(table)
+
+
+def verdicts(
+    console: Console, items: Sequence[Verdict], metric: str, old_label: str, new_label: str
+) -> None:
+    """`allocmark compare`: a row per cell, old and new medians, ratio and verdict."""
+    table = Table(title=f"{fmt.TITLES[metric]}: {new_label} against {old_label}",
+                  title_justify="left")  # fmt: skip
+    for col in ("workload", "allocator", "old", "new", "new / old [95%]", "verdict"):
+        table.add_column(col, justify="left" if col in ("workload", "allocator") else "right")
+    for v in items:
+        table.add_row(v.label, v.allocator, _median_text(metric, v.old),
+                      _median_text(metric, v.new), _ratio_text(v), _verdict_text(v))  # fmt: skip
+    console.print(table)
+
+
+def _median_text(metric: str, c: Cell) -> str:
+    if c.summary is None:
+        return c.state.upper()
+    return f"{fmt.quantity(metric, c.summary.median)} {fmt.spread(c.summary)}"
+
+
+def _ratio_text(v: Verdict) -> str:
+    if v.ratio is None:
+        return ""
+    return f"{v.ratio.value:.3f} {fmt.ratio_interval(v.ratio)}".strip()
+
+
+def _verdict_text(v: Verdict) -> str:
+    word = v.verdict
+    if word in ("slower", "faster") and v.change is not None:
+        text = f"{word} {v.change:+.1%}"
+        return f"[bold red]{text}[/]" if word == "slower" else f"[bold green]{text}[/]"
+    return word
+
+
+def verdict_summary(s: CompareSummary) -> str:
+    parts = [f"{s.slower} slower", f"{s.faster} faster", f"{s.same} ≈ (no significant change)"]
+    if s.undecided:
+        parts.append(f"{s.undecided} without a verdict")
+    text = ", ".join(parts)
+    if s.worst is not None and s.worst.change is not None:
+        text += (f"; largest significant regression {s.worst.change:+.1%} "
+                 f"({s.worst.label}, {s.worst.allocator})")  # fmt: skip
+    return text + " (Welch's t-test on log values, p < 0.05)"

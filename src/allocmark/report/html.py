@@ -1,0 +1,92 @@
+"""One self-contained HTML page: provenance, tables, plots (inline SVG), raw runs.
+
+Every string comes into the page through Jinja's autoescaping; the SVG comes
+from matplotlib, which escapes the text it writes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from allocmark.analyze import Comparison
+from allocmark.model import StoredRun
+from allocmark.report import export, fmt
+from allocmark.report.plots import Plot
+
+MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
+
+
+def render(
+    comp: Comparison,
+    campaign: dict[str, Any],
+    allocators: Sequence[dict[str, Any]],
+    runs: Sequence[StoredRun],
+    plots: Sequence[Plot],
+) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("allocmark", "report/templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("report.html.j2").render(
+        title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
+        created=_when(campaign.get("created")),
+        campaign=campaign,
+        machine=campaign.get("machine", {}),
+        allocators=[_allocator(a) for a in allocators],
+        tables=[_table(comp, m) for m in comp.metrics],
+        legend=fmt.legend(comp),
+        plots=[{"title": p.title, "svg": _svg(p)} for p in plots],
+        runs=export.run_rows(runs[:MAX_RAW_RUNS]),
+        runs_total=len(runs),
+        max_runs=MAX_RAW_RUNS,
+    )
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _allocator(row: dict[str, Any]) -> dict[str, Any]:
+    env = json.loads(row.get("env_json") or "{}")
+    return {
+        "name": row["name"],
+        "status": row["status"],
+        "version": row.get("version") or "",
+        "library": row.get("library") or "",
+        "sha256": row.get("sha256") or "",
+        "env": " ".join(f"{k}={v}" for k, v in env.items()),
+        "lacks": ", ".join(json.loads(row.get("lacks_json") or "[]")),
+    }
+
+
+def _table(comp: Comparison, metric: str) -> dict[str, Any]:
+    rows = []
+    for row in comp.rows:
+        cells = []
+        for a in comp.allocators:
+            c = row.cells[metric][a]
+            sort = c.summary.median if c.summary else None
+            cells.append({"text": fmt.cell(metric, c, a == comp.baseline), "sort": sort,
+                          "failed": c.summary is None})  # fmt: skip
+        rows.append({"label": row.label, "cells": cells})
+    geo = [fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators]
+    heads = [fmt.header(comp, a) for a in comp.allocators]
+    return {"title": fmt.TITLES[metric], "heads": heads, "rows": rows, "geomean": geo}
+
+
+def _svg(plot: Plot) -> Markup:
+    buf = io.StringIO()
+    plot.figure.savefig(buf, format="svg", bbox_inches="tight")
+    text = buf.getvalue()
+    # Drop the XML prolog and DOCTYPE: inline SVG in HTML starts at <svg.
+    return Markup(text[text.index("<svg") :])

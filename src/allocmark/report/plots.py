@@ -1,0 +1,230 @@
+"""Plots (matplotlib), each written as SVG and PNG, all drawn from one Comparison."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: never needs a display
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from allocmark.analyze import Comparison, Row, value_text
+from allocmark.report import fmt
+
+plt.rcParams.update(
+    {
+        "text.parse_math": False,  # allocator names are text, never mathtext
+        "svg.fonttype": "none",  # text stays text (smaller, searchable, escaped)
+        "svg.hashsalt": "allocmark",  # stable ids: the same data gives the same file
+        "figure.dpi": 100,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file stem
+    title: str
+    figure: Figure
+
+
+def all_plots(comp: Comparison) -> list[Plot]:
+    """Every plot that the comparison has the data for."""
+    makers: list[Callable[[Comparison], list[Plot]]] = [
+        overhead_vs_throughput,
+        scaling,
+        normalized,
+        distributions,
+    ]
+    return [p for make in makers for p in make(comp)]
+
+
+def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for p in plots:
+        for ext in ("svg", "png"):
+            path = directory / f"{p.name}.{ext}"
+            p.figure.savefig(path, bbox_inches="tight")
+            written.append(path)
+    return written
+
+
+def close(plots: Sequence[Plot]) -> None:
+    for p in plots:
+        plt.close(p.figure)
+
+
+# ---------------------------------------------------------------------------
+# Grouping helpers: rows of one workload, split by every parameter but one.
+# ---------------------------------------------------------------------------
+def _by_workload(comp: Comparison) -> dict[str, list[Row]]:
+    out: dict[str, list[Row]] = {}
+    for row in comp.rows:
+        out.setdefault(row.workload, []).append(row)
+    return out
+
+
+def _panels(rows: Sequence[Row], along: str) -> dict[str, list[Row]]:
+    """Rows split into panels by the parameters that vary, except `along`."""
+    varying = {
+        k for r in rows for k, v in r.params if any(dict(o.params).get(k) != v for o in rows)
+    }
+    out: dict[str, list[Row]] = {}
+    for r in rows:
+        key = " ".join(f"{k}={value_text(v)}" for k, v in r.params if k in varying - {along})
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def _median(row: Row, metric: str, allocator: str) -> float | None:
+    s = row.cells[metric][allocator].summary
+    return s.median if s else None
+
+
+def _grid(n: int, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list[Axes]]:
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = [ax for line in axes for ax in line]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+# ---------------------------------------------------------------------------
+# The plots
+# ---------------------------------------------------------------------------
+def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
+    """The micromalloc picture: x = memory overhead, y = Mops/s, a colour per
+    allocator, a point per thread count, a panel per other parameter set."""
+    if "overhead_ratio" not in comp.metrics or "ops_per_s" not in comp.metrics:
+        return []
+    plots = []
+    for workload, rows in _by_workload(comp).items():
+        if len(rows) < 2:
+            continue  # one point per allocator: the tables say it all
+        panels = _panels(rows, "threads")
+        fig, axes = _grid(len(panels))
+        for ax, (title, prow) in zip(axes, panels.items(), strict=True):
+            for a in comp.allocators:
+                pts = [
+                    (x, y / 1e6, dict(r.params).get("threads"))
+                    for r in prow
+                    if (x := _median(r, "overhead_ratio", a)) is not None
+                    and (y := _median(r, "ops_per_s", a)) is not None
+                ]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=a)
+                    for x, y, t in pts:
+                        ax.annotate(f"{t}", (x, y), fontsize=7, xytext=(3, 3),
+                                    textcoords="offset points")  # fmt: skip
+            ax.set(title=f"{workload} {title}".strip(), xlabel="memory overhead (RSS / requested)",
+                   ylabel="Mops/s")  # fmt: skip
+        _legend(fig, axes)
+        fig.suptitle(f"{workload}: overhead against throughput (labels: threads)")
+        plots.append(Plot(f"overhead-vs-throughput-{workload}", fig.get_suptitle(), fig))
+    return plots
+
+
+def scaling(comp: Comparison) -> list[Plot]:
+    """Throughput against threads, a line per allocator, for workloads run at
+    several thread counts."""
+    if "ops_per_s" not in comp.metrics:
+        return []
+    plots = []
+    for workload, rows in _by_workload(comp).items():
+        if len({dict(r.params).get("threads") for r in rows}) < 2:
+            continue
+        panels = _panels(rows, "threads")
+        fig, axes = _grid(len(panels))
+        for ax, (title, prow) in zip(axes, panels.items(), strict=True):
+            prow = sorted(prow, key=lambda r: int(dict(r.params).get("threads", 1)))
+            for a in comp.allocators:
+                xs = [int(dict(r.params)["threads"]) for r in prow if _median(r, "ops_per_s", a)]
+                ys = [m / 1e6 for r in prow if (m := _median(r, "ops_per_s", a))]
+                if xs:
+                    ax.plot(xs, ys, "o-", label=a)
+            ax.set(title=f"{workload} {title}".strip(), xlabel="threads", ylabel="Mops/s")
+        _legend(fig, axes)
+        fig.suptitle(f"{workload}: thread scaling")
+        plots.append(Plot(f"scaling-{workload}", fig.get_suptitle(), fig))
+    return plots
+
+
+def normalized(comp: Comparison) -> list[Plot]:
+    """Time and peak RSS per row relative to the baseline: bars with the ratio's
+    95 % interval as whiskers, log scale when the ratios span more than 10x."""
+    if comp.baseline is None or not comp.rows:
+        return []
+    plots = []
+    for metric in ("time_s", "peak_rss_kib"):
+        others = [a for a in comp.allocators if a != comp.baseline]
+        if not others:
+            continue
+        width_in = min(18.0, max(6.0, 0.12 * len(comp.rows) * len(others)))
+        fig, ax = plt.subplots(figsize=(width_in, 5.0))
+        width = 0.8 / len(others)
+        values: list[float] = []
+        for i, a in enumerate(others):
+            xs, ys, lo, hi = [], [], [], []
+            for j, row in enumerate(comp.rows):
+                r = row.cells[metric][a].ratio
+                if r is not None:
+                    xs.append(j + (i - (len(others) - 1) / 2) * width)
+                    ys.append(r.value)
+                    lo.append(r.value - r.low)
+                    hi.append(r.high - r.value)
+            values += ys
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=a)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        if values and max(values) / max(min(values), 1e-9) > 10:
+            ax.set_yscale("log")
+            # Plain numbers: the default log labels are mathtext, which is off here.
+            plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
+        ax.set_xticks(range(len(comp.rows)), [r.label for r in comp.rows], rotation=30,
+                      ha="right", fontsize=8)  # fmt: skip
+        word = "speed-up" if comp.speedup and metric == "time_s" else "ratio"
+        ax.set_ylabel(f"{fmt.TITLES[metric].lower()} {word} to {comp.baseline}")
+        ax.legend(fontsize=7, ncols=2)
+        title = f"{fmt.TITLES[metric]} relative to {comp.baseline} (95% interval)"
+        ax.set_title(title)
+        plots.append(Plot(f"normalized-{metric}", title, fig))
+    return plots
+
+
+def distributions(comp: Comparison) -> list[Plot]:
+    """Every repetition's time, a strip per allocator, a panel per row."""
+    if not comp.rows:
+        return []
+    fig, axes = _grid(len(comp.rows), width=4.5, height=3.2)
+    for ax, row in zip(axes, comp.rows, strict=True):
+        for i, a in enumerate(comp.allocators):
+            vals = row.cells["time_s"][a].values
+            ax.plot([i] * len(vals), vals, "o", alpha=0.6, markersize=4)
+        ax.set_xticks(range(len(comp.allocators)), list(comp.allocators), rotation=45,
+                      ha="right", fontsize=7)  # fmt: skip
+        ax.set(title=row.label, ylabel="seconds")
+        ax.title.set_fontsize(8)
+    fig.suptitle("Time of every repetition")
+    fig.tight_layout()
+    return [Plot("distribution-time", "Time of every repetition", fig)]
+
+
+def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="upper right", fontsize=7)
+    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
