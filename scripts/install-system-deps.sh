@@ -4,9 +4,10 @@
 # says clearly what it could not install; never fails the caller for that.
 set -u
 
+# chromium renders the HTML report in the tests.
 packages=(build-essential cmake python3-venv
           libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
-          libtbbmalloc2 libclang-rt-16-dev)
+          libtbbmalloc2 libclang-rt-16-dev chromium)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -215,3 +216,51 @@ def test_workloads_lists_parameters() -> None:
     result = cli("workloads")
     assert result.returncode == 0
     assert "churn" in result.stdout and "size_max" in result.stdout
+
+
+def test_adaptive_run_reports_loose_cells(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    result = cli("run", *SMALL, "-a", "glibc", "-n", "2", "--max-runs", "3",
+                 "--target-ci", "0.001%", "--db", str(db))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "then more, up to 3" in result.stdout
+    assert "never got within ±0.0%" in result.stdout
+    with sqlite3.connect(db) as con:
+        measured = con.execute("SELECT COUNT(*) FROM runs WHERE role='measure'").fetchone()[0]
+    assert measured == 3
+
+
+def test_compare_two_campaigns_and_fail_above(
+    tmp_path: Path, installed: dict[str, Verified]
+) -> None:
+    if "jemalloc:nodecay" not in installed:
+        pytest.skip("Debian jemalloc is not installed")
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    args = ["-w", "churn", "-p", "count=3000", "-p", "size_min=1024", "-p", "size_max=65536",
+            "-p", "rounds=2", "-n", "5"]  # fmt: skip
+    assert cli("run", *args, "-a", "jemalloc", "--db", str(old)).returncode == 0
+    assert cli("run", *args, "-a", "jemalloc:nodecay", "--db", str(new)).returncode == 0
+    result = cli("compare", str(old), str(new))
+    assert result.returncode == 0, result.stderr
+    assert "jemalloc → jemalloc:nodecay" in result.stdout
+    assert re.search(r"\d+ slower, \d+ faster, \d+ ≈", result.stdout)
+
+    # Same data on both sides: nothing to flag, exit 0 even with a 0.1 % limit.
+    same = cli("compare", str(old), f"{old}#1", "--fail-above", "0.1%")
+    assert same.returncode == 0 and "0 slower, 0 faster, 1 ≈" in same.stdout
+
+    # A runs export with every time made 30 % longer must fail a 5 % limit.
+    export = tmp_path / "runs.json"
+    assert (
+        cli("report", "--db", str(old), "--runs", "--format", "json", "-o", str(export)).returncode
+        == 0
+    )
+    doc = json.loads(export.read_text())
+    for row in doc["rows"]:
+        row["wall_s"] *= 1.3
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(doc))
+    failed = cli("compare", str(export), str(slow), "--fail-above", "5%")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "FAIL: 1 significant regression(s) above 5.0%" in failed.stderr
+    assert "slower +30.0%" in failed.stdout

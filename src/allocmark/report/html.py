@@ -86,7 +86,7 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
 
 def _svg(plot: Plot) -> Markup:
     buf = io.StringIO()
-    plot.figure.savefig(buf, format="svg", bbox_inches="tight")
+    plot.figure.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     # Drop the XML prolog and DOCTYPE: inline SVG in HTML starts at <svg.
     return Markup(text[text.index("<svg") :])

@@ -1,0 +1,83 @@
+"""The HTML report: escaping of hostile strings, and a real render in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from allocmark import analyze
+from allocmark.model import Verified
+from allocmark.report import html, plots
+from tests.conftest import cli
+from tests.fakes import stored
+
+HOSTILE = "<img src=x onerror=alert(1)>&\"'"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "build" / "test-artifacts"
+
+
+def test_hostile_names_are_escaped_everywhere() -> None:
+    runs = [stored(HOSTILE, w, workload=f"w{HOSTILE}") for w in (1.0, 1.1)]
+    runs += [stored("glibc", w, workload=f"w{HOSTILE}") for w in (1.0, 1.2)]
+    comp = analyze.compare(runs, ["glibc", HOSTILE], "glibc")
+    figures = plots.all_plots(comp)
+    try:
+        page = html.render(
+            comp,
+            {"id": 1, "name": HOSTILE, "status": "finished", "created": 0, "done": 4,
+             "planned": 4, "machine": {"hostname": HOSTILE}},
+            [{"name": HOSTILE, "status": "ok", "env_json": json.dumps({"X": HOSTILE}),
+              "lacks_json": "[]"}],
+            runs,
+            figures,
+        )  # fmt: skip
+    finally:
+        plots.close(figures)
+    assert "<img src=x" not in page  # neither in the tables nor in the SVG text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert page.count("<svg") == len(figures) >= 2
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("chromium is not installed (make test installs it)")
+    return path
+
+
+def headless(*args: str) -> subprocess.CompletedProcess[str]:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+    return subprocess.run([chromium(), *flags, *args], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+@pytest.mark.integration
+def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Verified]) -> None:
+    db, page = tmp_path / "r.db", tmp_path / "report.html"
+    names = ",".join(n for n in ("glibc", "mimalloc", "jemalloc") if n in installed)
+    evil = f"evil={installed['glibc'].library}:EVIL=<script>alert(2)</script>"
+    assert cli("run", "-w", "churn", "-p", "count=2000", "-p", "rounds=1", "-p", "threads=1,2",
+               "-a", f"{names},{evil}", "-n", "2", "--db", str(db)).returncode == 0  # fmt: skip
+    made = cli("report", "--db", str(db), "--format", "html", "-o", str(page))
+    assert made.returncode == 0, made.stderr
+    text = page.read_text()
+    assert "<script>alert(2)</script>" not in text and "&lt;script&gt;alert(2)" in text
+    # Self-contained: nothing is loaded from elsewhere (XML namespaces are only names).
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", text)
+
+    dom = headless("--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-ready="yes"' in dom.stdout  # the page's script ran to its end
+    assert dom.stdout.count('class="comparison sortable"') >= 3
+    assert "<svg" in dom.stdout and 'id="runs"' in dom.stdout
+    console = [line for line in dom.stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
+    assert console == [], console
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "html-report.png"
+    made = headless(f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri())
+    assert made.returncode == 0 and shot.stat().st_size > 10_000
