@@ -71,7 +71,7 @@ def _sample(rng: random.Random, center: float, n: int = 10) -> list[float]:
 
 
 def _set(label: str, walls: list[float], allocator: str = "je") -> compare.ResultSet:
-    return compare.ResultSet(label, tuple(stored(allocator, w) for w in walls))
+    return compare.ResultSet.of_runs(label, [stored(allocator, w) for w in walls])
 
 
 def test_compare_detects_an_injected_20_percent_slowdown() -> None:
@@ -105,7 +105,7 @@ def test_compare_matches_two_single_allocator_sets() -> None:
 
 def test_compare_without_common_cells_is_a_usage_error() -> None:
     a = _set("a", [1.0, 1.0], "x")
-    b = compare.ResultSet("b", (stored("x", 1.0, workload="other"),))
+    b = compare.ResultSet.of_runs("b", [stored("x", 1.0, workload="other")])
     with pytest.raises(UserError, match="no cell in common"):
         compare.compare(a, b)
 

@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.model import Params, RunStatus, StoredRun
+from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
-Getter = Callable[[StoredRun], float | None]
 ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed
 
-# Column groups of the report, in order. Beyond ALWAYS, a group none of whose
-# cells has a number (e.g. overhead for a user's command) is left out.
-METRICS: dict[str, Getter] = {
-    "time_s": lambda r: r.wall_s,
-    "peak_rss_kib": lambda r: float(r.maxrss_kib),
-    "overhead_ratio": lambda r: r.metrics.get("overhead_ratio"),
-    "ops_per_s": lambda r: r.metrics.get("ops_per_s"),
+# Column groups of the report, in order, and the column of CellRuns each reads.
+# Beyond ALWAYS, a group none of whose cells has a number (e.g. overhead for a
+# user's command) is left out.
+METRICS: dict[str, str] = {
+    "time_s": "wall_s",
+    "peak_rss_kib": "maxrss_kib",
+    "overhead_ratio": "overhead_ratio",
+    "ops_per_s": "ops_per_s",
 }
 HIGHER_IS_BETTER = frozenset({"ops_per_s"})
+METRIC_NAMES = ("overhead_ratio", "ops_per_s")  # the stored metrics METRICS reads
+
+
+def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:
+    """Cells as they are, or runs grouped into cells."""
+    if data and isinstance(data[0], StoredRun):
+        return CellRuns.of_runs(data, METRIC_NAMES)  # type: ignore[arg-type]
+    return list(data)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -73,21 +81,23 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     names = [r["name"] for r in store.allocator_rows(cid)]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     target = store.settings(cid).get("target_ci")
-    return compare(store.runs(cid), ordered, c.baseline, speedup, target)
+    cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib"))
+    return compare(cells, ordered, c.baseline, speedup, target)
 
 
 def compare(
-    runs: Sequence[StoredRun],
+    data: Sequence[CellRuns] | Sequence[StoredRun],
     allocators: Sequence[str],
     baseline: str | None,
     speedup: bool = False,
     target_ci: float | None = None,
 ) -> Comparison:
     """Rows of measured runs (baseline-RSS runs only feed the overhead ratio)."""
-    groups: dict[tuple[str, Params], list[StoredRun]] = {}
-    for r in runs:
-        if r.role == "measure":
-            groups.setdefault((r.workload, r.params), []).append(r)
+    cells = as_cells(data)
+    groups: dict[tuple[str, Params], dict[str, CellRuns]] = {}
+    for c in cells:
+        if c.role == "measure":
+            groups.setdefault((c.workload, c.params), {})[c.allocator] = c
     keys = sorted(groups, key=_row_order)
     labels = label_rows(keys)
     rows = tuple(
@@ -97,7 +107,7 @@ def compare(
     return Comparison(
         baseline=baseline,
         allocators=tuple(allocators),
-        partial=frozenset(r.allocator for r in runs if r.partial),
+        partial=frozenset(c.allocator for c in cells if c.partial),
         rows=rows,
         geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in METRICS},
         metrics=tuple(m for m in METRICS if m in ALWAYS or _has_numbers(rows, m)),
@@ -114,15 +124,15 @@ def _row(
     workload: str,
     params: Params,
     label: str,
-    runs: Sequence[StoredRun],
+    by_alloc: dict[str, CellRuns],
     allocators: Sequence[str],
     baseline: str | None,
     speedup: bool,
     target_ci: float | None,
 ) -> Row:
     cells: dict[str, dict[str, Cell]] = {}
-    for metric, get in METRICS.items():
-        raw = {a: cell_of([r for r in runs if r.allocator == a], get) for a in allocators}
+    for metric, column in METRICS.items():
+        raw = {a: cell_of(by_alloc.get(a), column) for a in allocators}
         base = raw.get(baseline) if baseline else None
         invert = speedup and metric == "time_s"
         target = target_ci if metric == "time_s" else None
@@ -130,14 +140,16 @@ def _row(
     return Row(workload, params, label, cells)
 
 
-def cell_of(runs: Sequence[StoredRun], get: Getter) -> Cell:
+def cell_of(runs: CellRuns | None, column: str) -> Cell:
     """A cell's numbers: only when every run is OK and has the metric."""
-    bad = Counter(r.status.value for r in runs if r.status is not RunStatus.OK)
-    values = [get(r) for r in runs]
+    if runs is None:
+        return Cell(runs=0, failures=(), summary=None)
+    bad = Counter(s.value for s in runs.statuses if s is not RunStatus.OK)
+    values = runs.columns.get(column, ())
     numbers = tuple(v for v in values if v is not None)
-    complete = bool(runs) and not bad and len(numbers) == len(values)
+    complete = bool(runs.statuses) and not bad and len(numbers) == len(runs.statuses)
     return Cell(
-        runs=len(runs),
+        runs=len(runs.statuses),
         failures=tuple(bad.most_common()),
         summary=stats.summarize(numbers) if complete else None,
         values=numbers if complete else (),
@@ -149,8 +161,8 @@ def _finish(cell: Cell, base: Cell | None, invert: bool, target: float | None) -
         return cell
     ratio = None
     if base is not None and base.summary is not None:
-        ratio = stats.ratio(base.values, cell.values) if invert else stats.ratio(
-            cell.values, base.values)  # fmt: skip
+        pair = (base.summary, cell.summary) if invert else (cell.summary, base.summary)
+        ratio = stats.ratio_of(*pair)
     loose = target is not None and cell.summary.ci_rel > target
     return Cell(cell.runs, cell.failures, cell.summary, cell.values, ratio, loose)
 
@@ -200,35 +212,34 @@ class TryLine:
 
 
 def try_lines(
-    runs: Sequence[StoredRun], allocators: Sequence[str], baseline: str | None
+    data: Sequence[CellRuns] | Sequence[StoredRun], allocators: Sequence[str], baseline: str | None
 ) -> list[TryLine]:
-    cells = {a: [r for r in runs if r.allocator == a] for a in allocators}
-    walls = {a: cell_of(rs, METRICS["time_s"]) for a, rs in cells.items()}
+    cells = {c.allocator: c for c in as_cells(data) if c.role == "measure"}
+    walls = {a: cell_of(cells.get(a), "wall_s") for a in allocators}
     base = walls.get(baseline) if baseline else None
-    return [_try_line(a, cells[a], walls[a], base) for a in allocators]
+    return [_try_line(a, cells.get(a), walls[a], base) for a in allocators]
 
 
-def _try_line(a: str, runs: Sequence[StoredRun], wall: Cell, base: Cell | None) -> TryLine:
-    ok = wall.summary is not None
-
-    def summ(get: Callable[[StoredRun], float]) -> stats.Summary | None:
-        return stats.summarize([get(r) for r in runs]) if ok else None
+def _try_line(a: str, runs: CellRuns | None, wall: Cell, base: Cell | None) -> TryLine:
+    def summ(column: str) -> stats.Summary | None:
+        other = cell_of(runs, column)
+        return other.summary if wall.summary is not None else None
 
     speed = sd = None
     significant = False
     if wall.summary is not None and base is not None and base.summary is not None:
         speed = base.summary.mean / wall.summary.mean if wall.summary.mean else None
         sd = stats.ratio_stdev(base.summary, wall.summary)
-        test = stats.ratio(base.values, wall.values)
+        test = stats.ratio_of(base.summary, wall.summary)
         significant = test is not None and test.significant
     return TryLine(
         a,
-        any(r.partial for r in runs),
+        runs is not None and runs.partial,
         wall.state,
         wall.summary,
-        summ(lambda r: r.user_s),
-        summ(lambda r: r.sys_s),
-        summ(lambda r: float(r.maxrss_kib)),
+        summ("user_s"),
+        summ("sys_s"),
+        summ("maxrss_kib"),
         speed,
         sd,
         significant,

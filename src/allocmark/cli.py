@@ -280,7 +280,8 @@ def try_cmd(
     _execute(store, cid, list(prepared.usable))
     c = store.campaign(cid)
     names = [v.spec.name for v in prepared.usable]
-    table.try_table(out, analyze.try_lines(store.runs(cid), names, c.baseline), c.baseline)
+    cells = store.cells(cid, analyze.METRIC_NAMES)
+    table.try_table(out, analyze.try_lines(cells, names, c.baseline), c.baseline)
 
 
 @app.command("report")

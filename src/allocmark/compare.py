@@ -9,7 +9,7 @@ from pathlib import Path
 
 from allocmark import analyze, stats
 from allocmark.errors import UserError
-from allocmark.model import Params, StoredRun
+from allocmark.model import CellRuns, Params, StoredRun
 from allocmark.report import export
 from allocmark.store import Store
 
@@ -17,7 +17,11 @@ from allocmark.store import Store
 @dataclass(frozen=True)
 class ResultSet:
     label: str
-    runs: tuple[StoredRun, ...]
+    cells: tuple[CellRuns, ...]
+
+    @staticmethod
+    def of_runs(label: str, runs: Sequence[StoredRun]) -> ResultSet:
+        return ResultSet(label, tuple(analyze.as_cells(runs)))
 
 
 @dataclass(frozen=True)
@@ -47,19 +51,20 @@ def load(spec: str) -> ResultSet:
     path = Path(path_text)
     if path.suffix == ".json":
         doc = export.load(path, export.RUNS_FORMAT)
-        return ResultSet(spec, tuple(export.runs_from_rows(doc["rows"])))
+        return ResultSet.of_runs(spec, export.runs_from_rows(doc["rows"]))
     if cid_text and not cid_text.isdigit():
         raise UserError(f"{spec!r}: the campaign after '#' must be a number, e.g. results.db#3")
     store = Store(path, create=False)
     campaign = store.campaign(int(cid_text) if cid_text else None)
-    return ResultSet(f"{path}#{campaign.id}", tuple(store.runs(campaign.id)))
+    cells = store.cells(campaign.id, analyze.METRIC_NAMES)
+    return ResultSet(f"{path}#{campaign.id}", tuple(cells))
 
 
 def compare(old: ResultSet, new: ResultSet, metric: str = "time_s") -> list[Verdict]:
     """Match cells by allocator, workload and parameters; when each side holds a single
     allocator and they differ, match by workload and parameters alone."""
-    get = analyze.METRICS[metric]
-    a_old, a_new = _cells(old.runs), _cells(new.runs)
+    column = analyze.METRICS[metric]
+    a_old, a_new = _cells(old.cells), _cells(new.cells)
     names_old = {k[0] for k in a_old}
     names_new = {k[0] for k in a_new}
     rename = len(names_old) == len(names_new) == 1 and names_old != names_new
@@ -73,32 +78,28 @@ def compare(old: ResultSet, new: ResultSet, metric: str = "time_s") -> list[Verd
     higher_better = metric in analyze.HIGHER_IS_BETTER
     return [
         _verdict(k, labels[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0],
-                 a_old[k], a_new[k], get, higher_better)
+                 a_old[k], a_new[k], column, higher_better)
         for k in keys
     ]  # fmt: skip
 
 
-def _cells(runs: Sequence[StoredRun]) -> dict[tuple[str, str, Params], list[StoredRun]]:
-    out: dict[tuple[str, str, Params], list[StoredRun]] = {}
-    for r in runs:
-        if r.role == "measure":
-            out.setdefault((r.allocator, r.workload, r.params), []).append(r)
-    return out
+def _cells(cells: Sequence[CellRuns]) -> dict[tuple[str, str, Params], CellRuns]:
+    return {(c.allocator, c.workload, c.params): c for c in cells if c.role == "measure"}
 
 
 def _verdict(
     key: tuple[str, str, Params],
     label: str,
     allocator: str,
-    old_runs: Sequence[StoredRun],
-    new_runs: Sequence[StoredRun],
-    get: analyze.Getter,
+    old_runs: CellRuns,
+    new_runs: CellRuns,
+    column: str,
     higher_better: bool,
 ) -> Verdict:
-    old, new = analyze.cell_of(old_runs, get), analyze.cell_of(new_runs, get)
+    old, new = analyze.cell_of(old_runs, column), analyze.cell_of(new_runs, column)
     ratio = change = None
     if old.summary is not None and new.summary is not None:
-        ratio = stats.ratio(new.values, old.values)
+        ratio = stats.ratio_of(new.summary, old.summary)
         if ratio is not None:
             change = (1 / ratio.value - 1) if higher_better else (ratio.value - 1)
     return Verdict(key[1], key[2], label, allocator, old, new, ratio, change)

@@ -6,13 +6,10 @@ are what matter, and timing noise is closer to multiplicative than additive).
 
 from __future__ import annotations
 
+import functools
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
-from scipy import stats as sps
 
 LEVEL = 0.95
 ALPHA = 1 - LEVEL
@@ -30,6 +27,8 @@ class Summary:
     ci_low: float  # 95 % interval of the mean, Student t; equal to the mean when n < 2
     ci_high: float
     outliers: int  # values flagged by the MAD rule
+    log_mean: float = math.nan  # mean and sd of the logs, for ratios (nan if a value <= 0)
+    log_sd: float = math.nan
 
     @property
     def half_range_rel(self) -> float:
@@ -47,37 +46,69 @@ class Summary:
 def summarize(values: Sequence[float]) -> Summary:
     """n, median, mean, σ, min, max, the Student-t 95 % interval of the mean and the
     number of MAD outliers."""
+    # Plain Python on purpose: cells hold a handful of values, where numpy's
+    # per-call cost dominates, and a report summarises thousands of cells.
     if not values:
         raise ValueError("summarize() needs at least one value")
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    low, high = t_interval(mean, sd, len(values))
+    xs = sorted(values)
+    n = len(xs)
+    mean, sd = _mean_sd(xs)
+    low, high = t_interval(mean, sd, n)
+    med = _median_sorted(xs)
+    log_mean, log_sd = _mean_sd([math.log(x) for x in xs]) if xs[0] > 0 else (math.nan, math.nan)
     return Summary(
-        n=len(values),
-        median=statistics.median(values),
+        n=n,
+        median=med,
         mean=mean,
         stdev=sd,
-        minimum=min(values),
-        maximum=max(values),
+        minimum=xs[0],
+        maximum=xs[-1],
         ci_low=low,
         ci_high=high,
-        outliers=sum(mad_outliers(values)),
+        outliers=sum(_mad_flags(xs, med)),
+        log_mean=log_mean,
+        log_sd=log_sd,
     )
+
+
+def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
+    """Two-pass mean and sample standard deviation (stable without fsum's cost)."""
+    n = len(xs)
+    mean = sum(xs) / n
+    if n < 2:
+        return mean, 0.0
+    return mean, math.sqrt(sum((x - mean) * (x - mean) for x in xs) / (n - 1))
+
+
+def _median_sorted(xs: Sequence[float]) -> float:
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+@functools.lru_cache(maxsize=4096)
+def _t(df: float) -> float:
+    """The 97.5 % quantile of Student's t with df degrees of freedom."""
+    from scipy import special  # a third of a second to import: only when needed
+
+    return float(special.stdtrit(df, 1 - ALPHA / 2))
 
 
 def t_interval(mean: float, sd: float, n: int) -> tuple[float, float]:
     """Student-t 95 % interval of a mean: mean ± t(0.975, n-1) · sd / √n."""
     if n < 2:
         return mean, mean
-    half = float(sps.t.ppf(1 - ALPHA / 2, n - 1)) * sd / math.sqrt(n)
+    half = _t(n - 1) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 
 def mad_outliers(values: Sequence[float]) -> list[bool]:
     """Modified z-score rule: |0.6745 (x - median) / MAD| > 3.5 flags an outlier.
     With MAD = 0 nothing is flagged (over half the values are equal)."""
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
+    return _mad_flags(values, _median_sorted(sorted(values)))
+
+
+def _mad_flags(values: Sequence[float], med: float) -> list[bool]:
+    mad = _median_sorted(sorted(abs(v - med) for v in values))
     if mad == 0:
         return [False] * len(values)
     return [abs(0.6745 * (v - med) / mad) > MAD_LIMIT for v in values]
@@ -98,25 +129,32 @@ class Ratio:
 
 
 def ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
-    """Ratio of geometric means of a and b (all values > 0), compared on logs:
+    """Ratio of geometric means of a and b (all values > 0): see ratio_of."""
+    if not a or not b:
+        return None
+    return ratio_of(summarize(a), summarize(b))
+
+
+def ratio_of(a: Summary, b: Summary) -> Ratio | None:
+    """Ratio of geometric means of two samples (all values > 0), compared on logs:
     the interval is exp(Δ ± t·SE) with Welch's standard error and Welch–
     Satterthwaite degrees of freedom, and p is Welch's two-sided t-test. None
-    when a side is empty or has a value <= 0."""
-    if not a or not b or min(a) <= 0 or min(b) <= 0:
+    when a sample has a value <= 0."""
+    if math.isnan(a.log_mean) or math.isnan(b.log_mean):
         return None
-    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
-    diff = float(la.mean() - lb.mean())
-    va = float(la.var(ddof=1)) / len(la) if len(la) > 1 else 0.0
-    vb = float(lb.var(ddof=1)) / len(lb) if len(lb) > 1 else 0.0
+    diff = a.log_mean - b.log_mean
+    va, vb = a.log_sd**2 / a.n, b.log_sd**2 / b.n
     se = math.sqrt(va + vb)
     point = math.exp(diff)
-    if len(la) < 2 or len(lb) < 2:  # one run: nothing to test with
+    if a.n < 2 or b.n < 2:  # one run: nothing to test with
         return Ratio(point, point, point, 1.0)
     if se == 0:  # no spread at all: any difference is certain
         return Ratio(point, point, point, 0.0 if diff else 1.0)
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    t = float(sps.t.ppf(1 - ALPHA / 2, df))
-    p = float(2 * sps.t.sf(abs(diff) / se, df))
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    t = _t(df)
+    from scipy import special
+
+    p = float(2 * special.stdtr(df, -abs(diff) / se))
     return Ratio(point, math.exp(diff - t * se), math.exp(diff + t * se), p)
 
 
@@ -142,7 +180,6 @@ def geomean(values: Sequence[float]) -> GeoMean | None:
     positive = [math.log(v) for v in values if v > 0]
     if not positive:
         return None
-    mean = statistics.fmean(positive)
-    sd = statistics.stdev(positive) if len(positive) > 1 else 0.0
+    mean, sd = _mean_sd(positive)
     low, high = t_interval(mean, sd, len(positive))
     return GeoMean(math.exp(mean), math.exp(low), math.exp(high), len(positive))

@@ -14,6 +14,8 @@ from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
     Campaign,
+    CellRuns,
+    Params,
     RunResult,
     RunSpec,
     RunStatus,
@@ -23,7 +25,8 @@ from allocmark.model import (
     Workload,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib")  # run columns a cell can carry
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
 # for new databases too, so that every database goes the same way.
@@ -77,6 +80,15 @@ ALTER TABLE runs ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
     # 3: campaign settings (adaptive repetitions: min/max runs, target interval).
     2: """
 ALTER TABLE campaigns ADD COLUMN settings_json TEXT NOT NULL DEFAULT '{}';
+""",
+    # 4: metrics clustered by (run, name): a report's lookups take one b-tree search.
+    3: """
+CREATE TABLE metrics_v4 (
+  run_id INTEGER NOT NULL REFERENCES runs(id), name TEXT NOT NULL, value REAL NOT NULL,
+  PRIMARY KEY (run_id, name)) WITHOUT ROWID;
+INSERT INTO metrics_v4 SELECT run_id, name, value FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v4 RENAME TO metrics;
 """,
 }
 
@@ -340,40 +352,105 @@ class Store:
         ).fetchone()
         return dict(json.loads(row[0])) if row else {}
 
-    def runs(self, cid: int) -> list[StoredRun]:
-        metrics: dict[int, dict[str, float]] = {}
-        for run_id, name, value in self.db.execute(
-            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
-            "WHERE r.campaign_id=?",
-            (cid,),
-        ):
-            metrics.setdefault(run_id, {})[name] = value
+    def runs(self, cid: int, metrics: Sequence[str] | None = None) -> list[StoredRun]:
+        """Every finished run of a campaign, with its metrics (only `metrics`, if given)."""
+        # Named metrics come as extra columns (an indexed lookup each, done by
+        # SQLite); all metrics come from one scan of the metrics table.
+        names = list(metrics) if metrics is not None else []
+        picks = "".join(
+            ", (SELECT value FROM metrics WHERE run_id = runs.id AND name = ?)" for _ in names
+        )
         rows = self.db.execute(
             "SELECT id, seq, allocator, workload, params_json, rep, status, wall_s, user_s, "
-            "sys_s, maxrss_kib, detail, partial, role, labels_json FROM runs "
+            f"sys_s, maxrss_kib, detail, partial, role, labels_json{picks} FROM runs "
             "WHERE campaign_id=? ORDER BY seq",
-            (cid,),
+            (*names, cid),
         ).fetchall()
+        values = self._metrics(cid) if metrics is None else {
+            r[0]: {n: v for n, v in zip(names, r[15:], strict=True) if v is not None}
+            for r in rows
+        }  # fmt: skip
+        # Many runs share their parameters and labels: parse each text once.
+        params: dict[str, Params] = {}
+        labels: dict[str, dict[str, str]] = {}
         return [
             StoredRun(
                 seq=r[1],
                 allocator=r[2],
                 workload=r[3],
-                params=_params(r[4]),
+                params=params.get(r[4]) or params.setdefault(r[4], _params(r[4])),
                 rep=r[5],
-                status=RunStatus(r[6]),
+                status=_STATUS[r[6]],
                 wall_s=r[7],
                 user_s=r[8],
                 sys_s=r[9],
                 maxrss_kib=r[10],
-                metrics=metrics.get(r[0], {}),
+                metrics=values.get(r[0], {}),
                 detail=r[11] or "",
                 partial=bool(r[12]),
                 role=r[13],
-                labels=json.loads(r[14]),
+                labels=labels[r[14]]
+                if r[14] in labels
+                else labels.setdefault(r[14], json.loads(r[14])),
             )
             for r in rows
         ]
+
+    def cells(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str] = CELL_COLUMNS
+    ) -> list[CellRuns]:
+        """Every cell's runs, column by column, grouped by SQLite itself: a report over
+        100,000 runs reads a few thousand rows instead of building 100,000 objects."""
+        if not set(columns) <= set(CELL_COLUMNS):
+            raise ValueError(f"columns must be among {CELL_COLUMNS}")
+        own = "".join(f", group_concat(ifnull({c}, ''))" for c in columns)
+        picks = "".join(
+            ", group_concat(ifnull((SELECT value FROM metrics WHERE run_id = r.id AND name = ?),"
+            " ''), ',')"
+            for _ in metrics
+        )
+        rows = self.db.execute(
+            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status)"
+            f"{own}{picks} "
+            "FROM runs r WHERE campaign_id=? GROUP BY allocator, workload, params_json, role",
+            (*metrics, cid),
+        ).fetchall()
+        names = (*columns, *metrics)
+        return [
+            CellRuns(
+                allocator=r[0],
+                workload=r[1],
+                params=_params(r[2]),
+                role=r[3],
+                partial=bool(r[4]),
+                statuses=tuple(_STATUS[x] for x in r[5].split(",")),
+                columns={n: _floats(text) for n, text in zip(names, r[6:], strict=True)},
+            )
+            for r in rows
+        ]
+
+    def _metrics(self, cid: int) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        for run_id, name, value in self.db.execute(
+            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.campaign_id=?",
+            (cid,),
+        ):
+            out.setdefault(run_id, {})[name] = value
+        return out
+
+
+_STATUS = {s.value: s for s in RunStatus}
+
+
+def _floats(text: str | None) -> tuple[float | None, ...]:
+    """A group_concat of numbers; an empty item is a run without that metric."""
+    if text is None:
+        return ()
+    parts = text.split(",")
+    if "" not in parts:  # the usual case: every run has the value
+        return tuple(map(float, parts))
+    return tuple(float(x) if x else None for x in parts)
 
 
 def _params(text: str) -> tuple[tuple[str, int | str], ...]:

@@ -6,8 +6,11 @@ from pathlib import Path
 
 from allocmark import analyze
 from allocmark.errors import UserError
-from allocmark.report import export, html, plots
+from allocmark.report import export
 from allocmark.store import Store
+
+# html and plots are imported where they are used: matplotlib and Jinja cost
+# half a second of start-up that the other formats should not pay.
 
 TEXT_FORMATS = (*export.FORMATS, "html")
 
@@ -22,6 +25,8 @@ def text(store: Store, cid: int, fmt: str, speedup: bool = False, runs: bool = F
     comp = analyze.stored_comparison(store, cid, speedup)
     if fmt != "html":
         return export.render(fmt, comp, info)
+    from allocmark.report import html, plots
+
     figures = plots.all_plots(comp)
     try:
         return html.render(comp, info, store.allocator_rows(cid), store.runs(cid), figures)
@@ -31,6 +36,8 @@ def text(store: Store, cid: int, fmt: str, speedup: bool = False, runs: bool = F
 
 def plot_files(store: Store, cid: int, directory: Path, speedup: bool = False) -> list[Path]:
     """Every plot of the campaign as SVG and PNG files in `directory`."""
+    from allocmark.report import plots
+
     figures = plots.all_plots(analyze.stored_comparison(store, cid, speedup))
     try:
         return plots.save(figures, directory)

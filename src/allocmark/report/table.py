@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from allocmark.analyze import Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
@@ -41,18 +42,17 @@ def comparison(console: Console, comp: Comparison) -> None:
     console.print(fmt.legend(comp), style="dim")
 
 
-def _styled(metric: str, cell: Cell, is_base: bool) -> str:
+def _styled(metric: str, cell: Cell, is_base: bool) -> Text:
     # Two short lines keep ten allocator columns readable in a terminal; the
     # ratio's interval is left to the Markdown, CSV, JSON and HTML outputs.
+    # Text objects, not markup: big reports have thousands of cells.
     if cell.summary is None:
-        return f"[bold red]{fmt.cell(metric, cell)}[/]"
+        return Text(fmt.cell(metric, cell), style="bold red")
     loose = " ~" if cell.loose else ""
     ratio = fmt.ratio(cell.ratio, is_base)
     style = "dim" if ratio.startswith("≈") or is_base else "bold"
-    return (
-        f"{fmt.quantity(metric, cell.summary.median)}\n"
-        f"{fmt.spread(cell.summary)}{loose} [{style}]{ratio}[/]"
-    )
+    head = f"{fmt.quantity(metric, cell.summary.median)}\n{fmt.spread(cell.summary)}{loose} "
+    return Text.assemble(head, (ratio, style))
 
 
 def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) -> None:

@@ -1,0 +1,92 @@
+"""How long `allocmark report` takes over a database of 100,000 stored runs.
+
+The database is synthetic (made here, in one transaction, through the store's
+own schema): 10 allocators x 100 cells x 100 repetitions, with the metrics a
+native workload records. The report is timed as a user runs it, as a separate
+process, median of several runs. Target: <= 2 s.
+
+usage: .venv/bin/python bench/report_scale.py [RUNS] [REPEATS]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from allocmark import machine
+from allocmark.model import AllocatorSpec, RunSpec, Status, Verified
+from allocmark.store import Store
+
+ALLOCATORS = [f"alloc{i}" for i in range(10)]
+
+
+def cells() -> list[tuple[tuple[str, int], ...]]:
+    return [(("size_max", 64 << k), ("threads", t)) for k in range(10) for t in range(1, 11)]
+
+
+def make(path: Path, runs: int) -> None:
+    reps = max(1, runs // (len(ALLOCATORS) * len(cells())))
+    allocs = [
+        Verified(AllocatorSpec(name=a, paths=(f"/x/{a}.so",)), Status.OK, library=f"/x/{a}.so",
+                 sha256="0" * 64, version="1")
+        for a in ALLOCATORS
+    ]  # fmt: skip
+    plan = [
+        RunSpec(seq=i, allocator=a, workload="churn", params=p, rep=r, argv=("x",), env=(),
+                timeout=60, result_fd=True)
+        for i, (r, p, a) in enumerate((r, p, a) for r in range(reps) for p in cells()
+                                      for a in ALLOCATORS)
+    ]  # fmt: skip
+    store = Store(path)
+    cid = store.new_campaign("synthetic", 1, machine.current(), [], allocs, [], plan, ALLOCATORS[0])
+    rng = random.Random(1)
+    run_rows, metric_rows = [], []
+    for s in plan:
+        wall = (1 + ALLOCATORS.index(s.allocator) / 10) * rng.lognormvariate(0, 0.05)
+        run_rows.append((s.seq + 1, cid, s.seq, s.allocator, s.workload, json.dumps(s.params),
+                         s.rep, "ok", 0, wall, wall * 0.9, wall * 0.1, 50000, "", "", 0))  # fmt: skip
+        for name, value in (("ops", 1e6), ("seconds", wall), ("ops_per_s", 1e6 / wall),
+                            ("peak_requested_bytes", 4e7), ("threads", 1.0),
+                            ("overhead_ratio", 1.2)):  # fmt: skip
+            metric_rows.append((s.seq + 1, name, value))
+    with store.db:
+        store.db.executemany(
+            "INSERT INTO runs (id, campaign_id, seq, allocator, workload, params_json, rep, "
+            "status, exit_code, wall_s, user_s, sys_s, maxrss_kib, detail, malloc_object, "
+            "partial) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            run_rows,
+        )
+        store.db.executemany("INSERT INTO metrics VALUES (?,?,?)", metric_rows)
+    store.set_status(cid, "finished")
+    store.close()
+
+
+def timed(args: list[str]) -> float:
+    t0 = time.monotonic()
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "big.db"
+        t0 = time.monotonic()
+        make(db, runs)
+        print(f"made {runs} synthetic runs in {time.monotonic() - t0:.1f} s")
+        base = [sys.executable, "-m", "allocmark", "report", "--db", str(db)]
+        for label, extra in (("table", []), ("csv", ["--format", "csv"])):
+            times = [timed(base + extra) for _ in range(repeats)]
+            print(f"allocmark report ({label}) over {runs} runs: median "
+                  f"{statistics.median(times):.2f} s of {repeats} (target <= 2 s)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
