@@ -49,8 +49,9 @@ def make(path: Path, runs: int) -> None:
     run_rows, metric_rows = [], []
     for s in plan:
         wall = (1 + ALLOCATORS.index(s.allocator) / 10) * rng.lognormvariate(0, 0.05)
-        run_rows.append((s.seq + 1, cid, s.seq, s.allocator, s.workload, json.dumps(s.params),
-                         s.rep, "ok", 0, wall, wall * 0.9, wall * 0.1, 50000, "", "", 0))  # fmt: skip
+        params = json.dumps(s.params)
+        run_rows.append((s.seq + 1, cid, s.seq, s.allocator, s.workload, params, s.rep, "ok", 0,
+                         wall, wall * 0.9, wall * 0.1, 50000, "", "", 0))  # fmt: skip
         for name, value in (("ops", 1e6), ("seconds", wall), ("ops_per_s", 1e6 / wall),
                             ("peak_requested_bytes", 4e7), ("threads", 1.0),
                             ("overhead_ratio", 1.2)):  # fmt: skip
