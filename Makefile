@@ -22,6 +22,7 @@ test: setup lint
 
 bench: setup
 	$(BIN)/python bench/workload_floor.py
+	$(BIN)/python bench/report_scale.py
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -358,4 +358,42 @@ static inline double am_stop(double t0, uint64_t release, const char **release_f
   return am_now() - t0;
 }
 
+// ---------------------------------------------------------------------------
+// Workloads made of n identical workers: each worker's struct starts with an
+// am_worker. am_run_workers starts them, times them (release included), checks
+// for corruption and writes the standard record.
+// ---------------------------------------------------------------------------
+typedef struct am_worker {
+  const void *cfg;
+  uint64_t index, ops;
+  int corrupt;
+} am_worker;
+
+static inline void am_run_workers(const char *workload, uint64_t n, void *(*fn)(void *),
+                                  size_t stride, const void *cfg, uint64_t release) {
+  char *ws = calloc(n, stride);
+  if (!ws) am_die("out of memory for %" PRIu64 " workers", n);
+  for (uint64_t i = 0; i < n; i++) {
+    am_worker *w = (am_worker *)(ws + i * stride);
+    w->cfg = cfg;
+    w->index = i;
+  }
+  const char *release_fn;
+  double t0 = am_now();
+  am_run_threads(n, fn, ws, stride);
+  double secs = am_stop(t0, release, &release_fn);
+  uint64_t ops = 0;
+  int corrupt = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const am_worker *w = (const am_worker *)(ws + i * stride);
+    ops += w->ops;
+    corrupt |= w->corrupt;
+  }
+  free(ws);
+  if (corrupt) am_die("memory corruption: a block's contents changed before it was freed");
+  am_result r;
+  am_result_standard(&r, workload, ops, secs, n, release_fn);
+  am_result_emit(&r);
+}
+
 #endif  // AM_BENCH_H

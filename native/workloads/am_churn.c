@@ -14,12 +14,6 @@ typedef struct am_churn_cfg {
   uint64_t count, rounds;
 } am_churn_cfg;
 
-typedef struct am_churn_thread {
-  const am_churn_cfg *cfg;
-  uint64_t index, ops;
-  int corrupt;
-} am_churn_thread;
-
 typedef struct am_block {
   unsigned char *p;
   size_t n;
@@ -29,8 +23,9 @@ static unsigned char am_tag(uint64_t thread, uint64_t slot) {
   return (unsigned char)(0x5a ^ thread ^ slot);
 }
 
-static void am_alloc_slot(am_churn_thread *t, am_rng *r, am_block *b, uint64_t slot) {
-  b->n = am_size_uniform(r, t->cfg->c.size_min, t->cfg->c.size_max);
+static void am_alloc_slot(am_worker *t, am_rng *r, am_block *b, uint64_t slot) {
+  const am_churn_cfg *c = t->cfg;
+  b->n = am_size_uniform(r, c->c.size_min, c->c.size_max);
   b->p = malloc(b->n);
   if (b->p == NULL && b->n != 0) am_die("malloc(%zu) failed", b->n);
   am_touch(b->p, b->n, am_tag(t->index, slot));
@@ -38,7 +33,7 @@ static void am_alloc_slot(am_churn_thread *t, am_rng *r, am_block *b, uint64_t s
   t->ops++;
 }
 
-static void am_free_slot(am_churn_thread *t, am_block *b, uint64_t slot) {
+static void am_free_slot(am_worker *t, am_block *b, uint64_t slot) {
   if (!am_touch_ok(b->p, b->n, am_tag(t->index, slot))) t->corrupt = 1;
   free(b->p);
   am_live_add(&am_live_slots[t->index], -(int64_t)b->n);
@@ -60,7 +55,7 @@ static void am_pick(am_rng *r, uint64_t *order, uint64_t n, uint64_t k) {
 }
 
 static void *am_churn_main(void *arg) {
-  am_churn_thread *t = arg;
+  am_worker *t = arg;
   const am_churn_cfg *c = t->cfg;
   am_rng r;
   am_rng_seed(&r, c->c.seed, t->index);
@@ -90,23 +85,6 @@ int main(int argc, char **argv) {
   };
   if (cfg.count == 0) am_die("--count must be > 0");
   am_live_init(cfg.c.threads);
-  am_churn_thread *ts = calloc(cfg.c.threads, sizeof *ts);
-  if (!ts) am_die("out of memory");
-  for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_churn_thread){.cfg = &cfg, .index = i};
-  const char *release_fn;
-  double t0 = am_now();
-  am_run_threads(cfg.c.threads, am_churn_main, ts, sizeof *ts);
-  double secs = am_stop(t0, cfg.c.release, &release_fn);
-  uint64_t ops = 0;
-  int corrupt = 0;
-  for (uint64_t i = 0; i < cfg.c.threads; i++) {
-    ops += ts[i].ops;
-    corrupt |= ts[i].corrupt;
-  }
-  free(ts);
-  if (corrupt) am_die("memory corruption: a block's contents changed before it was freed");
-  am_result r;
-  am_result_standard(&r, "churn", ops, secs, cfg.c.threads, release_fn);
-  am_result_emit(&r);
+  am_run_workers("churn", cfg.c.threads, am_churn_main, sizeof(am_worker), &cfg, cfg.c.release);
   return 0;
 }

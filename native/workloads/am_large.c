@@ -16,12 +16,6 @@ typedef struct am_lg_cfg {
   uint64_t count, live;
 } am_lg_cfg;
 
-typedef struct am_lg_thread {
-  const am_lg_cfg *cfg;
-  uint64_t index, ops;
-  int corrupt;
-} am_lg_thread;
-
 // Log-uniform: every size octave is equally likely, as in real programs.
 static size_t am_size_log(am_rng *r, size_t lo, size_t hi) {
   double u = (double)(am_rng_next(r) >> 11) * 0x1.0p-53;
@@ -31,7 +25,7 @@ static size_t am_size_log(am_rng *r, size_t lo, size_t hi) {
 }
 
 static void *am_large_main(void *arg) {
-  am_lg_thread *t = arg;
+  am_worker *t = arg;
   const am_lg_cfg *c = t->cfg;
   am_live *live = &am_live_slots[t->index];
   am_rng r;
@@ -70,23 +64,6 @@ int main(int argc, char **argv) {
   };
   if (cfg.live == 0 || cfg.c.size_min == 0) am_die("--live and --size-min must be > 0");
   am_live_init(cfg.c.threads);
-  am_lg_thread *ts = calloc(cfg.c.threads, sizeof *ts);
-  if (!ts) am_die("out of memory");
-  for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_lg_thread){.cfg = &cfg, .index = i};
-  const char *release_fn;
-  double t0 = am_now();
-  am_run_threads(cfg.c.threads, am_large_main, ts, sizeof *ts);
-  double secs = am_stop(t0, cfg.c.release, &release_fn);
-  uint64_t ops = 0;
-  int corrupt = 0;
-  for (uint64_t i = 0; i < cfg.c.threads; i++) {
-    ops += ts[i].ops;
-    corrupt |= ts[i].corrupt;
-  }
-  free(ts);
-  if (corrupt) am_die("memory corruption: a block's contents changed before it was freed");
-  am_result r;
-  am_result_standard(&r, "large", ops, secs, cfg.c.threads, release_fn);
-  am_result_emit(&r);
+  am_run_workers("large", cfg.c.threads, am_large_main, sizeof(am_worker), &cfg, cfg.c.release);
   return 0;
 }

@@ -26,12 +26,6 @@ typedef struct am_pa_block {
   size_t size;
 } am_pa_block;
 
-typedef struct am_pa_thread {
-  const am_pa_cfg *cfg;
-  uint64_t index, ops;
-  int corrupt;
-} am_pa_thread;
-
 // Inverse transform through a table, so the hot path has no pow().
 static double am_pareto(am_rng *r, const am_pa_cfg *c) {
   uint64_t x = am_rng_next(r);
@@ -40,7 +34,7 @@ static double am_pareto(am_rng *r, const am_pa_cfg *c) {
   return c->quantile[i] + frac * (c->quantile[i + 1] - c->quantile[i]);
 }
 
-static void am_pa_free_bucket(am_pa_thread *t, am_pa_block **bucket) {
+static void am_pa_free_bucket(am_worker *t, am_pa_block **bucket) {
   am_live *live = &am_live_slots[t->index];
   for (am_pa_block *b = *bucket, *next; b; b = next) {
     next = b->next;
@@ -53,7 +47,7 @@ static void am_pa_free_bucket(am_pa_thread *t, am_pa_block **bucket) {
 }
 
 static void *am_pareto_main(void *arg) {
-  am_pa_thread *t = arg;
+  am_worker *t = arg;
   const am_pa_cfg *c = t->cfg;
   am_rng r;
   am_rng_seed(&r, c->c.seed, t->index);
@@ -97,23 +91,6 @@ int main(int argc, char **argv) {
     cfg.quantile[i] = pow(1.0 - q, -1.0 / alpha);
   }
   am_live_init(cfg.c.threads);
-  am_pa_thread *ts = calloc(cfg.c.threads, sizeof *ts);
-  if (!ts) am_die("out of memory");
-  for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_pa_thread){.cfg = &cfg, .index = i};
-  const char *release_fn;
-  double t0 = am_now();
-  am_run_threads(cfg.c.threads, am_pareto_main, ts, sizeof *ts);
-  double secs = am_stop(t0, cfg.c.release, &release_fn);
-  uint64_t ops = 0;
-  int corrupt = 0;
-  for (uint64_t i = 0; i < cfg.c.threads; i++) {
-    ops += ts[i].ops;
-    corrupt |= ts[i].corrupt;
-  }
-  free(ts);
-  if (corrupt) am_die("memory corruption: a block's contents changed before it was freed");
-  am_result r;
-  am_result_standard(&r, "pareto", ops, secs, cfg.c.threads, release_fn);
-  am_result_emit(&r);
+  am_run_workers("pareto", cfg.c.threads, am_pareto_main, sizeof(am_worker), &cfg, cfg.c.release);
   return 0;
 }

@@ -15,19 +15,13 @@ typedef struct am_re_cfg {
   int mode;  // 0 small, 1 doubling, 2 mixed
 } am_re_cfg;
 
-typedef struct am_re_thread {
-  const am_re_cfg *cfg;
-  uint64_t index, ops;
-  int corrupt;
-} am_re_thread;
-
 static size_t am_next_size(am_rng *r, size_t cur, int doubling) {
   return doubling ? (cur ? 2 * cur : 16) : cur + 16 + (size_t)am_rng_below(r, 49);
 }
 
 // Grow one buffer to `target` bytes, keeping a byte pattern that is checked
 // after each step: the byte at every old end must have survived the move.
-static void am_grow(am_re_thread *t, am_rng *r, size_t target, int doubling) {
+static void am_grow(am_worker *t, am_rng *r, size_t target, int doubling) {
   am_live *live = &am_live_slots[t->index];
   unsigned char *p = NULL;
   size_t n = 0;
@@ -49,7 +43,7 @@ static void am_grow(am_re_thread *t, am_rng *r, size_t target, int doubling) {
 }
 
 static void *am_realloc_main(void *arg) {
-  am_re_thread *t = arg;
+  am_worker *t = arg;
   const am_re_cfg *c = t->cfg;
   am_rng r;
   am_rng_seed(&r, c->c.seed, t->index);
@@ -74,23 +68,6 @@ int main(int argc, char **argv) {
   };
   if (cfg.mode == 2 && strcmp(mode, "mixed") != 0) am_die("--mode must be small, double or mixed");
   am_live_init(cfg.c.threads);
-  am_re_thread *ts = calloc(cfg.c.threads, sizeof *ts);
-  if (!ts) am_die("out of memory");
-  for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_re_thread){.cfg = &cfg, .index = i};
-  const char *release_fn;
-  double t0 = am_now();
-  am_run_threads(cfg.c.threads, am_realloc_main, ts, sizeof *ts);
-  double secs = am_stop(t0, cfg.c.release, &release_fn);
-  uint64_t ops = 0;
-  int corrupt = 0;
-  for (uint64_t i = 0; i < cfg.c.threads; i++) {
-    ops += ts[i].ops;
-    corrupt |= ts[i].corrupt;
-  }
-  free(ts);
-  if (corrupt) am_die("memory corruption: realloc lost a buffer's contents");
-  am_result r;
-  am_result_standard(&r, "realloc", ops, secs, cfg.c.threads, release_fn);
-  am_result_emit(&r);
+  am_run_workers("realloc", cfg.c.threads, am_realloc_main, sizeof(am_worker), &cfg, cfg.c.release);
   return 0;
 }

@@ -13,14 +13,8 @@ typedef struct am_st_cfg {
   uint64_t count, rounds;
 } am_st_cfg;
 
-typedef struct am_st_thread {
-  const am_st_cfg *cfg;
-  uint64_t index, ops;
-  int corrupt;
-} am_st_thread;
-
 static void *am_samethread_main(void *arg) {
-  am_st_thread *t = arg;
+  am_worker *t = arg;
   const am_st_cfg *c = t->cfg;
   am_live *live = &am_live_slots[t->index];
   am_rng r;
@@ -58,23 +52,6 @@ int main(int argc, char **argv) {
   };
   if (cfg.count == 0) am_die("--count must be > 0");
   am_live_init(cfg.c.threads);
-  am_st_thread *ts = calloc(cfg.c.threads, sizeof *ts);
-  if (!ts) am_die("out of memory");
-  for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_st_thread){.cfg = &cfg, .index = i};
-  const char *release_fn;
-  double t0 = am_now();
-  am_run_threads(cfg.c.threads, am_samethread_main, ts, sizeof *ts);
-  double secs = am_stop(t0, cfg.c.release, &release_fn);
-  uint64_t ops = 0;
-  int corrupt = 0;
-  for (uint64_t i = 0; i < cfg.c.threads; i++) {
-    ops += ts[i].ops;
-    corrupt |= ts[i].corrupt;
-  }
-  free(ts);
-  if (corrupt) am_die("memory corruption: a block's contents changed before it was freed");
-  am_result r;
-  am_result_standard(&r, "samethread", ops, secs, cfg.c.threads, release_fn);
-  am_result_emit(&r);
+  am_run_workers("samethread", cfg.c.threads, am_samethread_main, sizeof(am_worker), &cfg, cfg.c.release);
   return 0;
 }
