@@ -78,7 +78,7 @@ def test_compare_detects_an_injected_20_percent_slowdown() -> None:
     rng = random.Random(7)
     old, new = _set("old", _sample(rng, 1.0)), _set("new", _sample(rng, 1.2))
     (v,) = compare.compare(old, new)
-    assert v.verdict == "slower"
+    assert v.verdict == "worse" and v.word == "slower"
     assert v.change == pytest.approx(0.2, abs=0.03)
     assert compare.failing([v], 0.05) == [v]
     assert compare.failing([v], 0.30) == []
@@ -98,9 +98,9 @@ def test_compare_matches_two_single_allocator_sets() -> None:
     old = _set("je", _sample(rng, 1.0), "jemalloc")
     new = _set("je-nodecay", _sample(rng, 0.7), "jemalloc:nodecay")
     (v,) = compare.compare(old, new)
-    assert v.allocator == "jemalloc → jemalloc:nodecay" and v.verdict == "faster"
+    assert v.allocator == "jemalloc → jemalloc:nodecay" and v.word == "faster"
     s = compare.summarize([v])
-    assert (s.slower, s.faster, s.same, s.worst) == (0, 1, 0, None)
+    assert (s.worse, s.better, s.same, s.worst) == (0, 1, 0, None)
 
 
 def test_compare_without_common_cells_is_a_usage_error() -> None:

@@ -350,7 +350,7 @@ def compare_cmd(
     verdicts = compare.compare(old_set, new_set, key)
     table.verdicts(out, verdicts, key, old_set.label, new_set.label)
     summary = compare.summarize(verdicts)
-    out.print(table.verdict_summary(summary), highlight=False)
+    out.print(table.verdict_summary(summary, key), highlight=False)
     if limit is not None and (bad := compare.failing(verdicts, limit)):
         err.print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}", highlight=False)
         raise typer.Exit(1)

@@ -1,5 +1,6 @@
 """Regression verdicts between two result sets (two databases, two campaigns, or
-runs exports): per cell faster / slower / ≈ with the ratio and its interval."""
+runs exports): per cell worse / better / ≈ with the ratio and its interval. Worse
+is slower (time, throughput) or larger (memory)."""
 
 from __future__ import annotations
 
@@ -34,15 +35,25 @@ class Verdict:
     new: analyze.Cell
     ratio: stats.Ratio | None  # new / old
     change: float | None  # + worse, - better, as a fraction (0.05 = 5 % worse)
+    metric: str = "time_s"
 
     @property
     def verdict(self) -> str:
+        """worse / better / ≈, or why there is no verdict."""
         if self.ratio is None or self.change is None:
             failed = self.old.state if self.old.summary is None else self.new.state
             return f"no verdict ({failed})"
         if not self.ratio.significant:
             return "≈"
-        return "slower" if self.change > 0 else "faster"
+        return "worse" if self.change > 0 else "better"
+
+    @property
+    def word(self) -> str:
+        """The verdict in the metric's own terms: slower/faster or larger/smaller."""
+        memory = self.metric in ("peak_rss_kib", "overhead_ratio")
+        words = {"worse": "larger" if memory else "slower",
+                 "better": "smaller" if memory else "faster"}  # fmt: skip
+        return words.get(self.verdict, self.verdict)
 
 
 def load(spec: str) -> ResultSet:
@@ -78,7 +89,7 @@ def compare(old: ResultSet, new: ResultSet, metric: str = "time_s") -> list[Verd
     higher_better = metric in analyze.HIGHER_IS_BETTER
     return [
         _verdict(k, labels[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0],
-                 a_old[k], a_new[k], column, higher_better)
+                 a_old[k], a_new[k], column, higher_better, metric)
         for k in keys
     ]  # fmt: skip
 
@@ -95,6 +106,7 @@ def _verdict(
     new_runs: CellRuns,
     column: str,
     higher_better: bool,
+    column_metric: str,
 ) -> Verdict:
     old, new = analyze.cell_of(old_runs, column), analyze.cell_of(new_runs, column)
     ratio = change = None
@@ -102,24 +114,24 @@ def _verdict(
         ratio = stats.ratio_of(new.summary, old.summary)
         if ratio is not None:
             change = (1 / ratio.value - 1) if higher_better else (ratio.value - 1)
-    return Verdict(key[1], key[2], label, allocator, old, new, ratio, change)
+    return Verdict(key[1], key[2], label, allocator, old, new, ratio, change, column_metric)
 
 
 @dataclass(frozen=True)
 class Summary:
-    slower: int
-    faster: int
+    worse: int
+    better: int
     same: int
     undecided: int
     worst: Verdict | None  # the largest significant regression
 
 
 def summarize(verdicts: Sequence[Verdict]) -> Summary:
-    regressions = [v for v in verdicts if v.verdict == "slower"]
+    regressions = [v for v in verdicts if v.verdict == "worse"]
     worst = max(regressions, key=lambda v: v.change or 0.0, default=None)
     return Summary(
-        slower=len(regressions),
-        faster=sum(v.verdict == "faster" for v in verdicts),
+        worse=len(regressions),
+        better=sum(v.verdict == "better" for v in verdicts),
         same=sum(v.verdict == "≈" for v in verdicts),
         undecided=sum(v.verdict.startswith("no verdict") for v in verdicts),
         worst=worst,
@@ -128,4 +140,4 @@ def summarize(verdicts: Sequence[Verdict]) -> Summary:
 
 def failing(verdicts: Sequence[Verdict], limit: float) -> list[Verdict]:
     """Significant regressions larger than `limit` (a fraction: 0.05 = 5 %)."""
-    return [v for v in verdicts if v.verdict == "slower" and (v.change or 0.0) > limit]
+    return [v for v in verdicts if v.verdict == "worse" and (v.change or 0.0) > limit]

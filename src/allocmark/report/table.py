@@ -158,15 +158,16 @@ def _ratio_text(v: Verdict) -> str:
 
 
 def _verdict_text(v: Verdict) -> str:
-    word = v.verdict
-    if word in ("slower", "faster") and v.change is not None:
-        text = f"{word} {v.change:+.1%}"
-        return f"[bold red]{text}[/]" if word == "slower" else f"[bold green]{text}[/]"
-    return word
+    if v.verdict in ("worse", "better") and v.change is not None:
+        text = f"{v.word} {v.change:+.1%}"
+        return f"[bold red]{text}[/]" if v.verdict == "worse" else f"[bold green]{text}[/]"
+    return v.verdict
 
 
-def verdict_summary(s: CompareSummary) -> str:
-    parts = [f"{s.slower} slower", f"{s.faster} faster", f"{s.same} ≈ (no significant change)"]
+def verdict_summary(s: CompareSummary, metric: str) -> str:
+    memory = metric in ("peak_rss_kib", "overhead_ratio")
+    worse, better = ("larger", "smaller") if memory else ("slower", "faster")
+    parts = [f"{s.worse} {worse}", f"{s.better} {better}", f"{s.same} ≈ (no significant change)"]
     if s.undecided:
         parts.append(f"{s.undecided} without a verdict")
     text = ", ".join(parts)
