@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_SYS := $(VENV)/.system-deps
 STAMP_PKG := $(VENV)/.installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
-             \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' \) 2>/dev/null)
+             \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' \) 2>/dev/null)
 
 .PHONY: demo test lint setup bench clean
 
