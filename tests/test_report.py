@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from allocmark import analyze, compare, stats
+from allocmark import analyze, compare, exchange, stats
 from allocmark.errors import UserError
 from allocmark.model import RunStatus
 from allocmark.report import export, fmt
@@ -200,21 +200,21 @@ def test_summary_csv_has_one_row_per_cell_and_metric() -> None:
 
 def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
     doc = json.loads(export.render("json", comparison(), {"id": 1}))
-    assert (doc["format"], doc["version"]) == (export.SUMMARY_FORMAT, export.FORMAT_VERSION)
+    assert (doc["format"], doc["version"]) == (exchange.SUMMARY_FORMAT, exchange.FORMAT_VERSION)
     runs_path = tmp_path / "runs.json"
     runs = [stored("je", 0.5), stored("je", 0.6, status=RunStatus.CRASHED)]
     runs_path.write_text(export.render_runs("json", runs, {"id": 1}))
-    loaded = export.runs_from_rows(export.load(runs_path, export.RUNS_FORMAT)["rows"])
+    loaded = exchange.runs_from_rows(exchange.load(runs_path, exchange.RUNS_FORMAT)["rows"])
     assert [(r.allocator, r.wall_s, r.status, r.params) for r in loaded] == [
         (r.allocator, r.wall_s, r.status, r.params) for r in runs
     ]
     future = dict(json.loads(runs_path.read_text()), version=99)
     runs_path.write_text(json.dumps(future))
     with pytest.raises(UserError, match="version 99 is not one this allocmark reads"):
-        export.load(runs_path, export.RUNS_FORMAT)
+        exchange.load(runs_path, exchange.RUNS_FORMAT)
     with pytest.raises(UserError, match="expected an allocmark-runs export"):
         (tmp_path / "s.json").write_text(json.dumps(doc))
-        export.load(tmp_path / "s.json", export.RUNS_FORMAT)
+        exchange.load(tmp_path / "s.json", exchange.RUNS_FORMAT)
 
 
 def test_try_lines_speedup() -> None:

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocmark import analyze, stats
+from allocmark import analyze, exchange, stats
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, Params, StoredRun
-from allocmark.report import export
 from allocmark.store import Store
 
 
@@ -61,8 +60,8 @@ def load(spec: str) -> ResultSet:
     path_text, _, cid_text = spec.partition("#")
     path = Path(path_text)
     if path.suffix == ".json":
-        doc = export.load(path, export.RUNS_FORMAT)
-        return ResultSet.of_runs(spec, export.runs_from_rows(doc["rows"]))
+        doc = exchange.load(path, exchange.RUNS_FORMAT)
+        return ResultSet.of_runs(spec, exchange.runs_from_rows(doc["rows"]))
     if cid_text and not cid_text.isdigit():
         raise UserError(f"{spec!r}: the campaign after '#' must be a number, e.g. results.db#3")
     store = Store(path, create=False)

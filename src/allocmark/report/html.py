@@ -15,9 +15,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from allocmark import exchange
 from allocmark.analyze import Comparison
 from allocmark.model import StoredRun
-from allocmark.report import export, fmt
+from allocmark.report import fmt
 from allocmark.report.plots import Plot
 
 MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
@@ -44,7 +45,7 @@ def render(
         tables=[_table(comp, m) for m in comp.metrics],
         legend=fmt.legend(comp),
         plots=[{"title": p.title, "svg": _svg(p)} for p in plots],
-        runs=export.run_rows(runs[:MAX_RAW_RUNS]),
+        runs=exchange.run_rows(runs[:MAX_RAW_RUNS]),
         runs_total=len(runs),
         max_runs=MAX_RAW_RUNS,
     )
