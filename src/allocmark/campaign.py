@@ -14,11 +14,11 @@ from allocmark.errors import UserError
 from allocmark.execute import Executor
 from allocmark.model import (
     AllocatorSpec,
+    CellRuns,
     Params,
     RunResult,
     RunSpec,
     RunStatus,
-    StoredRun,
     Verified,
     Workload,
 )
@@ -116,15 +116,17 @@ def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> list[RunSpec]
     """One more interleaved round for every cell that is still loose: all its runs OK,
     fewer than max_runs of them, and its time interval wider than the target."""
     specs = store.plan(cid)
-    runs = {r.seq: r for r in store.runs(cid)}
-    cells: dict[tuple[str, str, Params], list[RunSpec]] = {}
+    done = {(c.allocator, c.workload, c.params): c for c in
+            store.cells(cid, (), columns=("wall_s",)) if c.role == "measure"}  # fmt: skip
+    planned: dict[tuple[str, str, Params], list[RunSpec]] = {}
     for s in specs:
         if s.role == "measure":
-            cells.setdefault((s.allocator, s.workload, s.params), []).append(s)
+            planned.setdefault((s.allocator, s.workload, s.params), []).append(s)
     loose = [
         group[-1]
-        for group in cells.values()
-        if len(group) < settings["max_runs"] and _is_loose(group, runs, settings["target_ci"])
+        for key, group in planned.items()
+        if len(group) < settings["max_runs"]
+        and _is_loose(done.get(key), len(group), settings["target_ci"])
     ]
     if not loose:
         return []
@@ -135,11 +137,13 @@ def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> list[RunSpec]
     return [dataclasses.replace(s, seq=nxt + i, rep=s.rep + 1) for i, s in enumerate(loose)]
 
 
-def _is_loose(group: Sequence[RunSpec], runs: dict[int, StoredRun], target: float) -> bool:
-    done = [runs[s.seq] for s in group if s.seq in runs]
-    if len(done) < len(group) or any(r.status is not RunStatus.OK for r in done):
-        return False  # unfinished or failing cells get no more runs
-    return stats.summarize([r.wall_s for r in done]).ci_rel > target
+def _is_loose(cell: CellRuns | None, planned: int, target: float) -> bool:
+    if cell is None or len(cell.statuses) < planned:
+        return False  # unfinished cells wait for their runs
+    if any(s is not RunStatus.OK for s in cell.statuses):
+        return False  # a failing cell gets no more runs
+    walls = [w for w in cell.columns["wall_s"] if w is not None]
+    return stats.summarize(walls).ci_rel > target
 
 
 def with_overhead(
@@ -166,22 +170,14 @@ def with_overhead(
 def reverify(store: Store, cid: int) -> list[Verified]:
     """The campaign's allocators checked again; a changed library refuses the resume."""
     out = []
-    for row in store.allocator_rows(cid):
-        spec = _spec_from_json(row["spec_json"])
+    for spec, sha in store.allocator_specs(cid):
         now = allocators.verify(spec)
-        if not now.usable or now.sha256 != row["sha256"]:
+        if not now.usable or now.sha256 != sha:
             found = now.sha256[:12] if now.sha256 else now.status.value
             raise UserError(
                 f"allocator {spec.name!r} changed since campaign {cid} started "
-                f"(sha256 {str(row['sha256'])[:12]} -> {found}); its runs would not be "
+                f"(sha256 {str(sha)[:12]} -> {found}); its runs would not be "
                 "comparable: start a new campaign instead of --resume"
             )
         out.append(now)
     return out
-
-
-def _spec_from_json(text: str) -> AllocatorSpec:
-    d = json.loads(text)
-    d["paths"] = tuple(d["paths"])
-    d["env"] = tuple((k, v) for k, v in d["env"])
-    return AllocatorSpec(**d)

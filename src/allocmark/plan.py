@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import random
@@ -175,10 +174,7 @@ def build(
 ) -> list[RunSpec]:
     """Baselines first; then each repetition visits every cell, allocators shuffled per cell."""
     first = _baselines(cell_list, allocators, timeout)
-    return first + [
-        dataclasses.replace(s, seq=s.seq + len(first))
-        for s in _measured(cell_list, allocators, repetitions, timeout, seed)
-    ]
+    return first + _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
 
 
 def _baselines(
@@ -202,6 +198,7 @@ def _measured(
     repetitions: int,
     timeout: float,
     seed: int,
+    first_seq: int,
 ) -> list[RunSpec]:
     rng = random.Random(seed)
     order: list[tuple[Workload, Params, Verified, int]] = []
@@ -212,7 +209,7 @@ def _measured(
             allocs = list(allocators)
             rng.shuffle(allocs)
             order.extend((w, params, a, rep) for a in allocs)
-    return [_spec(i, w, p, a, rep, timeout) for i, (w, p, a, rep) in enumerate(order)]
+    return [_spec(first_seq + i, w, p, a, rep, timeout) for i, (w, p, a, rep) in enumerate(order)]
 
 
 def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int, timeout: float) -> RunSpec:

@@ -13,6 +13,7 @@ from typing import Any
 from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
+    AllocatorSpec,
     Campaign,
     CellRuns,
     Params,
@@ -339,6 +340,13 @@ class Store:
         )
         return {(a, w): int(rss) for a, w, rss in rows}
 
+    def allocator_specs(self, cid: int) -> list[tuple[AllocatorSpec, str | None]]:
+        """The campaign's allocators as specified, each with the sha256 it had then."""
+        rows = self.db.execute(
+            "SELECT spec_json, sha256 FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,)
+        )
+        return [(_spec_from_json(text), sha) for text, sha in rows]
+
     def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
         names = [d[0] for d in cur.description]
@@ -455,6 +463,14 @@ def _floats(text: str | None) -> tuple[float | None, ...]:
 
 def _params(text: str) -> tuple[tuple[str, int | str], ...]:
     return tuple((k, v) for k, v in json.loads(text))
+
+
+def _spec_from_json(text: str) -> AllocatorSpec:
+    """The inverse of dataclasses.asdict for a stored AllocatorSpec."""
+    d = json.loads(text)
+    d["paths"] = tuple(d["paths"])
+    d["env"] = tuple((k, v) for k, v in d["env"])
+    return AllocatorSpec(**d)
 
 
 def _allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
