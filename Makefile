@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP_SYS := $(VENV)/.system-deps
 STAMP_PKG := $(VENV)/.installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
-             \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' \) 2>/dev/null)
+             \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' \) 2>/dev/null)
 
 .PHONY: demo test lint setup bench clean
 
@@ -23,11 +23,13 @@ test: setup lint
 bench: setup
 	$(BIN)/python bench/workload_floor.py
 	$(BIN)/python bench/report_scale.py
+	$(BIN)/python bench/forwarding.py
 
 lint: setup
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	if command -v rustfmt >/dev/null; then rustfmt --edition 2021 --check native/preload-rs/build.rs native/preload-rs/src/*.rs; fi
 	cmake -S . -B build/lint -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build build/lint -j2
 	ctest --test-dir build/lint --output-on-failure

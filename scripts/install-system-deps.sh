@@ -9,6 +9,12 @@ packages=(build-essential cmake python3-venv
           libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
           libtbbmalloc2 libclang-rt-16-dev chromium)
 
+# cargo builds the allocators that come from crates.io (`allocmark alloc
+# build`); a rustup toolchain counts, else Debian's.
+if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  packages+=(cargo)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

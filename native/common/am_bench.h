@@ -288,12 +288,20 @@ typedef int (*am_mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef void (*am_void_fn)(void);
 typedef int (*am_trim_fn)(size_t);
 
+typedef const char *(*am_release_fn)(void);
+
 static inline const char *am_release(void) {
   const char *malloc_obj = am_object_of(dlsym(RTLD_DEFAULT, "malloc"));
   void *sym;
   if ((sym = dlsym(RTLD_DEFAULT, "mi_collect")) && !strcmp(am_object_of(sym), malloc_obj)) {
     ((am_mi_collect_fn)sym)(1);
     return "mi_collect";
+  }
+  // Libraries built by `allocmark alloc build` name the call they made.
+  sym = dlsym(RTLD_DEFAULT, "am_allocator_release");
+  if (sym && !strcmp(am_object_of(sym), malloc_obj)) {
+    const char *used = ((am_release_fn)sym)();
+    if (used) return used;
   }
   if ((sym = dlsym(RTLD_DEFAULT, "mallctl")) && !strcmp(am_object_of(sym), malloc_obj)) {
     // 4096 is MALLCTL_ARENAS_ALL: purge every arena.

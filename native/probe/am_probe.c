@@ -50,6 +50,7 @@ static const char *am_owner(const char *name) {
 typedef int (*am_mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef const char *(*am_tc_version_fn)(int *, int *, const char **);
 typedef int (*am_mi_version_fn)(void);
+typedef const char *(*am_am_version_fn)(void);
 
 static void am_print_versions(void) {
   printf("\"versions\": {\"glibc\": ");
@@ -71,7 +72,17 @@ static void am_print_versions(void) {
   am_mi_version_fn mi = (am_mi_version_fn)dlsym(RTLD_DEFAULT, "mi_version");
   if (mi) {
     int v = mi();
-    printf(", \"mimalloc\": \"%d.%d.%d\"", v / 100, (v / 10) % 10, v % 10);
+    // 217 is 2.1.7; from 2.2 on, 20302 is 2.3.2 (two digits minor and patch).
+    if (v >= 10000)
+      printf(", \"mimalloc\": \"%d.%d.%d\"", v / 10000, (v / 100) % 100, v % 100);
+    else
+      printf(", \"mimalloc\": \"%d.%d.%d\"", v / 100, (v / 10) % 10, v % 10);
+  }
+  // Libraries built by `allocmark alloc build` (native/preload-rs).
+  am_am_version_fn am = (am_am_version_fn)dlsym(RTLD_DEFAULT, "am_allocator_version");
+  if (am && am()) {
+    printf(", \"allocmark\": ");
+    am_json_str(am());
   }
   printf("}");
 }

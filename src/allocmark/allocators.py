@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import hashlib
 import json
 import os
 import re
@@ -16,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from allocmark import native, tomlfile
+from allocmark import builder, native, tomlfile
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Status, Verified
+from allocmark.model import AllocatorSpec, Recipe, Status, Verified
 
 CORE = ("malloc", "free", "calloc", "realloc")
 C_API = (
@@ -63,16 +62,24 @@ def load_catalog(extra: Sequence[Path] = ()) -> list[AllocatorSpec]:
 
 def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
     doc = tomlfile.load(path)
-    doc.allow(["allocator"])
+    doc.allow(["allocator", "recipe"])
     specs = []
     for name, entry in doc.tables("allocator"):
         _check_name(name, entry)
-        base = _entry_spec(name, entry, user)
-        specs.append(base)
-        for vname, vt in entry.tables("variant"):
-            vt.allow(["description", "env"])
-            _check_name(vname, vt)
-            specs.append(_variant(base, vname, vt))
+        specs.extend(_with_variants(_entry_spec(name, entry, user), entry))
+    for family, entry in doc.tables("recipe"):
+        _check_name(family, entry)
+        for base in _recipe_specs(family, entry, user):
+            specs.extend(_with_variants(base, entry))
+    return specs
+
+
+def _with_variants(base: AllocatorSpec, entry: tomlfile.TomlTable) -> list[AllocatorSpec]:
+    specs = [base]
+    for vname, vt in entry.tables("variant"):
+        vt.allow(["description", "env"])
+        _check_name(vname, vt)
+        specs.append(_variant(base, vname, vt))
     return specs
 
 
@@ -104,11 +111,91 @@ def _entry_spec(name: str, t: tomlfile.TomlTable, user: bool) -> AllocatorSpec:
     )
 
 
+_RECIPE_KEYS = (
+    "description",
+    "crate",
+    "backend",
+    "crate_features",
+    "build_env",
+    "needs_source",
+    "sys_std",
+    "self_reports",
+    "forwarding",
+    "default",
+    "flavor",
+    "version",
+    "variant",
+)
+
+
+def _recipe_specs(family: str, t: tomlfile.TomlTable, user: bool) -> list[AllocatorSpec]:
+    """One entry per version and flavor: FAMILY@VERSION[+FLAVOR]."""
+    t.allow(_RECIPE_KEYS)
+    backend = t.get("backend", str, required=True)
+    if backend not in builder.BACKENDS:
+        raise t.error("backend", f"{backend!r} is not one of {', '.join(builder.BACKENDS)}")
+    base = Recipe(
+        family=family,
+        backend=backend,
+        crate=t.get("crate", str, required=True),
+        crate_version="",
+        upstream_version="",
+        crate_features=t.str_list("crate_features"),
+        build_env=t.str_map("build_env"),
+        needs_source=t.get("needs_source", bool, False),
+        sys_std=t.get("sys_std", bool, False),
+        self_reports=t.get("self_reports", bool, False),
+        forwarding=t.get("forwarding", str, ""),
+    )
+    flavors: list[tuple[str, str, tuple[str, ...]]] = [("", t.get("description", str, ""), ())]
+    for fname, ft in t.tables("flavor"):
+        ft.allow(["description", "crate_features"])
+        _check_name(fname, ft)
+        flavors.append((fname, ft.get("description", str, ""), ft.str_list("crate_features")))
+    versions = list(t.tables("version"))
+    if not versions:
+        raise t.error("version", 'is required: VERSION = { crate_version = "=X.Y.Z" }')
+    default = t.get("default", str)
+    if default is not None and default not in dict(versions):
+        raise t.error("default", f"{default!r} is not one of the versions listed")
+    specs = []
+    for version, vt in versions:
+        vt.allow(["crate_version", "crate_features"])
+        _check_name(version, vt)
+        for flavor, description, extra in flavors:
+            recipe = dataclasses.replace(
+                base,
+                crate_version=vt.get("crate_version", str, required=True),
+                upstream_version=version,
+                flavor=flavor,
+                crate_features=base.crate_features + vt.str_list("crate_features") + extra,
+            )
+            specs.append(_recipe_spec(recipe, description, user, default == version))
+    return specs
+
+
+def _recipe_spec(recipe: Recipe, description: str, user: bool, default: bool) -> AllocatorSpec:
+    name = f"{recipe.family}@{recipe.upstream_version}" + (
+        f"+{recipe.flavor}" if recipe.flavor else ""
+    )
+    aliases = (f"{recipe.family}+{recipe.flavor}" if recipe.flavor else recipe.family,)
+    return AllocatorSpec(
+        name=name,
+        description=description,
+        paths=(str(builder.library_path(name, recipe)),),
+        version_source="probe:allocmark",
+        user=user,
+        recipe=recipe,
+        aliases=aliases if default else (),
+    )
+
+
 def _variant(base: AllocatorSpec, vname: str, t: tomlfile.TomlTable) -> AllocatorSpec:
     env = dict(base.env) | dict(t.str_map("env"))
     return dataclasses.replace(
         base,
         name=f"{base.name}:{vname}",
+        aliases=tuple(f"{a}:{vname}" for a in base.aliases),
         description=t.get("description", str, ""),
         env=tuple(sorted(env.items())),
         baseline=False,
@@ -169,17 +256,65 @@ def _adhoc(token: str) -> AllocatorSpec:
 
 
 def select(specs: Sequence[AllocatorSpec], names: Sequence[str]) -> list[AllocatorSpec]:
-    """Catalog entries by name, in the order given; "all" or none selects everything."""
+    """Catalog entries by name, in the order given.
+
+    "all" (or no name) selects every entry that is neither hidden nor built
+    from a recipe; `FAMILY@*` (optionally `+FLAVOR`, `:VARIANT`) selects every
+    version of a recipe.
+    """
     if not names or list(names) == ["all"]:
-        return [s for s in specs if not s.hidden]
-    by_name = {s.name: s for s in specs}
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
+        return [s for s in specs if not s.hidden and s.recipe is None]
+    chosen: list[AllocatorSpec] = []
+    for name in names:
+        chosen.extend(_resolve(specs, name))
+    return list({s.name: s for s in chosen}.values())
+
+
+def _resolve(specs: Sequence[AllocatorSpec], name: str) -> list[AllocatorSpec]:
+    by_name = {s.name: s for s in specs} | {a: s for s in specs for a in s.aliases}
+    if name in by_name:
+        return [by_name[name]]
+    family, at, version = name.partition("@")
+    if at:
+        return _versions(specs, family, version, name)
+    raise UserError(
+        f"unknown allocator {name!r}; known: {', '.join(s.name for s in specs if s.recipe is None)}"
+        f"{_recipe_hint(specs)} (or give a library: -a NAME=/path/to/lib.so)"
+    )
+
+
+def _versions(
+    specs: Sequence[AllocatorSpec], family: str, version: str, name: str
+) -> list[AllocatorSpec]:
+    """`jemalloc@*`, `mimalloc@*+secure`: every catalogued version; else a clear refusal."""
+    ver = re.split(r"[+:]", version, maxsplit=1)[0]
+    suffix = version[len(ver) :]
+    known = [(s, s.recipe) for s in specs if s.recipe and s.recipe.family == family]
+    if not known:
+        families = sorted({s.recipe.family for s in specs if s.recipe})
         raise UserError(
-            f"unknown allocator {unknown[0]!r}; known: {', '.join(by_name)} "
-            "(or give a library: -a NAME=/path/to/lib.so)"
+            f"unknown allocator {name!r}: no recipe {family!r} (recipes: {', '.join(families)})"
         )
-    return [by_name[n] for n in dict.fromkeys(names)]
+    if ver == "*":
+        found = [s for s, r in known if s.name == f"{family}@{r.upstream_version}{suffix}"]
+        if found:
+            return found
+    versions = ", ".join(dict.fromkeys(r.upstream_version for _, r in known))
+    flavors = sorted({f"+{r.flavor}" for _, r in known if r.flavor})
+    return _refuse(name, family, versions, flavors)
+
+
+def _refuse(name: str, family: str, versions: str, flavors: list[str]) -> list[AllocatorSpec]:
+    extra = f"; flavors: {', '.join(flavors)}" if flavors else ""
+    raise UserError(
+        f"unknown allocator {name!r}: {family} versions known to allocmark are {versions}"
+        f"{extra} (or {family}@* for all of them)"
+    )
+
+
+def _recipe_hint(specs: Sequence[AllocatorSpec]) -> str:
+    families = sorted({s.recipe.family for s in specs if s.recipe})
+    return f"; built from crates: {', '.join(f + '@VERSION' for f in families)}" if families else ""
 
 
 def baseline_name(verified: Sequence[Verified]) -> str | None:
@@ -229,6 +364,8 @@ def _find_library(spec: AllocatorSpec) -> str | None:
 
 
 def _missing_reason(spec: AllocatorSpec) -> str:
+    if spec.recipe:
+        return f"build with: allocmark alloc build {spec.name.split(':')[0]}"
     if any(p.startswith(native.PACKAGE_PREFIX) for p in spec.paths):
         return "not built into this allocmark install; reinstall with `pip install .`"
     if spec.package:
@@ -283,12 +420,16 @@ def _judge(
         if lacks
         else ""
     )
+    version = _version(spec, report, lib)
+    wrong = _wrong_version(spec, report)
+    if wrong:
+        return Verified(spec, Status.BROKEN, library=lib, version=version, reason=wrong)
     return Verified(
         spec,
         Status.PARTIAL if lacks else Status.OK,
         library=lib,
-        sha256=sha256_file(lib),
-        version=_version(spec, report, lib),
+        sha256=native.sha256_file(lib),
+        version=version,
         served=served,
         lacks=lacks,
         reason=reason,
@@ -327,8 +468,25 @@ def _real(path: str | None) -> str | None:
     return os.path.realpath(path) if path else None
 
 
+def _wrong_version(spec: AllocatorSpec, report: dict[str, Any]) -> str | None:
+    """A built library that states its own version must state the catalogued one."""
+    if not spec.recipe or not spec.recipe.self_reports:
+        return None
+    versions: dict[str, str] = report.get("versions", {})
+    stated = versions.get(spec.recipe.family) or versions.get("allocmark", "").split(" ")[-1]
+    if stated.split("-")[0] == spec.recipe.upstream_version:
+        return None
+    return (
+        f"the library says it is {spec.recipe.family} {stated or '(nothing)'}, but the catalog "
+        f"maps {spec.recipe.crate} {spec.recipe.crate_version} to {spec.recipe.upstream_version}; "
+        "fix the version table of the recipe"
+    )
+
+
 def _version(spec: AllocatorSpec, report: dict[str, Any], library: str) -> str | None:
     source = spec.version_source
+    if spec.recipe:
+        return f"{spec.recipe.upstream_version} ({spec.recipe.crate} {_crate_version(spec)})"
     versions: dict[str, str] = report.get("versions", {})
     if source.startswith("probe:"):
         return versions.get(source.removeprefix("probe:"))
@@ -336,6 +494,13 @@ def _version(spec: AllocatorSpec, report: dict[str, Any], library: str) -> str |
         found = [versions[k] for k in ("jemalloc", "tcmalloc", "mimalloc") if k in versions]
         return found[0] if found else dpkg_version(library)
     return dpkg_version(library) if source == "dpkg" else None
+
+
+def _crate_version(spec: AllocatorSpec) -> str:
+    assert spec.recipe is not None
+    out = Path(spec.paths[0]).parent
+    exact = builder.read_provenance(out).get("crate_version")
+    return str(exact or spec.recipe.crate_version)
 
 
 def dpkg_version(path: str) -> str | None:
@@ -359,11 +524,3 @@ def dpkg_version(path: str) -> str | None:
         check=False,
     )
     return f"{package} {out.stdout.strip()}" if out.returncode == 0 else None
-
-
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

@@ -20,7 +20,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, campaign, compare, plan, workloads
+from allocmark import allocators, analyze, builder, campaign, compare, plan, workloads
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.execute import LocalExecutor
 from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
@@ -39,6 +39,11 @@ err = Console(stderr=True)
 for _console in (out, err):
     if not _console.is_terminal:  # tables in files and CI logs should not wrap at 80
         _console.width = 160
+
+alloc_app = typer.Typer(
+    no_args_is_help=True, help="Build allocators from crates.io (see `allocmark allocators`)."
+)
+app.add_typer(alloc_app, name="alloc")
 
 DEFAULT_DB = Path("results/allocmark.db")
 AllocOpt = Annotated[
@@ -67,12 +72,54 @@ def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[Al
     return chosen + adhoc, bool(alloc)
 
 
+def _built(specs: list[AllocatorSpec]) -> list[AllocatorSpec]:
+    """Builds the recipe entries among `specs` that the cache lacks (first use)."""
+    for spec in specs:
+        if spec.recipe and not builder.is_built(spec):
+            builder.build(spec, say=lambda m: err.print(f"[cyan]{m} (first use)…[/]"))
+    return specs
+
+
 @app.command("allocators")
 def allocators_cmd(alloc: AllocOpt = None, catalog: CatalogOpt = None) -> None:
     """List the allocator catalog with what verification found on this machine."""
     specs, _ = _specs(alloc, catalog)
+    if not alloc:  # the whole catalog, including what allocmark can build
+        specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
     verified = allocators.verify_all(specs)
     table.allocators(out, verified)
+
+
+@alloc_app.command("build")
+def alloc_build_cmd(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="NAME@VERSION[+FLAVOR], FAMILY@* (every version), or FAMILY"),
+    ] = None,
+    build_all: Annotated[bool, typer.Option("--all", help="every recipe entry")] = False,
+    force: Annotated[bool, typer.Option("--force", help="rebuild even if cached")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Build allocators from their crates.io sys crates into the cache, then verify them."""
+    specs = allocators.load_catalog(catalog or [])
+    if build_all:
+        chosen = [s for s in specs if s.recipe and ":" not in s.name]
+    elif names:
+        chosen = [s for s in allocators.select(specs, names) if s.recipe]
+    else:
+        raise UserError("name allocators to build (e.g. mimalloc@2.1.7+secure) or give --all")
+    if not chosen:
+        raise UserError(f"{', '.join(names or [])}: none of these is built from a crate")
+    for spec in chosen:
+        built = builder.build(spec, force=force, say=lambda m: err.print(f"[cyan]{m}…[/]"))
+        v = allocators.verify(spec)
+        took = (
+            f"built in {built.provenance.get('build_seconds', '?')} s"
+            if built.rebuilt
+            else "cached"
+        )
+        out.print(f"{spec.name}: {v.status.value} {v.version or ''} sha256 {(v.sha256 or '')[:12]} "
+                  f"({took}) {v.reason}".rstrip())  # fmt: skip
 
 
 @app.command("workloads")
@@ -187,7 +234,7 @@ def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(req.params))
     named = req.alloc or (None if suite.allocators == ("all",) else list(suite.allocators))
     specs, explicit = _specs(named, req.catalog)
-    prepared = campaign.prepare(specs, explicit)
+    prepared = campaign.prepare(_built(specs), explicit)
     _print_unusable(prepared)
     n = req.reps or suite.repetitions
     seed = req.seed if req.seed is not None else suite.seed
@@ -272,7 +319,7 @@ def try_cmd(
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     specs, explicit = _specs(alloc, catalog)
-    prepared = campaign.prepare(specs, explicit)
+    prepared = campaign.prepare(_built(specs), explicit)
     _print_unusable(prepared)
     store = Store(db)
     w = workloads.command_workload(command)

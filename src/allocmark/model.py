@@ -32,6 +32,24 @@ class RunStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """How allocmark builds an allocator from its crates.io `-sys` crate."""
+
+    family: str  # "mimalloc"
+    backend: str  # module of native/preload-rs that forwards to it
+    crate: str  # "libmimalloc-sys"
+    crate_version: str  # cargo requirement, "=0.1.39"
+    upstream_version: str  # the allocator's own version, "2.1.7"
+    flavor: str = ""  # "secure", "checks", "light" or "" (the crate's defaults)
+    crate_features: tuple[str, ...] = ()
+    build_env: Env = ()  # e.g. CFLAGS for the crate's C build
+    needs_source: bool = False  # build.rs compiles C from the crate's sources
+    sys_std: bool = False  # the sys crate links Rust's std (its panic handler)
+    self_reports: bool = False  # the library states its version (mi_version, mallctl)
+    forwarding: str = ""  # measured cost of the Rust forwarding layer, for the notes
+
+
+@dataclass(frozen=True)
 class AllocatorSpec:
     """A catalog entry (or a user's `-a name=/lib.so`), not yet checked."""
 
@@ -45,6 +63,8 @@ class AllocatorSpec:
     baseline: bool = False
     user: bool = False  # given by the user: unusable means a usage error
     hidden: bool = False  # left out of "all" (the null allocator); name it to use it
+    recipe: Recipe | None = None  # built by `allocmark alloc build`; left out of "all"
+    aliases: tuple[str, ...] = ()  # other names it answers to ("snmalloc" for snmalloc@0.7.6)
 
     @property
     def base(self) -> str:

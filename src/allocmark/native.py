@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 import allocmark
@@ -29,3 +31,12 @@ def program(name: str) -> Path:
         f"native program {name} is not installed with allocmark; "
         "reinstall with `pip install .` (or run `make demo`), which builds it"
     )
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Identity of a library or program, recorded with every run on it."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

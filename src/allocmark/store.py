@@ -17,6 +17,7 @@ from allocmark.model import (
     Campaign,
     CellRuns,
     Params,
+    Recipe,
     RunResult,
     RunSpec,
     RunStatus,
@@ -470,6 +471,12 @@ def _spec_from_json(text: str) -> AllocatorSpec:
     d = json.loads(text)
     d["paths"] = tuple(d["paths"])
     d["env"] = tuple((k, v) for k, v in d["env"])
+    d["aliases"] = tuple(d.get("aliases", ()))
+    recipe = d.get("recipe")
+    if recipe:
+        recipe["crate_features"] = tuple(recipe["crate_features"])
+        recipe["build_env"] = tuple((k, v) for k, v in recipe["build_env"])
+        d["recipe"] = Recipe(**recipe)
     return AllocatorSpec(**d)
 
 

@@ -120,9 +120,10 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
         env = " ".join(f"{k}={val}" for k, val in v.spec.env)
         notes = "; ".join(x for x in (v.reason, env, "baseline" if v.spec.baseline else "") if x)
         style = _STATUS_STYLE[v.status]
+        status = "not built" if v.spec.recipe and v.status is Status.MISSING else v.status.value
         table.add_row(
             v.spec.name,
-            f"[{style}]{v.status.value}[/]",
+            f"[{style}]{status}[/]",
             v.version or "",
             v.library or "",
             (v.sha256 or "")[:12],
