@@ -249,6 +249,10 @@ def test_compare_two_campaigns_and_fail_above(
     same = cli("compare", str(old), f"{old}#1", "--fail-above", "0.1%")
     assert same.returncode == 0 and "0 slower, 0 faster, 1 ≈" in same.stdout
 
+    # Every run is an export, not a terminal table: say which formats.
+    as_table = cli("report", "--db", str(old), "--runs")
+    assert as_table.returncode == 2 and "add --format csv" in as_table.stderr
+
     # A runs export with every time made 30 % longer must fail a 5 % limit.
     export = tmp_path / "runs.json"
     assert (

@@ -53,7 +53,20 @@ def pair(installed: dict[str, Verified]) -> list[Verified]:
 
 
 def test_catalog_lists_every_workload() -> None:
-    assert set(SMALL) == set(workloads.load_catalog())
+    assert set(SMALL) | {"misuse"} == set(workloads.load_catalog())
+
+
+def test_misuse_is_a_run_result_not_a_crash_of_allocmark(pair: list[Verified]) -> None:
+    glibc = pair[0]
+    w = workloads.load_catalog()["misuse"]
+    params = workloads.resolve_params(w, {"kind": "double_free"}, "test")
+    spec = RunSpec(seq=0, allocator="glibc", workload="misuse", params=params, rep=0,
+                   argv=workloads.expand(w, params), env=tuple(glibc.child_env().items()),
+                   timeout=60, expect_malloc=glibc.malloc_object, result_fd=True)  # fmt: skip
+    r = execute.run(spec)
+    # glibc's tcache notices this double free and aborts: the run says so.
+    assert r.status is RunStatus.CRASHED
+    assert r.detail.startswith("SIGABRT") and "double free" in r.detail
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

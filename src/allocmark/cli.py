@@ -354,6 +354,8 @@ def report_cmd(
     """Show or export the report of a stored campaign."""
     if fmt not in ("table", *render.TEXT_FORMATS):
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(render.TEXT_FORMATS)}")
+    if runs and fmt not in ("csv", "json"):
+        raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     store = Store(db, create=False)
     cid = store.campaign(campaign_id).id
     if fmt == "table" and not runs:
