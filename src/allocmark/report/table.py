@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -118,18 +120,25 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
         table.add_column(col, overflow="fold")
     for v in verified:
         env = " ".join(f"{k}={val}" for k, val in v.spec.env)
-        notes = "; ".join(x for x in (v.reason, env, "baseline" if v.spec.baseline else "") if x)
+        cost = v.spec.recipe.forwarding if v.spec.recipe and v.usable else ""
+        baseline = "baseline" if v.spec.baseline else ""
+        notes = "; ".join(x for x in (v.reason, env, baseline, cost) if x)
         style = _STATUS_STYLE[v.status]
         status = "not built" if v.spec.recipe and v.status is Status.MISSING else v.status.value
         table.add_row(
             v.spec.name,
             f"[{style}]{status}[/]",
             v.version or "",
-            v.library or "",
+            _home(v.library or ""),
             (v.sha256 or "")[:12],
             notes,
         )
     console.print(table)
+
+
+def _home(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "/" and path.startswith(home + "/") else path
 
 
 def verdicts(
