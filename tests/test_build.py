@@ -160,3 +160,14 @@ def test_store_keeps_the_recipe_of_a_run(tmp_path: Path) -> None:
 
     again = _spec_from_json(json.dumps(dataclasses.asdict(spec)))
     assert again == spec
+
+
+def test_a_new_build_drops_older_builds_of_the_same_entry_only(tmp_path: Path) -> None:
+    root = tmp_path / "allocators"
+    for d in ("snmalloc-0.7.6-aaaa", "snmalloc-0.7.6-bbbb", "snmalloc-0.7.6-checks-cccc"):
+        (root / d).mkdir(parents=True)
+    builder._drop_older_builds(root / "snmalloc-0.7.6-bbbb")
+    assert sorted(p.name for p in root.iterdir()) == [
+        "snmalloc-0.7.6-bbbb",
+        "snmalloc-0.7.6-checks-cccc",
+    ]

@@ -291,7 +291,16 @@ def _install(
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     shutil.copyfile(work / "build.log", out / "build.log")
     os.replace(tmp, out / LIB_NAME)  # the library appears only once complete
+    _drop_older_builds(out)
     return Built(out / LIB_NAME, provenance, rebuilt=True)
+
+
+def _drop_older_builds(out: Path) -> None:
+    """Earlier builds of the same entry (other recipe or layer): no longer reachable."""
+    name = out.name.rsplit("-", 1)[0]
+    for other in out.parent.iterdir():
+        if other != out and other.is_dir() and other.name.rsplit("-", 1)[0] == name:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def _locked_version(work: Path, crate: str) -> str | None:
