@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,13 +16,16 @@ from allocmark.model import Verified
 HERE = Path(__file__).parent
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run the allocmark CLI as a user would, in a child process."""
+def cli(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the allocmark CLI as a user would, in a child process (`env` adds variables)."""
     return subprocess.run(
         [sys.executable, "-m", "allocmark", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=os.environ | env if env else None,
         check=False,
     )
 

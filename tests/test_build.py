@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import pytest
 from allocmark import allocators, builder, native
 from allocmark.errors import UserError
 from allocmark.model import Status
+from allocmark.store import _spec_from_json
 
 from .conftest import cli
 
@@ -57,19 +59,9 @@ def test_generated_manifest_pins_crate_version_and_features() -> None:
 
 
 def test_unbuilt_entry_is_listed_with_the_command_that_builds_it(tmp_path: Path) -> None:
-    env_cache = {"ALLOCMARK_CACHE": str(tmp_path)}
-    r = subprocess.run(
-        [*_allocmark(), "allocators", "-a", "rpmalloc"],
-        capture_output=True, text=True, env=os.environ | env_cache, check=False,
-    )  # fmt: skip
+    r = cli("allocators", "-a", "rpmalloc", env={"ALLOCMARK_CACHE": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert "not built" in r.stdout and "allocmark alloc build rpmalloc@b097fd0" in r.stdout
-
-
-def _allocmark() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "allocmark"]
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +132,8 @@ def test_failed_build_shows_cargo_error_and_keeps_nothing(tmp_path: Path) -> Non
         '[recipe.badmi]\ncrate = "libmimalloc-sys"\nbackend = "mimalloc"\n'
         '[recipe.badmi.version]\n"0.0.1" = { crate_version = "=0.0.999" }\n'
     )
-    r = subprocess.run(
-        [*_allocmark(), "alloc", "build", "badmi@0.0.1", "--catalog", str(catalog)],
-        capture_output=True, text=True, check=False, timeout=300,
-        env=os.environ | {"ALLOCMARK_CACHE": str(tmp_path / "cache")},
-    )  # fmt: skip
+    r = cli("alloc", "build", "badmi@0.0.1", "--catalog", str(catalog),
+            env={"ALLOCMARK_CACHE": str(tmp_path / "cache")})  # fmt: skip
     assert r.returncode == 2, r.stderr
     assert "building badmi@0.0.1 (libmimalloc-sys =0.0.999) failed: cargo exited" in r.stderr
     assert "libmimalloc-sys" in r.stderr.split("Last lines", 1)[1]
@@ -153,11 +142,7 @@ def test_failed_build_shows_cargo_error_and_keeps_nothing(tmp_path: Path) -> Non
 
 
 def test_store_keeps_the_recipe_of_a_run(tmp_path: Path) -> None:
-    from allocmark.store import _spec_from_json
-
     spec = allocators.select(allocators.load_catalog(), ["hardened_malloc+light"])[0]
-    import dataclasses
-
     again = _spec_from_json(json.dumps(dataclasses.asdict(spec)))
     assert again == spec
 

@@ -317,6 +317,20 @@ def _recipe_hint(specs: Sequence[AllocatorSpec]) -> str:
     return f"; built from crates: {', '.join(f + '@VERSION' for f in families)}" if families else ""
 
 
+def to_build(
+    specs: Sequence[AllocatorSpec], names: Sequence[str], build_all: bool
+) -> list[AllocatorSpec]:
+    """The recipe entries `alloc build` should build (variants share their base's library)."""
+    if build_all:
+        return [s for s in specs if s.recipe and ":" not in s.name]
+    if not names:
+        raise UserError("name allocators to build (e.g. mimalloc@2.1.7+secure) or give --all")
+    chosen = [s for s in select(specs, names) if s.recipe]
+    if not chosen:
+        raise UserError(f"{', '.join(names)}: none of these is built from a crate")
+    return chosen
+
+
 def baseline_name(verified: Sequence[Verified]) -> str | None:
     """The flagged baseline if it is usable, else the first usable allocator."""
     usable = [v for v in verified if v.usable]

@@ -102,15 +102,7 @@ def alloc_build_cmd(
 ) -> None:
     """Build allocators from their crates.io sys crates into the cache, then verify them."""
     specs = allocators.load_catalog(catalog or [])
-    if build_all:
-        chosen = [s for s in specs if s.recipe and ":" not in s.name]
-    elif names:
-        chosen = [s for s in allocators.select(specs, names) if s.recipe]
-    else:
-        raise UserError("name allocators to build (e.g. mimalloc@2.1.7+secure) or give --all")
-    if not chosen:
-        raise UserError(f"{', '.join(names or [])}: none of these is built from a crate")
-    for spec in chosen:
+    for spec in allocators.to_build(specs, names or [], build_all):
         built = builder.build(spec, force=force, say=lambda m: err.print(f"[cyan]{m}…[/]"))
         v = allocators.verify(spec)
         took = (
