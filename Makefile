@@ -6,18 +6,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_SYS := $(VENV)/.system-deps
 STAMP_PKG := $(VENV)/.installed
+STAMP_APPS := $(VENV)/.apps
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
-             \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' \) 2>/dev/null)
+             \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' -o -name '*.rb' -o -name '*.lua' \) 2>/dev/null)
 
-.PHONY: demo test lint setup bench clean
+.PHONY: demo test lint setup setup-apps bench clean
 
-demo: setup
+# `make demo APPS=1` also installs the real applications and runs the apps suite.
+demo: setup $(if $(APPS),setup-apps)
 	$(BIN)/allocmark allocators
 	$(BIN)/allocmark run --suite quick --db results/quick.db
 	$(BIN)/allocmark report --db results/quick.db --format md -o results/quick.md
 	$(BIN)/allocmark report --db results/quick.db --format csv -o results/quick.csv
+	$(if $(APPS),$(BIN)/allocmark run --suite apps --db results/apps.db)
 
-test: setup lint
+# The tests run every application of the catalog, so they install them first.
+test: setup setup-apps lint
 	$(BIN)/python -m pytest -q tests
 
 bench: setup
@@ -35,6 +39,13 @@ lint: setup
 	ctest --test-dir build/lint --output-on-failure
 
 setup: $(STAMP_PKG)
+
+# The Debian packages of the real applications (catalog/workloads.toml).
+setup-apps: $(STAMP_APPS)
+
+$(STAMP_APPS): $(STAMP_PKG) scripts/install-system-deps.sh src/allocmark/catalog/workloads.toml
+	bash scripts/install-system-deps.sh $$($(BIN)/allocmark workloads --packages)
+	@touch $@
 
 $(STAMP_SYS): scripts/install-system-deps.sh
 	@mkdir -p $(VENV)

@@ -2,6 +2,10 @@
 # Install the Debian packages allocmark needs (build tools and the allocators
 # it measures), as root or through sudo. Installs only what is missing, and
 # says clearly what it could not install; never fails the caller for that.
+#
+# usage: install-system-deps.sh [PACKAGE...]
+#   with packages (`make setup-apps` passes the real applications' ones),
+#   installs those instead of allocmark's own.
 set -u
 
 # chromium renders the HTML report in the tests.
@@ -13,6 +17,9 @@ packages=(build-essential cmake python3-venv
 # build`); a rustup toolchain counts, else Debian's.
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   packages+=(cargo)
+fi
+if [ $# -gt 0 ]; then
+  packages=("$@")
 fi
 
 missing=()
@@ -40,6 +47,6 @@ if ! "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]
   # One unavailable package must not block the others.
   for p in "${missing[@]}"; do
     "${as_root[@]}" apt-get install -y -q --no-install-recommends "$p" >/dev/null 2>&1 \
-      || echo "allocmark: could not install $p; allocators that need it will show as missing" >&2
+      || echo "allocmark: could not install $p; what needs it shows as missing in `allocmark allocators` or `allocmark workloads`" >&2
   done
 fi

@@ -1,6 +1,13 @@
 // am_run — start one benchmark child and report its resource usage.
 //
-// usage: am_run STATUS_FD PROGRAM [ARGS...]
+// usage: am_run STATUS_FD [--steps N1,N2,...] PROGRAM [ARGS...]
+//
+// With --steps, the arguments are several commands (the first N1 words, then
+// the next N2, ...) run one after another, each starting only when the one
+// before succeeded; the status and usage reported are those of the whole
+// sequence (times summed, peak RSS the largest). A workload such as a vips
+// pipeline is several programs, and a shell in between would itself run on
+// the allocator under test.
 //
 // Why a native launcher: Linux keeps a process's peak RSS across execve, so a
 // child forked (or vforked) straight from Python would report at least the
@@ -60,9 +67,45 @@ static int am_exec_errno(int fd) {
   return n == (ssize_t)sizeof e ? e : 0;
 }
 
+// Runs each step in its own child and stops at the first that fails, passing
+// on its exit code or signal. Runs in a fork of am_run, never under the preload.
+static void am_sequence(int err_fd, char **argv, const char *steps) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (const char *p = steps; *p;) {
+    char *end;
+    long n = strtol(p, &end, 10);
+    if (n < 1) _exit(127);
+    char **next = argv + n;
+    char *saved = *next;
+    *next = NULL;  // argv of this step ends here
+    pid_t pid = fork();
+    if (pid < 0) _exit(127);
+    if (pid == 0) am_child(err_fd, argv);
+    *next = saved;
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) _exit(127);
+    }
+    if (WIFSIGNALED(status)) {
+      signal(WTERMSIG(status), SIG_DFL);
+      raise(WTERMSIG(status));
+    }
+    if (WEXITSTATUS(status) != 0) _exit(WEXITSTATUS(status));
+    argv = next;
+    p = *end == ',' ? end + 1 : end;
+  }
+  _exit(0);
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: am_run STATUS_FD PROGRAM [ARGS...]\n");
+  const char *steps = NULL;
+  int first = 2;  // index of PROGRAM
+  if (argc >= 4 && strcmp(argv[2], "--steps") == 0) {
+    steps = argv[3];
+    first = 4;
+  }
+  if (argc <= first) {
+    fprintf(stderr, "usage: am_run STATUS_FD [--steps N1,N2,...] PROGRAM [ARGS...]\n");
     return 2;
   }
   pid_t parent = getppid();
@@ -77,7 +120,8 @@ int main(int argc, char **argv) {
   if (pid == 0) {
     close(errpipe[0]);
     close(status_fd);
-    am_child(errpipe[1], argv + 2);
+    if (steps) am_sequence(errpipe[1], argv + first, steps);
+    am_child(errpipe[1], argv + first);
   }
   close(errpipe[1]);
   int exec_errno = am_exec_errno(errpipe[0]);

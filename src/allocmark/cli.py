@@ -115,10 +115,23 @@ def alloc_build_cmd(
 
 
 @app.command("workloads")
-def workloads_cmd() -> None:
-    """List the built-in workloads and their parameters."""
-    for w in workloads.load_catalog().values():
-        out.print(f"[bold]{w.name}[/] ({w.kind}): {w.description}")
+def workloads_cmd(
+    packages: Annotated[
+        bool, typer.Option("--packages", help="only print the Debian packages of the apps")
+    ] = False,
+) -> None:
+    """List the workloads, their parameters, and which applications are installed."""
+    catalog = workloads.load_catalog().values()
+    if packages:
+        out.print(" ".join(dict.fromkeys(p for w in catalog for p in w.packages)))
+        return
+    for w in catalog:
+        state = ""
+        if w.kind == "app":
+            lacking = workloads.missing(w)
+            state = (f" [red]missing {', '.join(lacking)}: {workloads.install_hint(w)}[/]"
+                     if lacking else " [green]installed[/]")  # fmt: skip
+        out.print(f"[bold]{w.name}[/] ({w.kind}): {w.description}{state}")
         for line in workloads.describe_params(w):
             out.print("    " + line, markup=False, highlight=False)
 
@@ -224,6 +237,9 @@ def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
         if req.workloads:
             suite = _only(suite, req.workloads)
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(req.params))
+    cells, skipped = plan.installed(cells, strict=bool(req.workloads))
+    for note in skipped:
+        err.print(f"[yellow]skipped: {note}[/]")
     named = req.alloc or (None if suite.allocators == ("all",) else list(suite.allocators))
     specs, explicit = _specs(named, req.catalog)
     prepared = campaign.prepare(_built(specs), explicit)

@@ -3,7 +3,14 @@
 The child is started through the native launcher `am_run`, which forks it from a
 small process (so that peak RSS is the child's own, not Python's) and reports
 its wait status, wall time and rusage on a pipe. Native workloads add their own
-metrics record on a second pipe (AM_RESULT_FD).
+metrics record on a second pipe (AM_RESULT_FD), naming the object that served
+their malloc. Other programs (applications, a user's command) are checked by
+libam_who, preloaded after the allocator: every process they start reports what
+served malloc, and one that disagrees makes the run UNVERIFIED.
+
+A service (redis) is a server started the same way and a client, not under the
+allocator, that drives it; the server's peak RSS is read from /proc before it is
+asked to shut down, and it is killed if it does not.
 """
 
 from __future__ import annotations
@@ -13,14 +20,17 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Protocol
 
-from allocmark import native
-from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark import native, workloads
+from allocmark.model import RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
 
@@ -53,85 +63,349 @@ class _Pipes:
     data: dict[str, bytearray] = field(default_factory=dict)
 
 
+@dataclass
+class _Outcome:
+    """What running a spec produced, before judging it."""
+
+    status: dict[str, int]  # am_run's line
+    record: bytes = b""  # a native workload's metrics record
+    timed_out: bool = False
+    stdout: str = ""  # the program's (or a service's client's) output, when parsed
+    stderr: str = ""
+    verdict: tuple[RunStatus, str] | None = None  # decided before judging the status
+    wall_s: float | None = None  # a service: the client's run time
+    maxrss_kib: int | None = None  # a service: VmHWM read before shutdown
+    labels: dict[str, str] = field(default_factory=dict)
+
+
 def run(spec: RunSpec) -> RunResult:
     started = time.time()
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryDirectory(prefix="allocmark-run-") as tmp:
+        room = _Room(Path(tmp))
         try:
-            status_line, record, timed_out = _spawn_and_wait(spec, err)
+            outcome = _run_service(spec, room) if spec.app.service else _run_plain(spec, room)
         except OSError as e:
             return RunResult(
                 RunStatus.ERROR,
                 started=started,
                 detail=f"cannot start {spec.argv[0]}: {e.strerror or e}",
             )
-        err.seek(max(0, err.seek(0, os.SEEK_END) - STDERR_TAIL))
-        tail = err.read().decode(errors="replace").strip()
-    return _interpret(spec, _parse_status(status_line), record, timed_out, started, tail)
+        if _who_checked(spec) and outcome.status:
+            outcome.labels |= _who_labels(room.who)
+    return _interpret(spec, outcome, started)
 
 
-def _spawn_and_wait(spec: RunSpec, err: IO[bytes]) -> tuple[bytes, bytes, bool]:
+class _Room:
+    """A run's private directory: {tmpdir} for the program, the who-reports, its output."""
+
+    def __init__(self, root: Path) -> None:
+        self.work, self.who = root / "work", root / "who"
+        self.work.mkdir()
+        self.who.mkdir()
+        self.stdout, self.stderr = root / "stdout", root / "stderr"
+
+    def fill(self, argv: tuple[str, ...], port: int = 0) -> list[str]:
+        """Run-time placeholders: this run's directory and port."""
+        return [a.replace("{tmpdir}", str(self.work)).replace("{port}", str(port)) for a in argv]
+
+
+def _who_checked(spec: RunSpec) -> bool:
+    """Programs that do not report their own malloc are checked by libam_who."""
+    return spec.expect_malloc is not None and not spec.result_fd
+
+
+def _env(spec: RunSpec, room: _Room) -> dict[str, str]:
     env = child_environment(spec.env)
+    if _who_checked(spec):
+        who = str(native.library("libam_who.so"))
+        env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{who}" if "LD_PRELOAD" in env else who
+        env["AM_WHO_DIR"] = str(room.who)
     if "LD_PRELOAD" in env:  # am_run hands it to the child only
         env["AM_RUN_LD_PRELOAD"] = env.pop("LD_PRELOAD")
-    pipes, write_ends = _Pipes(), []
-    for name in ("status", "record") if spec.result_fd else ("status",):
-        r, w = os.pipe()
-        pipes.fds[name], pipes.data[name] = r, bytearray()
-        write_ends.append(w)
-    if spec.result_fd:
-        env["AM_RESULT_FD"] = str(write_ends[1])
-    argv = [str(native.program("am_run")), str(write_ends[0]), *spec.argv]
+    return env
+
+
+def _wants(spec: RunSpec, source: str) -> bool:
+    return any(p.source == source for p in spec.app.parsers)
+
+
+def _run_plain(spec: RunSpec, room: _Room) -> _Outcome:
+    keep_stdout = _wants(spec, "stdout")
+    with room.stderr.open("w+b") as err, _output(room.stdout, keep_stdout) as out:
+        child = _Launched(room.fill(spec.argv), _env(spec, room), out, err, spec)
+        with child:
+            timed_out = child.wait(time.monotonic() + spec.timeout)
+    return _Outcome(child.status, child.record, timed_out,
+                    stdout=_read(room.stdout) if keep_stdout else "",
+                    stderr=_read(room.stderr, whole=_wants(spec, "stderr")))  # fmt: skip
+
+
+@contextlib.contextmanager
+def _output(path: Path, keep: bool) -> Iterator[IO[bytes] | int]:
+    if not keep:
+        yield subprocess.DEVNULL
+        return
+    with path.open("w+b") as f:
+        yield f
+
+
+def _read(path: Path, whole: bool = True) -> str:
+    """A file's text: all of it (up to 8 MiB) when parsed, else its tail."""
+    if not path.exists():
+        return ""
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        limit = PARSE_LIMIT if whole else STDERR_TAIL
+        f.seek(max(0, size - limit))
+        return f.read().decode(errors="replace")
+
+
+PARSE_LIMIT = 8 << 20
+
+
+class _Launched:
+    """A child started through am_run in its own process group. Leaving the `with`
+    block kills whatever of the group is left and reaps the launcher: no benchmark
+    or server outlives its run, also on Ctrl-C."""
+
+    def __init__(
+        self, argv: list[str], env: dict[str, str], out: IO[bytes] | int, err: IO[bytes],
+        spec: RunSpec,
+    ) -> None:  # fmt: skip
+        self.pipes = _Pipes()
+        write_ends = []
+        for name in ("status", "record") if spec.result_fd else ("status",):
+            r, w = os.pipe()
+            self.pipes.fds[name], self.pipes.data[name] = r, bytearray()
+            write_ends.append(w)
+        if spec.result_fd:
+            env["AM_RESULT_FD"] = str(write_ends[1])
+        steps = ["--steps", ",".join(map(str, spec.app.steps))] if spec.app.steps else []
+        try:
+            # Own session = own process group, so a timeout can kill all of it.
+            self.proc = subprocess.Popen(
+                [str(native.program("am_run")), str(write_ends[0]), *steps, *argv],
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True, pass_fds=tuple(write_ends),
+            )  # fmt: skip
+        except OSError:
+            for fd in self.pipes.fds.values():
+                os.close(fd)
+            raise
+        finally:
+            for w in write_ends:
+                os.close(w)
+        self.pidfd = os.pidfd_open(self.proc.pid)
+        self.open_fds = dict(self.pipes.fds)
+        self.closed = False
+
+    def __enter__(self) -> _Launched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait(self, deadline: float) -> bool:
+        """Collect the pipes until the launcher exits; True if the deadline came first."""
+        while (remaining := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self.pidfd, *self.open_fds.values()], [], [], remaining)
+            _collect(self.pipes, self.open_fds, ready)
+            if self.pidfd in ready:
+                return False
+        return True
+
+    def exited(self) -> bool:
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            _kill_group(self.proc.pid)  # on timeout, and anything the child left behind
+            self.proc.wait()
+            _collect_rest(self.pipes, self.open_fds)
+        finally:
+            for fd in (self.pidfd, *self.pipes.fds.values()):
+                os.close(fd)
+
+    @property
+    def status(self) -> dict[str, int]:
+        return _parse_status(bytes(self.pipes.data["status"]))
+
+    @property
+    def record(self) -> bytes:
+        return bytes(self.pipes.data.get("record", b""))
+
+
+# ---------------------------------------------------------------------------
+# A service: a server under the allocator, a client (not under it) driving it
+# ---------------------------------------------------------------------------
+STOP_GRACE = 10.0  # seconds a server gets to shut down cleanly before SIGKILL
+
+
+def _run_service(spec: RunSpec, room: _Room) -> _Outcome:
+    assert spec.app.service is not None
+    service, port = spec.app.service, _free_port()
+    deadline = time.monotonic() + spec.timeout
+    # The server's own log goes with its stderr: the tail explains a failure.
+    with (
+        room.stderr.open("w+b") as err,
+        _Launched(room.fill(spec.argv, port), _env(spec, room), err, err, spec) as server,
+    ):
+        outcome = _drive(spec, service, room, server, port, deadline)
+    outcome.status = server.status
+    outcome.stderr = outcome.stderr or _read(room.stderr, whole=False)
+    return outcome
+
+
+def _drive(
+    spec: RunSpec, service: Service, room: _Room, server: _Launched, port: int, deadline: float
+) -> _Outcome:
+    """Wait for the server, run the client, read the peak RSS, stop the server."""
+    ready_by = min(deadline, time.monotonic() + service.ready_timeout)
+    if not _listening(port, server, ready_by):
+        if server.exited():
+            return _Outcome({})  # judged on the server's own status
+        if time.monotonic() >= deadline:
+            return _Outcome({}, timed_out=True)
+        return _Outcome({}, verdict=(RunStatus.FAILED,
+                        f"the server did not listen on 127.0.0.1:{port} within "
+                        f"{service.ready_timeout:g} s"))  # fmt: skip
+    pid = _server_pid(server.proc.pid)
+    client = _client(room.fill(service.client, port), room, deadline)
+    if server.exited():  # it died under load: judged on its own status
+        return _Outcome({}, stdout=client.stdout)
+    hwm = _vmhwm(pid)
+    if pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.Signals[service.stop_signal])
+    stuck = server.wait(min(deadline, time.monotonic() + STOP_GRACE)) and not client.timed_out
+    client.maxrss_kib = hwm
+    client.labels["peak_rss_source"] = "VmHWM of the server before its shutdown"
+    if stuck:
+        client.verdict = (RunStatus.FAILED, f"the server ignored {service.stop_signal} for "
+                          f"{STOP_GRACE:g} s and was killed")  # fmt: skip
+    return client
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _listening(port: int, server: _Launched, by: float) -> bool:
+    while time.monotonic() < by and not server.exited():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def _server_pid(launcher: int) -> int | None:
+    """The server is am_run's only child."""
     try:
-        # Own session = own process group, so a timeout can kill all of it.
-        proc = subprocess.Popen(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-            pass_fds=tuple(write_ends),
-        )
+        children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
     except OSError:
-        for fd in (*write_ends, *pipes.fds.values()):
-            os.close(fd)
-        raise
-    for w in write_ends:
-        os.close(w)
-    try:
-        timed_out = _wait(proc, pipes, spec.timeout)
-    finally:
-        for fd in pipes.fds.values():
-            os.close(fd)
-    return bytes(pipes.data["status"]), bytes(pipes.data.get("record", b"")), timed_out
+        return None
+    return int(children[0]) if children else None
 
 
-def _wait(proc: subprocess.Popen[bytes], pipes: _Pipes, timeout: float) -> bool:
-    """Collect the pipes until the launcher exits or time runs out; True on timeout."""
-    deadline = time.monotonic() + timeout
-    pidfd = os.pidfd_open(proc.pid)
-    reaped = timed_out = False
-    try:
-        open_fds = dict(pipes.fds)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([pidfd, *open_fds.values()], [], [], remaining)
-            _collect(pipes, open_fds, ready)
-            if pidfd in ready:
-                break
-        _kill_group(proc.pid)  # on timeout, and for anything the child left behind
-        proc.wait()
-        reaped = True
-        _collect_rest(pipes, open_fds)
-        return timed_out
-    finally:
-        os.close(pidfd)
-        if not reaped:  # interrupted (Ctrl-C): leave nothing running
+def _vmhwm(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return None
+
+
+def _client(argv: list[str], room: _Room, deadline: float) -> _Outcome:
+    """The client, without the allocator under test, its output kept for the parsers."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "AM_WHO_DIR")}
+    started = time.monotonic()
+    with (room.work / "client.out").open("w+b") as out, \
+         (room.work / "client.err").open("w+b") as err:  # fmt: skip
+        try:
+            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True)  # fmt: skip
+        except OSError as e:
+            return _Outcome({}, verdict=(RunStatus.ERROR, f"cannot start the client "
+                            f"{argv[0]}: {e.strerror or e}"))  # fmt: skip
+        try:
+            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return _Outcome({}, timed_out=True)
+        finally:
             _kill_group(proc.pid)
             proc.wait()
+    outcome = _Outcome({}, wall_s=time.monotonic() - started,
+                       stdout=_read(room.work / "client.out"),
+                       stderr=_read(room.work / "client.err"))  # fmt: skip
+    if code != 0:
+        tail = outcome.stderr[-STDERR_TAIL:].strip() or outcome.stdout[-STDERR_TAIL:].strip()
+        outcome.verdict = (RunStatus.FAILED, f"the client {Path(argv[0]).name} exited with "
+                           f"code {code}: {tail}".strip(": "))  # fmt: skip
+    return outcome
+
+
+# ---------------------------------------------------------------------------
+# What served malloc in each process (libam_who's reports)
+# ---------------------------------------------------------------------------
+def _who_reports(directory: Path) -> list[dict[str, list[str]]]:
+    reports = []
+    for f in sorted(directory.iterdir()):
+        lines = f.read_text(errors="replace").splitlines()
+        if not lines or lines[0] != "am_who 1":
+            continue
+        report: dict[str, list[str]] = {}
+        for key, _, value in (line.partition("=") for line in lines[1:]):
+            report.setdefault(key, []).append(value)
+        reports.append(report)
+    return reports
+
+
+def _who_labels(directory: Path) -> dict[str, str]:
+    """Labels stored with the run: per process, what served each function."""
+    reports = _who_reports(directory)
+    return {"who": json.dumps([{k: v if k == "defines" else v[0] for k, v in r.items()}
+                               for r in reports])}  # fmt: skip
+
+
+def _who_problem(spec: RunSpec, labels: dict[str, str]) -> tuple[str | None, str | None]:
+    """(why the run is unverified, or None; the object that served malloc)."""
+    reports = json.loads(labels.get("who", "[]"))
+    if not reports:
+        return ("no process reported which object serves malloc: the preload was "
+                "ignored (a static or setuid program?)"), None  # fmt: skip
+    want = _real(spec.expect_malloc)
+    for r in reports:
+        for fn in ("malloc", "free", "calloc", "realloc"):
+            if _real(r.get(fn) or None) != want:
+                served = r.get(fn) or "nothing"
+                where = f"{r.get('exe')} (pid {r.get('pid')})"
+                return (
+                    f"{fn} in {where} was served by {served}, not by {spec.expect_malloc}",
+                    served,
+                )
+    return None, reports[0]["malloc"]
+
+
+def _shadowed(labels: dict[str, str], served: str | None) -> str:
+    """Other allocators loaded into the processes (e.g. the libjemalloc Debian's redis
+    links), which the allocator under test shadows but whose extra calls may still run."""
+    seen = {
+        d
+        for r in json.loads(labels.get("who", "[]"))
+        for d in r.get("defines", [])
+        if _real(d) not in (_real(r.get("libc") or None), _real(served))
+    }
+    return ", ".join(sorted(seen))
 
 
 def _collect(pipes: _Pipes, open_fds: dict[str, int], ready: list[int]) -> None:
@@ -163,28 +437,38 @@ def _parse_status(line: bytes) -> dict[str, int]:
     return {k: int(v) for k, _, v in (w.partition("=") for w in words[2:])}
 
 
-def _interpret(
-    spec: RunSpec, st: dict[str, int], record: bytes, timed_out: bool, started: float, tail: str
-) -> RunResult:
-    status, detail = _judge(spec, st, timed_out, tail)
+def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
+    st = o.status
+    status, detail = o.verdict or _judge(spec, st, o.timed_out, o.stderr[-STDERR_TAIL:].strip())
     metrics: dict[str, float] = {}
-    labels: dict[str, str] = {}
+    labels = dict(o.labels)
     malloc_object = None
     if status is RunStatus.OK and spec.result_fd:
-        metrics, labels, problem = _parse_record(record)
+        metrics, record_labels, problem = _parse_record(o.record)
+        labels |= record_labels
         malloc_object = labels.pop("malloc_object", None)
         if problem:
             status, detail = RunStatus.FAILED, problem
         elif spec.expect_malloc and _real(malloc_object) != _real(spec.expect_malloc):
             status = RunStatus.UNVERIFIED
             detail = f"malloc was served by {malloc_object}, not by {spec.expect_malloc}"
+    if status is RunStatus.OK and spec.app.parsers:
+        metrics, problem = workloads.parse_metrics(spec.app.parsers, o.stdout, o.stderr)
+        if problem:
+            status, detail = RunStatus.FAILED, problem
+    if _who_checked(spec) and st:
+        problem, malloc_object = _who_problem(spec, labels)
+        if shadowed := _shadowed(labels, malloc_object):
+            labels["also_defines_malloc"] = shadowed
+        if problem and status is RunStatus.OK:
+            status, detail = RunStatus.UNVERIFIED, problem
     wait = st.get("status", 0)
     return RunResult(
         status=status,
-        wall_s=st.get("wall_ns", 0) / 1e9,
+        wall_s=o.wall_s if o.wall_s is not None else st.get("wall_ns", 0) / 1e9,
         user_s=st.get("utime_us", 0) / 1e6,
         sys_s=st.get("stime_us", 0) / 1e6,
-        maxrss_kib=st.get("maxrss_kib", 0),
+        maxrss_kib=o.maxrss_kib if o.maxrss_kib is not None else st.get("maxrss_kib", 0),
         minflt=st.get("minflt", 0),
         majflt=st.get("majflt", 0),
         nvcsw=st.get("nvcsw", 0),
@@ -207,9 +491,10 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
     if st.get("exec_errno"):
         return RunStatus.ERROR, f"cannot start {spec.argv[0]}: {os.strerror(st['exec_errno'])}"
     wait = st["status"]
-    if os.WIFSIGNALED(wait):
+    stop = spec.app.service.stop_signal if spec.app.service else None
+    if os.WIFSIGNALED(wait) and signal.Signals(os.WTERMSIG(wait)).name != stop:
         return RunStatus.CRASHED, f"{signal.Signals(os.WTERMSIG(wait)).name}: {tail}".strip(": ")
-    if os.WEXITSTATUS(wait) != 0:
+    if os.WIFEXITED(wait) and os.WEXITSTATUS(wait) != 0:
         return RunStatus.FAILED, f"exit code {os.WEXITSTATUS(wait)}: {tail}".strip(": ")
     return RunStatus.OK, ""
 

@@ -94,7 +94,9 @@ class Verified:
 
     @property
     def preload(self) -> str | None:
-        return None if self.spec.system else self.library
+        # The C library is preloaded too: ahead of an allocator the program links
+        # itself (Debian's redis links libjemalloc), it then really serves malloc.
+        return self.malloc_object if self.spec.system else self.library
 
     def child_env(self) -> dict[str, str]:
         """Environment additions for a child running on this allocator."""
@@ -118,17 +120,50 @@ class Param:
 
 
 @dataclass(frozen=True)
+class MetricParser:
+    """How one metric is read from a program's output (apps, not native workloads)."""
+
+    name: str  # metric name; "ops_per_s" is the report's throughput column
+    regex: str = ""  # group 1 of a match is the number
+    json_key: str = ""  # or: this key of the last JSON object line
+    combine: str = "last"  # several matches: "last", "sum" or "hmean" (rates of equal work)
+    source: str = "stdout"  # or "stderr"
+
+
+@dataclass(frozen=True)
+class Service:
+    """A server measured under the allocator while a client (not under it) drives it."""
+
+    client: tuple[str, ...]  # argv template of the client; "{port}" is the server's
+    stop_signal: str = "SIGTERM"  # how the server is asked to shut down cleanly
+    ready_timeout: float = 30.0  # seconds to wait for it to listen on 127.0.0.1:{port}
+
+
+@dataclass(frozen=True)
+class AppRun:
+    """What executing an application needs beyond argv: output parsers, a service."""
+
+    parsers: tuple[MetricParser, ...] = ()
+    service: Service | None = None
+    steps: tuple[int, ...] = ()  # argv is several commands of these lengths, run in turn
+
+
+@dataclass(frozen=True)
 class Workload:
     """A command template with typed parameters and a metrics contract."""
 
     name: str
     description: str
-    kind: str  # "native" (metrics on AM_RESULT_FD) or "command" (measured from outside)
+    kind: str  # "native" (metrics on AM_RESULT_FD), "app" or "command" (from outside)
     argv: tuple[str, ...]  # template; "{param}" placeholders, "{program}" for native
     params: tuple[Param, ...] = ()
     env: Env = ()
-    program: str = ""  # native program's name under the package's _bin directory
+    program: str = ""  # native: name under the package's _bin; app: executable
     checks: tuple[tuple[str, str, str], ...] = ()  # (param, "<=" or "<", param)
+    packages: tuple[str, ...] = ()  # app: the Debian packages that provide it
+    needs: tuple[str, ...] = ()  # app: every executable it runs (program, client, ...)
+    input: str = ""  # app: generator of "{input}" (see inputs.py), sized by `scale`
+    app: AppRun = AppRun()
 
 
 @dataclass(frozen=True)
@@ -146,6 +181,7 @@ class RunSpec:
     expect_malloc: str | None = None  # object that must serve malloc (native workloads)
     result_fd: bool = False  # the child writes a metrics record to AM_RESULT_FD
     role: str = "measure"  # or "baseline": the workload doing nothing, for its RSS
+    app: AppRun = AppRun()  # output parsers and service of an application
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,17 @@ def program(name: str) -> Path:
     )
 
 
+def library(name: str) -> Path:
+    """Path of a shared object built into the package, such as `libam_who.so`."""
+    found = bundled(f"_lib/{name}")
+    if found:
+        return found
+    raise AllocmarkError(
+        f"native library {name} is not installed with allocmark; "
+        "reinstall with `pip install .` (or run `make demo`), which builds it"
+    )
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     """Identity of a library or program, recorded with every run on it."""
     h = hashlib.sha256()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from allocmark import native, tomlfile, workloads
 from allocmark.errors import UserError
-from allocmark.model import Params, RunSpec, Verified, Workload
+from allocmark.model import AppRun, Params, RunSpec, Verified, Workload
 
 Grid = tuple[tuple[str, tuple[int | str, ...]], ...]
 
@@ -151,6 +151,25 @@ def cells(
     return list(out.values())
 
 
+def installed(
+    cell_list: Sequence[tuple[Workload, Params]], strict: bool
+) -> tuple[list[tuple[Workload, Params]], list[str]]:
+    """The cells whose application is installed, and a note for each that is not.
+    With `strict` (the user named the workload) a missing one is an error."""
+    keep, notes = [], {}
+    for w, params in cell_list:
+        if lacking := workloads.missing(w):
+            note = f"{w.name}: {', '.join(lacking)} not installed; {workloads.install_hint(w)}"
+            if strict:
+                raise UserError(f"workload {note}")
+            notes[w.name] = note
+        else:
+            keep.append((w, params))
+    if not keep and cell_list:
+        raise UserError(f"nothing to run: {'; '.join(notes.values())}")
+    return keep, list(notes.values())
+
+
 def _check_overrides(
     suite: Suite, catalog: Mapping[str, Workload], overrides: Mapping[str, tuple[str, ...]]
 ) -> None:
@@ -213,7 +232,8 @@ def _measured(
 
 
 def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int, timeout: float) -> RunSpec:
-    native = w.kind == "native"
+    # Every kind is verified: native workloads report their malloc themselves,
+    # applications and commands through libam_who (see execute.py).
     return RunSpec(
         seq=seq,
         allocator=a.spec.name,
@@ -221,8 +241,9 @@ def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int, timeout:
         params=params,
         rep=rep,
         argv=workloads.expand(w, params),
-        env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
+        env=workloads.expand_env(w, params) + tuple(a.child_env().items()),
         timeout=timeout,
-        expect_malloc=a.malloc_object if native else None,
-        result_fd=native,
+        expect_malloc=a.malloc_object,
+        result_fd=w.kind == "native",
+        app=workloads.expand_app(w, params) if w.kind == "app" else AppRun(),
     )

@@ -14,20 +14,23 @@ from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
     AllocatorSpec,
+    AppRun,
     Campaign,
     CellRuns,
+    MetricParser,
     Params,
     Recipe,
     RunResult,
     RunSpec,
     RunStatus,
+    Service,
     Status,
     StoredRun,
     Verified,
     Workload,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib")  # run columns a cell can carry
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
@@ -91,6 +94,10 @@ CREATE TABLE metrics_v4 (
 INSERT INTO metrics_v4 SELECT run_id, name, value FROM metrics;
 DROP TABLE metrics;
 ALTER TABLE metrics_v4 RENAME TO metrics;
+""",
+    # 5: applications: output parsers, a service's client, steps (JSON of AppRun).
+    4: """
+ALTER TABLE plan ADD COLUMN app_json TEXT NOT NULL DEFAULT '{}';
 """,
 }
 
@@ -193,8 +200,8 @@ class Store:
     def _insert_plan(self, cid: int, plan: Sequence[RunSpec]) -> None:
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
-            "argv_json, env_json, timeout, expect_malloc, result_fd, role) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_plan_row(cid, s) for s in plan],
         )
 
@@ -318,7 +325,7 @@ class Store:
         """The whole plan, done or not, in order."""
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role FROM plan WHERE campaign_id=? ORDER BY seq",
+            "expect_malloc, result_fd, role, app_json FROM plan WHERE campaign_id=? ORDER BY seq",
             (cid,),
         ).fetchall()
         return [_spec_from_row(r) for r in rows]
@@ -326,7 +333,7 @@ class Store:
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role FROM plan WHERE campaign_id=? AND seq NOT IN "
+            "expect_malloc, result_fd, role, app_json FROM plan WHERE campaign_id=? AND seq NOT IN "
             "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
             (cid, cid),
         ).fetchall()
@@ -516,6 +523,7 @@ def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         s.expect_malloc,
         int(s.result_fd),
         s.role,
+        json.dumps(dataclasses.asdict(s.app)),
     )
 
 
@@ -532,4 +540,15 @@ def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
         expect_malloc=r[8],
         result_fd=bool(r[9]),
         role=r[10],
+        app=_app_from_json(r[11]),
+    )
+
+
+def _app_from_json(text: str) -> AppRun:
+    data = json.loads(text)
+    service = data.get("service")
+    return AppRun(
+        parsers=tuple(MetricParser(**p) for p in data.get("parsers", [])),
+        service=Service(**service | {"client": tuple(service["client"])}) if service else None,
+        steps=tuple(data.get("steps", [])),
     )

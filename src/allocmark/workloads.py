@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
+import os
 import re
+import shutil
+import signal
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
-from allocmark import native, tomlfile
+from allocmark import inputs, native, tomlfile
 from allocmark.errors import UserError
-from allocmark.model import Param, Params, Workload
+from allocmark.model import AppRun, Env, MetricParser, Param, Params, Service, Workload
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 COMMAND = "command"  # name under which `allocmark try` stores a user's command
@@ -25,18 +31,23 @@ def load_catalog() -> dict[str, Workload]:
     return {name: _workload(name, t) for name, t in doc.tables("workload")}
 
 
+# Placeholders filled when the run starts, not when it is planned: a fresh
+# directory per run and a free port for a server.
+RUNTIME = ("tmpdir", "port")
+_APP_KEYS = ["packages", "input", "steps", "metrics", "service"]
+
+
 def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
-    t.allow(["description", "kind", "program", "args", "params", "env", "checks"])
+    t.allow(["description", "kind", "program", "args", "params", "env", "checks", *_APP_KEYS])
     kind = t.get("kind", str, required=True)
-    if kind != "native":
-        raise t.error("kind", f'{kind!r} is not supported yet (use "native")')
+    if kind not in ("native", "app"):
+        raise t.error("kind", f'{kind!r} is not a workload kind (use "native" or "app")')
     params = tuple(_param(p, pt) for p, pt in t.tables("params"))
-    argv = ("{program}", *t.str_list("args"))
     known = {p.name for p in params} | {"program"}
-    for arg in argv:
-        for ref in _PLACEHOLDER.findall(arg):
-            if ref not in known:
-                raise t.error("args", f"{{{ref}}} is not a parameter of {name}")
+    if kind == "app":
+        return _app(name, t, params, known)
+    argv = ("{program}", *t.str_list("args"))
+    _check_refs(t, "args", name, argv, known)
     return Workload(
         name=name,
         description=t.get("description", str, ""),
@@ -47,6 +58,96 @@ def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
         program=t.get("program", str, required=True),
         checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
     )
+
+
+def _check_refs(
+    t: tomlfile.TomlTable, key: str, name: str, argv: Sequence[str], known: set[str]
+) -> None:
+    for arg in argv:
+        for ref in _PLACEHOLDER.findall(arg):
+            if ref not in known:
+                raise t.error(key, f"{{{ref}}} is not a parameter of {name}")
+
+
+def _app(name: str, t: tomlfile.TomlTable, params: tuple[Param, ...], known: set[str]) -> Workload:
+    """An application: argv of one command or of `steps`, parsers, maybe a service."""
+    generator = t.get("input", str, "")
+    if generator and generator not in inputs.GENERATORS:
+        raise t.error("input", f"unknown generator; known: {', '.join(inputs.GENERATORS)}")
+    if generator and "scale" not in {p.name for p in params}:
+        raise t.error("input", "an input is sized by a `scale` parameter; declare one")
+    known = known | {"data", *RUNTIME} | ({"input"} if generator else set())
+    steps = _steps(t)
+    argv = steps[0] if len(steps) == 1 else tuple(w for step in steps for w in step)
+    _check_refs(t, "args", name, argv, known)
+    service = _service(t.table("service"), name, known) if "service" in t.data else None
+    executables = [step[0] for step in steps] + ([service.client[0]] if service else [])
+    return Workload(
+        name=name,
+        description=t.get("description", str, ""),
+        kind="app",
+        argv=argv,
+        params=params,
+        env=t.str_map("env"),
+        program=steps[0][0],
+        checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
+        packages=t.str_list("packages"),
+        needs=tuple(dict.fromkeys(executables)),
+        input=generator,
+        app=AppRun(
+            parsers=tuple(_parser(m, mt) for m, mt in t.tables("metrics")),
+            service=service,
+            steps=tuple(len(step) for step in steps) if len(steps) > 1 else (),
+        ),
+    )
+
+
+def _steps(t: tomlfile.TomlTable) -> list[tuple[str, ...]]:
+    """`program` + `args`, or `steps`: several commands run one after another."""
+    if "steps" not in t.data:
+        return [(t.get("program", str, required=True), *t.str_list("args"))]
+    if "program" in t.data or "args" in t.data:
+        raise t.error("steps", "give either program and args, or steps (one argv per step)")
+    raw = t.get("steps", list)
+    if not raw or not all(isinstance(s, list) and s and all(isinstance(w, str) for w in s)
+                          for s in raw):  # fmt: skip
+        raise t.error("steps", 'expected a list of argv lists, e.g. [["vips", "rot", ...], ...]')
+    return [tuple(s) for s in raw]
+
+
+def _service(t: tomlfile.TomlTable, name: str, known: set[str]) -> Service:
+    t.allow(["client", "stop_signal", "ready_timeout"])
+    client = t.str_list("client")
+    if not client:
+        raise t.error("client", "is required: the argv of the program that drives the server")
+    _check_refs(t, "client", name, client, known)
+    if not any("{port}" in w for w in client):
+        raise t.error("client", "must pass {port} to the client")
+    stop = t.get("stop_signal", str, "SIGTERM")
+    if stop not in signal.Signals.__members__:
+        raise t.error("stop_signal", f"{stop!r} is not a signal name such as SIGTERM")
+    return Service(client=client, stop_signal=stop,
+                   ready_timeout=float(t.get("ready_timeout", int, 30)))  # fmt: skip
+
+
+def _parser(name: str, t: tomlfile.TomlTable) -> MetricParser:
+    t.allow(["regex", "json_key", "combine", "source"])
+    regex, key = t.get("regex", str, ""), t.get("json_key", str, "")
+    if bool(regex) == bool(key):
+        raise t.error("regex", "give exactly one of regex (group 1 is the number) or json_key")
+    if regex:
+        try:
+            if re.compile(regex, re.MULTILINE).groups < 1:
+                raise t.error("regex", "needs a group around the number, e.g. '([0-9.]+) ops/s'")
+        except re.error as e:
+            raise t.error("regex", f"invalid regular expression: {e}") from None
+    combine = t.get("combine", str, "last")
+    if combine not in ("last", "sum", "hmean"):
+        raise t.error("combine", f"{combine!r}: choose last, sum or hmean")
+    source = t.get("source", str, "stdout")
+    if source not in ("stdout", "stderr"):
+        raise t.error("source", f"{source!r}: choose stdout or stderr")
+    return MetricParser(name=name, regex=regex, json_key=key, combine=combine, source=source)
 
 
 def _check(t: tomlfile.TomlTable, text: str, known: set[str]) -> tuple[str, str, str]:
@@ -129,11 +230,80 @@ def _coerce(p: Param, value: int | str, where: str) -> int | str:
 
 
 def expand(w: Workload, params: Params) -> tuple[str, ...]:
-    """The argv of one run: every "{name}" replaced, never joined into a shell string."""
+    """The argv of one run: every "{name}" replaced, never joined into a shell string.
+    An application's executables become absolute paths; "{tmpdir}" and "{port}" stay
+    for the executor."""
     if w.kind == COMMAND:
         return w.argv
-    values = {k: _arg(v) for k, v in params} | {"program": str(native.program(w.program))}
-    return tuple(_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in w.argv)
+    values = {k: _arg(v) for k, v in params}
+    if w.kind == "native":
+        values["program"] = str(native.program(w.program))
+        return _fill(w.argv, values)
+    return _resolved(w, _fill(w.argv, values | _app_values(w, dict(params))))
+
+
+def expand_env(w: Workload, params: Params) -> Env:
+    """The workload's environment, parameters filled in (VIPS_CONCURRENCY={threads})."""
+    values = {k: _arg(v) for k, v in params}
+    return tuple((k, _fill((v,), values)[0]) for k, v in w.env)
+
+
+def expand_app(w: Workload, params: Params) -> AppRun:
+    """The application's run-time part, its client's parameters filled in."""
+    service = w.app.service
+    if service is None:
+        return w.app
+    client = _fill(service.client, {k: _arg(v) for k, v in params} | _app_values(w, {}))
+    client = (executable(client[0], w), *client[1:])
+    return dataclasses.replace(w.app, service=dataclasses.replace(service, client=client))
+
+
+def _fill(argv: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]:
+    def one(m: re.Match[str]) -> str:
+        return m.group(0) if m.group(1) in RUNTIME else values[m.group(1)]
+
+    return tuple(_PLACEHOLDER.sub(one, arg) for arg in argv)
+
+
+def _app_values(w: Workload, params: Mapping[str, int | str]) -> dict[str, str]:
+    values = {"data": str(apps_dir())}
+    if w.input and params:
+        values["input"] = str(inputs.ensure(w.input, int(params["scale"])))
+    return values
+
+
+def _resolved(w: Workload, argv: tuple[str, ...]) -> tuple[str, ...]:
+    """Each step's program as the absolute path that will run (recorded with the run)."""
+    out, at = list(argv), 0
+    for length in w.app.steps or (len(argv),):
+        out[at] = executable(out[at], w)
+        at += length
+    return tuple(out)
+
+
+def apps_dir() -> Path:
+    """The scripts shipped for the script-language applications (ruby, python, lua)."""
+    return Path(str(resources.files("allocmark") / "catalog" / "apps"))
+
+
+def executable(name: str, w: Workload) -> str:
+    """`name` on PATH (or as given, if absolute); a missing one is a UserError with the
+    command that installs it."""
+    found = name if os.path.isabs(name) and os.access(name, os.X_OK) else shutil.which(name)
+    if not found:
+        raise UserError(f"workload {w.name}: {name} is not installed; {install_hint(w)}")
+    return found
+
+
+def missing(w: Workload) -> list[str]:
+    """The executables of an application that this machine lacks."""
+    return [n for n in w.needs
+            if not (os.access(n, os.X_OK) if os.path.isabs(n) else shutil.which(n))]  # fmt: skip
+
+
+def install_hint(w: Workload) -> str:
+    packages = " ".join(w.packages) or "the program"
+    return f"install it with `sudo apt-get install {packages}` (or `make setup-apps`)"
 
 
 def _arg(value: int | str) -> str:
@@ -160,3 +330,49 @@ def describe_params(w: Workload) -> list[str]:
 
 def _arg_text(value: int | str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# ---------------------------------------------------------------------------
+# Metrics of an application, read from its output
+# ---------------------------------------------------------------------------
+def parse_metrics(
+    parsers: Sequence[MetricParser], stdout: str, stderr: str
+) -> tuple[dict[str, float], str | None]:
+    """Each parser's number from the program's output; a missing one is a failure,
+    not a silent gap in the report."""
+    metrics: dict[str, float] = {}
+    for p in parsers:
+        text = stdout if p.source == "stdout" else stderr
+        values = _json_values(text, p.json_key) if p.json_key else _regex_values(text, p.regex)
+        if not values:
+            what = f"key {p.json_key!r} in a JSON line" if p.json_key else f"/{p.regex}/"
+            tail = text[-300:].strip().replace("\n", " | ")
+            return {}, f"metric {p.name}: no {what} in its {p.source} (ends: {tail!r})"
+        metrics[p.name] = _combine(values, p.combine)
+    return metrics, None
+
+
+def _regex_values(text: str, regex: str) -> list[float]:
+    out = []
+    for m in re.finditer(regex, text, re.MULTILINE):
+        with contextlib.suppress(ValueError):
+            out.append(float(m.group(1)))
+    return out
+
+
+def _json_values(text: str, key: str) -> list[float]:
+    for line in reversed(text.splitlines()):
+        if line.lstrip().startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                value = json.loads(line).get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    return [float(value)]
+    return []
+
+
+def _combine(values: list[float], how: str) -> float:
+    if how == "sum":
+        return sum(values)
+    if how == "hmean":
+        return len(values) / sum(1 / v for v in values) if all(v > 0 for v in values) else 0.0
+    return values[-1]

@@ -1,0 +1,144 @@
+// libam_who.so — which object serves malloc inside a program allocmark did not write?
+//
+// Native workloads report their own malloc object; real applications (ruby,
+// redis, gcc's cc1, ...) cannot. allocmark preloads this library after the
+// allocator under test. Its constructor runs in every process of the run that
+// keeps LD_PRELOAD (the program, its children, programs it execs) and writes
+// one small file into the directory named by AM_WHO_DIR:
+//
+//   am_who 1
+//   pid=1234
+//   exe=/usr/bin/redis-check-rdb
+//   malloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+//   free=...
+//   calloc=...
+//   realloc=...
+//   libc=/lib/x86_64-linux-gnu/libc.so.6
+//   defines=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2   (one line per object
+//           other than the program that defines malloc, serving or not)
+//
+// A file per process (created O_EXCL) rather than an inherited descriptor: a
+// program may close an inherited fd and reuse its number for its own files.
+// Interpretation happens in Python (execute.py); this library never allocates.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#define AM_WHO_VERSION 1
+
+typedef struct {
+  char text[8192];
+  size_t used;
+} am_buf;
+
+static void am_put(am_buf *b, const char *key, const char *value) {
+  int n = snprintf(b->text + b->used, sizeof b->text - b->used, "%s=%s\n", key,
+                   value ? value : "");
+  if (n > 0 && (size_t)n < sizeof b->text - b->used) b->used += (size_t)n;
+}
+
+// Every loaded shared object whose own symbol table defines malloc: the
+// program may link an allocator (Debian's redis links libjemalloc) that the
+// preload shadows, or that shadows the preload. Objects are listed first and
+// opened after: dlopen inside dl_iterate_phdr's callback could deadlock.
+typedef struct {
+  const char *name[512];
+  size_t count;
+} am_objects;
+
+static int am_list_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  am_objects *o = data;
+  if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0' && o->count < 512) {
+    o->name[o->count++] = info->dlpi_name;
+  }
+  return 0;
+}
+
+// Does this loaded object itself define `name`? (dlsym on its handle searches
+// the object first, then its dependencies.)
+static int am_defines(const char *object, const char *name) {
+  void *handle = dlopen(object, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == NULL) return 0;
+  void *sym = dlsym(handle, name);
+  Dl_info where;
+  int own = sym != NULL && dladdr(sym, &where) && strcmp(where.dli_fname, object) == 0;
+  dlclose(handle);
+  return own;
+}
+
+// The object whose `name` the program's calls reach. dlsym(RTLD_DEFAULT) is
+// that object, except when a non-PIE program takes the function's address
+// (python3 stores malloc in a table, cc1 passes free to obstack): the program
+// then exports a "canonical PLT" stub under the name, which dlsym finds, but
+// calls still go to the first shared object that really defines it.
+static const char *am_owner(const char *name, const am_objects *o, const void *exe_base) {
+  void *sym = dlsym(RTLD_DEFAULT, name);
+  Dl_info info;
+  const ElfW(Sym) *entry = NULL;
+  if (sym == NULL || !dladdr1(sym, &info, (void **)&entry, RTLD_DL_SYMENT)) return NULL;
+  int stub = info.dli_fbase == exe_base &&
+             (entry == NULL || entry->st_shndx == SHN_UNDEF || info.dli_sname == NULL ||
+              strcmp(info.dli_sname, name) != 0);
+  if (!stub) return info.dli_fname;
+  for (size_t i = 0; i < o->count; i++)  // global search order: preloads, then needed
+    if (am_defines(o->name[i], name)) return o->name[i];
+  return info.dli_fname;
+}
+
+static void am_put_definers(am_buf *b, const am_objects *o) {
+  for (size_t i = 0; i < o->count; i++)
+    if (am_defines(o->name[i], "malloc")) am_put(b, "defines", o->name[i]);
+}
+
+static int am_create(const char *dir) {
+  char path[4096];
+  for (int i = 0; i < 1000; i++) {
+    // The same pid writes again after an exec: number its files.
+    snprintf(path, sizeof path, "%s/%d.%d", dir, (int)getpid(), i);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+  }
+  return -1;
+}
+
+__attribute__((constructor)) static void am_who_report(void) {
+  const char *dir = getenv("AM_WHO_DIR");
+  if (dir == NULL || dir[0] == '\0') return;
+  static am_buf b;
+  static char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  b.used = 0;
+  snprintf(b.text, sizeof b.text, "am_who %d\n", AM_WHO_VERSION);
+  b.used = strlen(b.text);
+  am_put(&b, "pid", pid);
+  am_put(&b, "exe", exe);
+  static am_objects objects;
+  objects.count = 0;
+  dl_iterate_phdr(am_list_object, &objects);
+  Dl_info program;  // the mapping that holds the program headers is the program
+  const void *exe_base =
+      dladdr((void *)getauxval(AT_PHDR), &program) ? program.dli_fbase : NULL;
+  static const char *const functions[] = {"malloc", "free", "calloc", "realloc"};
+  for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)
+    am_put(&b, functions[i], am_owner(functions[i], &objects, exe_base));
+  am_put(&b, "libc", am_owner("gnu_get_libc_version", &objects, exe_base));
+  am_put_definers(&b, &objects);
+  int fd = am_create(dir);
+  if (fd < 0) return;
+  for (size_t done = 0; done < b.used;) {
+    ssize_t w = write(fd, b.text + done, b.used - done);
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  close(fd);
+}
