@@ -389,10 +389,8 @@ def _who_problem(spec: RunSpec, labels: dict[str, str]) -> tuple[str | None, str
             if _real(r.get(fn) or None) != want:
                 served = r.get(fn) or "nothing"
                 where = f"{r.get('exe')} (pid {r.get('pid')})"
-                return (
-                    f"{fn} in {where} was served by {served}, not by {spec.expect_malloc}",
-                    served,
-                )
+                problem = f"{fn} in {where} was served by {served}, not by {spec.expect_malloc}"
+                return problem, r.get("malloc")
     return None, reports[0]["malloc"]
 
 

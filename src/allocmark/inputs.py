@@ -129,12 +129,13 @@ def c_source(scale: int, out: Path) -> None:
 
 
 def image(scale: int, out: Path) -> None:
-    """A (1024 x scale)-square colour PPM: gradients, rings and noise."""
+    """A (1024 x scale)-square colour PPM: gradients, rings and noise. Integer
+    arithmetic only, so that no platform's float rounding changes a pixel."""
     side = 1024 * scale
-    y, x = np.mgrid[0:side, 0:side].astype(np.float32) / side
-    noise = (_mix(4, side * side) % np.uint64(64)).astype(np.float32).reshape(side, side)
-    rings = (np.sin(40 * np.hypot(x - 0.5, y - 0.5)) + 1) * 80
-    rgb = np.stack([x * 200 + noise, rings + noise / 2, y * 150 + rings / 2], axis=-1)
+    y, x = np.mgrid[0:side, 0:side].astype(np.int64)
+    noise = (_mix(4, side * side) % np.uint64(64)).astype(np.int64).reshape(side, side)
+    rings = ((x - side // 2) ** 2 + (y - side // 2) ** 2) // (side // 32) % 160
+    rgb = np.stack([x * 200 // side + noise, rings + noise // 2, y * 150 // side + rings // 2], -1)
     with out.open("wb") as f:
         f.write(f"P6\n{side} {side}\n255\n".encode())
         f.write(np.clip(rgb, 0, 255).astype(np.uint8).tobytes())
@@ -144,16 +145,17 @@ FRAME_W, FRAME_H = 640, 360  # the x264 workload's --input-res
 
 
 def frames(scale: int, out: Path) -> None:
-    """20 x scale raw YUV 4:2:0 frames of moving shapes over noise (x264's input)."""
-    y, x = np.mgrid[0:FRAME_H, 0:FRAME_W].astype(np.float32)
+    """20 x scale raw YUV 4:2:0 frames: a moving disc and gradient over noise."""
+    y, x = np.mgrid[0:FRAME_H, 0:FRAME_W].astype(np.int64)
     with out.open("wb") as f:
         for t in range(20 * scale):
             noise = _mix(5 + t * FRAME_W * FRAME_H, FRAME_W * FRAME_H) % np.uint64(24)
-            luma = (x + 3 * t) % 256 * 0.5 + 60 * (np.hypot(x - 8 * t % FRAME_W, y - 180) < 60)
-            luma = luma + noise.reshape(FRAME_H, FRAME_W).astype(np.float32)
+            disc = (x - 8 * t % FRAME_W) ** 2 + (y - FRAME_H // 2) ** 2 < 3600
+            luma = (x + 3 * t) % 256 // 2 + 60 * disc
+            luma = luma + noise.reshape(FRAME_H, FRAME_W).astype(np.int64)
             f.write(np.clip(luma, 0, 255).astype(np.uint8).tobytes())
-            chroma = np.full((FRAME_H // 2, FRAME_W // 2), 128 + (t % 32), dtype=np.uint8)
-            f.write(chroma.tobytes() * 2)
+            chroma = np.full((FRAME_H // 2, FRAME_W // 2), 128 + t % 32, dtype=np.uint8)
+            f.write(chroma.tobytes() * 2)  # U and V planes
 
 
 GENERATORS: dict[str, tuple[Callable[[int, Path], None], str]] = {

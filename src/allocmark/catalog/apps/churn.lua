@@ -1,7 +1,7 @@
 -- allocmark's lua workload: tables and strings churned over SCALE units of
 -- work, with a window of live objects replaced as it goes. Prints one JSON line.
 local scale = tonumber(arg[1] or "10")
-local n = 60000 * scale
+local n = 30000 * scale
 local window = 20000
 local live = {}
 local sum = 0
