@@ -9,7 +9,10 @@ TITLES = {
     "time_s": "Time",
     "peak_rss_kib": "Peak RSS",
     "overhead_ratio": "Memory overhead (peak RSS - baseline RSS) / peak requested bytes",
-    "ops_per_s": "Throughput (allocator operations per second, as the workload counts them)",
+    "ops_per_s": (
+        "Throughput (operations per second as the workload counts them: "
+        "allocator calls, or an application's requests)"
+    ),
 }
 
 
