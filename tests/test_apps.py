@@ -135,14 +135,27 @@ def test_redis_is_killed_on_timeout(pair: list[Verified]) -> None:
     assert _redis_pids() <= before
 
 
-def test_a_server_that_never_listens_is_a_failure_not_a_hang(pair: list[Verified]) -> None:
-    spec = dataclasses.replace(specs("redis", pair[:1])[0], argv=("sleep", "60"), timeout=30)
-    spec = dataclasses.replace(
-        spec, app=dataclasses.replace(spec.app, service=Service(("true", "{port}"), "SIGTERM", 1))
-    )
-    r = execute.run(spec)
-    assert r.status is RunStatus.FAILED
-    assert "did not listen on 127.0.0.1:" in r.detail
+def _fake_server(pair: list[Verified], *argv: str) -> RunSpec:
+    spec = dataclasses.replace(specs("redis", pair[:1])[0], argv=argv, timeout=30)
+    service = Service(("true", "{port}"), "SIGTERM", 1)
+    return dataclasses.replace(spec, app=dataclasses.replace(spec.app, service=service))
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "detail"),
+    [
+        (("sleep", "60"), RunStatus.FAILED, "did not listen on 127.0.0.1:"),
+        (("true",), RunStatus.FAILED, "the server exited by itself, with code 0"),
+        (("sh", "-c", "echo bye >&2; kill -SEGV $$"), RunStatus.CRASHED, "SIGSEGV: bye"),
+    ],
+)
+def test_a_server_that_does_not_serve_is_reported_not_waited_for(
+    pair: list[Verified], argv: tuple[str, ...], status: RunStatus, detail: str
+) -> None:
+    started = time.monotonic()
+    r = execute.run(_fake_server(pair, *argv))
+    assert r.status is status and detail in r.detail
+    assert time.monotonic() - started < 10
 
 
 def test_ctrl_c_during_a_redis_run_leaves_no_server(tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ class _Outcome:
     wall_s: float | None = None  # a service: the client's run time
     maxrss_kib: int | None = None  # a service: VmHWM read before shutdown
     labels: dict[str, str] = field(default_factory=dict)
+    server_quit: bool = False  # a service's server ended before it was asked to
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -256,6 +257,8 @@ def _run_service(spec: RunSpec, room: _Room) -> _Outcome:
         outcome = _drive(spec, service, room, server, port, deadline)
     outcome.status = server.status
     outcome.stderr = outcome.stderr or _read(room.stderr, whole=False)
+    if outcome.server_quit and outcome.status.get("status") == 0:
+        outcome.verdict = (RunStatus.FAILED, "the server exited by itself, with code 0")
     return outcome
 
 
@@ -266,23 +269,24 @@ def _drive(
     ready_by = min(deadline, time.monotonic() + service.ready_timeout)
     if not _listening(port, server, ready_by):
         if server.exited():
-            return _Outcome({})  # judged on the server's own status
+            return _Outcome({}, server_quit=True)  # judged on the server's own status
         if time.monotonic() >= deadline:
             return _Outcome({}, timed_out=True)
         return _Outcome({}, verdict=(RunStatus.FAILED,
                         f"the server did not listen on 127.0.0.1:{port} within "
                         f"{service.ready_timeout:g} s"))  # fmt: skip
-    pid = _server_pid(server.proc.pid)
+    pid = _server_pid(server.proc.pid, room.who)
     client = _client(room.fill(service.client, port), room, deadline)
     if server.exited():  # it died under load: judged on its own status
-        return _Outcome({}, stdout=client.stdout)
+        return _Outcome({}, stdout=client.stdout, server_quit=True)
     hwm = _vmhwm(pid)
     if pid:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.Signals[service.stop_signal])
     stuck = server.wait(min(deadline, time.monotonic() + STOP_GRACE)) and not client.timed_out
-    client.maxrss_kib = hwm
-    client.labels["peak_rss_source"] = "VmHWM of the server before its shutdown"
+    if hwm is not None:
+        client.maxrss_kib = hwm
+        client.labels["peak_rss_source"] = "VmHWM of the server before its shutdown"
     if stuck:
         client.verdict = (RunStatus.FAILED, f"the server ignored {service.stop_signal} for "
                           f"{STOP_GRACE:g} s and was killed")  # fmt: skip
@@ -306,13 +310,13 @@ def _listening(port: int, server: _Launched, by: float) -> bool:
     return False
 
 
-def _server_pid(launcher: int) -> int | None:
-    """The server is am_run's only child."""
-    try:
-        children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
-    except OSError:
-        return None
-    return int(children[0]) if children else None
+def _server_pid(launcher: int, who: Path) -> int | None:
+    """The server is am_run's only child; without /proc's children list, the
+    process that reported its malloc."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        return int(Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()[0])
+    reports = _who_reports(who)
+    return int(reports[0]["pid"][0]) if reports else None
 
 
 def _vmhwm(pid: int | None) -> int | None:
