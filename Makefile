@@ -25,9 +25,11 @@ test: setup setup-apps lint
 	$(BIN)/python -m pytest -q tests
 
 bench: setup
+	bash scripts/install-system-deps.sh heaptrack
 	$(BIN)/python bench/workload_floor.py
 	$(BIN)/python bench/report_scale.py
 	$(BIN)/python bench/forwarding.py
+	$(BIN)/python bench/profile_overhead.py
 
 lint: setup
 	$(BIN)/ruff check src tests bench

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allocmark import stats
+from allocmark import profile, stats
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -83,6 +84,18 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     target = store.settings(cid).get("target_ci")
     cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib"))
     return compare(cells, ordered, c.baseline, speedup, target)
+
+
+def stored_profiles(store: Store, cid: int) -> list[profile.View]:
+    """The profiler's view of a stored campaign, baseline first."""
+    c = store.campaign(cid)
+    rows = store.allocator_rows(cid)
+    names = [r["name"] for r in rows]
+    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
+    # glibc has no preloaded library: the object that served its malloc is libc.
+    libraries = {r["name"]: r["library"] or dict(json.loads(r["served_json"] or "[]")).get("malloc")
+                 for r in rows}  # fmt: skip
+    return profile.views(store.profiles(cid), libraries, ordered, c.baseline)
 
 
 def compare(

@@ -59,11 +59,12 @@ def start(
     seed: int,
     argv: Sequence[str],
     adaptive: Adaptive | None = None,
+    profile: int = 0,
 ) -> int:
     """Plan and save the campaign; nothing runs yet."""
-    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed)
+    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed, profile)
     used = {w.name: w for w, _ in cell_list}.values()
-    settings: dict[str, object] = {"seed": seed, "min_runs": repetitions}
+    settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "profile": profile}
     if adaptive:
         settings |= {"max_runs": adaptive.max_runs, "target_ci": adaptive.target_ci}
     return store.new_campaign(

@@ -59,6 +59,12 @@ CatalogOpt = Annotated[
     ),
 ]
 DbOpt = Annotated[Path, typer.Option("--db", help="results database (SQLite)")]
+WorkloadOpt = Annotated[
+    list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")
+]
+ParamOpt = Annotated[
+    list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
+]
 
 
 def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[AllocatorSpec], bool]:
@@ -149,6 +155,15 @@ class _RunRequest:
     seed: int | None
     catalog: list[Path] | None
     adaptive: campaign.Adaptive | None
+    profile: int = 0  # 1-in-N sampling of the profiler; 0 = not profiled
+
+
+ProfileOpt = Annotated[
+    bool, typer.Option("--profile", help="run under the profiler (libamprof.so) and store it")
+]
+SampleOpt = Annotated[
+    int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
+]
 
 
 @app.command("run")
@@ -157,12 +172,8 @@ def run_cmd(
         str | None, typer.Option("--suite", help="built-in suite name or suite .toml file")
     ] = None,
     alloc: AllocOpt = None,
-    workload: Annotated[
-        list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")
-    ] = None,
-    param: Annotated[
-        list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
-    ] = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
     reps: Annotated[
         int | None,
         typer.Option("-n", "--repetitions", "--min-runs", min=1, help="runs per cell (at least)"),
@@ -187,6 +198,8 @@ def run_cmd(
         bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")
     ] = False,
     catalog: CatalogOpt = None,
+    profile: ProfileOpt = False,
+    sample: SampleOpt = 16,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     store = Store(db)
@@ -198,10 +211,13 @@ def run_cmd(
         request = _RunRequest(
             suite, alloc, [w for item in workload or [] for w in item.split(",") if w],
             param or [], reps, timeout, seed, catalog, _adaptive(reps, max_runs, target_ci),
+            sample if profile else 0,
         )  # fmt: skip
         verified, cid = _start_run(store, request)
     _execute(store, cid, verified)
     _print_report(store, cid)
+    if store.settings(cid).get("profile"):
+        _print_profiles(store, cid)
 
 
 def _adaptive(
@@ -247,7 +263,7 @@ def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
     n = req.reps or suite.repetitions
     seed = req.seed if req.seed is not None else suite.seed
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout or suite.timeout,
-                         seed, sys.argv, req.adaptive)  # fmt: skip
+                         seed, sys.argv, req.adaptive, req.profile)  # fmt: skip
     planned = store.campaign(cid).planned
     baselines = planned - len(prepared.usable) * len(cells) * n
     more = f" (then more, up to {req.adaptive.max_runs})" if req.adaptive else ""
@@ -316,6 +332,32 @@ def _print_report(store: Store, cid: int) -> None:
     table.comparison(out, analyze.stored_comparison(store, cid))
 
 
+def _print_profiles(store: Store, cid: int) -> None:
+    table.profiles(out, analyze.stored_profiles(store, cid))
+
+
+@app.command("profile")
+def profile_cmd(
+    alloc: AllocOpt = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
+    reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
+    sample: SampleOpt = 16,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1)] = 600,
+    db: DbOpt = DEFAULT_DB,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Profile what each allocator does inside a workload (mmprof style), side by side."""
+    names = [w for item in workload or [] for w in item.split(",") if w]
+    if not names:
+        raise UserError("name the workload(s) to profile with -w, e.g. -w xthread")
+    request = _RunRequest(None, alloc, names, param or [], reps, timeout, 1, catalog, None, sample)
+    store = Store(db)
+    verified, cid = _start_run(store, request)
+    _execute(store, cid, verified)
+    _print_profiles(store, cid)
+
+
 @app.command("try")
 def try_cmd(
     command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
@@ -358,6 +400,9 @@ def report_cmd(
     plots_dir: Annotated[
         Path | None, typer.Option("--plots", help="also write the plots (SVG, PNG) here")
     ] = None,
+    profiles: Annotated[
+        bool, typer.Option("--profile", help="the profiler's view of a profiled campaign")
+    ] = False,
 ) -> None:
     """Show or export the report of a stored campaign."""
     if fmt not in ("table", *render.TEXT_FORMATS):
@@ -366,6 +411,12 @@ def report_cmd(
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     store = Store(db, create=False)
     cid = store.campaign(campaign_id).id
+    if profiles:
+        if not store.settings(cid).get("profile"):
+            raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
+                            "`allocmark run --profile`")  # fmt: skip
+        _print_profiles(store, cid)
+        return
     if fmt == "table" and not runs:
         table.comparison(out, analyze.stored_comparison(store, cid, speedup))
     else:

@@ -27,9 +27,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
-from allocmark import native, workloads
+from allocmark import native, profile, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
@@ -77,6 +77,7 @@ class _Outcome:
     maxrss_kib: int | None = None  # a service: VmHWM read before shutdown
     labels: dict[str, str] = field(default_factory=dict)
     server_quit: bool = False  # a service's server ended before it was asked to
+    profile: dict[str, Any] | str | None = None  # or why there is none
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -93,7 +94,18 @@ def run(spec: RunSpec) -> RunResult:
             )
         if _who_checked(spec) and outcome.status:
             outcome.labels |= _who_labels(room.who)
+        if spec.profile:
+            outcome.profile = _read_profile(room.work.parent / "profile")
     return _interpret(spec, outcome, started)
+
+
+def _read_profile(path: Path) -> dict[str, Any] | str:
+    """The run's profile, or why there is none."""
+    try:
+        records = profile.read(path)
+    except (profile.ProfileError, ValueError) as e:
+        return f"unreadable profile record: {e}"
+    return profile.combine(records) if records else "the profiler wrote no record"
 
 
 class _Room:
@@ -117,6 +129,10 @@ def _who_checked(spec: RunSpec) -> bool:
 
 def _env(spec: RunSpec, room: _Room) -> dict[str, str]:
     env = child_environment(spec.env)
+    if spec.profile:  # in front of the allocator, so that it sees every call
+        shim = profile.shim_library()
+        env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim
+        env["AM_PROF_OUT"] = str(room.work.parent / "profile")
     if _who_checked(spec):
         who = str(native.library("libam_who.so"))
         env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{who}" if "LD_PRELOAD" in env else who
@@ -381,31 +397,31 @@ def _who_labels(directory: Path) -> dict[str, str]:
                                for r in reports])}  # fmt: skip
 
 
-def _who_problem(spec: RunSpec, labels: dict[str, str]) -> tuple[str | None, str | None]:
+def _who_problem(expected: str | None, labels: dict[str, str]) -> tuple[str | None, str | None]:
     """(why the run is unverified, or None; the object that served malloc)."""
     reports = json.loads(labels.get("who", "[]"))
     if not reports:
         return ("no process reported which object serves malloc: the preload was "
                 "ignored (a static or setuid program?)"), None  # fmt: skip
-    want = _real(spec.expect_malloc)
+    want = _real(expected)
     for r in reports:
         for fn in ("malloc", "free", "calloc", "realloc"):
             if _real(r.get(fn) or None) != want:
                 served = r.get(fn) or "nothing"
                 where = f"{r.get('exe')} (pid {r.get('pid')})"
-                problem = f"{fn} in {where} was served by {served}, not by {spec.expect_malloc}"
+                problem = f"{fn} in {where} was served by {served}, not by {expected}"
                 return problem, r.get("malloc")
     return None, reports[0]["malloc"]
 
 
-def _shadowed(labels: dict[str, str], served: str | None) -> str:
+def _shadowed(labels: dict[str, str], *served: str | None) -> str:
     """Other allocators loaded into the processes (e.g. the libjemalloc Debian's redis
     links), which the allocator under test shadows but whose extra calls may still run."""
     seen = {
         d
         for r in json.loads(labels.get("who", "[]"))
         for d in r.get("defines", [])
-        if _real(d) not in (_real(r.get("libc") or None), _real(served))
+        if _real(d) not in (_real(r.get("libc") or None), *map(_real, served))
     }
     return ", ".join(sorted(seen))
 
@@ -445,25 +461,32 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
     metrics: dict[str, float] = {}
     labels = dict(o.labels)
     malloc_object = None
+    seen = _expected_in_process(spec)
     if status is RunStatus.OK and spec.result_fd:
         metrics, record_labels, problem = _parse_record(o.record)
         labels |= record_labels
         malloc_object = labels.pop("malloc_object", None)
         if problem:
             status, detail = RunStatus.FAILED, problem
-        elif spec.expect_malloc and _real(malloc_object) != _real(spec.expect_malloc):
+        elif seen and _real(malloc_object) != _real(seen):
             status = RunStatus.UNVERIFIED
-            detail = f"malloc was served by {malloc_object}, not by {spec.expect_malloc}"
+            detail = f"malloc was served by {malloc_object}, not by {seen}"
     if status is RunStatus.OK and spec.app.parsers:
         metrics, problem = workloads.parse_metrics(spec.app.parsers, o.stdout, o.stderr)
         if problem:
             status, detail = RunStatus.FAILED, problem
     if _who_checked(spec) and st:
-        problem, malloc_object = _who_problem(spec, labels)
-        if shadowed := _shadowed(labels, malloc_object):
+        problem, malloc_object = _who_problem(seen, labels)
+        if shadowed := _shadowed(labels, malloc_object, spec.expect_malloc, seen):
             labels["also_defines_malloc"] = shadowed
         if problem and status is RunStatus.OK:
             status, detail = RunStatus.UNVERIFIED, problem
+    prof = None
+    if spec.profile and status is RunStatus.OK:
+        prof, problem = _check_profile(spec, o.profile)
+        if problem:
+            status, detail = RunStatus.UNVERIFIED, problem
+        malloc_object = spec.expect_malloc if not problem else malloc_object
     wait = st.get("status", 0)
     return RunResult(
         status=status,
@@ -482,7 +505,27 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         labels=labels,
         malloc_object=malloc_object,
         detail=detail,
+        profile=prof,
     )
+
+
+def _expected_in_process(spec: RunSpec) -> str | None:
+    """What a process must find serving malloc: the profiler when it is in front."""
+    if spec.expect_malloc and spec.profile:
+        return profile.shim_library()
+    return spec.expect_malloc
+
+
+def _check_profile(
+    spec: RunSpec, prof: dict[str, Any] | str | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The profiler forwards to the allocator under test, or the run is unverified."""
+    if not isinstance(prof, dict):
+        return None, prof or "the profiler wrote no record"
+    if spec.expect_malloc and _real(prof["next_malloc"]) != _real(spec.expect_malloc):
+        return prof, (f"the profiler's malloc forwarded to {prof['next_malloc']}, "
+                      f"not to {spec.expect_malloc}")  # fmt: skip
+    return prof, None
 
 
 def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tuple[RunStatus, str]:

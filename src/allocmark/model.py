@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 Env = tuple[tuple[str, str], ...]
 Params = tuple[tuple[str, int | str], ...]
@@ -182,6 +182,7 @@ class RunSpec:
     result_fd: bool = False  # the child writes a metrics record to AM_RESULT_FD
     role: str = "measure"  # or "baseline": the workload doing nothing, for its RSS
     app: AppRun = AppRun()  # output parsers and service of an application
+    profile: bool = False  # run under the profiler shim (libamprof.so)
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,7 @@ class RunResult:
     labels: dict[str, str] = field(default_factory=dict)  # text fields of the record
     malloc_object: str | None = None
     detail: str = ""  # why it is not OK: stderr tail, timeout, ...
+    profile: dict[str, Any] | None = None  # the profiler's summed record (profile.combine)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import random
@@ -190,10 +191,17 @@ def build(
     repetitions: int,
     timeout: float,
     seed: int,
+    profile: int = 0,
 ) -> list[RunSpec]:
-    """Baselines first; then each repetition visits every cell, allocators shuffled per cell."""
+    """Baselines first; then each repetition visits every cell, allocators shuffled per cell.
+    With `profile` = N > 0, the measured runs go under the profiler, timing 1 call in N
+    (baselines never do)."""
     first = _baselines(cell_list, allocators, timeout)
-    return first + _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
+    runs = _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
+    if profile:
+        sample = (("AM_PROF_SAMPLE", str(profile)),)
+        runs = [dataclasses.replace(r, profile=True, env=r.env + sample) for r in runs]
+    return first + runs
 
 
 def _baselines(

@@ -30,7 +30,7 @@ from allocmark.model import (
     Workload,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib")  # run columns a cell can carry
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
@@ -98,6 +98,12 @@ ALTER TABLE metrics_v4 RENAME TO metrics;
     # 5: applications: output parsers, a service's client, steps (JSON of AppRun).
     4: """
 ALTER TABLE plan ADD COLUMN app_json TEXT NOT NULL DEFAULT '{}';
+""",
+    # 6: profiles (allocmark profile, run --profile): the shim's summed record per run.
+    5: """
+ALTER TABLE plan ADD COLUMN profile INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE profiles (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id), profile_json TEXT NOT NULL);
 """,
 }
 
@@ -200,8 +206,8 @@ class Store:
     def _insert_plan(self, cid: int, plan: Sequence[RunSpec]) -> None:
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
-            "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_plan_row(cid, s) for s in plan],
         )
 
@@ -275,6 +281,20 @@ class Store:
                 "INSERT INTO metrics VALUES (?,?,?)",
                 [(cur.lastrowid, k, v) for k, v in result.metrics.items()],
             )
+            if result.profile is not None:
+                self.db.execute(
+                    "INSERT INTO profiles VALUES (?,?)",
+                    (cur.lastrowid, json.dumps(result.profile)),
+                )
+
+    def profiles(self, cid: int) -> list[tuple[str, str, Params, dict[str, Any]]]:
+        """(allocator, workload, params, profile) of every profiled run, in run order."""
+        rows = self.db.execute(
+            "SELECT r.allocator, r.workload, r.params_json, p.profile_json FROM profiles p "
+            "JOIN runs r ON r.id = p.run_id WHERE r.campaign_id=? ORDER BY r.seq",
+            (cid,),
+        ).fetchall()
+        return [(a, w, _params(pj), json.loads(prof)) for a, w, pj, prof in rows]
 
     def set_status(self, cid: int, status: str) -> None:
         with self.db:
@@ -325,7 +345,8 @@ class Store:
         """The whole plan, done or not, in order."""
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role, app_json FROM plan WHERE campaign_id=? ORDER BY seq",
+            "expect_malloc, result_fd, role, app_json, profile FROM plan WHERE campaign_id=? "
+            "ORDER BY seq",
             (cid,),
         ).fetchall()
         return [_spec_from_row(r) for r in rows]
@@ -333,7 +354,8 @@ class Store:
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role, app_json FROM plan WHERE campaign_id=? AND seq NOT IN "
+            "expect_malloc, result_fd, role, app_json, profile FROM plan WHERE campaign_id=? "
+            "AND seq NOT IN "
             "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
             (cid, cid),
         ).fetchall()
@@ -524,6 +546,7 @@ def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         int(s.result_fd),
         s.role,
         json.dumps(dataclasses.asdict(s.app)),
+        int(s.profile),
     )
 
 
@@ -541,6 +564,7 @@ def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
         result_fd=bool(r[9]),
         role=r[10],
         app=_app_from_json(r[11]),
+        profile=bool(r[12]),
     )
 
 

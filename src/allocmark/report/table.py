@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from allocmark import profile
 from allocmark.analyze import Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
@@ -184,3 +185,28 @@ def verdict_summary(s: CompareSummary, metric: str) -> str:
         text += (f"; largest significant regression {s.worst.change:+.1%} "
                  f"({s.worst.label}, {s.worst.allocator})")  # fmt: skip
     return text + " (Welch's t-test on log values, p < 0.05)"
+
+
+def profiles(console: Console, views: Sequence[profile.View]) -> None:
+    """The profiler's view: per workload, allocators side by side, then findings."""
+    for v in views:
+        params = " ".join(f"{k}={val}" for k, val in v.params)
+        runs = f", {v.runs} runs each (counts per run)" if v.runs > 1 else ""
+        table = Table(title=f"Profile: {v.workload} {params}{runs}", title_justify="left")
+        table.add_column("", no_wrap=True)
+        for a in v.allocators:
+            table.add_column(a, justify="right", overflow="fold")
+        section = None
+        for sec, label, cells in v.rows:
+            if sec != section:
+                if section is not None:
+                    table.add_section()
+                table.add_row(Text(sec, style="bold"), *([""] * len(cells)))
+                section = sec
+            table.add_row("  " + label, *cells)
+        console.print(table)
+        for note in v.notes:
+            console.print(f"note: {note}", style="dim", highlight=False)
+        console.print("[bold]Findings[/]")
+        for line in v.findings:
+            console.print(f"  - {line}", highlight=False, markup=False)

@@ -1,0 +1,464 @@
+"""The profiler's records (libamprof.so, native/shim/am_prof.c): parsing, summing
+the processes of a run, and the side-by-side comparison with findings.
+
+A record is text: "am_prof 1", then lines "KEY VALUE", "KIND NAME k=v ...",
+and comma-separated histograms, up to "end". One record per process (fork
+children and exec'd programs write their own); a run's profile is their sum,
+with the peaks taken as the largest of any one process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PATHS = ("malloc_new", "malloc_reuse", "free", "calloc", "realloc", "aligned", "usable_size")
+SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "sbrk")
+ALLOCATING = ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
+              "aligned_alloc", "memalign", "valloc", "pvalloc")  # fmt: skip
+
+
+class ProfileError(ValueError):
+    """A record file that is not what the shim writes."""
+
+
+def shim_library() -> str:
+    from allocmark import native  # the package's own build; imported late for tests
+
+    return str(native.library("libamprof.so"))
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------
+def parse(text: str) -> list[dict[str, Any]]:
+    """Every process record in the file, as plain dicts (stored as JSON)."""
+    records, current = [], None
+    for n, line in enumerate(text.splitlines(), 1):
+        if line == "am_prof 1":
+            current = _empty()
+        elif current is None:
+            raise ProfileError(f"line {n}: expected 'am_prof 1', got {line[:40]!r}")
+        elif line == "end":
+            records.append(current)
+            current = None
+        else:
+            _line(current, line, n)
+    if current is not None:
+        raise ProfileError("the last record has no 'end' line (the process died while writing?)")
+    return records
+
+
+def _empty() -> dict[str, Any]:
+    return {"api": {}, "sizes": {}, "path": {}, "hist": {}, "sys": {}, "threads_list": []}
+
+
+def _line(rec: dict[str, Any], line: str, n: int) -> None:
+    kind, _, rest = line.partition(" ")
+    if kind in ("sizes", "hist"):
+        name, _, values = rest.partition(" ")
+        rec[kind][name] = [int(v) for v in values.split(",") if v]
+    elif kind in ("api", "path", "sys"):
+        name, _, pairs = rest.partition(" ")
+        rec[kind][name] = _pairs(pairs)
+    elif kind in ("threads", "locks", "memory"):
+        rec[kind] = _pairs(rest)
+    elif kind == "thread":
+        rec["threads_list"].append(_pairs(rest))
+    elif kind in ("exe", "next_malloc"):
+        rec[kind] = rest
+    elif kind in ("pid", "ppid", "sample", "tsc_per_us", "hw_errno"):
+        rec[kind] = int(rest)
+    else:
+        raise ProfileError(f"line {n}: unknown line {line[:40]!r}")
+
+
+def _pairs(text: str) -> dict[str, int]:
+    out = {}
+    for word in text.split():
+        key, _, value = word.partition("=")
+        out[key] = int(value)
+    return out
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    return parse(path.read_text(errors="replace")) if path.exists() else []
+
+
+# ---------------------------------------------------------------------------
+# A run's profile: the sum of its processes
+# ---------------------------------------------------------------------------
+def combine(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One profile for a run. The root process (whose parent wrote no record) comes
+    first in `processes`; counts and histograms are summed over all of them."""
+    pids = {r["pid"] for r in records}
+    ordered = sorted(records, key=lambda r: (r["ppid"] in pids, r["pid"]))
+    out = merge(ordered)
+    out["processes"] = [
+        {"pid": r["pid"], "exe": r.get("exe", ""),
+         "malloc_calls": r["api"].get("malloc", {}).get("calls", 0)}
+        for r in ordered
+    ]  # fmt: skip
+    return out
+
+
+def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several records (the processes of a run, or the runs of a cell) as one: counts
+    and histograms summed, peaks the largest of any one."""
+    first: Mapping[str, Any] = profiles[0] if profiles else {}
+    out: dict[str, Any] = _empty() | {
+        "next_malloc": first.get("next_malloc", ""),
+        "sample": first.get("sample", 1),
+        "tsc_per_us": max((r.get("tsc_per_us", 0) for r in profiles), default=0),
+        "hw_errno": first.get("hw_errno", 0),
+        "threads": {}, "locks": {}, "memory": {},
+        "processes": [p for r in profiles for p in r.get("processes", [])],
+    }  # fmt: skip
+    for r in profiles:
+        for kind in ("api", "path", "sys"):
+            for name, pairs in r[kind].items():
+                _add(out[kind].setdefault(name, {}), pairs)
+        for kind in ("sizes", "hist"):
+            for name, values in r[kind].items():
+                out[kind][name] = _add_lists(out[kind].get(name, []), values)
+        _add(out["threads"], r.get("threads", {}))
+        _add(out["locks"], r.get("locks", {}))
+        out["threads_list"] += r.get("threads_list", [])
+        mem = out["memory"]
+        for key, value in r.get("memory", {}).items():
+            peak = key.startswith(("peak", "rss"))
+            mem[key] = max(mem.get(key, 0), value) if peak else mem.get(key, 0) + value
+    return out
+
+
+def _add(to: dict[str, int], pairs: Mapping[str, int]) -> None:
+    for k, v in pairs.items():
+        to[k] = to.get(k, 0) + v
+
+
+def _add_lists(a: list[int], b: list[int]) -> list[int]:
+    n = max(len(a), len(b))
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
+
+
+# ---------------------------------------------------------------------------
+# Numbers read off a profile
+# ---------------------------------------------------------------------------
+def bucket_low(b: int) -> int:
+    """The smallest cycle count in histogram bucket b (4 buckets per power of two)."""
+    if b < 4:
+        return b
+    k, m = (b + 4) // 4, (b + 4) % 4
+    return (4 + m) << (k - 2)
+
+
+def quantile(hist: Sequence[int], q: float) -> float | None:
+    """The q-quantile of a cycle histogram, interpolated inside its bucket."""
+    total = sum(hist)
+    if total == 0:
+        return None
+    want, seen = q * total, 0
+    for b, count in enumerate(hist):
+        if count and seen + count >= want:
+            lo, hi = bucket_low(b), bucket_low(b + 1)
+            return lo + (hi - lo) * (want - seen) / count
+        seen += count
+    return float(bucket_low(len(hist)))
+
+
+@dataclass(frozen=True)
+class PathStats:
+    calls: int  # calls on this path (new/reuse split from the API counts)
+    samples: int
+    median: float | None
+    p90: float | None
+    p99: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the report shows for one allocator."""
+
+    allocator: str
+    paths: dict[str, PathStats]
+    calls: dict[str, int]  # API -> calls
+    new: int
+    reuse: int
+    syscalls: dict[str, dict[str, int]]  # name -> in_calls, in_cycles, out_calls, ...
+    locks: dict[str, int]
+    time_share: float | None  # estimated cycles inside the allocator / thread cycles
+    threads: int
+    memory: dict[str, int]
+    processes: int
+    hw: str  # hardware counters: why they are not shown
+    visibility: str  # which of the allocator's syscalls and locks the shim can see
+    visible: frozenset[str] = frozenset()  # their names
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> Summary:
+    api = prof["api"]
+    calls = {name: v.get("calls", 0) for name, v in api.items()}
+    new = sum(api.get(a, {}).get("new", 0) for a in ALLOCATING)
+    reuse = sum(api.get(a, {}).get("reuse", 0) for a in ALLOCATING)
+    path_calls = {
+        "malloc_new": api.get("malloc", {}).get("new", 0),
+        "malloc_reuse": api.get("malloc", {}).get("reuse", 0),
+        "free": calls.get("free", 0),
+        "calloc": calls.get("calloc", 0),
+        "realloc": calls.get("realloc", 0) + calls.get("reallocarray", 0),
+        "aligned": sum(calls.get(a, 0) for a in ("posix_memalign", "aligned_alloc", "memalign",
+                                                  "valloc", "pvalloc")),
+        "usable_size": calls.get("malloc_usable_size", 0),
+    }  # fmt: skip
+    paths = {}
+    for p in PATHS:
+        hist = prof["hist"].get(p, [])
+        samples = prof["path"].get(p, {}).get("samples", 0)
+        q = [quantile(hist, x) for x in (0.5, 0.9, 0.99)]
+        paths[p] = PathStats(path_calls[p], samples, q[0], q[1], q[2])
+    threads = prof.get("threads", {})
+    share = threads["alloc_cycles"] / threads["cycles"] if threads.get("cycles") else None
+    seen = visibility(library)
+    return Summary(
+        allocator=allocator,
+        paths=paths,
+        calls=calls,
+        new=new,
+        reuse=reuse,
+        syscalls=prof["sys"],
+        locks=prof.get("locks", {}),
+        time_share=share,
+        threads=threads.get("count", 0),
+        memory=prof.get("memory", {}),
+        processes=len(prof.get("processes", [])),
+        hw=hw_state(prof.get("hw_errno", 0)),
+        visibility=seen[0],
+        visible=seen[1],
+    )
+
+
+def hw_state(err: int) -> str:
+    if err == 0:
+        return "available (perf_event_open works) but not read by this version of the shim"
+    name = errno.errorcode.get(err, str(err))
+    return f"not available on this machine (perf_event_open: {name}); none are shown"
+
+
+def visibility(library: str | None) -> tuple[str, frozenset[str]]:
+    """Which of the allocator's system calls and locks pass through the PLT, where the
+    shim sees them: a sentence, and the names."""
+    if not library:
+        return "unknown library", frozenset()
+    imported = _imports(library)
+    if imported is None:
+        return "unknown (no `nm` to read its imports)", frozenset()
+    if os.path.basename(library).startswith("libc.so"):
+        return ("glibc makes its mmap, munmap, madvise and brk calls and takes its arena "
+                "locks inside libc: none is visible, its counts are 0"), frozenset()  # fmt: skip
+    names = (*SYSCALLS, "pthread_mutex_lock", "pthread_mutex_trylock")
+    seen = frozenset(n for n in names if n in imported)
+    listed = ", ".join(n for n in names if n in seen) or "none"
+    return f"visible through the PLT: {listed} (others it never calls, or calls directly)", seen
+
+
+@cache
+def _imports(library: str) -> frozenset[str] | None:
+    if not shutil.which("nm"):
+        return None
+    out = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
+                         text=True, check=False).stdout  # fmt: skip
+    return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
+
+
+# ---------------------------------------------------------------------------
+# Findings: plain sentences computed from the numbers
+# ---------------------------------------------------------------------------
+def findings(summaries: Sequence[Summary], baseline: str | None) -> list[str]:
+    base = next((s for s in summaries if s.allocator == baseline), None)
+    out = []
+    for s in summaries:
+        out += [f"{s.allocator}: {line}" for line in _against(s, base)]
+    return out
+
+
+def _against(s: Summary, base: Summary | None) -> list[str]:
+    lines = []
+    if s.new + s.reuse:
+        lines.append(f"{s.reuse / (s.new + s.reuse):.1%} of allocations reuse an address")
+    if s.time_share is not None:
+        lines.append(f"~{s.time_share:.1%} of its threads' time inside the allocator (estimated)")
+    if base is None or base is s:
+        return lines
+    for p in PATHS:
+        mine, theirs = s.paths[p].median, base.paths[p].median
+        if mine and theirs and (mine / theirs >= 1.5 or mine / theirs <= 1 / 1.5):
+            lines.append(f"{mine / theirs:.1f}x the {p.replace('_', ' ')} cycles of "
+                         f"{base.allocator} (median {mine:.0f} vs {theirs:.0f})")  # fmt: skip
+    for name in ("mmap", "munmap", "madvise", "mprotect", "mremap"):
+        if name not in s.visible or name not in base.visible:
+            continue  # a 0 that only means "not seen" compares nothing
+        mine_n = s.syscalls.get(name, {}).get("in_calls", 0)
+        theirs_n = base.syscalls.get(name, {}).get("in_calls", 0)
+        if mine_n != theirs_n and max(mine_n, theirs_n) >= 10:
+            lines.append(f"{mine_n:,} {name} calls vs {theirs_n:,} for {base.allocator}")
+    if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
+        lines.append(f"contended locks: {s.locks.get('contended', 0):,} acquisitions, "
+                     f"{s.locks.get('trylock_failed', 0):,} failed trylocks, "
+                     f"{s.locks.get('wait_cycles', 0):,} cycles waiting")  # fmt: skip
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# The side-by-side view: rows of text, one value per allocator
+# ---------------------------------------------------------------------------
+Row = tuple[str, str, list[str]]  # section, label, a cell per allocator
+
+
+def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[Row]:
+    """The report's rows; counts are per run (mean over `runs` runs)."""
+    base = next((s for s in summaries if s.allocator == baseline), None)
+    out: list[Row] = []
+
+    def add(section: str, label: str, cell: Any) -> None:
+        out.append((section, label, [cell(s) for s in summaries]))
+
+    calls = "calls per run"
+    add(calls, "malloc (new / reuse)", lambda s: _calls_split(s, runs))
+    for api in (
+        "free",
+        "calloc",
+        "realloc",
+        "posix_memalign",
+        "aligned_alloc",
+        "malloc_usable_size",
+    ):
+        if any(s.calls.get(api) for s in summaries):
+            add(calls, api, lambda s, a=api: _count(s.calls.get(a, 0) / runs))
+    cycles = "cycles/call: median, p99 (x base)"
+    for p in PATHS:
+        if any(s.paths[p].samples for s in summaries):
+            add(cycles, p.replace("_", " "), lambda s, p=p: _cycles(s, base, p))
+    sys_title = "syscalls in the allocator (cycles)"
+    for name in SYSCALLS:
+        if any(s.syscalls.get(name, {}).get("in_calls") for s in summaries):
+            add(sys_title, name, lambda s, n=name: _sys(s, n, runs))
+    locks = "mutexes in the allocator"
+    if any(s.locks.get("lock_calls") or s.locks.get("trylock_calls") for s in summaries):
+        add(locks, "lock: calls / contended", lambda s: _pair(s.locks, "lock_calls",
+                                                              "contended", runs))  # fmt: skip
+        add(locks, "  waiting, cycles", lambda s: _count(s.locks.get("wait_cycles", 0) / runs))
+        add(locks, "trylock: calls / failed", lambda s: _pair(s.locks, "trylock_calls",
+                                                              "trylock_failed", runs))  # fmt: skip
+    share = "time"
+    add(share, "in the allocator (estimate)",
+        lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}")  # fmt: skip
+    add(share, "threads", lambda s: _count(s.threads / runs))
+    mem = "memory at peak live bytes"
+    add(mem, "live (usable size)", lambda s: _bytes(s.memory.get("peak_live", 0)))
+    add(mem, "requested", lambda s: _bytes(s.memory.get("peak_requested", 0)))
+    add(mem, "internal fragmentation", lambda s: _internal(s))
+    add(mem, "RSS", lambda s: _bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
+    add(mem, "RSS - live: the rest", lambda s: _rest(s))
+    return out
+
+
+def _count(v: float) -> str:
+    return f"{v:,.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
+
+
+def _calls_split(s: Summary, runs: int) -> str:
+    n = s.calls.get("malloc", 0)
+    if not n:
+        return "0"
+    mn = s.paths["malloc_new"].calls
+    return f"{_count(n / runs)} ({mn / n:.0%} / {1 - mn / n:.0%})"
+
+
+def _cycles(s: Summary, base: Summary | None, p: str) -> str:
+    st = s.paths[p]
+    if st.median is None:
+        return "-"
+    text = f"{st.median:,.0f}, {st.p99:,.0f}"
+    ref = base.paths[p].median if base else None
+    if ref and base is not s:
+        text += f" ({st.median / ref:.2f}x)"
+    return text
+
+
+def _sys(s: Summary, name: str, runs: int) -> str:
+    d = s.syscalls.get(name, {})
+    n = d.get("in_calls", 0)
+    return f"{_count(n / runs)} ({d.get('in_cycles', 0) / n:,.0f})" if n else "0"
+
+
+def _pair(d: Mapping[str, int], a: str, b: str, runs: int) -> str:
+    return f"{_count(d.get(a, 0) / runs)} / {_count(d.get(b, 0) / runs)}"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _internal(s: Summary) -> str:
+    live, req = s.memory.get("peak_live", 0), s.memory.get("peak_requested", 0)
+    return f"{_bytes(live - req)} ({(live - req) / live:.1%})" if live else "-"
+
+
+def _rest(s: Summary) -> str:
+    rss, live = s.memory.get("rss_at_peak_kib", 0) * 1024, s.memory.get("peak_live", 0)
+    return f"{_bytes(rss - live)}" if rss else "-"
+
+
+# ---------------------------------------------------------------------------
+# A stored campaign's profiles, cell by cell
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class View:
+    """One workload and parameter set: the allocators side by side, and findings."""
+
+    workload: str
+    params: tuple[tuple[str, int | str], ...]
+    allocators: tuple[str, ...]
+    runs: int
+    rows: list[Row]
+    findings: list[str]
+    notes: list[str]
+
+
+def views(
+    profiled: Sequence[tuple[str, str, Any, dict[str, Any]]],
+    libraries: Mapping[str, str | None],
+    order: Sequence[str],
+    baseline: str | None,
+) -> list[View]:
+    """`profiled`: (allocator, workload, params, profile) of every profiled run."""
+    cells: dict[tuple[str, Any], dict[str, list[dict[str, Any]]]] = {}
+    for alloc, workload, params, prof in profiled:
+        cells.setdefault((workload, params), {}).setdefault(alloc, []).append(prof)
+    out = []
+    for (workload, params), by_alloc in cells.items():
+        names = [a for a in order if a in by_alloc]
+        runs = max(len(v) for v in by_alloc.values())
+        summaries = [summarize(a, merge(by_alloc[a]), libraries.get(a)) for a in names]
+        ref = baseline if baseline in names else (names[0] if names else None)
+        notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
+        first = summaries[0] if summaries else None
+        if first:
+            notes.append(f"hardware counters: {first.hw}")
+            notes.append(f"cycles: TSC ticks of 1 call in {merge(by_alloc[names[0]])['sample']}, "
+                         "tight around the real call; 'new' = an address never returned "
+                         "before in the process, 'reuse' = one returned before")  # fmt: skip
+        out.append(View(workload, params, tuple(names), runs, rows(summaries, ref, runs),
+                        findings(summaries, ref), notes))  # fmt: skip
+    return out
