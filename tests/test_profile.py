@@ -266,6 +266,12 @@ def test_profile_command_under_every_usable_allocator(tmp_path: Path) -> None:
                "--db", str(plain)).returncode == 0  # fmt: skip
     refused = cli("report", "--db", str(plain), "--profile")
     assert refused.returncode == 2 and "was not profiled" in refused.stderr
+    # run --profile: the usual report, then the profiler's view, from the same runs.
+    both = cli("run", "--profile", "--sample", "4", "-a", "glibc", "-w", "churn",
+               "-p", "count=1000", "-n", "2", "--db", str(tmp_path / "both.db"))  # fmt: skip
+    assert both.returncode == 0, both.stderr
+    assert "Peak RSS" in both.stdout and "Profile: churn" in both.stdout
+    assert "TSC ticks of 1 call in 4" in both.stdout
 
 
 def test_an_app_under_the_profiler_is_verified(tmp_path: Path) -> None:

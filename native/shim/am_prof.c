@@ -4,7 +4,8 @@
 // (LD_PRELOAD="libamprof.so <allocator>.so"), it forwards every call of the
 // allocation API to the next definition (dlsym RTLD_NEXT) and counts, per API:
 // calls, requested bytes, a power-of-two size histogram; for one call in
-// AM_PROF_SAMPLE (default 16) the TSC cycles tight around the real call only,
+// AM_PROF_SAMPLE (default 64: rdtsc costs ~11 ns in a VM) the TSC cycles tight
+// around the real call only,
 // in a log-scale histogram (4 buckets per power of two). malloc, calloc,
 // realloc and the aligned family are split into "new" (the address was never
 // returned before in this process) and "reuse". A "shadow" of one byte per
@@ -91,14 +92,21 @@ typedef struct {
   int depth;  // > 0 inside a call to the allocator
   int state;  // 0 new, 1 registered (key set), 2 flushed
   uint32_t countdown;
-  uint32_t unused;
+  int slot;  // 1 + its index in am_living, 0 if not listed, -1 if the list was full
   int64_t live_delta;  // live requested bytes not yet added to the totals
   uint64_t malloc_calls, malloc_bytes, malloc_fresh, malloc_reused, free_calls;
   am_counts c;  // everything else
   uint64_t start_tsc;
+  uint64_t tid;
 } __attribute__((aligned(64))) am_thread;
 
 static AM_TLS am_thread am_me;
+
+// Threads that have counters and have not ended: merged at process exit, so
+// that threads which never end (a runtime's thread cache, a pool) are counted.
+#define AM_LIVING 4096
+static _Atomic(am_thread *) am_living[AM_LIVING];
+static _Atomic uint64_t am_unlisted;
 
 typedef struct {
   uint64_t tid, cycles, alloc_cycles;
@@ -115,7 +123,7 @@ static struct {
   uint64_t sample, tsc0, ns0;
   int hw_errno;
   int shadow_full;
-} am_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .sample = 16};
+} am_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .sample = 64};
 
 // ---------------------------------------------------------------------------
 // The real functions, and a static buffer for dlsym's own allocations
@@ -223,7 +231,7 @@ static inline int am_ready(void) {
 static _Atomic(uint8_t *) am_leaves[AM_REGIONS];
 
 // Once per GiB region touched: a raw mmap, not our counted one.
-__attribute__((noinline, cold)) static uint8_t *am_new_leaf(uintptr_t region) {
+__attribute__((noinline)) static uint8_t *am_new_leaf(uintptr_t region) {
   size_t size = (size_t)1 << (AM_REGION_BITS - 3);
   long got = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -266,9 +274,9 @@ static size_t am_log_value(uint8_t code) {
 }
 
 static inline void am_shadow_put(uint8_t *sh, size_t req) {
-  if (req <= AM_TINY) {
+  if (AM_UNLIKELY(req <= AM_TINY)) {
     sh[0] = (uint8_t)(0x80 | req);
-  } else if (req <= AM_NORMAL_MAX) {  // the block owns the next granule too
+  } else if (AM_LIKELY(req <= AM_NORMAL_MAX)) {  // the block owns the next granule too
     sh[0] = (uint8_t)(0x80 | ((req >> 7) + 9));
     sh[1] = (uint8_t)((sh[1] & 0x80) | (req & 0x7f));
   } else {
@@ -304,11 +312,20 @@ static inline int am_cycle_bucket(uint64_t c) {
   return b < AM_HIST ? b : AM_HIST - 1;
 }
 
-__attribute__((noinline, cold)) static void am_register(am_thread *t) {
+__attribute__((noinline)) static void am_register(am_thread *t) {
   if (t->state == 0 && t->start_tsc == 0) t->start_tsc = am_tsc();
   if (t->countdown == 0) t->countdown = (uint32_t)am_g.sample;
   t->state = 1;
+  t->tid = (uint64_t)syscall(SYS_gettid);  // once per thread
   pthread_setspecific(am_key, t);  // its destructor flushes at thread exit
+  for (int i = 0; t->slot == 0 && i < AM_LIVING; i++) {
+    am_thread *none = NULL;
+    if (atomic_compare_exchange_strong(&am_living[i], &none, t)) t->slot = i + 1;
+  }
+  if (t->slot == 0) {
+    t->slot = -1;
+    atomic_fetch_add(&am_unlisted, 1);
+  }
 }
 
 // 1 when this call's cycles are measured.
@@ -342,7 +359,7 @@ static uint64_t am_rss_kib(void) {
 
 // Live requested bytes reach the totals in steps of 256 KiB per thread: the
 // peak is exact to that, and RSS is read (a syscall) only when it grew by 1/32.
-__attribute__((noinline, cold)) static void am_flush_live(am_thread *t) {
+__attribute__((noinline)) static void am_flush_live(am_thread *t) {
   int64_t live = atomic_fetch_add(&am_g.live, t->live_delta) + t->live_delta;
   t->live_delta = 0;
   if (live <= am_g.peak_live) return;
@@ -373,10 +390,10 @@ static inline int am_allocated(am_thread *t, int api, size_t req, void *p, int s
     t->c.bytes[api] += req;
   }
   t->c.sizes[api][am_size_bucket(req)]++;
-  if (p == NULL) return 0;
+  if (AM_UNLIKELY(p == NULL)) return 0;
   uint8_t *sh = am_shadow(p);
-  int fresh = sh == NULL || !(*sh & 0x80);
-  if (sh) am_shadow_put(sh, req);
+  int fresh = AM_UNLIKELY(sh == NULL) || !(*sh & 0x80);
+  if (AM_LIKELY(sh != NULL)) am_shadow_put(sh, req);
   if (api == AM_MALLOC) {
     t->malloc_fresh += fresh;
     t->malloc_reused += !fresh;
@@ -395,7 +412,7 @@ static inline int am_allocated(am_thread *t, int api, size_t req, void *p, int s
 // A block about to be given back: live requested bytes drop by its size.
 static inline void am_releasing(am_thread *t, void *p) {
   uint8_t *sh = am_shadow(p);
-  if (sh == NULL) {
+  if (AM_UNLIKELY(sh == NULL)) {
     t->c.unknown_frees++;
     return;
   }
@@ -725,12 +742,15 @@ static void am_flush(am_thread *t) {
     am_g.threads_cycles += cycles;
     am_g.threads_alloc_cycles += estimate;
     if (i < AM_MAX_THREADS)
-      am_g.threads[i] = (am_thread_line){(uint64_t)syscall(SYS_gettid), cycles, estimate};
+      am_g.threads[i] = (am_thread_line){t->tid, cycles, estimate};
     t->start_tsc = 0;
   }
   am_add((uint64_t *)&am_g.c, (const uint64_t *)&t->c, sizeof t->c / sizeof(uint64_t));
   memset(&t->c, 0, sizeof t->c);
   am_real.mutex_unlock(&am_g.lock);
+  if (t->slot > 0) atomic_store(&am_living[t->slot - 1], NULL);
+  if (t->slot < 0) atomic_fetch_sub(&am_unlisted, 1);
+  t->slot = 0;
   t->state = 2;
 }
 
@@ -786,7 +806,12 @@ static uint64_t am_now_ns(void) {
 }
 
 static void am_fork_child(void) {
-  // The child starts clean: its record holds only what it does itself.
+  // The child starts clean: its record holds only what it does itself, and
+  // the parent's other threads do not exist in it.
+  for (int i = 0; i < AM_LIVING; i++) atomic_store(&am_living[i], NULL);
+  atomic_store(&am_unlisted, 0);
+  am_me.slot = 0;
+  am_me.state = 0;
   memset(&am_g.c, 0, sizeof am_g.c);
   memset(am_g.threads, 0, sizeof am_g.threads);
   am_g.threads_seen = am_g.threads_cycles = am_g.threads_alloc_cycles = 0;
@@ -961,6 +986,7 @@ static void am_write_record(void) {
   am_kv("large_frees", c->large_frees);
   am_kv("unknown_frees", c->unknown_frees);
   am_kv("shadow_full", (uint64_t)am_g.shadow_full);
+  am_kv("threads_unmerged", atomic_load(&am_unlisted));
   am_s("\nend\n");
 }
 
@@ -973,6 +999,12 @@ __attribute__((destructor)) static void am_exit(void) {
   am_thread *t = &am_me;
   t->depth++;  // whatever runs from here on is not the program's
   if (t->state != 0) am_flush(t);
+  // Threads still alive: merged as they are (they may be idle in a pool, or
+  // still running, in which case their last few calls may be missed).
+  for (int i = 0; i < AM_LIVING; i++) {
+    am_thread *other = atomic_exchange(&am_living[i], NULL);
+    if (other != NULL && other != t) am_flush(other);
+  }
   if (path == NULL || *path == '\0') return;
   am_real.mutex_lock(&am_g.lock);
   am_write_record();

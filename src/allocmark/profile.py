@@ -19,6 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from allocmark import native
+
 PATHS = ("malloc_new", "malloc_reuse", "free", "calloc", "realloc", "aligned", "usable_size")
 SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "sbrk")
 ALLOCATING = ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
@@ -30,8 +32,6 @@ class ProfileError(ValueError):
 
 
 def shim_library() -> str:
-    from allocmark import native  # the package's own build; imported late for tests
-
     return str(native.library("libamprof.so"))
 
 
@@ -281,15 +281,16 @@ def _imports(library: str) -> frozenset[str] | None:
 # ---------------------------------------------------------------------------
 # Findings: plain sentences computed from the numbers
 # ---------------------------------------------------------------------------
-def findings(summaries: Sequence[Summary], baseline: str | None) -> list[str]:
+def findings(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[str]:
+    """Plain sentences from the numbers; counts per run."""
     base = next((s for s in summaries if s.allocator == baseline), None)
     out = []
     for s in summaries:
-        out += [f"{s.allocator}: {line}" for line in _against(s, base)]
+        out += [f"{s.allocator}: {line}" for line in _against(s, base, runs)]
     return out
 
 
-def _against(s: Summary, base: Summary | None) -> list[str]:
+def _against(s: Summary, base: Summary | None, runs: int) -> list[str]:
     lines = []
     if s.new + s.reuse:
         lines.append(f"{s.reuse / (s.new + s.reuse):.1%} of allocations reuse an address")
@@ -307,12 +308,14 @@ def _against(s: Summary, base: Summary | None) -> list[str]:
             continue  # a 0 that only means "not seen" compares nothing
         mine_n = s.syscalls.get(name, {}).get("in_calls", 0)
         theirs_n = base.syscalls.get(name, {}).get("in_calls", 0)
-        if mine_n != theirs_n and max(mine_n, theirs_n) >= 10:
-            lines.append(f"{mine_n:,} {name} calls vs {theirs_n:,} for {base.allocator}")
+        if mine_n != theirs_n and max(mine_n, theirs_n) >= 10 * runs:
+            lines.append(f"{_count(mine_n / runs)} {name} calls per run vs "
+                         f"{_count(theirs_n / runs)} for {base.allocator}")  # fmt: skip
     if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
-        lines.append(f"contended locks: {s.locks.get('contended', 0):,} acquisitions, "
-                     f"{s.locks.get('trylock_failed', 0):,} failed trylocks, "
-                     f"{s.locks.get('wait_cycles', 0):,} cycles waiting")  # fmt: skip
+        lines.append(f"lock contention per run: {_count(s.locks.get('contended', 0) / runs)} "
+                     f"contended acquisitions, {_count(s.locks.get('trylock_failed', 0) / runs)} "
+                     f"failed trylocks, {_count(s.locks.get('wait_cycles', 0) / runs)} "
+                     "cycles waiting")  # fmt: skip
     return lines
 
 
@@ -361,12 +364,12 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
     add(share, "in the allocator (estimate)",
         lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}")  # fmt: skip
     add(share, "threads", lambda s: _count(s.threads / runs))
-    mem = "memory at peak live bytes"
-    add(mem, "live (usable size)", lambda s: _bytes(s.memory.get("peak_live", 0)))
-    add(mem, "requested", lambda s: _bytes(s.memory.get("peak_requested", 0)))
-    add(mem, "internal fragmentation", lambda s: _internal(s))
+    mem = "memory at the peak of live bytes"
+    add(mem, "requested (live)", lambda s: _bytes(s.memory.get("peak_requested", 0)))
+    add(mem, "usable (estimated)", lambda s: _bytes(_usable(s)))
+    add(mem, "internal fragmentation", _internal)
     add(mem, "RSS", lambda s: _bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
-    add(mem, "RSS - live: the rest", lambda s: _rest(s))
+    add(mem, "RSS - usable: the rest", _rest)
     return out
 
 
@@ -410,14 +413,22 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _usable(s: Summary) -> float:
+    """Live usable bytes at the peak: the requested ones times the usable/requested
+    ratio of the sampled allocations (usable sizes are only asked on those)."""
+    m = s.memory
+    ratio = m["sampled_usable"] / m["sampled_requested"] if m.get("sampled_requested") else 1.0
+    return float(m.get("peak_requested", 0)) * ratio
+
+
 def _internal(s: Summary) -> str:
-    live, req = s.memory.get("peak_live", 0), s.memory.get("peak_requested", 0)
-    return f"{_bytes(live - req)} ({(live - req) / live:.1%})" if live else "-"
+    usable, req = _usable(s), s.memory.get("peak_requested", 0)
+    return f"{_bytes(usable - req)} ({(usable - req) / usable:.1%})" if usable else "-"
 
 
 def _rest(s: Summary) -> str:
-    rss, live = s.memory.get("rss_at_peak_kib", 0) * 1024, s.memory.get("peak_live", 0)
-    return f"{_bytes(rss - live)}" if rss else "-"
+    rss = s.memory.get("rss_at_peak_kib", 0) * 1024
+    return _bytes(rss - _usable(s)) if rss else "-"
 
 
 # ---------------------------------------------------------------------------
@@ -452,13 +463,22 @@ def views(
         runs = max(len(v) for v in by_alloc.values())
         summaries = [summarize(a, merge(by_alloc[a]), libraries.get(a)) for a in names]
         ref = baseline if baseline in names else (names[0] if names else None)
-        notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
-        first = summaries[0] if summaries else None
-        if first:
-            notes.append(f"hardware counters: {first.hw}")
-            notes.append(f"cycles: TSC ticks of 1 call in {merge(by_alloc[names[0]])['sample']}, "
-                         "tight around the real call; 'new' = an address never returned "
-                         "before in the process, 'reuse' = one returned before")  # fmt: skip
+        sample = by_alloc[names[0]][0].get("sample", 1) if names else 1
+        notes = _notes(summaries, sample)
         out.append(View(workload, params, tuple(names), runs, rows(summaries, ref, runs),
-                        findings(summaries, ref), notes))  # fmt: skip
+                        findings(summaries, ref, runs), notes))  # fmt: skip
     return out
+
+
+def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
+    """What the numbers mean and what they cannot show, under the table."""
+    notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
+    if summaries:
+        notes.append(f"hardware counters: {summaries[0].hw}")
+    notes.append(f"cycles: TSC ticks of 1 call in {sample}, tight around the real call; "
+                 "'new' = an address never returned before in the process, 'reuse' = one "
+                 "returned before")  # fmt: skip
+    notes.append("memory: live requested bytes are exact (blocks of 15 KiB and more within "
+                 "1/64), usable sizes are sampled, and RSS includes the profiler's own shadow "
+                 "(about 1/8 of the heap's address span)")  # fmt: skip
+    return notes
