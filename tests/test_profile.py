@@ -337,3 +337,9 @@ def test_histogram_buckets_and_quantiles() -> None:
     assert profile.quantile(hist, 0.25) == pytest.approx(64 + 16 * 0.5)
     assert 192 <= (profile.quantile(hist, 0.99) or 0) < 224
     assert profile.quantile([0, 0], 0.5) is None
+
+
+def test_what_the_shim_could_not_count_is_said() -> None:
+    gaps = profile._gaps({"shadow_full": 1, "unknown_frees": 3, "threads_unmerged": 2})
+    assert len(gaps) == 3 and "incomplete" in gaps[0] and "3 frees" in gaps[1]
+    assert profile._gaps({"shadow_full": 0}) == []

@@ -481,4 +481,19 @@ def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
     notes.append("memory: live requested bytes are exact (blocks of 15 KiB and more within "
                  "1/64), usable sizes are sampled, and RSS includes the profiler's own shadow "
                  "(about 1/8 of the heap's address span)")  # fmt: skip
+    for s in summaries:
+        notes += [f"{s.allocator}: {gap}" for gap in _gaps(s.memory)]
     return notes
+
+
+def _gaps(memory: Mapping[str, int]) -> list[str]:
+    """What the shim could not count, so that no number silently lacks a part."""
+    gaps = []
+    if memory.get("shadow_full"):
+        gaps.append("the shadow could not be mapped: new/reuse and live bytes are incomplete")
+    if memory.get("unknown_frees"):
+        gaps.append(f"{memory['unknown_frees']:,} frees of blocks without a shadow byte")
+    if memory.get("threads_unmerged"):
+        gaps.append(f"{memory['threads_unmerged']:,} threads alive at exit were not merged "
+                    "(more than 4,096): their counts are missing")  # fmt: skip
+    return gaps
