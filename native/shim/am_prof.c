@@ -232,7 +232,9 @@ static _Atomic(uint8_t *) am_leaves[AM_REGIONS];
 
 // Once per GiB region touched: a raw mmap, not our counted one.
 __attribute__((noinline)) static uint8_t *am_new_leaf(uintptr_t region) {
-  size_t size = (size_t)1 << (AM_REGION_BITS - 3);
+  // One page more: a block in the region's last granule writes its second
+  // shadow byte just past the end.
+  size_t size = ((size_t)1 << (AM_REGION_BITS - 3)) + 4096;
   long got = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (got == -1 || got < 0) {
@@ -447,11 +449,18 @@ __attribute__((noinline)) static void *am_malloc_sampled(am_thread *t, size_t n)
   return p;
 }
 
+__attribute__((noinline)) static void *am_malloc_slow(am_thread *t, size_t n) {
+  if (!am_ready()) return am_boot_alloc(n);
+  if (t->depth) return am_real.malloc(n);
+  return am_malloc_sampled(t, n);
+}
+
+// The common case first: a registered thread, outside the allocator, not sampled
+// (state 1 implies the real functions are resolved).
 AM_EXPORT void *malloc(size_t n) {
-  if (AM_UNLIKELY(!am_ready())) return am_boot_alloc(n);
   am_thread *t = &am_me;
-  if (AM_UNLIKELY(t->depth)) return am_real.malloc(n);
-  if (AM_UNLIKELY(t->countdown <= 1 || t->state != 1)) return am_malloc_sampled(t, n);
+  if (AM_UNLIKELY(t->state != 1 || t->depth != 0 || t->countdown <= 1))
+    return am_malloc_slow(t, n);
   t->countdown--;
   t->depth = 1;
   void *p = am_real.malloc(n);
@@ -469,16 +478,20 @@ __attribute__((noinline)) static void am_free_sampled(am_thread *t, void *p) {
   if (s) am_cycles(t, AM_P_FREE, am_c1);
 }
 
-AM_EXPORT void free(void *p) {
-  if (p == NULL || am_is_boot(p)) return;
-  if (AM_UNLIKELY(!am_ready())) return;
-  am_thread *t = &am_me;
-  if (AM_UNLIKELY(t->depth)) {
+__attribute__((noinline)) static void am_free_slow(am_thread *t, void *p) {
+  if (!am_ready()) return;
+  if (t->depth) {
     am_real.free(p);
     return;
   }
-  if (AM_UNLIKELY(t->countdown <= 1 || t->state != 1)) {
-    am_free_sampled(t, p);
+  am_free_sampled(t, p);
+}
+
+AM_EXPORT void free(void *p) {
+  if (AM_UNLIKELY(p == NULL || am_is_boot(p))) return;
+  am_thread *t = &am_me;
+  if (AM_UNLIKELY(t->state != 1 || t->depth != 0 || t->countdown <= 1)) {
+    am_free_slow(t, p);
     return;
   }
   t->countdown--;
