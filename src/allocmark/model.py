@@ -178,7 +178,7 @@ class RunSpec:
     argv: tuple[str, ...]
     env: Env  # additions to the inherited environment, LD_PRELOAD included
     timeout: float
-    expect_malloc: str | None = None  # object that must serve malloc (native workloads)
+    expect_malloc: str | None = None  # must serve malloc: checked by the record or libam_who
     result_fd: bool = False  # the child writes a metrics record to AM_RESULT_FD
     role: str = "measure"  # or "baseline": the workload doing nothing, for its RSS
     app: AppRun = AppRun()  # output parsers and service of an application
