@@ -14,7 +14,6 @@ usage: .venv/bin/python bench/profile_overhead.py [REPETITIONS]
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import statistics
@@ -23,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from allocmark import allocators, profile, workloads
+from allocmark import allocators, execute, profile, workloads
 from allocmark.model import Verified
 
 PARAMS = {"count": 100000, "rounds": 10, "size_min": 16, "size_max": 64, "threads": 1}
@@ -43,16 +42,11 @@ def seconds(cmd: list[str], env: dict[str, str]) -> float:
 
 
 def env_for(v: Verified | None, profiled: bool, out: Path) -> dict[str, str]:
-    env = {k: val for k, val in os.environ.items() if k != "LD_PRELOAD"}
-    preload = [profile.shim_library()] if profiled else []
-    if v is not None:
-        env |= dict(v.spec.env)
-        if v.preload:
-            preload.append(v.preload)
-    if preload:
-        env["LD_PRELOAD"] = ":".join(preload)
-    env["AM_PROF_OUT"] = str(out)
-    return env
+    """The run's environment as allocmark builds it, the profiler in front when asked."""
+    env = execute.child_environment(tuple(v.child_env().items()) if v else ())
+    if profiled:
+        env["LD_PRELOAD"] = ":".join(filter(None, (profile.shim_library(), env.get("LD_PRELOAD"))))
+    return env | {"AM_PROF_OUT": str(out)}
 
 
 def main() -> None:

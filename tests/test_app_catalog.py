@@ -60,6 +60,7 @@ def test_builtin_steps_run_in_turn() -> None:
         ('service = { client = ["c"] }', "must pass {port} to the client"),
         ('service = { client = ["c", "{port}"], stop_signal = "TERM" }', "not a signal name"),
         ('kind = "shell"', "is not a workload kind"),
+        ('env = { X = "{tmpdir}" }', r"key 'workload.w.env': \{tmpdir\} is not a parameter of w"),
     ],
 )
 def test_app_entry_errors_name_the_key(change: str, message: str) -> None:

@@ -833,8 +833,8 @@ static void am_fork_child(void) {
   am_g.rss_at_peak_kib = 0;
   pthread_mutex_init(&am_g.lock, NULL);
   memset(&am_me.c, 0, sizeof am_me.c);
-  am_fold_hot(&am_me);
-  memset(&am_me.c, 0, sizeof am_me.c);
+  am_me.malloc_calls = am_me.malloc_bytes = am_me.malloc_fresh = am_me.malloc_reused = 0;
+  am_me.free_calls = 0;
   am_me.live_delta = 0;
   am_me.start_tsc = am_tsc();
   am_g.tsc0 = am_tsc();

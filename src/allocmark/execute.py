@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from allocmark import native, profile, workloads
+from allocmark import native, profile, who, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
@@ -78,6 +78,7 @@ class _Outcome:
     labels: dict[str, str] = field(default_factory=dict)
     server_quit: bool = False  # a service's server ended before it was asked to
     profile: dict[str, Any] | str | None = None  # or why there is none
+    who: list[who.Report] = field(default_factory=list)  # libam_who's, one per process
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -93,9 +94,9 @@ def run(spec: RunSpec) -> RunResult:
                 detail=f"cannot start {spec.argv[0]}: {e.strerror or e}",
             )
         if _who_checked(spec) and outcome.status:
-            outcome.labels |= _who_labels(room.who)
+            outcome.who = who.read(room.who)
         if spec.profile:
-            outcome.profile = _read_profile(room.work.parent / "profile")
+            outcome.profile = _read_profile(room.profile)
     return _interpret(spec, outcome, started)
 
 
@@ -116,6 +117,7 @@ class _Room:
         self.work.mkdir()
         self.who.mkdir()
         self.stdout, self.stderr = root / "stdout", root / "stderr"
+        self.profile = root / "profile"  # the profiler's records (AM_PROF_OUT)
 
     def fill(self, argv: tuple[str, ...], port: int = 0) -> list[str]:
         """Run-time placeholders: this run's directory and port."""
@@ -132,7 +134,7 @@ def _env(spec: RunSpec, room: _Room) -> dict[str, str]:
     if spec.profile:  # in front of the allocator, so that it sees every call
         shim = profile.shim_library()
         env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim
-        env["AM_PROF_OUT"] = str(room.work.parent / "profile")
+        env["AM_PROF_OUT"] = str(room.profile)
     if _who_checked(spec):
         who = str(native.library("libam_who.so"))
         env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{who}" if "LD_PRELOAD" in env else who
@@ -326,13 +328,13 @@ def _listening(port: int, server: _Launched, by: float) -> bool:
     return False
 
 
-def _server_pid(launcher: int, who: Path) -> int | None:
+def _server_pid(launcher: int, reports_dir: Path) -> int | None:
     """The server is am_run's only child; without /proc's children list, the
     process that reported its malloc."""
     with contextlib.suppress(OSError, IndexError, ValueError):
         return int(Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()[0])
-    reports = _who_reports(who)
-    return int(reports[0]["pid"][0]) if reports else None
+    reports = who.read(reports_dir)
+    return reports[0].pid if reports else None
 
 
 def _vmhwm(pid: int | None) -> int | None:
@@ -347,7 +349,7 @@ def _vmhwm(pid: int | None) -> int | None:
 
 def _client(argv: list[str], room: _Room, deadline: float) -> _Outcome:
     """The client, without the allocator under test, its output kept for the parsers."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "AM_WHO_DIR")}
+    env = child_environment(())
     started = time.monotonic()
     with (room.work / "client.out").open("w+b") as out, \
          (room.work / "client.err").open("w+b") as err:  # fmt: skip
@@ -372,58 +374,6 @@ def _client(argv: list[str], room: _Room, deadline: float) -> _Outcome:
         outcome.verdict = (RunStatus.FAILED, f"the client {Path(argv[0]).name} exited with "
                            f"code {code}: {tail}".strip(": "))  # fmt: skip
     return outcome
-
-
-# ---------------------------------------------------------------------------
-# What served malloc in each process (libam_who's reports)
-# ---------------------------------------------------------------------------
-def _who_reports(directory: Path) -> list[dict[str, list[str]]]:
-    reports = []
-    for f in sorted(directory.iterdir()):
-        lines = f.read_text(errors="replace").splitlines()
-        if not lines or lines[0] != "am_who 1":
-            continue
-        report: dict[str, list[str]] = {}
-        for key, _, value in (line.partition("=") for line in lines[1:]):
-            report.setdefault(key, []).append(value)
-        reports.append(report)
-    return reports
-
-
-def _who_labels(directory: Path) -> dict[str, str]:
-    """Labels stored with the run: per process, what served each function."""
-    reports = _who_reports(directory)
-    return {"who": json.dumps([{k: v if k == "defines" else v[0] for k, v in r.items()}
-                               for r in reports])}  # fmt: skip
-
-
-def _who_problem(expected: str | None, labels: dict[str, str]) -> tuple[str | None, str | None]:
-    """(why the run is unverified, or None; the object that served malloc)."""
-    reports = json.loads(labels.get("who", "[]"))
-    if not reports:
-        return ("no process reported which object serves malloc: the preload was "
-                "ignored (a static or setuid program?)"), None  # fmt: skip
-    want = _real(expected)
-    for r in reports:
-        for fn in ("malloc", "free", "calloc", "realloc"):
-            if _real(r.get(fn) or None) != want:
-                served = r.get(fn) or "nothing"
-                where = f"{r.get('exe')} (pid {r.get('pid')})"
-                problem = f"{fn} in {where} was served by {served}, not by {expected}"
-                return problem, r.get("malloc")
-    return None, reports[0]["malloc"]
-
-
-def _shadowed(labels: dict[str, str], *served: str | None) -> str:
-    """Other allocators loaded into the processes (e.g. the libjemalloc Debian's redis
-    links), which the allocator under test shadows but whose extra calls may still run."""
-    seen = {
-        d
-        for r in json.loads(labels.get("who", "[]"))
-        for d in r.get("defines", [])
-        if _real(d) not in (_real(r.get("libc") or None), *map(_real, served))
-    }
-    return ", ".join(sorted(seen))
 
 
 def _collect(pipes: _Pipes, open_fds: dict[str, int], ready: list[int]) -> None:
@@ -468,7 +418,7 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         malloc_object = labels.pop("malloc_object", None)
         if problem:
             status, detail = RunStatus.FAILED, problem
-        elif seen and _real(malloc_object) != _real(seen):
+        elif seen and who.real(malloc_object) != who.real(seen):
             status = RunStatus.UNVERIFIED
             detail = f"malloc was served by {malloc_object}, not by {seen}"
     if status is RunStatus.OK and spec.app.parsers:
@@ -476,8 +426,9 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         if problem:
             status, detail = RunStatus.FAILED, problem
     if _who_checked(spec) and st:
-        problem, malloc_object = _who_problem(seen, labels)
-        if shadowed := _shadowed(labels, malloc_object, spec.expect_malloc, seen):
+        labels["who"] = who.label(o.who)
+        problem, malloc_object = who.problem(seen, o.who)
+        if shadowed := who.shadowed(o.who, malloc_object, spec.expect_malloc, seen):
             labels["also_defines_malloc"] = shadowed
         if problem and status is RunStatus.OK:
             status, detail = RunStatus.UNVERIFIED, problem
@@ -522,7 +473,7 @@ def _check_profile(
     """The profiler forwards to the allocator under test, or the run is unverified."""
     if not isinstance(prof, dict):
         return None, prof or "the profiler wrote no record"
-    if spec.expect_malloc and _real(prof["next_malloc"]) != _real(spec.expect_malloc):
+    if spec.expect_malloc and who.real(prof["next_malloc"]) != who.real(spec.expect_malloc):
         return prof, (f"the profiler's malloc forwarded to {prof['next_malloc']}, "
                       f"not to {spec.expect_malloc}")  # fmt: skip
     return prof, None
@@ -559,7 +510,3 @@ def _parse_record(record: bytes) -> tuple[dict[str, float], dict[str, str], str 
     }
     labels = {k: v for k, v in data.items() if isinstance(v, str) and k != "workload"}
     return metrics, labels, None
-
-
-def _real(path: str | None) -> str | None:
-    return os.path.realpath(path) if path else None

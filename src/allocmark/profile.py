@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -200,7 +200,6 @@ class Summary:
     hw: str  # hardware counters: why they are not shown
     visibility: str  # which of the allocator's syscalls and locks the shim can see
     visible: frozenset[str] = frozenset()  # their names
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> Summary:
@@ -309,126 +308,27 @@ def _against(s: Summary, base: Summary | None, runs: int) -> list[str]:
         mine_n = s.syscalls.get(name, {}).get("in_calls", 0)
         theirs_n = base.syscalls.get(name, {}).get("in_calls", 0)
         if mine_n != theirs_n and max(mine_n, theirs_n) >= 10 * runs:
-            lines.append(f"{_count(mine_n / runs)} {name} calls per run vs "
-                         f"{_count(theirs_n / runs)} for {base.allocator}")  # fmt: skip
+            lines.append(f"{count_text(mine_n / runs)} {name} calls per run vs "
+                         f"{count_text(theirs_n / runs)} for {base.allocator}")  # fmt: skip
     if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
-        lines.append(f"lock contention per run: {_count(s.locks.get('contended', 0) / runs)} "
-                     f"contended acquisitions, {_count(s.locks.get('trylock_failed', 0) / runs)} "
-                     f"failed trylocks, {_count(s.locks.get('wait_cycles', 0) / runs)} "
-                     "cycles waiting")  # fmt: skip
+        keys = ("contended", "trylock_failed", "wait_cycles")
+        contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
+        lines.append(f"lock contention per run: {contended} contended acquisitions, "
+                     f"{failed} failed trylocks, {waiting} cycles waiting")  # fmt: skip
     return lines
 
 
-# ---------------------------------------------------------------------------
-# The side-by-side view: rows of text, one value per allocator
-# ---------------------------------------------------------------------------
-Row = tuple[str, str, list[str]]  # section, label, a cell per allocator
-
-
-def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[Row]:
-    """The report's rows; counts are per run (mean over `runs` runs)."""
-    base = next((s for s in summaries if s.allocator == baseline), None)
-    out: list[Row] = []
-
-    def add(section: str, label: str, cell: Any) -> None:
-        out.append((section, label, [cell(s) for s in summaries]))
-
-    calls = "calls per run"
-    add(calls, "malloc (new / reuse)", lambda s: _calls_split(s, runs))
-    for api in (
-        "free",
-        "calloc",
-        "realloc",
-        "posix_memalign",
-        "aligned_alloc",
-        "malloc_usable_size",
-    ):
-        if any(s.calls.get(api) for s in summaries):
-            add(calls, api, lambda s, a=api: _count(s.calls.get(a, 0) / runs))
-    cycles = "cycles/call: median, p99 (x base)"
-    for p in PATHS:
-        if any(s.paths[p].samples for s in summaries):
-            add(cycles, p.replace("_", " "), lambda s, p=p: _cycles(s, base, p))
-    sys_title = "syscalls in the allocator (cycles)"
-    for name in SYSCALLS:
-        if any(s.syscalls.get(name, {}).get("in_calls") for s in summaries):
-            add(sys_title, name, lambda s, n=name: _sys(s, n, runs))
-    locks = "mutexes in the allocator"
-    if any(s.locks.get("lock_calls") or s.locks.get("trylock_calls") for s in summaries):
-        add(locks, "lock: calls / contended", lambda s: _pair(s.locks, "lock_calls",
-                                                              "contended", runs))  # fmt: skip
-        add(locks, "  waiting, cycles", lambda s: _count(s.locks.get("wait_cycles", 0) / runs))
-        add(locks, "trylock: calls / failed", lambda s: _pair(s.locks, "trylock_calls",
-                                                              "trylock_failed", runs))  # fmt: skip
-    share = "time"
-    add(share, "in the allocator (estimate)",
-        lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}")  # fmt: skip
-    add(share, "threads", lambda s: _count(s.threads / runs))
-    mem = "memory at the peak of live bytes"
-    add(mem, "requested (live)", lambda s: _bytes(s.memory.get("peak_requested", 0)))
-    add(mem, "usable (estimated)", lambda s: _bytes(_usable(s)))
-    add(mem, "internal fragmentation", _internal)
-    add(mem, "RSS", lambda s: _bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
-    add(mem, "RSS - usable: the rest", _rest)
-    return out
-
-
-def _count(v: float) -> str:
+def count_text(v: float) -> str:
+    """A count per run: whole numbers with separators, small means with one decimal."""
     return f"{v:,.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
 
 
-def _calls_split(s: Summary, runs: int) -> str:
-    n = s.calls.get("malloc", 0)
-    if not n:
-        return "0"
-    mn = s.paths["malloc_new"].calls
-    return f"{_count(n / runs)} ({mn / n:.0%} / {1 - mn / n:.0%})"
-
-
-def _cycles(s: Summary, base: Summary | None, p: str) -> str:
-    st = s.paths[p]
-    if st.median is None:
-        return "-"
-    text = f"{st.median:,.0f}, {st.p99:,.0f}"
-    ref = base.paths[p].median if base else None
-    if ref and base is not s:
-        text += f" ({st.median / ref:.2f}x)"
-    return text
-
-
-def _sys(s: Summary, name: str, runs: int) -> str:
-    d = s.syscalls.get(name, {})
-    n = d.get("in_calls", 0)
-    return f"{_count(n / runs)} ({d.get('in_cycles', 0) / n:,.0f})" if n else "0"
-
-
-def _pair(d: Mapping[str, int], a: str, b: str, runs: int) -> str:
-    return f"{_count(d.get(a, 0) / runs)} / {_count(d.get(b, 0) / runs)}"
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def _usable(s: Summary) -> float:
+def usable_at_peak(s: Summary) -> float:
     """Live usable bytes at the peak: the requested ones times the usable/requested
     ratio of the sampled allocations (usable sizes are only asked on those)."""
     m = s.memory
     ratio = m["sampled_usable"] / m["sampled_requested"] if m.get("sampled_requested") else 1.0
     return float(m.get("peak_requested", 0)) * ratio
-
-
-def _internal(s: Summary) -> str:
-    usable, req = _usable(s), s.memory.get("peak_requested", 0)
-    return f"{_bytes(usable - req)} ({(usable - req) / usable:.1%})" if usable else "-"
-
-
-def _rest(s: Summary) -> str:
-    rss = s.memory.get("rss_at_peak_kib", 0) * 1024
-    return _bytes(rss - _usable(s)) if rss else "-"
 
 
 # ---------------------------------------------------------------------------
@@ -442,7 +342,8 @@ class View:
     params: tuple[tuple[str, int | str], ...]
     allocators: tuple[str, ...]
     runs: int
-    rows: list[Row]
+    summaries: tuple[Summary, ...]  # in the order of `allocators`
+    baseline: str | None  # the allocator the others are compared with
     findings: list[str]
     notes: list[str]
 
@@ -465,7 +366,7 @@ def views(
         ref = baseline if baseline in names else (names[0] if names else None)
         sample = by_alloc[names[0]][0].get("sample", 1) if names else 1
         notes = _notes(summaries, sample)
-        out.append(View(workload, params, tuple(names), runs, rows(summaries, ref, runs),
+        out.append(View(workload, params, tuple(names), runs, tuple(summaries), ref,
                         findings(summaries, ref, runs), notes))  # fmt: skip
     return out
 

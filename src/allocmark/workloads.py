@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import re
 import shutil
 import signal
@@ -54,10 +53,17 @@ def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
         kind=kind,
         argv=argv,
         params=params,
-        env=t.str_map("env"),
+        env=_env(t, name, params),
         program=t.get("program", str, required=True),
         checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
     )
+
+
+def _env(t: tomlfile.TomlTable, name: str, params: tuple[Param, ...]) -> Env:
+    """The environment; its placeholders may name parameters only (filled when planned)."""
+    env = t.str_map("env")
+    _check_refs(t, "env", name, [v for _, v in env], {p.name for p in params})
+    return env
 
 
 def _check_refs(
@@ -88,7 +94,7 @@ def _app(name: str, t: tomlfile.TomlTable, params: tuple[Param, ...], known: set
         kind="app",
         argv=argv,
         params=params,
-        env=t.str_map("env"),
+        env=_env(t, name, params),
         program=steps[0][0],
         checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
         packages=t.str_list("packages"),
@@ -289,7 +295,7 @@ def apps_dir() -> Path:
 def executable(name: str, w: Workload) -> str:
     """`name` on PATH (or as given, if absolute); a missing one is a UserError with the
     command that installs it."""
-    found = name if os.path.isabs(name) and os.access(name, os.X_OK) else shutil.which(name)
+    found = shutil.which(name)  # an absolute path is checked as it is
     if not found:
         raise UserError(f"workload {w.name}: {name} is not installed; {install_hint(w)}")
     return found
@@ -297,8 +303,7 @@ def executable(name: str, w: Workload) -> str:
 
 def missing(w: Workload) -> list[str]:
     """The executables of an application that this machine lacks."""
-    return [n for n in w.needs
-            if not (os.access(n, os.X_OK) if os.path.isabs(n) else shutil.which(n))]  # fmt: skip
+    return [n for n in w.needs if not shutil.which(n)]
 
 
 def install_hint(w: Workload) -> str:

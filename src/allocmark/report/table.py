@@ -14,7 +14,7 @@ from allocmark.analyze import Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
 from allocmark.model import Status, Verified
-from allocmark.report import fmt
+from allocmark.report import fmt, profile_rows
 
 LONG_LABEL = 24
 
@@ -197,7 +197,7 @@ def profiles(console: Console, views: Sequence[profile.View]) -> None:
         for a in v.allocators:
             table.add_column(a, justify="right", overflow="fold")
         section = None
-        for sec, label, cells in v.rows:
+        for sec, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs):
             if sec != section:
                 if section is not None:
                     table.add_section()

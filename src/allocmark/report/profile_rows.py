@@ -1,0 +1,104 @@
+"""The profiler's side-by-side table as rows of text, one cell per allocator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from allocmark.profile import PATHS, SYSCALLS, Summary, count_text, usable_at_peak
+
+Row = tuple[str, str, list[str]]  # section, label, a cell per allocator
+
+
+def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[Row]:
+    """The report's rows; counts are per run (mean over `runs` runs)."""
+    base = next((s for s in summaries if s.allocator == baseline), None)
+    out: list[Row] = []
+
+    def add(section: str, label: str, cell: Any) -> None:
+        out.append((section, label, [cell(s) for s in summaries]))
+
+    calls = "calls per run"
+    add(calls, "malloc (new / reuse)", lambda s: _calls_split(s, runs))
+    for api in (
+        "free",
+        "calloc",
+        "realloc",
+        "posix_memalign",
+        "aligned_alloc",
+        "malloc_usable_size",
+    ):
+        if any(s.calls.get(api) for s in summaries):
+            add(calls, api, lambda s, a=api: count_text(s.calls.get(a, 0) / runs))
+    cycles = "cycles/call: median, p99 (x base)"
+    for p in PATHS:
+        if any(s.paths[p].samples for s in summaries):
+            add(cycles, p.replace("_", " "), lambda s, p=p: _cycles(s, base, p))
+    sys_title = "syscalls in the allocator (cycles)"
+    for name in SYSCALLS:
+        if any(s.syscalls.get(name, {}).get("in_calls") for s in summaries):
+            add(sys_title, name, lambda s, n=name: _sys(s, n, runs))
+    locks = "mutexes in the allocator"
+    if any(s.locks.get("lock_calls") or s.locks.get("trylock_calls") for s in summaries):
+        add(locks, "lock: calls / contended", lambda s: _pair(s.locks, "lock_calls",
+                                                              "contended", runs))  # fmt: skip
+        add(locks, "  waiting, cycles", lambda s: count_text(s.locks.get("wait_cycles", 0) / runs))
+        add(locks, "trylock: calls / failed", lambda s: _pair(s.locks, "trylock_calls",
+                                                              "trylock_failed", runs))  # fmt: skip
+    share = "time"
+    add(share, "in the allocator (estimate)",
+        lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}")  # fmt: skip
+    add(share, "threads", lambda s: count_text(s.threads / runs))
+    mem = "memory at the peak of live bytes"
+    add(mem, "requested (live)", lambda s: _bytes(s.memory.get("peak_requested", 0)))
+    add(mem, "usable (estimated)", lambda s: _bytes(usable_at_peak(s)))
+    add(mem, "internal fragmentation", _internal)
+    add(mem, "RSS", lambda s: _bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
+    add(mem, "RSS - usable: the rest", _rest)
+    return out
+
+
+def _calls_split(s: Summary, runs: int) -> str:
+    n = s.calls.get("malloc", 0)
+    if not n:
+        return "0"
+    mn = s.paths["malloc_new"].calls
+    return f"{count_text(n / runs)} ({mn / n:.0%} / {1 - mn / n:.0%})"
+
+
+def _cycles(s: Summary, base: Summary | None, p: str) -> str:
+    st = s.paths[p]
+    if st.median is None:
+        return "-"
+    text = f"{st.median:,.0f}, {st.p99:,.0f}"
+    ref = base.paths[p].median if base else None
+    if ref and base is not s:
+        text += f" ({st.median / ref:.2f}x)"
+    return text
+
+
+def _sys(s: Summary, name: str, runs: int) -> str:
+    d = s.syscalls.get(name, {})
+    n = d.get("in_calls", 0)
+    return f"{count_text(n / runs)} ({d.get('in_cycles', 0) / n:,.0f})" if n else "0"
+
+
+def _pair(d: Mapping[str, int], a: str, b: str, runs: int) -> str:
+    return f"{count_text(d.get(a, 0) / runs)} / {count_text(d.get(b, 0) / runs)}"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _internal(s: Summary) -> str:
+    usable, req = usable_at_peak(s), s.memory.get("peak_requested", 0)
+    return f"{_bytes(usable - req)} ({(usable - req) / usable:.1%})" if usable else "-"
+
+
+def _rest(s: Summary) -> str:
+    rss = s.memory.get("rss_at_peak_kib", 0) * 1024
+    return _bytes(rss - usable_at_peak(s)) if rss else "-"

@@ -1,0 +1,74 @@
+"""libam_who's reports (native/who/am_who.c): which object served malloc in each
+process of a run that does not report it itself (applications, a user's command)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+FUNCTIONS = ("malloc", "free", "calloc", "realloc")
+
+
+@dataclass(frozen=True)
+class Report:
+    """One process: what served each function, and every object defining malloc."""
+
+    pid: int
+    exe: str
+    served: dict[str, str]  # function -> object ("" when nothing exports it)
+    libc: str
+    defines: tuple[str, ...]
+
+
+def read(directory: Path) -> list[Report]:
+    """One report per process that kept the preload (exec'd programs write again)."""
+    return [r for f in sorted(directory.iterdir()) if (r := _parse(f)) is not None]
+
+
+def _parse(path: Path) -> Report | None:
+    lines = path.read_text(errors="replace").splitlines()
+    if not lines or lines[0] != "am_who 1":
+        return None
+    fields = dict(line.partition("=")[::2] for line in lines[1:] if not line.startswith("defines="))
+    return Report(
+        pid=int(fields.get("pid", "0") or 0),
+        exe=fields.get("exe", ""),
+        served={fn: fields.get(fn, "") for fn in FUNCTIONS},
+        libc=fields.get("libc", ""),
+        defines=tuple(line[len("defines=") :] for line in lines if line.startswith("defines=")),
+    )
+
+
+def label(reports: Sequence[Report]) -> str:
+    """The reports as stored with the run."""
+    return json.dumps([dataclasses.asdict(r) for r in reports])
+
+
+def problem(expected: str | None, reports: Sequence[Report]) -> tuple[str | None, str | None]:
+    """(why the run is unverified, or None; the object that served malloc)."""
+    if not reports:
+        return ("no process reported which object serves malloc: the preload was "
+                "ignored (a static or setuid program?)"), None  # fmt: skip
+    for r in reports:
+        for fn, served in r.served.items():
+            if real(served) != real(expected):
+                text = (f"{fn} in {r.exe} (pid {r.pid}) was served by {served or 'nothing'}, "
+                        f"not by {expected}")  # fmt: skip
+                return text, r.served["malloc"] or None
+    return None, reports[0].served["malloc"] or None
+
+
+def shadowed(reports: Sequence[Report], *served: str | None) -> str:
+    """Other allocators loaded into the processes (e.g. the libjemalloc Debian's redis
+    links), which the allocator under test shadows but whose extra calls may still run."""
+    ignore = {real(s) for s in served}
+    seen = {d for r in reports for d in r.defines if real(d) not in ignore | {real(r.libc)}}
+    return ", ".join(sorted(seen))
+
+
+def real(path: str | None) -> str | None:
+    return os.path.realpath(path) if path else None
