@@ -3,35 +3,46 @@
 // Preloaded in front of the allocator under test
 // (LD_PRELOAD="libamprof.so <allocator>.so"), it forwards every call of the
 // allocation API to the next definition (dlsym RTLD_NEXT) and counts, per API:
-// calls, requested bytes, a power-of-two size histogram; for one call in
-// AM_PROF_SAMPLE (default 64: rdtsc costs ~11 ns in a VM) the TSC cycles tight
-// around the real call only,
-// in a log-scale histogram (4 buckets per power of two). malloc, calloc,
-// realloc and the aligned family are split into "new" (the address was never
-// returned before in this process) and "reuse". A "shadow" of one byte per
-// 8-byte granule of address space keeps that bit and the block's requested
-// size (so that a free knows how many requested bytes it gives back): a byte
-// or two per call, and an eighth of the heap's span in memory. Usable sizes
-// (malloc_usable_size) are asked on sampled calls only, which is where the
-// internal fragmentation estimate comes from.
+// calls, requested bytes, a power-of-two size histogram. One call in
+// AM_PROF_SAMPLE (default 256: rdtsc costs ~11 ns in a VM) is "sampled": its TSC
+// cycles, tight around the real call only, go to a log-scale histogram (4
+// buckets per power of two); a sampled allocation is classified "new" (its
+// address was never freed before in this process, so never handed out before)
+// or "reuse", and its usable size is asked (internal fragmentation).
+//
+// Cheap by design: malloc and free do their counting before the real call and
+// then jump to it (a tail call: no frame of ours around the allocator's), and
+// touch one line of thread-local counters plus, in free, one bit of a bitmap.
+// The bitmap keeps two bits per 8-byte granule of address space, 1/32 of the
+// heap's span: "an address freed here" (new vs reuse) and "a tracked block
+// starts here". Live requested bytes come from tracked blocks, sampled by
+// bytes as in jemalloc's heap profiler: on average one allocated byte in
+// 16 KiB (or in 1/2048 of the peak, if more) picks the block that holds it,
+// weighted by the inverse of its chance; the estimate's variance is kept too.
+// AM_PROF_SAMPLE=1 makes everything exact: every call timed and classified,
+// every block tracked.
 //
 // mmap, munmap, mremap, madvise, mprotect, brk and sbrk are counted (calls,
-// bytes, cycles) inside and outside allocator calls; pthread_mutex_lock,
-// trylock and unlock inside allocator calls (acquisitions, contended ones and
-// their wait cycles). Only calls through the PLT are visible: glibc's malloc
-// makes its mmaps and takes its arena locks inside libc, unseen.
+// bytes, cycles), "inside" the allocator when the caller's code belongs to it
+// (the object serving malloc and the non-system libraries it needs), else
+// "outside"; pthread_mutex_lock, trylock and unlock only when the allocator
+// calls them (acquisitions, contended ones and their wait cycles). Only calls
+// through the PLT are visible: glibc's malloc makes its mmaps and takes its
+// arena locks inside libc, unseen.
 //
 // Nothing on the hot path allocates, locks or makes a system call: counters are
 // thread-local (initial-exec TLS) and merged into the totals when the thread
 // ends (a pthread key destructor, and pthread_exit explicitly), when the
 // process exits, or before fork. A fork's child starts from zero. At exit the
-// record (text, first line "am_prof 1") is appended to the file named by
+// record (text, first line "am_prof 2") is appended to the file named by
 // AM_PROF_OUT under an flock; Python (profile.py) interprets it.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -44,7 +55,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define AM_PROF_VERSION 1
+#define AM_PROF_VERSION 2
 #define AM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AM_EXPORT __attribute__((visibility("default")))
@@ -74,27 +85,33 @@ static const char *const am_sys_names[AM_SYS_N] = {"mmap",     "munmap", "mremap
 #define AM_MAX_THREADS 256  // threads listed one by one; later ones only in the totals
 
 typedef struct {
-  uint64_t calls[AM_API_N], bytes[AM_API_N], fresh[AM_API_N], reused[AM_API_N];
+  uint64_t calls[AM_API_N], bytes[AM_API_N], fresh[AM_API_N], reused[AM_API_N];  // fresh and reused: of the sampled calls
   uint64_t sizes[AM_API_N][AM_SIZE_BUCKETS];
   uint64_t samples[AM_PATH_N], cycles[AM_PATH_N];
   uint64_t hist[AM_PATH_N][AM_HIST];
   uint64_t sys_calls[AM_SYS_N][2], sys_cycles[AM_SYS_N][2], sys_bytes[AM_SYS_N][2];
   uint64_t lock_calls, lock_contended, lock_wait, try_calls, try_failed, unlock_calls;
   uint64_t sampled_req, sampled_usable;  // sampled allocations: internal fragmentation
-  uint64_t large_frees;  // frees of blocks >= 15 KiB: requested size known within 1/64
-  uint64_t unknown_frees;  // frees of blocks without a shadow byte (shadow exhausted)
 } am_counts;
 
 // A thread's counters. The first cache line holds all that malloc and free
-// touch besides the size bucket: the heap streams through L1, and counters
-// spread over many lines would be fetched again from L2 on every call.
+// touch besides the size bucket. The fast paths test countdown alone: it is
+// 0 whenever the thread is not registered or runs our own code (depth > 0),
+// which sends every call down the slow path. (Testing two adjacent 32-bit
+// fields lets the compiler merge them into one 64-bit load, which cannot be
+// forwarded from the 32-bit store of the previous call: a stall per call.)
 typedef struct {
-  int depth;  // > 0 inside a call to the allocator
+  uint32_t countdown;  // calls until the next sampled one
+  int depth;  // > 0 while our own code runs (it may allocate: not the program's calls)
+  uint64_t live_left;  // allocated bytes until the next tracked block
+  uint64_t malloc_calls, malloc_bytes, free_calls;
+  uint32_t saved_countdown;
   int state;  // 0 new, 1 registered (key set), 2 flushed
-  uint32_t countdown;
   int slot;  // 1 + its index in am_living, 0 if not listed, -1 if the list was full
-  int64_t live_delta;  // live requested bytes not yet added to the totals
-  uint64_t malloc_calls, malloc_bytes, malloc_fresh, malloc_reused, free_calls;
+  uint64_t rng;
+  uint64_t gap_interval;  // the mean of the gap live_left was drawn from
+  int64_t live_delta, var_delta, blocks_delta;  // tracked blocks not yet in the totals
+  int pending;  // tracked events behind those deltas
   am_counts c;  // everything else
   uint64_t start_tsc;
   uint64_t tid;
@@ -114,16 +131,25 @@ typedef struct {
 
 static struct {
   am_counts c;  // merged thread counts
-  pthread_mutex_t lock;  // merging (thread exit, process exit, fork) only
+  pthread_mutex_t lock;  // merging (thread exit, process exit, fork) and new peaks only
   am_thread_line threads[AM_MAX_THREADS];
   uint64_t threads_seen, threads_cycles, threads_alloc_cycles;
-  _Atomic int64_t live;  // live requested bytes
+  _Atomic int64_t live;  // estimated live requested bytes: the weights of tracked blocks
+  _Atomic uint64_t live_var;  // the estimate's variance
+  _Atomic uint64_t live_blocks;  // tracked blocks
   int64_t peak_live, last_rss_check;
-  uint64_t rss_at_peak_kib;
-  uint64_t sample, tsc0, ns0;
+  uint64_t peak_var, peak_blocks, rss_at_peak_kib;
+  uint64_t sample;
+  // Mean bytes between tracked blocks: 0 tracks every block. It grows with the
+  // peak (1/2048 of it, at least base_interval): about 2,000 blocks stand for
+  // the peak whatever its size, so a big heap costs no more than a small one.
+  uint64_t base_interval;
+  _Atomic uint64_t interval;
+  uint64_t tsc0, ns0;
+  _Atomic uint64_t untracked;  // blocks that should have been tracked (no memory for it)
   int hw_errno;
-  int shadow_full;
-} am_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .sample = 64};
+  int bitmap_full;
+} am_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .sample = 256};
 
 // ---------------------------------------------------------------------------
 // The real functions, and a static buffer for dlsym's own allocations
@@ -178,6 +204,19 @@ static size_t am_boot_size(const void *p) {
   return n;
 }
 
+// Our own code may allocate (pthread_key_create, pthread_atfork, pthread_setspecific):
+// those calls go straight to the allocator, uncounted.
+static inline void am_own_begin(am_thread *t) {
+  if (t->depth++ == 0) {
+    t->saved_countdown = t->countdown;
+    t->countdown = 0;
+  }
+}
+
+static inline void am_own_end(am_thread *t) {
+  if (--t->depth == 0) t->countdown = t->saved_countdown;
+}
+
 static void am_init(void);
 
 static void am_resolve(void) {
@@ -210,9 +249,9 @@ static void am_resolve(void) {
   AM_NEXT(fork, "fork");
 #undef AM_NEXT
   atomic_store(&am_state, 2);
-  am_me.depth++;  // pthread_atfork and friends may allocate: not the program's calls
+  am_own_begin(&am_me);
   am_init();
-  am_me.depth--;
+  am_own_end(&am_me);
 }
 
 static inline int am_ready(void) {
@@ -222,9 +261,73 @@ static inline int am_ready(void) {
 }
 
 // ---------------------------------------------------------------------------
-// Shadow: one byte per 8-byte granule of address space, leaves of 1 GiB each
-// made on first touch. Bit 7: the address was returned before. Bits 0-6: the
-// requested size of the block that starts there (see am_shadow_put).
+// Whose call is it? The allocator's code: the object that serves malloc and
+// the libraries it needs beyond the C runtime (tbbmalloc's proxy needs
+// libtbbmalloc.so.2, which makes the mmaps).
+// ---------------------------------------------------------------------------
+#define AM_CODE_MAX 16
+static struct {
+  uintptr_t lo, hi;
+} am_code[AM_CODE_MAX];
+static int am_ncode;
+static uintptr_t am_alloc_base;
+static const char *am_needed[32];
+static int am_nneeded;
+
+static int am_system_library(const char *name) {
+  static const char *const system[] = {"libc.so",   "libm.so",      "libdl.so",  "libpthread.so",
+                                       "librt.so",  "libgcc_s.so",  "ld-linux",  "libstdc++.so",
+                                       "libatomic.so"};
+  for (size_t i = 0; i < sizeof system / sizeof system[0]; i++)
+    if (strncmp(name, system[i], strlen(system[i])) == 0) return 1;
+  return 0;
+}
+
+static int am_code_of(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size, (void)arg;
+  const char *slash = strrchr(info->dlpi_name, '/');
+  const char *name = slash ? slash + 1 : info->dlpi_name;
+  int wanted = info->dlpi_addr == am_alloc_base && info->dlpi_addr != 0;
+  for (int i = 0; !wanted && i < am_nneeded; i++) wanted = strcmp(name, am_needed[i]) == 0;
+  for (int i = 0; wanted && i < info->dlpi_phnum && am_ncode < AM_CODE_MAX; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    am_code[am_ncode].lo = info->dlpi_addr + ph->p_vaddr;
+    am_code[am_ncode].hi = am_code[am_ncode].lo + ph->p_memsz;
+    am_ncode++;
+  }
+  return 0;
+}
+
+static void am_find_allocator_code(void) {
+  Dl_info info;
+  struct link_map *lm = NULL;
+  if (!am_real.malloc || !dladdr1((void *)am_real.malloc, &info, (void **)&lm, RTLD_DL_LINKMAP) ||
+      lm == NULL)
+    return;
+  am_alloc_base = lm->l_addr;
+  uintptr_t strtab = 0;
+  for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_STRTAB) strtab = d->d_un.d_ptr;
+  if (strtab != 0 && strtab < lm->l_addr) strtab += lm->l_addr;  // not relocated in place
+  for (const ElfW(Dyn) *d = lm->l_ld; strtab && d->d_tag != DT_NULL; d++) {
+    const char *name = (const char *)strtab + d->d_un.d_val;
+    if (d->d_tag == DT_NEEDED && am_nneeded < 32 && !am_system_library(name))
+      am_needed[am_nneeded++] = name;
+  }
+  dl_iterate_phdr(am_code_of, NULL);
+}
+
+static inline int am_inside(const void *caller) {
+  uintptr_t a = (uintptr_t)caller;
+  for (int i = 0; i < am_ncode; i++)
+    if (a - am_code[i].lo < am_code[i].hi - am_code[i].lo) return 1;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// The bitmap: per 64 bytes of address space two bytes, "freed" and "tracked",
+// one bit per 8-byte granule each; leaves of 1 GiB made on first touch.
 // ---------------------------------------------------------------------------
 #define AM_REGION_BITS 30
 #define AM_REGIONS (1u << 17)  // 47-bit user address space
@@ -232,13 +335,11 @@ static _Atomic(uint8_t *) am_leaves[AM_REGIONS];
 
 // Once per GiB region touched: a raw mmap, not our counted one.
 __attribute__((noinline)) static uint8_t *am_new_leaf(uintptr_t region) {
-  // One page more: a block in the region's last granule writes its second
-  // shadow byte just past the end.
-  size_t size = ((size_t)1 << (AM_REGION_BITS - 3)) + 4096;
+  size_t size = (size_t)1 << (AM_REGION_BITS - 5);
   long got = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (got == -1 || got < 0) {
-    am_g.shadow_full = 1;
+    am_g.bitmap_full = 1;
     return NULL;
   }
   uint8_t *mine = (uint8_t *)got, *none = NULL;
@@ -247,53 +348,90 @@ __attribute__((noinline)) static uint8_t *am_new_leaf(uintptr_t region) {
   return none;
 }
 
-static inline uint8_t *am_shadow(const void *p) {
+// The "freed" byte of p's bitmap word (the "tracked" byte follows it), and p's
+// bit in both; NULL if its leaf does not exist (yet: `make` creates it).
+static inline uint8_t *am_bits(const void *p, unsigned *bit, int make) {
   uintptr_t a = (uintptr_t)p;
   uintptr_t region = a >> AM_REGION_BITS;
   if (AM_UNLIKELY(region >= AM_REGIONS)) return NULL;
   uint8_t *leaf = atomic_load_explicit(&am_leaves[region], memory_order_acquire);
-  if (AM_UNLIKELY(leaf == NULL) && (leaf = am_new_leaf(region)) == NULL) return NULL;
-  return leaf + ((a & (((uintptr_t)1 << AM_REGION_BITS) - 1)) >> 3);
+  if (AM_UNLIKELY(leaf == NULL) && (!make || (leaf = am_new_leaf(region)) == NULL)) return NULL;
+  *bit = 1u << ((a >> 3) & 7);
+  return leaf + ((a & (((uintptr_t)1 << AM_REGION_BITS) - 1)) >> 6) * 2;
 }
 
-// The block's requested size in its shadow bytes (bits 0-6; bit 7 stays the
-// "returned before" flag of each granule). c = first byte's bits:
-//   c <= 8     a tiny request of c bytes (the block may own one granule only)
-//   9..126     ((c - 9) << 7) | the second byte's bits: up to 15,103 bytes
-//   127        large: the second byte holds a log code (within 1/64)
-#define AM_TINY 8
-#define AM_NORMAL_MAX ((117u << 7) | 127u)
+// ---------------------------------------------------------------------------
+// Tracked blocks: address -> requested size and weight, in 64 striped hash
+// tables (linear probing, backward-shift deletion) in raw mmap'd memory.
+// ---------------------------------------------------------------------------
+typedef struct {
+  uintptr_t addr;
+  uint64_t req, weight;
+} am_block;
 
-static uint8_t am_log_code(size_t n) {
-  int k = 63 - __builtin_clzll(n | 1);
-  int code = (k - 13) * 8 + (int)((n >> (k - 3)) & 7);  // k >= 13 here
-  return (uint8_t)(code < 0 ? 0 : code > 127 ? 127 : code);
+#define AM_STRIPES 64
+static struct {
+  pthread_mutex_t lock;
+  am_block *e;
+  size_t cap, n;
+} __attribute__((aligned(64))) am_tab[AM_STRIPES];
+
+static inline uint64_t am_hash(uintptr_t a) { return (uint64_t)(a >> 3) * 0x9E3779B97F4A7C15ull; }
+
+static am_block *am_map_blocks(size_t cap) {
+  long got = syscall(SYS_mmap, NULL, cap * sizeof(am_block), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return got == -1 || got < 0 ? NULL : (am_block *)got;
 }
 
-static size_t am_log_value(uint8_t code) {
-  int k = code / 8 + 13;
-  return (size_t)(8 + code % 8) << (k - 3);
+static am_block *am_slot(am_block *e, size_t cap, uintptr_t addr) {
+  size_t i = (size_t)(am_hash(addr) >> 20) & (cap - 1);
+  while (e[i].addr != 0 && e[i].addr != addr) i = (i + 1) & (cap - 1);
+  return &e[i];
 }
 
-static inline void am_shadow_put(uint8_t *sh, size_t req) {
-  if (AM_UNLIKELY(req <= AM_TINY)) {
-    sh[0] = (uint8_t)(0x80 | req);
-  } else if (AM_LIKELY(req <= AM_NORMAL_MAX)) {  // the block owns the next granule too
-    sh[0] = (uint8_t)(0x80 | ((req >> 7) + 9));
-    sh[1] = (uint8_t)((sh[1] & 0x80) | (req & 0x7f));
-  } else {
-    sh[0] = 0x80 | 127;
-    sh[1] = (uint8_t)((sh[1] & 0x80) | am_log_code(req));
+// With the stripe's lock held. 0 if there was no memory for it.
+static int am_tab_put(int s, am_block b, am_block *old) {
+  if ((am_tab[s].n + 1) * 2 > am_tab[s].cap) {
+    size_t cap = am_tab[s].cap ? am_tab[s].cap * 2 : 1024;
+    am_block *e = am_map_blocks(cap);
+    if (e == NULL) return 0;
+    for (size_t i = 0; i < am_tab[s].cap; i++)
+      if (am_tab[s].e[i].addr) *am_slot(e, cap, am_tab[s].e[i].addr) = am_tab[s].e[i];
+    if (am_tab[s].e) syscall(SYS_munmap, am_tab[s].e, am_tab[s].cap * sizeof(am_block));
+    am_tab[s].e = e;
+    am_tab[s].cap = cap;
   }
+  am_block *slot = am_slot(am_tab[s].e, am_tab[s].cap, b.addr);
+  *old = *slot;
+  am_tab[s].n += slot->addr == 0;
+  *slot = b;
+  return 1;
 }
 
-static inline size_t am_shadow_req(const uint8_t *sh, int *large) {
-  unsigned c = sh[0] & 0x7f;
-  *large = c == 127;
-  if (c <= AM_TINY) return c;
-  if (c < 127) return ((size_t)(c - 9) << 7) | (sh[1] & 0x7f);
-  return am_log_value(sh[1] & 0x7f);
+// With the stripe's lock held: the block's entry, removed (addr 0 if none).
+static am_block am_tab_take(int s, uintptr_t addr) {
+  am_block none = {0, 0, 0};
+  if (am_tab[s].cap == 0) return none;
+  size_t mask = am_tab[s].cap - 1;
+  am_block *e = am_tab[s].e, *hole = am_slot(e, am_tab[s].cap, addr);
+  am_block got = *hole;
+  if (got.addr == 0) return none;
+  am_tab[s].n--;
+  // Backward shift: move later entries of the run into the hole when they may.
+  size_t h = (size_t)(hole - e);
+  for (size_t j = (h + 1) & mask; e[j].addr != 0; j = (j + 1) & mask) {
+    size_t home = (size_t)(am_hash(e[j].addr) >> 20) & mask;
+    if (((j - home) & mask) >= ((j - h) & mask)) {
+      e[h] = e[j];
+      h = j;
+    }
+  }
+  e[h].addr = 0;
+  return got;
 }
+
+static inline int am_stripe(uintptr_t addr) { return (int)(am_hash(addr) >> 58); }
 
 // ---------------------------------------------------------------------------
 // Counting
@@ -314,12 +452,34 @@ static inline int am_cycle_bucket(uint64_t c) {
   return b < AM_HIST ? b : AM_HIST - 1;
 }
 
+// Bytes until the next tracked block: exponential with mean `interval`
+// (a Poisson process over allocated bytes, so that a block of n bytes is
+// tracked with probability 1 - exp(-n / interval) whatever came before it).
+static uint64_t am_next_gap(am_thread *t) {
+  uint64_t interval = atomic_load_explicit(&am_g.interval, memory_order_relaxed);
+  t->gap_interval = interval;
+  if (interval == 0) return 0;
+  t->rng ^= t->rng >> 12, t->rng ^= t->rng << 25, t->rng ^= t->rng >> 27;  // xorshift64*
+  double u = (double)(((t->rng * 0x2545F4914F6CDD1Dull) >> 11) + 1) / 9007199254740992.0;
+  return 1 + (uint64_t)(-log(u) * (double)interval);
+}
+
+// The bytes a tracked block of `req` bytes stands for: req / its chance.
+static uint64_t am_weight(uint64_t req, uint64_t interval) {
+  if (interval == 0) return req;
+  double x = (double)req / (double)interval;
+  if (x < 0.0625) return (uint64_t)((double)interval * (1 + x / 2 + x * x / 12) + 0.5);
+  return (uint64_t)((double)req / -expm1(-x) + 0.5);
+}
+
 __attribute__((noinline)) static void am_register(am_thread *t) {
   if (t->state == 0 && t->start_tsc == 0) t->start_tsc = am_tsc();
-  if (t->countdown == 0) t->countdown = (uint32_t)am_g.sample;
   t->state = 1;
   t->tid = (uint64_t)syscall(SYS_gettid);  // once per thread
+  if (t->rng == 0) t->rng = (t->tid * 0x9E3779B97F4A7C15ull) ^ am_tsc() ^ 1;
+  am_own_begin(t);
   pthread_setspecific(am_key, t);  // its destructor flushes at thread exit
+  am_own_end(t);
   for (int i = 0; t->slot == 0 && i < AM_LIVING; i++) {
     am_thread *none = NULL;
     if (atomic_compare_exchange_strong(&am_living[i], &none, t)) t->slot = i + 1;
@@ -328,9 +488,11 @@ __attribute__((noinline)) static void am_register(am_thread *t) {
     t->slot = -1;
     atomic_fetch_add(&am_unlisted, 1);
   }
+  t->live_left = am_next_gap(t);
+  t->countdown = (uint32_t)am_g.sample;
 }
 
-// 1 when this call's cycles are measured.
+// 1 when this call's cycles are measured (and its address classified).
 static inline int am_sampled(am_thread *t) {
   if (AM_UNLIKELY(t->state != 1)) am_register(t);
   if (AM_LIKELY(--t->countdown != 0)) return 0;
@@ -359,31 +521,67 @@ static uint64_t am_rss_kib(void) {
   return pages * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
 }
 
-// Live requested bytes reach the totals in steps of 256 KiB per thread: the
-// peak is exact to that, and RSS is read (a syscall) only when it grew by 1/32.
-__attribute__((noinline)) static void am_flush_live(am_thread *t) {
-  int64_t live = atomic_fetch_add(&am_g.live, t->live_delta) + t->live_delta;
-  t->live_delta = 0;
-  if (live <= am_g.peak_live) return;
+// A new peak of the estimate: remember it, and read RSS (a syscall) when it
+// grew by 1/32 since the last reading.
+__attribute__((noinline)) static void am_new_peak(int64_t live) {
   am_real.mutex_lock(&am_g.lock);
   if (live > am_g.peak_live) {
     am_g.peak_live = live;
+    am_g.peak_var = atomic_load(&am_g.live_var);
+    am_g.peak_blocks = atomic_load(&am_g.live_blocks);
     if (live > am_g.last_rss_check + am_g.last_rss_check / 32) {
       am_g.rss_at_peak_kib = am_rss_kib();
       am_g.last_rss_check = live;
     }
+    uint64_t grown = (uint64_t)live / 2048;
+    if (am_g.base_interval != 0 && grown > atomic_load(&am_g.interval))
+      atomic_store(&am_g.interval, grown);
   }
   am_real.mutex_unlock(&am_g.lock);
 }
 
-static inline void am_live(am_thread *t, int64_t req) {
-  t->live_delta += req;
-  if (AM_UNLIKELY(t->live_delta > (256 << 10) || t->live_delta < -(256 << 10))) am_flush_live(t);
+// A thread's tracked blocks reach the totals every 8 events (and when it
+// ends): the peak is exact to a few blocks per thread.
+static void am_flush_live(am_thread *t) {
+  if (t->pending == 0) return;
+  atomic_fetch_add(&am_g.live_var, (uint64_t)t->var_delta);
+  atomic_fetch_add(&am_g.live_blocks, (uint64_t)t->blocks_delta);
+  int64_t live = atomic_fetch_add(&am_g.live, t->live_delta) + t->live_delta;
+  t->live_delta = t->var_delta = t->blocks_delta = 0;
+  t->pending = 0;
+  if (live > am_g.peak_live) am_new_peak(live);
 }
 
-// A block handed out: counts, sizes, new or reuse, live requested bytes.
-// Returns 1 if new. Sampled calls also ask the block's usable size.
-static inline int am_allocated(am_thread *t, int api, size_t req, void *p, int sampled) {
+static void am_account(am_thread *t, const am_block *b, int sign) {
+  int64_t var = (int64_t)(b->weight * (b->weight - b->req));  // (1 - P) / P^2 * req^2
+  t->live_delta += sign * (int64_t)b->weight;
+  t->var_delta += sign * var;
+  t->blocks_delta += sign;
+  if (++t->pending >= 8 || am_g.base_interval == 0) am_flush_live(t);
+}
+
+// Tracks block p of `req` bytes (weight: the bytes it stands for).
+static void am_track(am_thread *t, void *p, uint64_t req, uint64_t weight) {
+  unsigned bit;
+  uint8_t *w = am_bits(p, &bit, 1);
+  int s = am_stripe((uintptr_t)p);
+  am_block b = {(uintptr_t)p, req, weight}, old;
+  am_real.mutex_lock(&am_tab[s].lock);
+  int ok = w != NULL && am_tab_put(s, b, &old);
+  am_real.mutex_unlock(&am_tab[s].lock);
+  if (!ok) {
+    atomic_fetch_add(&am_g.untracked, 1);
+    return;
+  }
+  if (old.addr) am_account(t, &old, -1);  // its free was not seen (made inside the allocator)
+  am_account(t, &b, 1);
+  atomic_fetch_or_explicit((_Atomic uint8_t *)(w + 1), (uint8_t)bit, memory_order_release);
+}
+
+// A block handed out, on the slow path: counts, sizes; if sampled, new or
+// reuse and the usable size; tracked when the byte countdown runs out.
+static void am_allocated(am_thread *t, int api, size_t req, void *p, int sampled, uint64_t cycles,
+                         int path) {
   if (api == AM_MALLOC) {
     t->malloc_calls++;
     t->malloc_bytes += req;
@@ -392,90 +590,81 @@ static inline int am_allocated(am_thread *t, int api, size_t req, void *p, int s
     t->c.bytes[api] += req;
   }
   t->c.sizes[api][am_size_bucket(req)]++;
-  if (AM_UNLIKELY(p == NULL)) return 0;
-  uint8_t *sh = am_shadow(p);
-  int fresh = AM_UNLIKELY(sh == NULL) || !(*sh & 0x80);
-  if (AM_LIKELY(sh != NULL)) am_shadow_put(sh, req);
-  if (api == AM_MALLOC) {
-    t->malloc_fresh += fresh;
-    t->malloc_reused += !fresh;
-  } else {
-    t->c.fresh[api] += fresh;
-    t->c.reused[api] += !fresh;
+  if (AM_UNLIKELY(p == NULL)) return;
+  if (sampled) {
+    unsigned bit;
+    uint8_t *w = am_bits(p, &bit, 0);
+    int reused = w != NULL && (*w & bit);
+    t->c.fresh[api] += !reused;
+    t->c.reused[api] += reused;
+    if (path < 0) path = reused ? AM_P_MALLOC_REUSE : AM_P_MALLOC_NEW;
+    am_cycles(t, path, cycles);
+    if (am_real.usable_size) {
+      t->c.sampled_req += req;
+      t->c.sampled_usable += am_real.usable_size(p);
+    }
   }
-  if (sampled && am_real.usable_size) {
-    t->c.sampled_req += req;
-    t->c.sampled_usable += am_real.usable_size(p);
-  }
-  am_live(t, (int64_t)req);
-  return fresh;
-}
-
-// A block about to be given back: live requested bytes drop by its size.
-static inline void am_releasing(am_thread *t, void *p) {
-  uint8_t *sh = am_shadow(p);
-  if (AM_UNLIKELY(sh == NULL)) {
-    t->c.unknown_frees++;
+  if (t->gap_interval != 0 && req < t->live_left) {
+    t->live_left -= req;
     return;
   }
-  int large;
-  size_t req = am_shadow_req(sh, &large);
-  t->c.large_frees += large;
-  am_live(t, -(int64_t)req);
+  uint64_t interval = t->gap_interval;
+  t->live_left = am_next_gap(t);
+  if (req > 0) am_track(t, p, req, am_weight(req, interval));
+}
+
+// A block about to be given back (slow path): no longer tracked, and its
+// address marked freed. Returns its entry if it was tracked.
+static am_block am_releasing(am_thread *t, void *p) {
+  am_block none = {0, 0, 0};
+  unsigned bit;
+  uint8_t *w = am_bits(p, &bit, 1);
+  if (AM_UNLIKELY(w == NULL)) return none;
+  if (!(*w & bit)) atomic_fetch_or_explicit((_Atomic uint8_t *)w, (uint8_t)bit, memory_order_relaxed);
+  if (!(w[1] & bit)) return none;
+  int s = am_stripe((uintptr_t)p);
+  am_real.mutex_lock(&am_tab[s].lock);
+  am_block b = am_tab_take(s, (uintptr_t)p);
+  am_real.mutex_unlock(&am_tab[s].lock);
+  atomic_fetch_and_explicit((_Atomic uint8_t *)(w + 1), (uint8_t)~bit, memory_order_relaxed);
+  if (b.addr) am_account(t, &b, -1);
+  return b;
 }
 
 // ---------------------------------------------------------------------------
 // The allocation API
 // ---------------------------------------------------------------------------
-// Cycles of the real call only (am_c1), when this call is sampled.
-#define AM_CALL(t, sampled, call)            \
+// Cycles of the real call only, when this call is sampled.
+#define AM_TIMED(sampled, cycles, call)      \
   do {                                       \
     uint64_t am_c0 = sampled ? am_tsc() : 0; \
-    (t)->depth++;                            \
     call;                                    \
-    (t)->depth--;                            \
-    if (sampled) am_c1 = am_tsc() - am_c0;   \
+    if (sampled) cycles = am_tsc() - am_c0;  \
   } while (0)
-
-// malloc and free have a lean path for the calls that are not sampled; the
-// sampled ones (and a thread's first) take the out-of-line path.
-__attribute__((noinline)) static void *am_malloc_sampled(am_thread *t, size_t n) {
-  int s = am_sampled(t);
-  uint64_t am_c1 = 0;
-  void *p;
-  AM_CALL(t, s, p = am_real.malloc(n));
-  int fresh = am_allocated(t, AM_MALLOC, n, p, s);
-  if (s) am_cycles(t, fresh ? AM_P_MALLOC_NEW : AM_P_MALLOC_REUSE, am_c1);
-  return p;
-}
 
 __attribute__((noinline)) static void *am_malloc_slow(am_thread *t, size_t n) {
   if (!am_ready()) return am_boot_alloc(n);
   if (t->depth) return am_real.malloc(n);
-  return am_malloc_sampled(t, n);
-}
-
-// The common case first: a registered thread, outside the allocator, not sampled
-// (state 1 implies the real functions are resolved).
-AM_EXPORT void *malloc(size_t n) {
-  am_thread *t = &am_me;
-  if (AM_UNLIKELY(t->state != 1 || t->depth != 0 || t->countdown <= 1))
-    return am_malloc_slow(t, n);
-  t->countdown--;
-  t->depth = 1;
-  void *p = am_real.malloc(n);
-  t->depth = 0;
-  am_allocated(t, AM_MALLOC, n, p, 0);
+  int s = am_sampled(t);
+  uint64_t c = 0;
+  void *p;
+  AM_TIMED(s, c, p = am_real.malloc(n));
+  am_allocated(t, AM_MALLOC, n, p, s, c, -1);
   return p;
 }
 
-__attribute__((noinline)) static void am_free_sampled(am_thread *t, void *p) {
-  int s = am_sampled(t);
-  t->free_calls++;
-  am_releasing(t, p);
-  uint64_t am_c1 = 0;
-  AM_CALL(t, s, am_real.free(p));
-  if (s) am_cycles(t, AM_P_FREE, am_c1);
+// The common case: counted here, then a jump to the real malloc. Sampled
+// calls, a thread's first, and the calls whose bytes end the countdown to the
+// next tracked block take the slow path.
+AM_EXPORT void *malloc(size_t n) {
+  am_thread *t = &am_me;
+  if (AM_UNLIKELY(t->countdown <= 1 || n >= t->live_left)) return am_malloc_slow(t, n);
+  t->countdown--;
+  t->live_left -= n;
+  t->malloc_calls++;
+  t->malloc_bytes += n;
+  t->c.sizes[AM_MALLOC][am_size_bucket(n)]++;
+  return am_real.malloc(n);
 }
 
 __attribute__((noinline)) static void am_free_slow(am_thread *t, void *p) {
@@ -484,22 +673,30 @@ __attribute__((noinline)) static void am_free_slow(am_thread *t, void *p) {
     am_real.free(p);
     return;
   }
-  am_free_sampled(t, p);
+  int s = am_sampled(t);
+  t->free_calls++;
+  am_releasing(t, p);
+  uint64_t c = 0;
+  AM_TIMED(s, c, am_real.free(p));
+  if (s) am_cycles(t, AM_P_FREE, c);
 }
 
+// The common case: the address marked freed (a plain store: only other
+// "freed" bits share its byte, and losing one to a race with another thread
+// makes one later reuse count as new), then a jump to the real free.
 AM_EXPORT void free(void *p) {
   if (AM_UNLIKELY(p == NULL || am_is_boot(p))) return;
   am_thread *t = &am_me;
-  if (AM_UNLIKELY(t->state != 1 || t->depth != 0 || t->countdown <= 1)) {
+  unsigned bit;
+  uint8_t *w = am_bits(p, &bit, 0);
+  if (AM_UNLIKELY(t->countdown <= 1 || w == NULL || (w[1] & bit))) {
     am_free_slow(t, p);
     return;
   }
   t->countdown--;
   t->free_calls++;
-  am_releasing(t, p);
-  t->depth = 1;
+  if (AM_UNLIKELY(!(*w & bit))) *w = (uint8_t)(*w | bit);
   am_real.free(p);
-  t->depth = 0;
 }
 
 AM_EXPORT void *calloc(size_t n, size_t m) {
@@ -511,12 +708,12 @@ AM_EXPORT void *calloc(size_t n, size_t m) {
   am_thread *t = &am_me;
   if (t->depth) return am_real.calloc(n, m);
   int s = am_sampled(t);
-  uint64_t am_c1 = 0;
+  uint64_t c = 0;
   void *p;
-  AM_CALL(t, s, p = am_real.calloc(n, m));
+  AM_TIMED(s, c, p = am_real.calloc(n, m));
   size_t bytes;
-  am_allocated(t, AM_CALLOC, __builtin_mul_overflow(n, m, &bytes) ? 0 : bytes, p, s);
-  if (s) am_cycles(t, AM_P_CALLOC, am_c1);
+  am_allocated(t, AM_CALLOC, __builtin_mul_overflow(n, m, &bytes) ? 0 : bytes, p, s, c,
+               AM_P_CALLOC);
   return p;
 }
 
@@ -533,19 +730,15 @@ static void *am_realloc(int api, void *p, size_t n, size_t m) {
   if (t->depth)
     return api == AM_REALLOC ? am_real.realloc(p, n) : am_real.reallocarray(p, n, m);
   int s = am_sampled(t);
-  if (p) am_releasing(t, p);
-  uint64_t am_c1 = 0;
+  am_block was = {0, 0, 0};
+  if (p) was = am_releasing(t, p);
+  uint64_t c = 0;
   void *q;
-  AM_CALL(t, s,
-          q = api == AM_REALLOC ? am_real.realloc(p, n) : am_real.reallocarray(p, n, m));
-  if (q == NULL && p != NULL && !overflow && bytes != 0) {
-    // Failed: the old block is still live, its shadow untouched.
-    uint8_t *sh = am_shadow(p);
-    int large;
-    if (sh) am_live(t, (int64_t)am_shadow_req(sh, &large));
+  AM_TIMED(s, c, q = api == AM_REALLOC ? am_real.realloc(p, n) : am_real.reallocarray(p, n, m));
+  if (q == NULL && p != NULL && !overflow && bytes != 0 && was.addr) {
+    am_track(t, p, was.req, was.weight);  // failed: the old block is still live
   }
-  am_allocated(t, api, overflow ? 0 : bytes, q, s);
-  if (s) am_cycles(t, AM_P_REALLOC, am_c1);
+  am_allocated(t, api, overflow ? 0 : bytes, q, s, c, AM_P_REALLOC);
   return q;
 }
 
@@ -560,15 +753,14 @@ AM_EXPORT void *reallocarray(void *p, size_t n, size_t m) {
 }
 
 // The aligned family: one path for cycles, each API counted on its own.
-#define AM_ALIGNED(api, call, size)                                   \
-  am_thread *t = &am_me;                                              \
-  if (t->depth) return call;                                          \
-  int s = am_sampled(t);                                              \
-  uint64_t am_c1 = 0;                                                 \
-  void *p;                                                            \
-  AM_CALL(t, s, p = call);                                         \
-  am_allocated(t, api, size, p, s);                                   \
-  if (s) am_cycles(t, AM_P_ALIGNED, am_c1);                           \
+#define AM_ALIGNED(api, call, size)              \
+  am_thread *t = &am_me;                         \
+  if (t->depth) return call;                     \
+  int s = am_sampled(t);                         \
+  uint64_t c = 0;                                \
+  void *p;                                       \
+  AM_TIMED(s, c, p = call);                      \
+  am_allocated(t, api, size, p, s, c, AM_P_ALIGNED); \
   return p
 
 AM_EXPORT void *aligned_alloc(size_t al, size_t n) {
@@ -596,11 +788,10 @@ AM_EXPORT int posix_memalign(void **out, size_t al, size_t n) {
   am_thread *t = &am_me;
   if (t->depth) return am_real.posix_memalign(out, al, n);
   int s = am_sampled(t);
-  uint64_t am_c1 = 0;
+  uint64_t c = 0;
   int rc;
-  AM_CALL(t, s, rc = am_real.posix_memalign(out, al, n));
-  am_allocated(t, AM_POSIX_MEMALIGN, n, rc == 0 ? *out : NULL, s);
-  if (s) am_cycles(t, AM_P_ALIGNED, am_c1);
+  AM_TIMED(s, c, rc = am_real.posix_memalign(out, al, n));
+  am_allocated(t, AM_POSIX_MEMALIGN, n, rc == 0 ? *out : NULL, s, c, AM_P_ALIGNED);
   return rc;
 }
 
@@ -611,24 +802,24 @@ AM_EXPORT size_t malloc_usable_size(void *p) {
   am_thread *t = &am_me;
   if (t->depth) return am_real.usable_size(p);
   int s = am_sampled(t);
-  uint64_t am_c1 = 0;
+  uint64_t c = 0;
   size_t n;
   t->c.calls[AM_USABLE_SIZE]++;
-  AM_CALL(t, s, n = am_real.usable_size(p));
-  if (s) am_cycles(t, AM_P_USABLE, am_c1);
+  AM_TIMED(s, c, n = am_real.usable_size(p));
+  if (s) am_cycles(t, AM_P_USABLE, c);
   return n;
 }
 
 // ---------------------------------------------------------------------------
-// System calls the allocator makes through the PLT, inside or outside its calls
+// System calls through the PLT: the allocator's ("inside") or anyone else's
 // ---------------------------------------------------------------------------
-#define AM_SYS(kind, bytes, call)                       \
-  am_thread *t = &am_me;                                \
-  int in = t->depth > 0;                                \
-  uint64_t c0 = am_tsc();                               \
-  call;                                                 \
-  t->c.sys_cycles[kind][in] += am_tsc() - c0;           \
-  t->c.sys_calls[kind][in]++;                           \
+#define AM_SYS(kind, bytes, call)                                 \
+  am_thread *t = &am_me;                                          \
+  int in = am_inside(__builtin_return_address(0));                \
+  uint64_t c0 = am_tsc();                                         \
+  call;                                                           \
+  t->c.sys_cycles[kind][in] += am_tsc() - c0;                     \
+  t->c.sys_calls[kind][in]++;                                     \
   t->c.sys_bytes[kind][in] += (uint64_t)(bytes)
 
 AM_EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
@@ -692,12 +883,12 @@ AM_EXPORT void *sbrk(intptr_t inc) {
 }
 
 // ---------------------------------------------------------------------------
-// Locks taken inside allocator calls
+// Locks the allocator takes
 // ---------------------------------------------------------------------------
 AM_EXPORT int pthread_mutex_lock(pthread_mutex_t *m) {
   if (AM_UNLIKELY(!am_ready())) return 0;  // single-threaded start-up
+  if (AM_LIKELY(!am_inside(__builtin_return_address(0)))) return am_real.mutex_lock(m);
   am_thread *t = &am_me;
-  if (AM_LIKELY(t->depth == 0)) return am_real.mutex_lock(m);
   t->c.lock_calls++;
   if (am_real.mutex_trylock(m) == 0) return 0;
   t->c.lock_contended++;
@@ -710,18 +901,16 @@ AM_EXPORT int pthread_mutex_lock(pthread_mutex_t *m) {
 AM_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m) {
   if (AM_UNLIKELY(!am_ready())) return 0;
   int r = am_real.mutex_trylock(m);
-  am_thread *t = &am_me;
-  if (t->depth) {
-    t->c.try_calls++;
-    t->c.try_failed += r != 0;
+  if (am_inside(__builtin_return_address(0))) {
+    am_me.c.try_calls++;
+    am_me.c.try_failed += r != 0;
   }
   return r;
 }
 
 AM_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m) {
   if (AM_UNLIKELY(!am_ready())) return 0;
-  am_thread *t = &am_me;
-  t->c.unlock_calls += t->depth > 0;
+  am_me.c.unlock_calls += am_inside(__builtin_return_address(0));
   return am_real.mutex_unlock(m);
 }
 
@@ -737,10 +926,8 @@ static void am_add(uint64_t *to, const uint64_t *from, size_t n) {
 static void am_fold_hot(am_thread *t) {
   t->c.calls[AM_MALLOC] += t->malloc_calls;
   t->c.bytes[AM_MALLOC] += t->malloc_bytes;
-  t->c.fresh[AM_MALLOC] += t->malloc_fresh;
-  t->c.reused[AM_MALLOC] += t->malloc_reused;
   t->c.calls[AM_FREE] += t->free_calls;
-  t->malloc_calls = t->malloc_bytes = t->malloc_fresh = t->malloc_reused = t->free_calls = 0;
+  t->malloc_calls = t->malloc_bytes = t->free_calls = 0;
 }
 
 static void am_flush(am_thread *t) {
@@ -765,6 +952,8 @@ static void am_flush(am_thread *t) {
   if (t->slot < 0) atomic_fetch_sub(&am_unlisted, 1);
   t->slot = 0;
   t->state = 2;
+  t->countdown = t->saved_countdown = 0;  // its next call registers it again
+  t->live_left = 0;
 }
 
 static void am_thread_end(void *arg) { am_flush((am_thread *)arg); }
@@ -819,23 +1008,36 @@ static uint64_t am_now_ns(void) {
 }
 
 static void am_fork_child(void) {
-  // The child starts clean: its record holds only what it does itself, and
-  // the parent's other threads do not exist in it.
+  // The child starts clean: its record holds only what it does itself, the
+  // parent's other threads do not exist in it, and the blocks it inherited
+  // are not tracked (their frees count, their bytes do not).
   for (int i = 0; i < AM_LIVING; i++) atomic_store(&am_living[i], NULL);
   atomic_store(&am_unlisted, 0);
-  am_me.slot = 0;
-  am_me.state = 0;
+  for (int s = 0; s < AM_STRIPES; s++) {
+    pthread_mutex_init(&am_tab[s].lock, NULL);
+    if (am_tab[s].e) syscall(SYS_munmap, am_tab[s].e, am_tab[s].cap * sizeof(am_block));
+    am_tab[s].e = NULL;
+    am_tab[s].cap = am_tab[s].n = 0;
+  }
   memset(&am_g.c, 0, sizeof am_g.c);
   memset(am_g.threads, 0, sizeof am_g.threads);
   am_g.threads_seen = am_g.threads_cycles = am_g.threads_alloc_cycles = 0;
   atomic_store(&am_g.live, 0);
+  atomic_store(&am_g.live_var, 0);
+  atomic_store(&am_g.live_blocks, 0);
+  atomic_store(&am_g.untracked, 0);
   am_g.peak_live = am_g.last_rss_check = 0;
-  am_g.rss_at_peak_kib = 0;
+  am_g.peak_var = am_g.peak_blocks = am_g.rss_at_peak_kib = 0;
   pthread_mutex_init(&am_g.lock, NULL);
   memset(&am_me.c, 0, sizeof am_me.c);
-  am_me.malloc_calls = am_me.malloc_bytes = am_me.malloc_fresh = am_me.malloc_reused = 0;
-  am_me.free_calls = 0;
-  am_me.live_delta = 0;
+  am_me.malloc_calls = am_me.malloc_bytes = am_me.free_calls = 0;
+  am_me.slot = 0;
+  am_me.state = 0;
+  am_me.countdown = am_me.saved_countdown = 0;  // registers again at its next call
+  am_me.live_left = 0;
+  am_me.live_delta = am_me.var_delta = am_me.blocks_delta = 0;
+  am_me.pending = 0;
+  atomic_store(&am_g.interval, am_g.base_interval);
   am_me.start_tsc = am_tsc();
   am_g.tsc0 = am_tsc();
   am_g.ns0 = am_now_ns();
@@ -848,6 +1050,10 @@ static void am_init(void) {
     for (; *s >= '0' && *s <= '9'; s++) n = n * 10 + (uint64_t)(*s - '0');
     am_g.sample = n ? n : 1;
   }
+  // One tracked block per 64 x sample bytes on average; sample 1: every block.
+  am_g.base_interval = am_g.sample == 1 ? 0 : 16384;
+  atomic_store(&am_g.interval, am_g.base_interval);
+  am_find_allocator_code();
   pthread_key_create(&am_key, am_thread_end);
   pthread_atfork(NULL, NULL, am_fork_child);
   am_g.tsc0 = am_tsc();
@@ -923,7 +1129,7 @@ static void am_write_record(void) {
   Dl_info next;
   const char *served = am_real.malloc && dladdr((void *)am_real.malloc, &next) ? next.dli_fname : "";
   am_len = 0;
-  am_s("am_prof 1\n");
+  am_s("am_prof 2\n");
   am_s("pid ");
   am_u((uint64_t)getpid());
   am_s("\nppid ");
@@ -957,8 +1163,8 @@ static void am_write_record(void) {
     am_s(am_api_names[a]);
     am_kv("calls", c->calls[a]);
     am_kv("bytes", c->bytes[a]);
-    am_kv("new", c->fresh[a]);
-    am_kv("reuse", c->reused[a]);
+    am_kv("sampled_new", c->fresh[a]);
+    am_kv("sampled_reuse", c->reused[a]);
     am_s("\n");
     am_list("sizes", am_api_names[a], c->sizes[a], AM_SIZE_BUCKETS);
   }
@@ -991,14 +1197,16 @@ static void am_write_record(void) {
   am_kv("unlock_calls", c->unlock_calls);
   am_s("\nmemory");
   am_kv("peak_requested", (uint64_t)am_g.peak_live);
+  am_kv("peak_requested_sd", (uint64_t)sqrt((double)am_g.peak_var));
+  am_kv("peak_tracked_blocks", am_g.peak_blocks);
   am_kv("rss_at_peak_kib", am_g.rss_at_peak_kib);
   am_s(" final_requested=");
   am_i(atomic_load(&am_g.live));
+  am_kv("track_interval", atomic_load(&am_g.interval));
   am_kv("sampled_requested", c->sampled_req);
   am_kv("sampled_usable", c->sampled_usable);
-  am_kv("large_frees", c->large_frees);
-  am_kv("unknown_frees", c->unknown_frees);
-  am_kv("shadow_full", (uint64_t)am_g.shadow_full);
+  am_kv("untracked", atomic_load(&am_g.untracked));
+  am_kv("bitmap_full", (uint64_t)am_g.bitmap_full);
   am_kv("threads_unmerged", atomic_load(&am_unlisted));
   am_s("\nend\n");
 }
@@ -1010,7 +1218,7 @@ __attribute__((destructor)) static void am_exit(void) {
   if (atomic_load(&am_state) != 2) return;
   const char *path = getenv("AM_PROF_OUT");
   am_thread *t = &am_me;
-  t->depth++;  // whatever runs from here on is not the program's
+  am_own_begin(t);  // whatever runs from here on is not the program's
   if (t->state != 0) am_flush(t);
   // Threads still alive: merged as they are (they may be idle in a pool, or
   // still running, in which case their last few calls may be missed).

@@ -1,7 +1,8 @@
 """The profiler's records (libamprof.so, native/shim/am_prof.c): parsing, summing
 the processes of a run, and the side-by-side comparison with findings.
 
-A record is text: "am_prof 1", then lines "KEY VALUE", "KIND NAME k=v ...",
+A record is text: "am_prof 2" (or 1, before sampled new/reuse and tracked
+blocks), then lines "KEY VALUE", "KIND NAME k=v ...",
 and comma-separated histograms, up to "end". One record per process (fork
 children and exec'd programs write their own); a run's profile is their sum,
 with the peaks taken as the largest of any one process.
@@ -42,10 +43,10 @@ def parse(text: str) -> list[dict[str, Any]]:
     """Every process record in the file, as plain dicts (stored as JSON)."""
     records, current = [], None
     for n, line in enumerate(text.splitlines(), 1):
-        if line == "am_prof 1":
+        if line in ("am_prof 1", "am_prof 2"):
             current = _empty()
         elif current is None:
-            raise ProfileError(f"line {n}: expected 'am_prof 1', got {line[:40]!r}")
+            raise ProfileError(f"line {n}: expected 'am_prof 2', got {line[:40]!r}")
         elif line == "end":
             records.append(current)
             current = None
@@ -133,7 +134,7 @@ def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out["threads_list"] += r.get("threads_list", [])
         mem = out["memory"]
         for key, value in r.get("memory", {}).items():
-            peak = key.startswith(("peak", "rss"))
+            peak = key.startswith(("peak", "rss", "track_interval"))
             mem[key] = max(mem.get(key, 0), value) if peak else mem.get(key, 0) + value
     return out
 
@@ -202,14 +203,27 @@ class Summary:
     visible: frozenset[str] = frozenset()  # their names
 
 
+def new_and_reuse(pairs: Mapping[str, int]) -> tuple[int, int]:
+    """An API's calls split into new and reuse: by the share among its sampled calls
+    (record 2; exact when every call is sampled), or counted on every call (record 1)."""
+    if "sampled_new" not in pairs:
+        return pairs.get("new", 0), pairs.get("reuse", 0)
+    seen = pairs["sampled_new"] + pairs.get("sampled_reuse", 0)
+    if seen == 0:
+        return 0, 0
+    new = round(pairs.get("calls", 0) * pairs["sampled_new"] / seen)
+    return new, pairs.get("calls", 0) - new
+
+
 def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> Summary:
     api = prof["api"]
     calls = {name: v.get("calls", 0) for name, v in api.items()}
-    new = sum(api.get(a, {}).get("new", 0) for a in ALLOCATING)
-    reuse = sum(api.get(a, {}).get("reuse", 0) for a in ALLOCATING)
+    split = {a: new_and_reuse(api.get(a, {})) for a in ALLOCATING}
+    new = sum(n for n, _ in split.values())
+    reuse = sum(r for _, r in split.values())
     path_calls = {
-        "malloc_new": api.get("malloc", {}).get("new", 0),
-        "malloc_reuse": api.get("malloc", {}).get("reuse", 0),
+        "malloc_new": split["malloc"][0],
+        "malloc_reuse": split["malloc"][1],
         "free": calls.get("free", 0),
         "calloc": calls.get("calloc", 0),
         "realloc": calls.get("realloc", 0) + calls.get("reallocarray", 0),
@@ -377,23 +391,44 @@ def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
     if summaries:
         notes.append(f"hardware counters: {summaries[0].hw}")
     notes.append(f"cycles: TSC ticks of 1 call in {sample}, tight around the real call; "
-                 "'new' = an address never returned before in the process, 'reuse' = one "
-                 "returned before")  # fmt: skip
-    notes.append("memory: live requested bytes are exact (blocks of 15 KiB and more within "
-                 "1/64), usable sizes are sampled, and RSS includes the profiler's own shadow "
-                 "(about 1/8 of the heap's address span)")  # fmt: skip
+                 "'new' = an address never freed before in the process (so never handed "
+                 "out before), 'reuse' = one freed before; split as the timed calls "
+                 "were")  # fmt: skip
+    notes.append(_memory_note(summaries))
     for s in summaries:
         notes += [f"{s.allocator}: {gap}" for gap in _gaps(s.memory)]
     return notes
 
 
+def _memory_note(summaries: Sequence[Summary]) -> str:
+    interval = max((s.memory.get("track_interval", 0) for s in summaries), default=0)
+    if not any("track_interval" in s.memory for s in summaries):
+        how = "live requested bytes are exact (recorded by an older shim)"
+    elif interval == 0:
+        how = "live requested bytes are exact (every block tracked: sample 1)"
+    else:
+        how = (f"live requested bytes are estimated from tracked blocks (one allocated byte in "
+               f"{interval:,} picks its block, weighted by its chance; ± is 95%; the "
+               "highest value of an estimate runs high when blocks churn: --sample 1 is "
+               "exact)")  # fmt: skip
+    return (f"memory: {how}; usable sizes are those of the timed calls; RSS includes the "
+            "profiler's bitmap (1/32 of the heap's address span)")  # fmt: skip
+
+
+def live_margin(memory: Mapping[str, int]) -> float:
+    """The 95% margin of the live-bytes estimate at its peak, as a share of it."""
+    peak = memory.get("peak_requested", 0)
+    return 1.96 * memory.get("peak_requested_sd", 0) / peak if peak else 0.0
+
+
 def _gaps(memory: Mapping[str, int]) -> list[str]:
     """What the shim could not count, so that no number silently lacks a part."""
     gaps = []
-    if memory.get("shadow_full"):
-        gaps.append("the shadow could not be mapped: new/reuse and live bytes are incomplete")
-    if memory.get("unknown_frees"):
-        gaps.append(f"{memory['unknown_frees']:,} frees of blocks without a shadow byte")
+    if memory.get("bitmap_full") or memory.get("shadow_full"):
+        gaps.append("the bitmap could not be mapped: new/reuse and live bytes are incomplete")
+    if memory.get("untracked"):
+        gaps.append(f"{memory['untracked']:,} blocks could not be tracked (no memory for the "
+                    "table): live bytes are low")  # fmt: skip
     if memory.get("threads_unmerged"):
         gaps.append(f"{memory['threads_unmerged']:,} threads alive at exit were not merged "
                     "(more than 4,096): their counts are missing")  # fmt: skip

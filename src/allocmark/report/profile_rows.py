@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from allocmark.profile import PATHS, SYSCALLS, Summary, count_text, usable_at_peak
+from allocmark.profile import PATHS, SYSCALLS, Summary, count_text, live_margin, usable_at_peak
 
 Row = tuple[str, str, list[str]]  # section, label, a cell per allocator
 
@@ -50,7 +50,7 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
         lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}")  # fmt: skip
     add(share, "threads", lambda s: count_text(s.threads / runs))
     mem = "memory at the peak of live bytes"
-    add(mem, "requested (live)", lambda s: _bytes(s.memory.get("peak_requested", 0)))
+    add(mem, "requested (live)", _live)
     add(mem, "usable (estimated)", lambda s: _bytes(usable_at_peak(s)))
     add(mem, "internal fragmentation", _internal)
     add(mem, "RSS", lambda s: _bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
@@ -92,6 +92,12 @@ def _bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def _live(s: Summary) -> str:
+    margin = live_margin(s.memory)
+    text = _bytes(s.memory.get("peak_requested", 0))
+    return f"{text} ±{margin:.1%}" if margin else text
 
 
 def _internal(s: Summary) -> str:
