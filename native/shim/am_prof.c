@@ -1129,7 +1129,9 @@ static void am_write_record(void) {
   Dl_info next;
   const char *served = am_real.malloc && dladdr((void *)am_real.malloc, &next) ? next.dli_fname : "";
   am_len = 0;
-  am_s("am_prof 2\n");
+  am_s("am_prof ");
+  am_u(AM_PROF_VERSION);
+  am_s("\n");
   am_s("pid ");
   am_u((uint64_t)getpid());
   am_s("\nppid ");

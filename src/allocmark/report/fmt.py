@@ -41,6 +41,14 @@ def seconds(s: float) -> str:
     return f"{s:.2f} s" if s < 10 else f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
 
 
+def size_bytes(n: float) -> str:
+    """One decimal in the largest unit that fits: 1.7 MiB, 43.3 KiB, 512 B."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
 def size_kib(kib: float) -> str:
     if kib >= 1024 * 1024:
         return f"{kib / 1024 / 1024:.2f} GiB"

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from allocmark.profile import PATHS, SYSCALLS, Summary, count_text, live_margin, usable_at_peak
+from allocmark.report import fmt
 
 Row = tuple[str, str, list[str]]  # section, label, a cell per allocator
 
@@ -51,9 +52,9 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
     add(share, "threads", lambda s: count_text(s.threads / runs))
     mem = "memory at the peak of live bytes"
     add(mem, "requested (live)", _live)
-    add(mem, "usable (estimated)", lambda s: _bytes(usable_at_peak(s)))
+    add(mem, "usable (estimated)", lambda s: fmt.size_bytes(usable_at_peak(s)))
     add(mem, "internal fragmentation", _internal)
-    add(mem, "RSS", lambda s: _bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
+    add(mem, "RSS", lambda s: fmt.size_bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
     add(mem, "RSS - usable: the rest", _rest)
     return out
 
@@ -87,24 +88,17 @@ def _pair(d: Mapping[str, int], a: str, b: str, runs: int) -> str:
     return f"{count_text(d.get(a, 0) / runs)} / {count_text(d.get(b, 0) / runs)}"
 
 
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _live(s: Summary) -> str:
     margin = live_margin(s.memory)
-    text = _bytes(s.memory.get("peak_requested", 0))
+    text = fmt.size_bytes(s.memory.get("peak_requested", 0))
     return f"{text} ±{margin:.1%}" if margin else text
 
 
 def _internal(s: Summary) -> str:
     usable, req = usable_at_peak(s), s.memory.get("peak_requested", 0)
-    return f"{_bytes(usable - req)} ({(usable - req) / usable:.1%})" if usable else "-"
+    return f"{fmt.size_bytes(usable - req)} ({(usable - req) / usable:.1%})" if usable else "-"
 
 
 def _rest(s: Summary) -> str:
     rss = s.memory.get("rss_at_peak_kib", 0) * 1024
-    return _bytes(rss - usable_at_peak(s)) if rss else "-"
+    return fmt.size_bytes(rss - usable_at_peak(s)) if rss else "-"
