@@ -3,24 +3,33 @@
 // Preloaded in front of the allocator under test
 // (LD_PRELOAD="libamprof.so <allocator>.so"), it forwards every call of the
 // allocation API to the next definition (dlsym RTLD_NEXT) and counts, per API:
-// calls, requested bytes, a power-of-two size histogram. One call in
-// AM_PROF_SAMPLE (default 256: rdtsc costs ~11 ns in a VM) is "sampled": its TSC
-// cycles, tight around the real call only, go to a log-scale histogram (4
-// buckets per power of two); a sampled allocation is classified "new" (its
+// calls, requested bytes, a power-of-two size histogram. About one call in
+// AM_PROF_SAMPLE per API (default 1024: a sampled call costs some 250 ns here,
+// two rdtsc of ~12 ns and cold lines for its classification and histograms)
+// is "sampled": its TSC cycles, tight around the real call only, go to a
+// log-scale histogram (4 buckets per power of two); a sampled allocation is
+// classified "new" (its
 // address was never freed before in this process, so never handed out before)
-// or "reuse", and its usable size is asked (internal fragmentation).
+// or "reuse", and its usable size is asked (internal fragmentation). The gap
+// between sampled calls is uniform in [1, 2N-1], so that a program whose calls
+// repeat with a period dividing N is not always sampled at the same point.
 //
-// Cheap by design: malloc and free do their counting before the real call and
-// then jump to it (a tail call: no frame of ours around the allocator's), and
-// touch one line of thread-local counters plus, in free, one bit of a bitmap.
-// The bitmap keeps two bits per 8-byte granule of address space, 1/32 of the
-// heap's span: "an address freed here" (new vs reuse) and "a tracked block
-// starts here". Live requested bytes come from tracked blocks, sampled by
-// bytes as in jemalloc's heap profiler: on average one allocated byte in
-// 16 KiB (or in 1/2048 of the peak, if more) picks the block that holds it,
-// weighted by the inverse of its chance; the estimate's variance is kept too.
-// AM_PROF_SAMPLE=1 makes everything exact: every call timed and classified,
-// every block tracked.
+// Cheap by design: malloc's and free's fast paths count nothing themselves.
+// malloc lowers a countdown of calls and a budget of bytes, free a countdown
+// of calls, and both jump to the real call (a tail call: no frame of ours
+// around the allocator's); the slow path, taken when a countdown or the budget
+// runs out, turns how far they went down into exact call and byte counts. The
+// budget is below 4 KiB, so every malloc of 4 KiB or more takes the slow path
+// and is counted in the size histogram one by one; the sizes of smaller ones
+// are split as the sampled calls' are. free tests and sets bits of a bitmap:
+// two bits per 8-byte granule of address space, 1/32 of the heap's span,
+// "an address freed here" (new vs reuse) and "a tracked block starts here".
+// Live requested bytes come from tracked blocks, sampled by bytes as in
+// jemalloc's heap profiler: on average one allocated byte in 32 x N (or in
+// 1/2048 of the peak, if more) picks the block that holds it, weighted by the
+// inverse of its chance; the estimate's variance is kept too.
+// AM_PROF_SAMPLE=1 makes everything exact: every call timed, classified and
+// sized, every block tracked.
 //
 // mmap, munmap, mremap, madvise, mprotect, brk and sbrk are counted (calls,
 // bytes, cycles), "inside" the allocator when the caller's code belongs to it
@@ -34,7 +43,7 @@
 // thread-local (initial-exec TLS) and merged into the totals when the thread
 // ends (a pthread key destructor, and pthread_exit explicitly), when the
 // process exits, or before fork. A fork's child starts from zero. At exit the
-// record (text, first line "am_prof 2") is appended to the file named by
+// record (text, first line "am_prof 3") is appended to the file named by
 // AM_PROF_OUT under an flock; Python (profile.py) interprets it.
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -55,7 +64,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define AM_PROF_VERSION 2
+#define AM_PROF_VERSION 3
 #define AM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AM_EXPORT __attribute__((visibility("default")))
@@ -84,9 +93,14 @@ static const char *const am_sys_names[AM_SYS_N] = {"mmap",     "munmap", "mremap
 #define AM_HIST 256         // cycles: 4 buckets per power of two
 #define AM_MAX_THREADS 256  // threads listed one by one; later ones only in the totals
 
+// malloc's calls below AM_FAST_BYTES may take the fast path, which does not
+// look at the size: their histogram comes from the sampled ones (sizes_sampled).
+#define AM_FAST_BYTES 4096
+
 typedef struct {
   uint64_t calls[AM_API_N], bytes[AM_API_N], fresh[AM_API_N], reused[AM_API_N];  // fresh and reused: of the sampled calls
-  uint64_t sizes[AM_API_N][AM_SIZE_BUCKETS];
+  uint64_t sizes[AM_API_N][AM_SIZE_BUCKETS];  // every call, except malloc's below AM_FAST_BYTES
+  uint64_t sizes_sampled[AM_SIZE_BUCKETS];  // malloc's sampled calls below AM_FAST_BYTES
   uint64_t samples[AM_PATH_N], cycles[AM_PATH_N];
   uint64_t hist[AM_PATH_N][AM_HIST];
   uint64_t sys_calls[AM_SYS_N][2], sys_cycles[AM_SYS_N][2], sys_bytes[AM_SYS_N][2];
@@ -95,21 +109,27 @@ typedef struct {
 } am_counts;
 
 // A thread's counters. The first cache line holds all that malloc and free
-// touch besides the size bucket. The fast paths test countdown alone: it is
-// 0 whenever the thread is not registered or runs our own code (depth > 0),
-// which sends every call down the slow path. (Testing two adjacent 32-bit
-// fields lets the compiler merge them into one 64-bit load, which cannot be
-// forwarded from the 32-bit store of the previous call: a stall per call.)
+// touch. The fast paths count nothing themselves: a call's countdown and
+// malloc's byte budget go down, and the slow path turns what they went down
+// by into exact call and byte counts (am_harvest). A countdown is 0 whenever
+// the thread is not registered or runs our own code (depth > 0), which sends
+// every call down the slow path. (Each fast path tests its own 32-bit field:
+// two adjacent ones tested together become one 64-bit load, which cannot be
+// forwarded from the 32-bit store of the previous call, a stall per call.)
 typedef struct {
-  uint32_t countdown;  // calls until the next sampled one
+  uint32_t mcd;  // malloc calls until the next sampled one, this one included
+  uint32_t fcd;  // the same for free
+  uint64_t mleft;  // bytes malloc may hand out on the fast path (< AM_FAST_BYTES)
+  uint32_t mwin, fwin;  // mcd and fcd as the slow path left them
+  uint64_t mleft_was;  // mleft as the slow path left it
+  uint64_t gap_rest;  // bytes of the gap to the next tracked block beyond mleft
   int depth;  // > 0 while our own code runs (it may allocate: not the program's calls)
-  uint64_t live_left;  // allocated bytes until the next tracked block
-  uint64_t malloc_calls, malloc_bytes, free_calls;
-  uint32_t saved_countdown;
+  uint32_t saved_mcd, saved_fcd;
+  uint32_t ocd;  // the other APIs' countdown (always the slow path)
   int state;  // 0 new, 1 registered (key set), 2 flushed
   int slot;  // 1 + its index in am_living, 0 if not listed, -1 if the list was full
   uint64_t rng;
-  uint64_t gap_interval;  // the mean of the gap live_left was drawn from
+  uint64_t gap_interval;  // the mean of the gap mleft + gap_rest was drawn from
   int64_t live_delta, var_delta, blocks_delta;  // tracked blocks not yet in the totals
   int pending;  // tracked events behind those deltas
   am_counts c;  // everything else
@@ -149,7 +169,7 @@ static struct {
   _Atomic uint64_t untracked;  // blocks that should have been tracked (no memory for it)
   int hw_errno;
   int bitmap_full;
-} am_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .sample = 256};
+} am_g = {.lock = PTHREAD_MUTEX_INITIALIZER, .sample = 1024};
 
 // ---------------------------------------------------------------------------
 // The real functions, and a static buffer for dlsym's own allocations
@@ -206,15 +226,34 @@ static size_t am_boot_size(const void *p) {
 
 // Our own code may allocate (pthread_key_create, pthread_atfork, pthread_setspecific):
 // those calls go straight to the allocator, uncounted.
+static inline void am_harvest(am_thread *t);
+
 static inline void am_own_begin(am_thread *t) {
-  if (t->depth++ == 0) {
-    t->saved_countdown = t->countdown;
-    t->countdown = 0;
+  if (t->depth == 0) {
+    am_harvest(t);
+    t->saved_mcd = t->mcd;
+    t->saved_fcd = t->fcd;
+    t->mcd = t->fcd = 0;
   }
+  t->depth++;
 }
 
 static inline void am_own_end(am_thread *t) {
-  if (--t->depth == 0) t->countdown = t->saved_countdown;
+  if (--t->depth == 0) {
+    t->mcd = t->saved_mcd;
+    t->fcd = t->saved_fcd;
+  }
+}
+
+// The fast paths' calls and bytes since the last slow path, into the counts.
+static inline void am_harvest(am_thread *t) {
+  if (t->state != 1 || t->depth != 0) return;
+  t->c.calls[AM_MALLOC] += t->mwin - t->mcd;
+  t->c.calls[AM_FREE] += t->fwin - t->fcd;
+  t->c.bytes[AM_MALLOC] += t->mleft_was - t->mleft;
+  t->mwin = t->mcd;
+  t->fwin = t->fcd;
+  t->mleft_was = t->mleft;
 }
 
 static void am_init(void);
@@ -327,37 +366,45 @@ static inline int am_inside(const void *caller) {
 
 // ---------------------------------------------------------------------------
 // The bitmap: per 64 bytes of address space two bytes, "freed" and "tracked",
-// one bit per 8-byte granule each; leaves of 1 GiB made on first touch.
+// one bit per 8-byte granule each, over the whole 47-bit user address space:
+// 4 TiB reserved once (MAP_NORESERVE), its pages made on first touch, so it
+// takes 1/32 of the heap's span and free finds p's bits without a test.
 // ---------------------------------------------------------------------------
-#define AM_REGION_BITS 30
-#define AM_REGIONS (1u << 17)  // 47-bit user address space
-static _Atomic(uint8_t *) am_leaves[AM_REGIONS];
+#define AM_SHADOW_BYTES ((uintptr_t)1 << 42)
+static uint8_t *am_shadow;  // NULL if it could not be mapped: free then always takes its slow path
 
-// Once per GiB region touched: a raw mmap, not our counted one.
-__attribute__((noinline)) static uint8_t *am_new_leaf(uintptr_t region) {
-  size_t size = (size_t)1 << (AM_REGION_BITS - 5);
-  long got = syscall(SYS_mmap, NULL, size, PROT_READ | PROT_WRITE,
+// The "freed" byte of p's bitmap word (the "tracked" byte follows it).
+// Addresses above 47 bits (none a malloc returns) alias lower ones.
+static inline uint8_t *am_bits_at(uint8_t *shadow, const void *p, unsigned *bit) {
+  uintptr_t a = (uintptr_t)p;
+  *bit = 1u << ((a >> 3) & 7);
+  return shadow + ((a >> 5) & (AM_SHADOW_BYTES - 2));
+}
+
+static inline uint8_t *am_bits(const void *p, unsigned *bit) {
+  *bit = 0;
+  return am_shadow ? am_bits_at(am_shadow, p, bit) : NULL;
+}
+
+// Sets the "tracked" bits of [lo, lo + n), so that free sends those
+// addresses to its slow path.
+static void am_mark_tracked(uintptr_t lo, size_t n) {
+  unsigned bit;
+  for (uintptr_t a = lo & ~(uintptr_t)7; a < lo + n; a += 8) am_bits(( void *)a, &bit)[1] |= (uint8_t)bit;
+}
+
+// A raw mmap, not our counted one. NULL and our start-up buffer are marked
+// tracked: free's fast path needs no test for them.
+static void am_map_shadow(void) {
+  long got = syscall(SYS_mmap, NULL, AM_SHADOW_BYTES, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (got == -1 || got < 0) {
     am_g.bitmap_full = 1;
-    return NULL;
+    return;
   }
-  uint8_t *mine = (uint8_t *)got, *none = NULL;
-  if (atomic_compare_exchange_strong(&am_leaves[region], &none, mine)) return mine;
-  syscall(SYS_munmap, mine, size);
-  return none;
-}
-
-// The "freed" byte of p's bitmap word (the "tracked" byte follows it), and p's
-// bit in both; NULL if its leaf does not exist (yet: `make` creates it).
-static inline uint8_t *am_bits(const void *p, unsigned *bit, int make) {
-  uintptr_t a = (uintptr_t)p;
-  uintptr_t region = a >> AM_REGION_BITS;
-  if (AM_UNLIKELY(region >= AM_REGIONS)) return NULL;
-  uint8_t *leaf = atomic_load_explicit(&am_leaves[region], memory_order_acquire);
-  if (AM_UNLIKELY(leaf == NULL) && (!make || (leaf = am_new_leaf(region)) == NULL)) return NULL;
-  *bit = 1u << ((a >> 3) & 7);
-  return leaf + ((a & (((uintptr_t)1 << AM_REGION_BITS) - 1)) >> 6) * 2;
+  am_shadow = (uint8_t *)got;
+  am_mark_tracked(0, 8);
+  am_mark_tracked((uintptr_t)am_boot, sizeof am_boot);
 }
 
 // ---------------------------------------------------------------------------
@@ -378,6 +425,17 @@ static struct {
 
 static inline uint64_t am_hash(uintptr_t a) { return (uint64_t)(a >> 3) * 0x9E3779B97F4A7C15ull; }
 
+// A stripe's first table is small and static, all of them side by side: a
+// tracked block costs a cache miss or two on a table the program's data has
+// evicted, so the tables of a small heap should take few lines.
+#define AM_TAB_FIRST 16
+static am_block am_tab_first[AM_STRIPES][AM_TAB_FIRST];
+
+static void am_tab_drop(int s) {
+  if (am_tab[s].e && am_tab[s].e != am_tab_first[s])
+    syscall(SYS_munmap, am_tab[s].e, am_tab[s].cap * sizeof(am_block));
+}
+
 static am_block *am_map_blocks(size_t cap) {
   long got = syscall(SYS_mmap, NULL, cap * sizeof(am_block), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -393,12 +451,12 @@ static am_block *am_slot(am_block *e, size_t cap, uintptr_t addr) {
 // With the stripe's lock held. 0 if there was no memory for it.
 static int am_tab_put(int s, am_block b, am_block *old) {
   if ((am_tab[s].n + 1) * 2 > am_tab[s].cap) {
-    size_t cap = am_tab[s].cap ? am_tab[s].cap * 2 : 1024;
-    am_block *e = am_map_blocks(cap);
+    size_t cap = am_tab[s].cap ? am_tab[s].cap * 2 : AM_TAB_FIRST;
+    am_block *e = cap == AM_TAB_FIRST ? am_tab_first[s] : am_map_blocks(cap);
     if (e == NULL) return 0;
     for (size_t i = 0; i < am_tab[s].cap; i++)
       if (am_tab[s].e[i].addr) *am_slot(e, cap, am_tab[s].e[i].addr) = am_tab[s].e[i];
-    if (am_tab[s].e) syscall(SYS_munmap, am_tab[s].e, am_tab[s].cap * sizeof(am_block));
+    am_tab_drop(s);
     am_tab[s].e = e;
     am_tab[s].cap = cap;
   }
@@ -472,6 +530,24 @@ static uint64_t am_weight(uint64_t req, uint64_t interval) {
   return (uint64_t)((double)req / -expm1(-x) + 0.5);
 }
 
+// Calls until the next sampled one: uniform in [1, 2N-1], mean N, so that a
+// program whose calls repeat with a period dividing N is not always sampled
+// at the same point of its period.
+static uint32_t am_window(am_thread *t) {
+  uint64_t n = am_g.sample;
+  if (n <= 1) return 1;
+  t->rng ^= t->rng >> 12, t->rng ^= t->rng << 25, t->rng ^= t->rng >> 27;
+  return (uint32_t)(1 + ((t->rng * 0x2545F4914F6CDD1Dull) >> 32) % (2 * n - 1));
+}
+
+// The gap to the next tracked block: the part below AM_FAST_BYTES is malloc's
+// fast-path budget, so that every malloc of AM_FAST_BYTES or more takes the slow path.
+static void am_set_left(am_thread *t, uint64_t left) {
+  t->mleft = left < AM_FAST_BYTES ? left : AM_FAST_BYTES;
+  t->gap_rest = left - t->mleft;
+  t->mleft_was = t->mleft;
+}
+
 __attribute__((noinline)) static void am_register(am_thread *t) {
   if (t->state == 0 && t->start_tsc == 0) t->start_tsc = am_tsc();
   t->state = 1;
@@ -488,16 +564,32 @@ __attribute__((noinline)) static void am_register(am_thread *t) {
     t->slot = -1;
     atomic_fetch_add(&am_unlisted, 1);
   }
-  t->live_left = am_next_gap(t);
-  t->countdown = (uint32_t)am_g.sample;
+  am_set_left(t, am_next_gap(t));
+  t->mcd = t->mwin = am_window(t);
+  t->fcd = t->fwin = am_shadow ? am_window(t) : 0;
+  t->ocd = am_window(t);
 }
 
-// 1 when this call's cycles are measured (and its address classified).
-static inline int am_sampled(am_thread *t) {
+// A slow path's start: the thread registered, the fast paths' counts taken.
+static inline void am_enter(am_thread *t) {
   if (AM_UNLIKELY(t->state != 1)) am_register(t);
-  if (AM_LIKELY(--t->countdown != 0)) return 0;
-  t->countdown = (uint32_t)am_g.sample;
+  am_harvest(t);
+}
+
+// 1 when this call's cycles are measured (and its address classified): the
+// last call of its window. Called once per call of the API, on the slow path.
+static inline int am_tick(am_thread *t, uint32_t *cd) {
+  if (AM_LIKELY(*cd > 1)) {
+    --*cd;
+    return 0;
+  }
+  *cd = am_window(t);
   return 1;
+}
+
+static inline int am_sampled(am_thread *t) {
+  am_enter(t);
+  return am_tick(t, &t->ocd);
 }
 
 static inline void am_cycles(am_thread *t, int path, uint64_t c) {
@@ -563,7 +655,7 @@ static void am_account(am_thread *t, const am_block *b, int sign) {
 // Tracks block p of `req` bytes (weight: the bytes it stands for).
 static void am_track(am_thread *t, void *p, uint64_t req, uint64_t weight) {
   unsigned bit;
-  uint8_t *w = am_bits(p, &bit, 1);
+  uint8_t *w = am_bits(p, &bit);
   int s = am_stripe((uintptr_t)p);
   am_block b = {(uintptr_t)p, req, weight}, old;
   am_real.mutex_lock(&am_tab[s].lock);
@@ -582,18 +674,16 @@ static void am_track(am_thread *t, void *p, uint64_t req, uint64_t weight) {
 // reuse and the usable size; tracked when the byte countdown runs out.
 static void am_allocated(am_thread *t, int api, size_t req, void *p, int sampled, uint64_t cycles,
                          int path) {
-  if (api == AM_MALLOC) {
-    t->malloc_calls++;
-    t->malloc_bytes += req;
-  } else {
-    t->c.calls[api]++;
-    t->c.bytes[api] += req;
-  }
-  t->c.sizes[api][am_size_bucket(req)]++;
+  t->c.calls[api]++;
+  t->c.bytes[api] += req;
+  if (api != AM_MALLOC || req >= AM_FAST_BYTES)
+    t->c.sizes[api][am_size_bucket(req)]++;
+  else if (sampled)
+    t->c.sizes_sampled[am_size_bucket(req)]++;
   if (AM_UNLIKELY(p == NULL)) return;
   if (sampled) {
     unsigned bit;
-    uint8_t *w = am_bits(p, &bit, 0);
+    uint8_t *w = am_bits(p, &bit);
     int reused = w != NULL && (*w & bit);
     t->c.fresh[api] += !reused;
     t->c.reused[api] += reused;
@@ -604,12 +694,13 @@ static void am_allocated(am_thread *t, int api, size_t req, void *p, int sampled
       t->c.sampled_usable += am_real.usable_size(p);
     }
   }
-  if (t->gap_interval != 0 && req < t->live_left) {
-    t->live_left -= req;
+  uint64_t left = t->mleft + t->gap_rest;
+  if (t->gap_interval != 0 && req < left) {
+    am_set_left(t, left - req);
     return;
   }
   uint64_t interval = t->gap_interval;
-  t->live_left = am_next_gap(t);
+  am_set_left(t, am_next_gap(t));
   if (req > 0) am_track(t, p, req, am_weight(req, interval));
 }
 
@@ -618,7 +709,7 @@ static void am_allocated(am_thread *t, int api, size_t req, void *p, int sampled
 static am_block am_releasing(am_thread *t, void *p) {
   am_block none = {0, 0, 0};
   unsigned bit;
-  uint8_t *w = am_bits(p, &bit, 1);
+  uint8_t *w = am_bits(p, &bit);
   if (AM_UNLIKELY(w == NULL)) return none;
   if (!(*w & bit)) atomic_fetch_or_explicit((_Atomic uint8_t *)w, (uint8_t)bit, memory_order_relaxed);
   if (!(w[1] & bit)) return none;
@@ -645,7 +736,18 @@ static am_block am_releasing(am_thread *t, void *p) {
 __attribute__((noinline)) static void *am_malloc_slow(am_thread *t, size_t n) {
   if (!am_ready()) return am_boot_alloc(n);
   if (t->depth) return am_real.malloc(n);
-  int s = am_sampled(t);
+  if (t->mcd > 1 && n < AM_FAST_BYTES && n < t->mleft + t->gap_rest && t->state == 1) {
+    // Only the fast budget ran out: the rest of the gap refills it.
+    am_harvest(t);
+    t->c.calls[AM_MALLOC]++;
+    t->c.bytes[AM_MALLOC] += n;
+    am_set_left(t, t->mleft + t->gap_rest - n);
+    t->mwin = --t->mcd;
+    return am_real.malloc(n);
+  }
+  am_enter(t);
+  int s = am_tick(t, &t->mcd);
+  t->mwin = t->mcd;
   uint64_t c = 0;
   void *p;
   AM_TIMED(s, c, p = am_real.malloc(n));
@@ -653,28 +755,27 @@ __attribute__((noinline)) static void *am_malloc_slow(am_thread *t, size_t n) {
   return p;
 }
 
-// The common case: counted here, then a jump to the real malloc. Sampled
-// calls, a thread's first, and the calls whose bytes end the countdown to the
-// next tracked block take the slow path.
+// The common case: two fields go down, then a jump to the real malloc.
+// Sampled calls, a thread's first, calls of AM_FAST_BYTES or more and those
+// whose bytes end the fast budget take the slow path.
 AM_EXPORT void *malloc(size_t n) {
   am_thread *t = &am_me;
-  if (AM_UNLIKELY(t->countdown <= 1 || n >= t->live_left)) return am_malloc_slow(t, n);
-  t->countdown--;
-  t->live_left -= n;
-  t->malloc_calls++;
-  t->malloc_bytes += n;
-  t->c.sizes[AM_MALLOC][am_size_bucket(n)]++;
+  if (AM_UNLIKELY(t->mcd <= 1 || n >= t->mleft)) return am_malloc_slow(t, n);
+  t->mcd--;
+  t->mleft -= n;
   return am_real.malloc(n);
 }
 
 __attribute__((noinline)) static void am_free_slow(am_thread *t, void *p) {
-  if (!am_ready()) return;
+  if (p == NULL || am_is_boot(p) || !am_ready()) return;
   if (t->depth) {
     am_real.free(p);
     return;
   }
-  int s = am_sampled(t);
-  t->free_calls++;
+  am_enter(t);
+  int s = am_tick(t, am_shadow ? &t->fcd : &t->ocd);
+  t->fwin = t->fcd;
+  t->c.calls[AM_FREE]++;
   am_releasing(t, p);
   uint64_t c = 0;
   AM_TIMED(s, c, am_real.free(p));
@@ -684,17 +785,21 @@ __attribute__((noinline)) static void am_free_slow(am_thread *t, void *p) {
 // The common case: the address marked freed (a plain store: only other
 // "freed" bits share its byte, and losing one to a race with another thread
 // makes one later reuse count as new), then a jump to the real free.
+// NULL and our start-up buffer have their "tracked" bits set (am_map_shadow):
+// they take the slow path without a test here.
 AM_EXPORT void free(void *p) {
-  if (AM_UNLIKELY(p == NULL || am_is_boot(p))) return;
   am_thread *t = &am_me;
-  unsigned bit;
-  uint8_t *w = am_bits(p, &bit, 0);
-  if (AM_UNLIKELY(t->countdown <= 1 || w == NULL || (w[1] & bit))) {
+  if (AM_UNLIKELY(t->fcd <= 1)) {
     am_free_slow(t, p);
     return;
   }
-  t->countdown--;
-  t->free_calls++;
+  unsigned bit;
+  uint8_t *w = am_bits_at(am_shadow, p, &bit);  // fcd > 0: the bitmap exists
+  if (AM_UNLIKELY(w[1] & bit)) {
+    am_free_slow(t, p);
+    return;
+  }
+  t->fcd--;
   if (AM_UNLIKELY(!(*w & bit))) *w = (uint8_t)(*w | bit);
   am_real.free(p);
 }
@@ -923,15 +1028,14 @@ static void am_add(uint64_t *to, const uint64_t *from, size_t n) {
 
 // Adds a thread's counts to the totals, with its own line (lifetime and its
 // estimated cycles inside the allocator: sampled cycles x N).
-static void am_fold_hot(am_thread *t) {
-  t->c.calls[AM_MALLOC] += t->malloc_calls;
-  t->c.bytes[AM_MALLOC] += t->malloc_bytes;
-  t->c.calls[AM_FREE] += t->free_calls;
-  t->malloc_calls = t->malloc_bytes = t->free_calls = 0;
+// No fast path until the thread registers again; every count is in t->c.
+static void am_stop(am_thread *t) {
+  t->mcd = t->fcd = t->saved_mcd = t->saved_fcd = t->mwin = t->fwin = 0;
+  t->mleft = t->mleft_was = t->gap_rest = 0;
 }
 
 static void am_flush(am_thread *t) {
-  am_fold_hot(t);
+  am_harvest(t);
   uint64_t sampled = 0;
   for (int p = 0; p < AM_PATH_N; p++) sampled += t->c.cycles[p];
   am_flush_live(t);
@@ -952,8 +1056,7 @@ static void am_flush(am_thread *t) {
   if (t->slot < 0) atomic_fetch_sub(&am_unlisted, 1);
   t->slot = 0;
   t->state = 2;
-  t->countdown = t->saved_countdown = 0;  // its next call registers it again
-  t->live_left = 0;
+  am_stop(t);  // its next call registers it again
 }
 
 static void am_thread_end(void *arg) { am_flush((am_thread *)arg); }
@@ -1015,7 +1118,8 @@ static void am_fork_child(void) {
   atomic_store(&am_unlisted, 0);
   for (int s = 0; s < AM_STRIPES; s++) {
     pthread_mutex_init(&am_tab[s].lock, NULL);
-    if (am_tab[s].e) syscall(SYS_munmap, am_tab[s].e, am_tab[s].cap * sizeof(am_block));
+    am_tab_drop(s);
+    memset(am_tab_first[s], 0, sizeof am_tab_first[s]);
     am_tab[s].e = NULL;
     am_tab[s].cap = am_tab[s].n = 0;
   }
@@ -1030,11 +1134,9 @@ static void am_fork_child(void) {
   am_g.peak_var = am_g.peak_blocks = am_g.rss_at_peak_kib = 0;
   pthread_mutex_init(&am_g.lock, NULL);
   memset(&am_me.c, 0, sizeof am_me.c);
-  am_me.malloc_calls = am_me.malloc_bytes = am_me.free_calls = 0;
   am_me.slot = 0;
+  am_stop(&am_me);  // registers again at its next call
   am_me.state = 0;
-  am_me.countdown = am_me.saved_countdown = 0;  // registers again at its next call
-  am_me.live_left = 0;
   am_me.live_delta = am_me.var_delta = am_me.blocks_delta = 0;
   am_me.pending = 0;
   atomic_store(&am_g.interval, am_g.base_interval);
@@ -1048,10 +1150,12 @@ static void am_init(void) {
   if (s && *s) {
     uint64_t n = 0;
     for (; *s >= '0' && *s <= '9'; s++) n = n * 10 + (uint64_t)(*s - '0');
-    am_g.sample = n ? n : 1;
+    am_g.sample = n == 0 ? 1 : n > (1u << 30) ? (1u << 30) : n;  // windows fit 32 bits
   }
-  // One tracked block per 64 x sample bytes on average; sample 1: every block.
-  am_g.base_interval = am_g.sample == 1 ? 0 : 16384;
+  // One tracked block per 32 x sample bytes on average (32 KiB by default: a
+  // tracked block costs some 400 ns of cold misses); sample 1: every block.
+  am_g.base_interval = am_g.sample == 1 ? 0 : 32 * am_g.sample;
+  am_map_shadow();
   atomic_store(&am_g.interval, am_g.base_interval);
   am_find_allocator_code();
   pthread_key_create(&am_key, am_thread_end);
@@ -1142,6 +1246,8 @@ static void am_write_record(void) {
   am_s(served);
   am_s("\nsample ");
   am_u(am_g.sample);
+  am_s("\nfast_bytes ");
+  am_u(AM_FAST_BYTES);
   am_s("\ntsc_per_us ");
   uint64_t ns = am_now_ns() - am_g.ns0, tsc = am_tsc() - am_g.tsc0;
   am_u(ns ? tsc * 1000 / ns : 0);
@@ -1169,6 +1275,7 @@ static void am_write_record(void) {
     am_kv("sampled_reuse", c->reused[a]);
     am_s("\n");
     am_list("sizes", am_api_names[a], c->sizes[a], AM_SIZE_BUCKETS);
+    if (a == AM_MALLOC) am_list("sizes_sampled", am_api_names[a], c->sizes_sampled, AM_SIZE_BUCKETS);
   }
   for (int p = 0; p < AM_PATH_N; p++) {
     if (!c->samples[p]) continue;

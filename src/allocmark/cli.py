@@ -199,7 +199,7 @@ def run_cmd(
     ] = False,
     catalog: CatalogOpt = None,
     profile: ProfileOpt = False,
-    sample: SampleOpt = 256,
+    sample: SampleOpt = 1024,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     store = Store(db)
@@ -342,7 +342,7 @@ def profile_cmd(
     workload: WorkloadOpt = None,
     param: ParamOpt = None,
     reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
-    sample: SampleOpt = 256,
+    sample: SampleOpt = 1024,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1)] = 600,
     db: DbOpt = DEFAULT_DB,
     catalog: CatalogOpt = None,

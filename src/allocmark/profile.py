@@ -1,8 +1,8 @@
 """The profiler's records (libamprof.so, native/shim/am_prof.c): parsing, summing
 the processes of a run, and the side-by-side comparison with findings.
 
-A record is text: "am_prof 2" (or 1, before sampled new/reuse and tracked
-blocks), then lines "KEY VALUE", "KIND NAME k=v ...",
+A record is text: "am_prof 3" (2: before malloc's small sizes were sampled;
+1: before sampled new/reuse and tracked blocks), then lines "KEY VALUE", "KIND NAME k=v ...",
 and comma-separated histograms, up to "end". One record per process (fork
 children and exec'd programs write their own); a run's profile is their sum,
 with the peaks taken as the largest of any one process.
@@ -28,6 +28,9 @@ ALLOCATING = ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
               "aligned_alloc", "memalign", "valloc", "pvalloc")  # fmt: skip
 
 
+HISTOGRAMS = ("sizes", "sizes_sampled", "hist")
+
+
 class ProfileError(ValueError):
     """A record file that is not what the shim writes."""
 
@@ -43,10 +46,10 @@ def parse(text: str) -> list[dict[str, Any]]:
     """Every process record in the file, as plain dicts (stored as JSON)."""
     records, current = [], None
     for n, line in enumerate(text.splitlines(), 1):
-        if line in ("am_prof 1", "am_prof 2"):
+        if line in ("am_prof 1", "am_prof 2", "am_prof 3"):
             current = _empty()
         elif current is None:
-            raise ProfileError(f"line {n}: expected 'am_prof 2', got {line[:40]!r}")
+            raise ProfileError(f"line {n}: expected 'am_prof 3', got {line[:40]!r}")
         elif line == "end":
             records.append(current)
             current = None
@@ -58,12 +61,13 @@ def parse(text: str) -> list[dict[str, Any]]:
 
 
 def _empty() -> dict[str, Any]:
-    return {"api": {}, "sizes": {}, "path": {}, "hist": {}, "sys": {}, "threads_list": []}
+    return {"api": {}, "sizes": {}, "sizes_sampled": {}, "path": {}, "hist": {}, "sys": {},
+            "threads_list": []}  # fmt: skip
 
 
 def _line(rec: dict[str, Any], line: str, n: int) -> None:
     kind, _, rest = line.partition(" ")
-    if kind in ("sizes", "hist"):
+    if kind in HISTOGRAMS:
         name, _, values = rest.partition(" ")
         rec[kind][name] = [int(v) for v in values.split(",") if v]
     elif kind in ("api", "path", "sys"):
@@ -75,7 +79,7 @@ def _line(rec: dict[str, Any], line: str, n: int) -> None:
         rec["threads_list"].append(_pairs(rest))
     elif kind in ("exe", "next_malloc"):
         rec[kind] = rest
-    elif kind in ("pid", "ppid", "sample", "tsc_per_us", "hw_errno"):
+    elif kind in ("pid", "ppid", "sample", "tsc_per_us", "hw_errno", "fast_bytes"):
         rec[kind] = int(rest)
     else:
         raise ProfileError(f"line {n}: unknown line {line[:40]!r}")
@@ -119,6 +123,7 @@ def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "sample": first.get("sample", 1),
         "tsc_per_us": max((r.get("tsc_per_us", 0) for r in profiles), default=0),
         "hw_errno": first.get("hw_errno", 0),
+        "fast_bytes": first.get("fast_bytes", 0),
         "threads": {}, "locks": {}, "memory": {},
         "processes": [p for r in profiles for p in r.get("processes", [])],
     }  # fmt: skip
@@ -126,8 +131,8 @@ def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for kind in ("api", "path", "sys"):
             for name, pairs in r[kind].items():
                 _add(out[kind].setdefault(name, {}), pairs)
-        for kind in ("sizes", "hist"):
-            for name, values in r[kind].items():
+        for kind in HISTOGRAMS:
+            for name, values in r.get(kind, {}).items():
                 out[kind][name] = _add_lists(out[kind].get(name, []), values)
         _add(out["threads"], r.get("threads", {}))
         _add(out["locks"], r.get("locks", {}))
@@ -201,6 +206,7 @@ class Summary:
     hw: str  # hardware counters: why they are not shown
     visibility: str  # which of the allocator's syscalls and locks the shim can see
     visible: frozenset[str] = frozenset()  # their names
+    malloc_sizes: tuple[float, ...] = ()  # calls per power-of-two size bucket
 
 
 def new_and_reuse(pairs: Mapping[str, int]) -> tuple[int, int]:
@@ -255,7 +261,24 @@ def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> S
         hw=hw_state(prof.get("hw_errno", 0)),
         visibility=seen[0],
         visible=seen[1],
+        malloc_sizes=tuple(size_histogram(prof, "malloc")),
     )
+
+
+def size_histogram(prof: Mapping[str, Any], api: str) -> list[float]:
+    """Calls per power-of-two size bucket (bucket k: [2^(k-1), 2^k) bytes). malloc's
+    calls below `fast_bytes` are split as its sampled ones were (record 3; exact when
+    every call is sampled); all other calls are counted one by one."""
+    exact = [float(n) for n in prof["sizes"].get(api, [])]
+    sampled = prof.get("sizes_sampled", {}).get(api, [])
+    seen = sum(sampled)
+    if not seen:
+        return exact
+    below = prof["api"].get(api, {}).get("calls", 0) - sum(exact)
+    out = exact + [0.0] * max(0, len(sampled) - len(exact))
+    for k, n in enumerate(sampled):
+        out[k] += below * n / seen
+    return out
 
 
 def hw_state(err: int) -> str:

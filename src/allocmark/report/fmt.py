@@ -49,6 +49,17 @@ def size_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def size_bucket(k: int) -> str:
+    """Power-of-two bucket k, [2^(k-1), 2^k) bytes: 0 B, 16-31 B, 4-8 KiB."""
+    if k == 0:
+        return "0 B"
+    lo = 1 << (k - 1)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if lo >= size:
+            return f"{lo // size}-{2 * lo // size} {unit}"
+    return f"{lo}-{2 * lo - 1} B"
+
+
 def size_kib(kib: float) -> str:
     if kib >= 1024 * 1024:
         return f"{kib / 1024 / 1024:.2f} GiB"

@@ -21,6 +21,7 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
 
     calls = "calls per run"
     add(calls, "malloc (new / reuse)", lambda s: _calls_split(s, runs))
+    add(calls, "  its sizes (top 2)", _sizes)
     for api in (
         "free",
         "calloc",
@@ -65,6 +66,14 @@ def _calls_split(s: Summary, runs: int) -> str:
         return "0"
     mn = s.paths["malloc_new"].calls
     return f"{count_text(n / runs)} ({mn / n:.0%} / {1 - mn / n:.0%})"
+
+
+def _sizes(s: Summary) -> str:
+    total = sum(s.malloc_sizes)
+    top = sorted(range(len(s.malloc_sizes)), key=lambda k: -s.malloc_sizes[k])[:2]
+    shares = (f"{fmt.size_bucket(k)} {s.malloc_sizes[k] / total:.0%}" for k in top
+              if s.malloc_sizes[k])  # fmt: skip
+    return ", ".join(shares) if total else "-"
 
 
 def _cycles(s: Summary, base: Summary | None, p: str) -> str:
