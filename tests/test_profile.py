@@ -383,6 +383,15 @@ def test_a_record_parses_and_sums() -> None:
     assert both["api"]["malloc"]["calls"] == 800 and both["hist"]["malloc_new"][26] == 6
     assert both["memory"]["peak_requested"] == 100  # a peak is not summed
     assert both["memory"]["track_interval"] == 16384  # nor is the interval
+    # A merged peak keeps the margin and RSS measured at it, not another record's.
+    low = {**rec, "memory": rec["memory"] | {"peak_requested": 50, "peak_requested_sd": 40,
+                                              "rss_at_peak_kib": 9000}}  # fmt: skip
+    mixed = profile.merge([low, rec])["memory"]
+    assert (mixed["peak_requested"], mixed["peak_requested_sd"], mixed["rss_at_peak_kib"]) == (
+        100,
+        5,
+        1000,
+    )
     # The calls split as the timed ones did; a record of version 1 counted every call.
     assert profile.new_and_reuse(both["api"]["malloc"]) == (600, 200)
     assert profile.new_and_reuse({"calls": 4, "new": 3, "reuse": 1}) == (3, 1)

@@ -130,7 +130,7 @@ typedef struct {
   int slot;  // 1 + its index in am_living, 0 if not listed, -1 if the list was full
   uint64_t rng;
   uint64_t gap_interval;  // the mean of the gap mleft + gap_rest was drawn from
-  int64_t live_delta, var_delta, blocks_delta;  // tracked blocks not yet in the totals
+  int64_t half_delta[2], half_var_delta[2], blocks_delta;  // not yet in the totals
   int pending;  // tracked events behind those deltas
   am_counts c;  // everything else
   uint64_t start_tsc;
@@ -154,11 +154,18 @@ static struct {
   pthread_mutex_t lock;  // merging (thread exit, process exit, fork) and new peaks only
   am_thread_line threads[AM_MAX_THREADS];
   uint64_t threads_seen, threads_cycles, threads_alloc_cycles;
-  _Atomic int64_t live;  // estimated live requested bytes: the weights of tracked blocks
-  _Atomic uint64_t live_var;  // the estimate's variance
+  // Live requested bytes: the weights of the tracked blocks, summed per half
+  // (an estimate is twice a half's sum, or both sums), with their variances.
+  _Atomic int64_t half_live[2];
+  _Atomic uint64_t half_var[2];  // of twice the half's sum, in 1024 bytes^2
   _Atomic uint64_t live_blocks;  // tracked blocks
-  int64_t peak_live, last_rss_check;
-  uint64_t peak_var, peak_blocks, rss_at_peak_kib;
+  // The peak without the winner's curse: one half picks the moment (its own
+  // highest estimate), the other, independent of that choice, says how much
+  // was live then; both ways round, averaged. The highest whole sum would run
+  // high on a churning heap (the top of many noisy values).
+  int64_t picked[2], told[2];
+  uint64_t told_var[2], peak_blocks, rss_at_peak_kib;
+  int64_t peak_live, last_rss_check;  // the highest whole sum (exact at sample 1)
   uint64_t sample;
   // Mean bytes between tracked blocks: 0 tracks every block. It grows with the
   // peak (1/2048 of it, at least base_interval): about 2,000 blocks stand for
@@ -414,6 +421,7 @@ static void am_map_shadow(void) {
 typedef struct {
   uintptr_t addr;
   uint64_t req, weight;
+  uint64_t half;  // 0 or 1, at random: which of the two half-samples it belongs to
 } am_block;
 
 #define AM_STRIPES 64
@@ -469,7 +477,7 @@ static int am_tab_put(int s, am_block b, am_block *old) {
 
 // With the stripe's lock held: the block's entry, removed (addr 0 if none).
 static am_block am_tab_take(int s, uintptr_t addr) {
-  am_block none = {0, 0, 0};
+  am_block none = {0, 0, 0, 0};
   if (am_tab[s].cap == 0) return none;
   size_t mask = am_tab[s].cap - 1;
   am_block *e = am_tab[s].e, *hole = am_slot(e, am_tab[s].cap, addr);
@@ -613,21 +621,27 @@ static uint64_t am_rss_kib(void) {
   return pages * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
 }
 
-// A new peak of the estimate: remember it, and read RSS (a syscall) when it
-// grew by 1/32 since the last reading.
-__attribute__((noinline)) static void am_new_peak(int64_t live) {
+// New highs: of the whole sum (the interval grows with it; the peak itself
+// at sample 1) and of a half (see `picked`). RSS (a syscall) is read at the
+// moments the first half picks, when it grew by 1/32 since the last reading.
+__attribute__((noinline)) static void am_new_peak(int64_t whole, const int64_t half[2]) {
   am_real.mutex_lock(&am_g.lock);
-  if (live > am_g.peak_live) {
-    am_g.peak_live = live;
-    am_g.peak_var = atomic_load(&am_g.live_var);
-    am_g.peak_blocks = atomic_load(&am_g.live_blocks);
-    if (live > am_g.last_rss_check + am_g.last_rss_check / 32) {
-      am_g.rss_at_peak_kib = am_rss_kib();
-      am_g.last_rss_check = live;
-    }
-    uint64_t grown = (uint64_t)live / 2048;
+  if (whole > am_g.peak_live) {
+    am_g.peak_live = whole;
+    uint64_t grown = (uint64_t)whole / 2048;
     if (am_g.base_interval != 0 && grown > atomic_load(&am_g.interval))
       atomic_store(&am_g.interval, grown);
+  }
+  for (int h = 0; h < 2; h++) {
+    if (half[h] <= am_g.picked[h]) continue;
+    am_g.picked[h] = half[h];
+    am_g.told[h] = half[1 - h];
+    am_g.told_var[h] = atomic_load(&am_g.half_var[1 - h]);
+    if (h == 0) am_g.peak_blocks = atomic_load(&am_g.live_blocks);
+    if (h == 0 && half[0] > am_g.last_rss_check + am_g.last_rss_check / 32) {
+      am_g.rss_at_peak_kib = am_rss_kib();
+      am_g.last_rss_check = half[0];
+    }
   }
   am_real.mutex_unlock(&am_g.lock);
 }
@@ -636,20 +650,39 @@ __attribute__((noinline)) static void am_new_peak(int64_t live) {
 // ends): the peak is exact to a few blocks per thread.
 static void am_flush_live(am_thread *t) {
   if (t->pending == 0) return;
-  atomic_fetch_add(&am_g.live_var, (uint64_t)t->var_delta);
   atomic_fetch_add(&am_g.live_blocks, (uint64_t)t->blocks_delta);
-  int64_t live = atomic_fetch_add(&am_g.live, t->live_delta) + t->live_delta;
-  t->live_delta = t->var_delta = t->blocks_delta = 0;
+  int64_t half[2];
+  for (int h = 0; h < 2; h++) {
+    atomic_fetch_add(&am_g.half_var[h], (uint64_t)t->half_var_delta[h]);
+    half[h] = 2 * (atomic_fetch_add(&am_g.half_live[h], t->half_delta[h]) + t->half_delta[h]);
+    t->half_delta[h] = t->half_var_delta[h] = 0;
+  }
+  t->blocks_delta = 0;
   t->pending = 0;
-  if (live > am_g.peak_live) am_new_peak(live);
+  int64_t whole = (half[0] + half[1]) / 2;
+  if (whole > am_g.peak_live || half[0] > am_g.picked[0] || half[1] > am_g.picked[1])
+    am_new_peak(whole, half);
 }
 
 static void am_account(am_thread *t, const am_block *b, int sign) {
-  int64_t var = (int64_t)(b->weight * (b->weight - b->req));  // (1 - P) / P^2 * req^2
-  t->live_delta += sign * (int64_t)b->weight;
-  t->var_delta += sign * var;
+  // A block's variance: (1 - P) / P^2 * req^2, where P = req / weight, halved
+  // for twice a half's sum: 2 w (2 w - req).
+  int64_t w = (int64_t)b->weight, r = (int64_t)b->req;
+  t->half_delta[b->half] += sign * w;
+  t->half_var_delta[b->half] += sign * ((2 * w * (2 * w - r)) >> 10);
   t->blocks_delta += sign;
   if (++t->pending >= 8 || am_g.base_interval == 0) am_flush_live(t);
+}
+
+// The peak of live requested bytes and its variance.
+static void am_peak(int64_t *peak, uint64_t *var) {
+  if (am_g.base_interval == 0) {  // every block tracked: exact
+    *peak = am_g.peak_live;
+    *var = 0;
+    return;
+  }
+  *peak = (am_g.told[0] + am_g.told[1]) / 2;
+  *var = (am_g.told_var[0] + am_g.told_var[1]) / 4 * 1024;
 }
 
 // Tracks block p of `req` bytes (weight: the bytes it stands for).
@@ -657,7 +690,8 @@ static void am_track(am_thread *t, void *p, uint64_t req, uint64_t weight) {
   unsigned bit;
   uint8_t *w = am_bits(p, &bit);
   int s = am_stripe((uintptr_t)p);
-  am_block b = {(uintptr_t)p, req, weight}, old;
+  t->rng ^= t->rng >> 12, t->rng ^= t->rng << 25, t->rng ^= t->rng >> 27;
+  am_block b = {(uintptr_t)p, req, weight, (t->rng * 0x2545F4914F6CDD1Dull) >> 63}, old;
   am_real.mutex_lock(&am_tab[s].lock);
   int ok = w != NULL && am_tab_put(s, b, &old);
   am_real.mutex_unlock(&am_tab[s].lock);
@@ -707,7 +741,7 @@ static void am_allocated(am_thread *t, int api, size_t req, void *p, int sampled
 // A block about to be given back (slow path): no longer tracked, and its
 // address marked freed. Returns its entry if it was tracked.
 static am_block am_releasing(am_thread *t, void *p) {
-  am_block none = {0, 0, 0};
+  am_block none = {0, 0, 0, 0};
   unsigned bit;
   uint8_t *w = am_bits(p, &bit);
   if (AM_UNLIKELY(w == NULL)) return none;
@@ -835,7 +869,7 @@ static void *am_realloc(int api, void *p, size_t n, size_t m) {
   if (t->depth)
     return api == AM_REALLOC ? am_real.realloc(p, n) : am_real.reallocarray(p, n, m);
   int s = am_sampled(t);
-  am_block was = {0, 0, 0};
+  am_block was = {0, 0, 0, 0};
   if (p) was = am_releasing(t, p);
   uint64_t c = 0;
   void *q;
@@ -1126,18 +1160,24 @@ static void am_fork_child(void) {
   memset(&am_g.c, 0, sizeof am_g.c);
   memset(am_g.threads, 0, sizeof am_g.threads);
   am_g.threads_seen = am_g.threads_cycles = am_g.threads_alloc_cycles = 0;
-  atomic_store(&am_g.live, 0);
-  atomic_store(&am_g.live_var, 0);
+  for (int h = 0; h < 2; h++) {
+    atomic_store(&am_g.half_live[h], 0);
+    atomic_store(&am_g.half_var[h], 0);
+    am_g.picked[h] = am_g.told[h] = 0;
+    am_g.told_var[h] = 0;
+  }
   atomic_store(&am_g.live_blocks, 0);
   atomic_store(&am_g.untracked, 0);
   am_g.peak_live = am_g.last_rss_check = 0;
-  am_g.peak_var = am_g.peak_blocks = am_g.rss_at_peak_kib = 0;
+  am_g.peak_blocks = am_g.rss_at_peak_kib = 0;
   pthread_mutex_init(&am_g.lock, NULL);
   memset(&am_me.c, 0, sizeof am_me.c);
   am_me.slot = 0;
   am_stop(&am_me);  // registers again at its next call
   am_me.state = 0;
-  am_me.live_delta = am_me.var_delta = am_me.blocks_delta = 0;
+  memset(am_me.half_delta, 0, sizeof am_me.half_delta);
+  memset(am_me.half_var_delta, 0, sizeof am_me.half_var_delta);
+  am_me.blocks_delta = 0;
   am_me.pending = 0;
   atomic_store(&am_g.interval, am_g.base_interval);
   am_me.start_tsc = am_tsc();
@@ -1305,12 +1345,15 @@ static void am_write_record(void) {
   am_kv("trylock_failed", c->try_failed);
   am_kv("unlock_calls", c->unlock_calls);
   am_s("\nmemory");
-  am_kv("peak_requested", (uint64_t)am_g.peak_live);
-  am_kv("peak_requested_sd", (uint64_t)sqrt((double)am_g.peak_var));
+  int64_t peak;
+  uint64_t var;
+  am_peak(&peak, &var);
+  am_kv("peak_requested", (uint64_t)(peak > 0 ? peak : 0));
+  am_kv("peak_requested_sd", (uint64_t)sqrt((double)var));
   am_kv("peak_tracked_blocks", am_g.peak_blocks);
   am_kv("rss_at_peak_kib", am_g.rss_at_peak_kib);
   am_s(" final_requested=");
-  am_i(atomic_load(&am_g.live));
+  am_i(atomic_load(&am_g.half_live[0]) + atomic_load(&am_g.half_live[1]));
   am_kv("track_interval", atomic_load(&am_g.interval));
   am_kv("sampled_requested", c->sampled_req);
   am_kv("sampled_usable", c->sampled_usable);

@@ -29,6 +29,7 @@ ALLOCATING = ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
 
 
 HISTOGRAMS = ("sizes", "sizes_sampled", "hist")
+PEAK_KEYS = ("peak", "rss", "track_interval")  # not summed over records
 
 
 class ProfileError(ValueError):
@@ -139,8 +140,16 @@ def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         out["threads_list"] += r.get("threads_list", [])
         mem = out["memory"]
         for key, value in r.get("memory", {}).items():
-            peak = key.startswith(("peak", "rss", "track_interval"))
-            mem[key] = max(mem.get(key, 0), value) if peak else mem.get(key, 0) + value
+            if not key.startswith(PEAK_KEYS):
+                mem[key] = mem.get(key, 0) + value
+    # The peak and what was measured at it come from one record: the highest.
+    memories: list[Mapping[str, int]] = [r.get("memory", {}) for r in profiles]
+    top = max(memories, key=lambda m: m.get("peak_requested", 0), default={})
+    out["memory"] |= {k: v for k, v in top.items() if k.startswith(PEAK_KEYS)}
+    intervals = [r["memory"]["track_interval"] for r in profiles
+                 if "track_interval" in r.get("memory", {})]  # fmt: skip
+    if intervals:
+        out["memory"]["track_interval"] = max(intervals)
     return out
 
 

@@ -32,7 +32,7 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
     ):
         if any(s.calls.get(api) for s in summaries):
             add(calls, api, lambda s, a=api: count_text(s.calls.get(a, 0) / runs))
-    cycles = "cycles/call: median, p99 (x base)"
+    cycles = "cycles/call: median, p90, p99 (x base)"
     for p in PATHS:
         if any(s.paths[p].samples for s in summaries):
             add(cycles, p.replace("_", " "), lambda s, p=p: _cycles(s, base, p))
@@ -80,7 +80,7 @@ def _cycles(s: Summary, base: Summary | None, p: str) -> str:
     st = s.paths[p]
     if st.median is None:
         return "-"
-    text = f"{st.median:,.0f}, {st.p99:,.0f}"
+    text = f"{st.median:,.0f}, {st.p90:,.0f}, {st.p99:,.0f}"
     ref = base.paths[p].median if base else None
     if ref and base is not s:
         text += f" ({st.median / ref:.2f}x)"
