@@ -27,7 +27,10 @@
 // Live requested bytes come from tracked blocks, sampled by bytes as in
 // jemalloc's heap profiler: on average one allocated byte in 32 x N (or in
 // 1/2048 of the peak, if more) picks the block that holds it, weighted by the
-// inverse of its chance; the estimate's variance is kept too.
+// inverse of its chance; the estimate's variance is kept too. The peak is not
+// the estimate's highest value (on a churning heap, the top of many noisy
+// values runs high): tracked blocks fall at random in two halves, one picks
+// the moment, the other says how much was live then, both ways round.
 // AM_PROF_SAMPLE=1 makes everything exact: every call timed, classified and
 // sized, every block tracked.
 //

@@ -440,9 +440,9 @@ def _memory_note(summaries: Sequence[Summary]) -> str:
         how = "live requested bytes are exact (every block tracked: sample 1)"
     else:
         how = (f"live requested bytes are estimated from tracked blocks (one allocated byte in "
-               f"{interval:,} picks its block, weighted by its chance; ± is 95%; the "
-               "highest value of an estimate runs high when blocks churn: --sample 1 is "
-               "exact)")  # fmt: skip
+               f"{interval:,} picks its block, weighted by its chance; the peak's moment is "
+               "picked by half of them and measured by the other half, so that noise does "
+               "not pick it; ± is 95%; --sample 1 is exact)")  # fmt: skip
     return (f"memory: {how}; usable sizes are those of the timed calls; RSS includes the "
             "profiler's bitmap (1/32 of the heap's address span)")  # fmt: skip
 
