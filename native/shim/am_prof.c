@@ -133,7 +133,7 @@ typedef struct {
   int slot;  // 1 + its index in am_living, 0 if not listed, -1 if the list was full
   uint64_t rng;
   uint64_t gap_interval;  // the mean of the gap mleft + gap_rest was drawn from
-  int64_t half_delta[2], half_var_delta[2], blocks_delta;  // not yet in the totals
+  int64_t part_delta[3], part_var_delta[3], blocks_delta;  // not yet in the totals
   int pending;  // tracked events behind those deltas
   am_counts c;  // everything else
   uint64_t start_tsc;
@@ -157,17 +157,20 @@ static struct {
   pthread_mutex_t lock;  // merging (thread exit, process exit, fork) and new peaks only
   am_thread_line threads[AM_MAX_THREADS];
   uint64_t threads_seen, threads_cycles, threads_alloc_cycles;
-  // Live requested bytes: the weights of the tracked blocks, summed per half
-  // (an estimate is twice a half's sum, or both sums), with their variances.
-  _Atomic int64_t half_live[2];
-  _Atomic uint64_t half_var[2];  // of twice the half's sum, in 1024 bytes^2
+  // Live requested bytes: the weights of the tracked blocks, summed per part:
+  // the two halves of the blocks tracked with a chance below 1/2, and the
+  // others (the estimate is the sum of all three; a half's, twice its own
+  // sum plus the third), with their variances in 1024 bytes^2 (a half's: of
+  // twice its sum).
+  _Atomic int64_t part_live[3];
+  _Atomic uint64_t part_var[3];
   _Atomic uint64_t live_blocks;  // tracked blocks
   // The peak without the winner's curse: one half picks the moment (its own
   // highest estimate), the other, independent of that choice, says how much
   // was live then; both ways round, averaged. The highest whole sum would run
   // high on a churning heap (the top of many noisy values).
   int64_t picked[2], told[2];
-  uint64_t told_var[2], peak_blocks, rss_at_peak_kib;
+  uint64_t told_var[2], told_shared_var[2], peak_blocks, rss_at_peak_kib;
   int64_t peak_live, last_rss_check;  // the highest whole sum (exact at sample 1)
   uint64_t sample;
   // Mean bytes between tracked blocks: 0 tracks every block. It grows with the
@@ -424,7 +427,7 @@ static void am_map_shadow(void) {
 typedef struct {
   uintptr_t addr;
   uint64_t req, weight;
-  uint64_t half;  // 0 or 1, at random: which of the two half-samples it belongs to
+  uint64_t part;  // 0 or 1 at random (chance below 1/2), else 2: see am_g.part_live
 } am_block;
 
 #define AM_STRIPES 64
@@ -639,7 +642,8 @@ __attribute__((noinline)) static void am_new_peak(int64_t whole, const int64_t h
     if (half[h] <= am_g.picked[h]) continue;
     am_g.picked[h] = half[h];
     am_g.told[h] = half[1 - h];
-    am_g.told_var[h] = atomic_load(&am_g.half_var[1 - h]);
+    am_g.told_var[h] = atomic_load(&am_g.part_var[1 - h]);
+    am_g.told_shared_var[h] = atomic_load(&am_g.part_var[2]);
     if (h == 0) am_g.peak_blocks = atomic_load(&am_g.live_blocks);
     if (h == 0 && half[0] > am_g.last_rss_check + am_g.last_rss_check / 32) {
       am_g.rss_at_peak_kib = am_rss_kib();
@@ -654,25 +658,27 @@ __attribute__((noinline)) static void am_new_peak(int64_t whole, const int64_t h
 static void am_flush_live(am_thread *t) {
   if (t->pending == 0) return;
   atomic_fetch_add(&am_g.live_blocks, (uint64_t)t->blocks_delta);
-  int64_t half[2];
-  for (int h = 0; h < 2; h++) {
-    atomic_fetch_add(&am_g.half_var[h], (uint64_t)t->half_var_delta[h]);
-    half[h] = 2 * (atomic_fetch_add(&am_g.half_live[h], t->half_delta[h]) + t->half_delta[h]);
-    t->half_delta[h] = t->half_var_delta[h] = 0;
+  int64_t sum[3];
+  for (int k = 0; k < 3; k++) {
+    atomic_fetch_add(&am_g.part_var[k], (uint64_t)t->part_var_delta[k]);
+    sum[k] = atomic_fetch_add(&am_g.part_live[k], t->part_delta[k]) + t->part_delta[k];
+    t->part_delta[k] = t->part_var_delta[k] = 0;
   }
   t->blocks_delta = 0;
   t->pending = 0;
-  int64_t whole = (half[0] + half[1]) / 2;
+  int64_t whole = sum[0] + sum[1] + sum[2];
+  int64_t half[2] = {2 * sum[0] + sum[2], 2 * sum[1] + sum[2]};
   if (whole > am_g.peak_live || half[0] > am_g.picked[0] || half[1] > am_g.picked[1])
     am_new_peak(whole, half);
 }
 
 static void am_account(am_thread *t, const am_block *b, int sign) {
-  // A block's variance: (1 - P) / P^2 * req^2, where P = req / weight, halved
-  // for twice a half's sum: 2 w (2 w - req).
+  // A block's variance: (1 - P) / P^2 * req^2, where P = req / weight, so
+  // w (w - req); in a half P is halved: 2 w (2 w - req) for twice its sum.
   int64_t w = (int64_t)b->weight, r = (int64_t)b->req;
-  t->half_delta[b->half] += sign * w;
-  t->half_var_delta[b->half] += sign * ((2 * w * (2 * w - r)) >> 10);
+  int k = (int)b->part;
+  t->part_delta[k] += sign * w;
+  t->part_var_delta[k] += sign * ((k == 2 ? w * (w - r) : 2 * w * (2 * w - r)) >> 10);
   t->blocks_delta += sign;
   if (++t->pending >= 8 || am_g.base_interval == 0) am_flush_live(t);
 }
@@ -685,7 +691,9 @@ static void am_peak(int64_t *peak, uint64_t *var) {
     return;
   }
   *peak = (am_g.told[0] + am_g.told[1]) / 2;
-  *var = (am_g.told_var[0] + am_g.told_var[1]) / 4 * 1024;
+  // The halves' noise is independent; the third part's is shared by both.
+  *var = ((am_g.told_var[0] + am_g.told_var[1]) / 4 +
+          (am_g.told_shared_var[0] + am_g.told_shared_var[1]) / 2) * 1024;
 }
 
 // Tracks block p of `req` bytes (weight: the bytes it stands for).
@@ -694,7 +702,10 @@ static void am_track(am_thread *t, void *p, uint64_t req, uint64_t weight) {
   uint8_t *w = am_bits(p, &bit);
   int s = am_stripe((uintptr_t)p);
   t->rng ^= t->rng >> 12, t->rng ^= t->rng << 25, t->rng ^= t->rng >> 27;
-  am_block b = {(uintptr_t)p, req, weight, (t->rng * 0x2545F4914F6CDD1Dull) >> 63}, old;
+  // A block tracked with a chance of 1/2 or more is in both halves: split, it
+  // would add more noise (up to 2 req^2) than its own sampling does.
+  uint64_t part = weight <= 2 * req ? 2 : (t->rng * 0x2545F4914F6CDD1Dull) >> 63;
+  am_block b = {(uintptr_t)p, req, weight, part}, old;
   am_real.mutex_lock(&am_tab[s].lock);
   int ok = w != NULL && am_tab_put(s, b, &old);
   am_real.mutex_unlock(&am_tab[s].lock);
@@ -1163,11 +1174,13 @@ static void am_fork_child(void) {
   memset(&am_g.c, 0, sizeof am_g.c);
   memset(am_g.threads, 0, sizeof am_g.threads);
   am_g.threads_seen = am_g.threads_cycles = am_g.threads_alloc_cycles = 0;
+  for (int k = 0; k < 3; k++) {
+    atomic_store(&am_g.part_live[k], 0);
+    atomic_store(&am_g.part_var[k], 0);
+  }
   for (int h = 0; h < 2; h++) {
-    atomic_store(&am_g.half_live[h], 0);
-    atomic_store(&am_g.half_var[h], 0);
     am_g.picked[h] = am_g.told[h] = 0;
-    am_g.told_var[h] = 0;
+    am_g.told_var[h] = am_g.told_shared_var[h] = 0;
   }
   atomic_store(&am_g.live_blocks, 0);
   atomic_store(&am_g.untracked, 0);
@@ -1178,8 +1191,8 @@ static void am_fork_child(void) {
   am_me.slot = 0;
   am_stop(&am_me);  // registers again at its next call
   am_me.state = 0;
-  memset(am_me.half_delta, 0, sizeof am_me.half_delta);
-  memset(am_me.half_var_delta, 0, sizeof am_me.half_var_delta);
+  memset(am_me.part_delta, 0, sizeof am_me.part_delta);
+  memset(am_me.part_var_delta, 0, sizeof am_me.part_var_delta);
   am_me.blocks_delta = 0;
   am_me.pending = 0;
   atomic_store(&am_g.interval, am_g.base_interval);
@@ -1356,7 +1369,8 @@ static void am_write_record(void) {
   am_kv("peak_tracked_blocks", am_g.peak_blocks);
   am_kv("rss_at_peak_kib", am_g.rss_at_peak_kib);
   am_s(" final_requested=");
-  am_i(atomic_load(&am_g.half_live[0]) + atomic_load(&am_g.half_live[1]));
+  am_i(atomic_load(&am_g.part_live[0]) + atomic_load(&am_g.part_live[1]) +
+       atomic_load(&am_g.part_live[2]));
   am_kv("track_interval", atomic_load(&am_g.interval));
   am_kv("sampled_requested", c->sampled_req);
   am_kv("sampled_usable", c->sampled_usable);
