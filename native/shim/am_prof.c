@@ -403,7 +403,8 @@ static inline uint8_t *am_bits(const void *p, unsigned *bit) {
 // addresses to its slow path.
 static void am_mark_tracked(uintptr_t lo, size_t n) {
   unsigned bit;
-  for (uintptr_t a = lo & ~(uintptr_t)7; a < lo + n; a += 8) am_bits(( void *)a, &bit)[1] |= (uint8_t)bit;
+  for (uintptr_t a = lo & ~(uintptr_t)7; a < lo + n; a += 8)
+    am_bits((const void *)a, &bit)[1] |= (uint8_t)bit;
 }
 
 // A raw mmap, not our counted one. NULL and our start-up buffer are marked
@@ -1331,7 +1332,8 @@ static void am_write_record(void) {
     am_kv("sampled_reuse", c->reused[a]);
     am_s("\n");
     am_list("sizes", am_api_names[a], c->sizes[a], AM_SIZE_BUCKETS);
-    if (a == AM_MALLOC) am_list("sizes_sampled", am_api_names[a], c->sizes_sampled, AM_SIZE_BUCKETS);
+    if (a == AM_MALLOC)
+      am_list("sizes_sampled", am_api_names[a], c->sizes_sampled, AM_SIZE_BUCKETS);
   }
   for (int p = 0; p < AM_PATH_N; p++) {
     if (!c->samples[p]) continue;
