@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +177,7 @@ def _minus(rec: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
             out[kind][name] = {k: v - was.get(k, 0) for k, v in pairs.items()}
     sizes = profile.size_histogram(rec, "malloc")
     was_sizes = profile.size_histogram(base, "malloc")
-    out["sizes"] = [a - b for a, b in zip_longest(sizes, was_sizes, fillvalue=0.0)]
+    out["sizes"] = profile._add_lists(sizes, [-n for n in was_sizes])
     final = rec["memory"]["final_requested"] - base["memory"]["final_requested"]
     out["final_requested"] = final
     return out

@@ -404,7 +404,7 @@ static inline uint8_t *am_bits(const void *p, unsigned *bit) {
 static void am_mark_tracked(uintptr_t lo, size_t n) {
   unsigned bit;
   for (uintptr_t a = lo & ~(uintptr_t)7; a < lo + n; a += 8)
-    am_bits((const void *)a, &bit)[1] |= (uint8_t)bit;
+    am_bits_at(am_shadow, (const void *)a, &bit)[1] |= (uint8_t)bit;
 }
 
 // A raw mmap, not our counted one. NULL and our start-up buffer are marked
@@ -785,15 +785,6 @@ static am_block am_releasing(am_thread *t, void *p) {
 __attribute__((noinline)) static void *am_malloc_slow(am_thread *t, size_t n) {
   if (!am_ready()) return am_boot_alloc(n);
   if (t->depth) return am_real.malloc(n);
-  if (t->mcd > 1 && n < AM_FAST_BYTES && n < t->mleft + t->gap_rest && t->state == 1) {
-    // Only the fast budget ran out: the rest of the gap refills it.
-    am_harvest(t);
-    t->c.calls[AM_MALLOC]++;
-    t->c.bytes[AM_MALLOC] += n;
-    am_set_left(t, t->mleft + t->gap_rest - n);
-    t->mwin = --t->mcd;
-    return am_real.malloc(n);
-  }
   am_enter(t);
   int s = am_tick(t, &t->mcd);
   t->mwin = t->mcd;

@@ -158,7 +158,7 @@ def _add(to: dict[str, int], pairs: Mapping[str, int]) -> None:
         to[k] = to.get(k, 0) + v
 
 
-def _add_lists(a: list[int], b: list[int]) -> list[int]:
+def _add_lists(a: Sequence[float], b: Sequence[float]) -> list[float]:
     n = max(len(a), len(b))
     return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
 
@@ -284,10 +284,7 @@ def size_histogram(prof: Mapping[str, Any], api: str) -> list[float]:
     if not seen:
         return exact
     below = prof["api"].get(api, {}).get("calls", 0) - sum(exact)
-    out = exact + [0.0] * max(0, len(sampled) - len(exact))
-    for k, n in enumerate(sampled):
-        out[k] += below * n / seen
-    return out
+    return _add_lists(exact, [below * n / seen for n in sampled])
 
 
 def hw_state(err: int) -> str:
