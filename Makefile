@@ -27,6 +27,7 @@ test: setup setup-apps lint
 bench: setup
 	bash scripts/install-system-deps.sh heaptrack
 	$(BIN)/python bench/workload_floor.py
+	$(BIN)/python bench/calibration.py
 	$(BIN)/python bench/report_scale.py
 	$(BIN)/python bench/forwarding.py
 	$(BIN)/python bench/profile_overhead.py

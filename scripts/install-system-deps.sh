@@ -9,7 +9,7 @@
 set -u
 
 # chromium renders the HTML report in the tests.
-packages=(build-essential cmake python3-venv
+packages=(build-essential cmake python3-venv time
           libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
           libtbbmalloc2 libclang-rt-16-dev chromium)
 

@@ -40,6 +40,9 @@ def specs(n: int) -> list[RunSpec]:
 class FakeExecutor:
     """Returns canned results; raises KeyboardInterrupt at run number `stop_at`."""
 
+    def calibrate(self) -> float | None:
+        return 0.01
+
     def __init__(self, stop_at: int | None = None, crash: set[int] | None = None) -> None:
         self.seen: list[int] = []
         self.stop_at = stop_at
@@ -62,19 +65,21 @@ def stored(
     status: RunStatus = RunStatus.OK,
     workload: str = "churn",
     partial: bool = False,
+    rep: int = 0,
+    metrics: dict[str, float] | None = None,
 ) -> StoredRun:
     return StoredRun(
         seq=0,
         allocator=allocator,
         workload=workload,
         params=params,
-        rep=0,
+        rep=rep,
         status=status,
         wall_s=wall,
         user_s=wall,
         sys_s=0.0,
         maxrss_kib=rss,
-        metrics={},
+        metrics=metrics or {},
         detail="",
         partial=partial,
     )

@@ -162,6 +162,7 @@ def test_ctrl_c_during_a_redis_run_leaves_no_server(tmp_path: Path) -> None:
     before = _redis_pids()
     proc = subprocess.Popen(
         [sys.executable, "-m", "allocmark", "run", "-a", "glibc", "-w", "redis", "-n", "1",
+         "--max-runs", "1",
          "-p", "requests=100000000", "--db", str(tmp_path / "r.db")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

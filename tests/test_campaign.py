@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -46,41 +47,75 @@ def test_interrupt_keeps_finished_runs_and_resume_does_the_rest(tmp_path: Path) 
     assert s.campaign(cid).status == "finished"
 
 
-class NoisyThenSteady:
-    """Wall times: wildly spread for the first runs of each cell, then steady."""
+class Blocks:
+    """a is 0.8 of b in every block; the first blocks are noisy, later ones steady.
+    Every run reports `wall` seconds (the budget counts them)."""
 
-    def __init__(self) -> None:
-        self.calls = 0
+    def __init__(self, noisy: int = 3, spike_first: bool = False) -> None:
+        self.calls: list[RunSpec] = []
+        self.noisy = noisy
+        self.spike_first = spike_first
+
+    def calibrate(self) -> float | None:
+        return 0.0125
 
     def run(self, spec: RunSpec) -> RunResult:
-        self.calls += 1
-        wall = [1.0, 3.0, 0.3][spec.rep] if spec.rep < 3 else 1.0
-        return RunResult(RunStatus.OK, wall_s=wall, maxrss_kib=1000)
+        self.calls.append(spec)
+        jitter = [1.0, 1.3, 0.75][spec.rep % 3] if spec.rep < self.noisy else 1.0
+        wall = (0.8 if spec.allocator == "a" else 1.0) * (jitter if spec.allocator == "a" else 1)
+        noise = {"noise_other_cpu_s": 0.9 if self.spike_first and len(self.calls) == 1 else 0.0}
+        return RunResult(RunStatus.OK, wall_s=wall, maxrss_kib=1000, metrics=noise)
 
 
-def test_adaptive_repetitions_stop_at_max_runs(tmp_path: Path) -> None:
-    s = Store(tmp_path / "a.db")
-    allocs = fake_allocs("a", "b")
-    settings = {"seed": 1, "min_runs": 3, "max_runs": 5, "target_ci": 0.02}
-    cid = s.new_campaign("t", 1, machine.current(), [], allocs, [], plan3(), "b", settings)
-    fake = NoisyThenSteady()
-    campaign.execute(s, cid, fake, allocs)
+def precise(tmp_path: Path, max_runs: int, target: float, budget: float = 0.0) -> tuple[Store, int]:
+    s = Store(tmp_path / "p.db")
+    settings = {"seed": 1, "min_runs": 3, "max_runs": max_runs, "target_ci": target,
+                "budget_s": budget}  # fmt: skip
+    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b",
+                         settings)  # fmt: skip
+    return s, cid
+
+
+def blocks_of(s: Store, cid: int) -> list[int]:
+    return sorted({r.rep for r in s.runs(cid)})
+
+
+def test_blocks_are_added_until_the_ratio_is_tight(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=50, target=0.5)
+    rounds: list[tuple[float | None, int]] = []
+    campaign.execute(s, cid, Blocks(), fake_allocs("a", "b"), on_round=lambda *r: rounds.append(r))
+    n = len(blocks_of(s, cid))
+    assert 3 < n < 50  # the 3 noisy blocks are loose; steady ones tighten it
+    assert rounds[-1][1] == 0 and rounds[-1][0] is not None and rounds[-1][0] <= 0.5
     runs = s.runs(cid)
-    per_cell = {a: sum(r.allocator == a for r in runs) for a in "ab"}
-    assert per_cell == {"a": 5, "b": 5}  # never tight: stopped at max_runs
+    for rep in blocks_of(s, cid):  # every block holds each allocator once
+        assert sorted(r.allocator for r in runs if r.rep == rep) == ["a", "b"]
     assert s.campaign(cid).status == "finished"
-    assert [r.seq for r in runs] == list(range(10))
 
 
-def test_adaptive_repetitions_stop_when_tight(tmp_path: Path) -> None:
-    s = Store(tmp_path / "b.db")
-    allocs = fake_allocs("a", "b")
-    settings = {"seed": 1, "min_runs": 3, "max_runs": 50, "target_ci": 0.5}
-    cid = s.new_campaign("t", 1, machine.current(), [], allocs, [], plan3(), "b", settings)
-    campaign.execute(s, cid, NoisyThenSteady(), allocs)
-    counts = {a: sum(r.allocator == a for r in s.runs(cid)) for a in "ab"}
-    # 3 noisy runs are loose; steady runs shrink the interval below ±50 % well before 50.
-    assert 3 < counts["a"] < 50 and counts["a"] == counts["b"]
+def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=5, target=0.0001)
+    campaign.execute(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
+    assert blocks_of(s, cid) == [0, 1, 2, 3, 4]
+    assert [r.seq for r in s.runs(cid)] == list(range(10))
+
+
+def test_blocks_stop_when_the_budget_is_spent(tmp_path: Path) -> None:
+    # Each block costs 1.8 s of runs: 5.4 s for the first three, 10 s allow two more.
+    s, cid = precise(tmp_path, max_runs=50, target=0.0001, budget=10.0)
+    campaign.execute(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
+    assert len(blocks_of(s, cid)) == 5
+    assert s.spent(cid) == pytest.approx(9.0, abs=0.5)
+
+
+def test_a_run_during_a_spike_is_taken_again_and_counted(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=3, target=0.5)
+    fake = Blocks(spike_first=True)
+    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    assert [c.seq for c in fake.calls[:2]] == [0, 0]  # the spiked first run, again
+    first = next(r for r in s.runs(cid) if r.seq == 0)
+    assert first.metrics["noise_reruns"] == 1.0
+    assert s.calibrations(cid) == [0.0125] * 3  # one before every block
 
 
 def plan3() -> list[RunSpec]:
@@ -90,3 +125,36 @@ def plan3() -> list[RunSpec]:
                 argv=("true",), env=(), timeout=5)
         for i in range(6)
     ]  # fmt: skip
+
+
+class Verifying(Blocks):
+    """Runs as Blocks does; a's verification run finds another malloc."""
+
+    def run(self, spec: RunSpec) -> RunResult:
+        if spec.role == "verify":
+            self.calls.append(spec)
+            if spec.allocator == "a":
+                return RunResult(RunStatus.UNVERIFIED, detail="malloc in x was served by y")
+            return RunResult(RunStatus.OK, labels={"also_defines_malloc": "/lib/z.so"})
+        assert spec.expect_malloc is None  # measured runs carry no verifier
+        return super().run(spec)
+
+
+def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
+    s = Store(tmp_path / "v.db")
+    checks = [RunSpec(seq=i, allocator="ab"[i], workload="w", params=(), rep=0, argv=("true",),
+                      env=(), timeout=5, expect_malloc="/x/lib.so", role="verify")
+              for i in range(2)]  # fmt: skip
+    measured = [dataclasses.replace(r, seq=r.seq + 2, expect_malloc="/x/lib.so") for r in plan3()]
+    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [],
+                         checks + measured, "b")  # fmt: skip
+    fake = Verifying()
+    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    runs = {r.seq: r for r in s.runs(cid)}
+    assert [c.allocator for c in fake.calls if c.role == "measure"] == ["b"] * 3  # a never ran
+    for r in runs.values():
+        if r.role == "measure" and r.allocator == "a":
+            assert r.status is RunStatus.UNVERIFIED and "verification run #0" in r.detail
+        elif r.role == "measure":
+            assert r.status is RunStatus.OK and r.labels["verified_by"] == "run 1"
+            assert r.labels["also_defines_malloc"] == "/lib/z.so"

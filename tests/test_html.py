@@ -61,7 +61,8 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     names = ",".join(n for n in ("glibc", "mimalloc", "jemalloc") if n in installed)
     evil = f"evil={installed['glibc'].library}:EVIL=<script>alert(2)</script>"
     assert cli("run", "-w", "churn", "-p", "count=2000", "-p", "rounds=1", "-p", "threads=1,2",
-               "-a", f"{names},{evil}", "-n", "2", "--db", str(db)).returncode == 0  # fmt: skip
+               "-a", f"{names},{evil}", "-n", "2",
+               "--max-runs", "2", "--db", str(db)).returncode == 0  # fmt: skip
     made = cli("report", "--db", str(db), "--format", "html", "-o", str(page))
     assert made.returncode == 0, made.stderr
     text = page.read_text()

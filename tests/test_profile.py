@@ -326,13 +326,14 @@ def test_profile_command_under_every_usable_allocator(tmp_path: Path) -> None:
     again = cli("report", "--db", str(db), "--profile")
     assert again.returncode == 0 and "Profile: xthread" in again.stdout
     plain = tmp_path / "plain.db"
-    assert cli("run", "-a", "glibc", "-w", "churn", "-p", "count=100", "-n", "1",
+    assert cli("run", "-a", "glibc", "-w", "churn", "-p", "count=100", "-n", "1", "--max-runs", "1",
                "--db", str(plain)).returncode == 0  # fmt: skip
     refused = cli("report", "--db", str(plain), "--profile")
     assert refused.returncode == 2 and "was not profiled" in refused.stderr
     # run --profile: the usual report, then the profiler's view, from the same runs.
     both = cli("run", "--profile", "--sample", "4", "-a", "glibc", "-w", "churn",
-               "-p", "count=1000", "-n", "2", "--db", str(tmp_path / "both.db"))  # fmt: skip
+               "-p", "count=1000", "-n", "2",
+               "--max-runs", "2", "--db", str(tmp_path / "both.db"))  # fmt: skip
     assert both.returncode == 0, both.stderr
     assert "Peak RSS" in both.stdout and "Profile: churn" in both.stdout
     assert "TSC ticks of 1 call in 4" in both.stdout

@@ -7,11 +7,12 @@ import io
 import json
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
 
-from allocmark import analyze, compare, exchange, stats
+from allocmark import analyze, compare, exchange, stats, workloads
 from allocmark.errors import UserError
 from allocmark.model import RunStatus
 from allocmark.report import export, fmt
@@ -63,6 +64,73 @@ def test_geomean_interval() -> None:
     assert stats.geomean([]) is None
 
 
+def test_paired_ratio_and_its_interval() -> None:
+    # log ratios ln 0.5, ln 0.5 * 1.1, ln 0.5 / 1.1: mean ln 0.5, sd = ln 1.1
+    r = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1], [1.0, 1.0, 1.0])
+    assert r is not None and r.paired and r.df == 2
+    assert r.value == pytest.approx(0.5)
+    se = math.log(1.1) / math.sqrt(3)
+    assert r.se == pytest.approx(se)
+    assert math.log(r.high / r.value) == pytest.approx(4.302653 * se, rel=1e-5)
+    assert r.half_width == pytest.approx(math.exp(4.302653 * se) - 1, rel=1e-5)
+    # 80 % power: t(0.975, 2) + t(0.80, 2) = 4.302653 + 1.060660
+    assert r.detectable == pytest.approx(math.exp(5.363313 * se) - 1, rel=1e-5)
+    assert stats.paired_ratio([1.0], [2.0]) == stats.Ratio(0.5, 0.5, 0.5, 1.0, paired=True)
+    assert stats.paired_ratio([1.0, 0.0], [1.0, 1.0]) is None
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (1.05, 1.10, stats.Verdict.WORSE),
+        (0.80, 0.90, stats.Verdict.BETTER),
+        (0.99, 1.02, stats.Verdict.SAME),
+        (0.90, 1.02, stats.Verdict.INCONCLUSIVE),
+        (1.001, 1.02, stats.Verdict.WORSE),  # significant, however small
+    ],
+)
+def test_four_verdicts(low: float, high: float, expected: stats.Verdict) -> None:
+    r = stats.Ratio(math.sqrt(low * high), low, high, 0.5, se=0.01, df=10)
+    assert stats.verdict(r, 0.03) is expected
+    flipped = {stats.Verdict.WORSE: stats.Verdict.BETTER, stats.Verdict.BETTER: stats.Verdict.WORSE}
+    assert stats.verdict(r, 0.03, higher_is_better=True) is flipped.get(expected, expected)
+
+
+def test_a_family_of_cells_widens_each_interval() -> None:
+    r = stats.Ratio(1.03, 1.005, 1.055, 0.02, se=0.012, df=20)
+    wide = stats.for_family(r, 10)  # Bonferroni: each at 1 - 0.005
+    assert wide.alpha == pytest.approx(0.005) and wide.value == r.value
+    assert math.log(wide.high / wide.value) == pytest.approx(3.153401 * 0.012, rel=1e-4)
+    assert wide.low < 1 < wide.high and not wide.significant
+    assert stats.verdict(r, 0.03) is stats.Verdict.WORSE
+    assert stats.verdict(wide, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.for_family(r, 1) is r
+
+
+def test_compare_judges_its_cells_as_a_family() -> None:
+    # Twenty cells of noise, each compared on its own at 95 %, would flag about one;
+    # judged as a family, noise flags none in 95 % of such comparisons.
+    rng = random.Random(11)
+    runs_old, runs_new = [], []
+    for cell in range(20):
+        params = (("cell", cell),)
+        runs_old += [stored("je", w, params=params) for w in _sample(rng, 1.0)]
+        runs_new += [stored("je", w, params=params) for w in _sample(rng, 1.0)]
+    verdicts = compare.compare(compare.ResultSet.of_runs("a", runs_old),
+                               compare.ResultSet.of_runs("b", runs_new))  # fmt: skip
+    assert [v.ratio.alpha for v in verdicts if v.ratio] == [pytest.approx(0.05 / 20)] * 20
+    assert not [v for v in verdicts if v.verdict in ("worse", "better")]
+
+
+def test_ratio_of_ratios_adds_the_variances() -> None:
+    a = stats.Ratio(1.1, 1.0, 1.2, 0.1, se=0.03, df=9)
+    b = stats.Ratio(1.0, 0.9, 1.1, 0.9, se=0.04, df=9)
+    r = stats.ratio_of_ratios(a, b)
+    assert r is not None and r.value == pytest.approx(1.1) and r.se == pytest.approx(0.05)
+    # Welch–Satterthwaite: 0.05^4 / (0.03^4/9 + 0.04^4/9)
+    assert r.df == pytest.approx(0.05**4 / (0.03**4 / 9 + 0.04**4 / 9))
+
+
 # ---------------------------------------------------------------------------
 # compare.py: finds a real slowdown, keeps quiet about noise
 # ---------------------------------------------------------------------------
@@ -89,8 +157,40 @@ def test_compare_does_not_flag_samples_of_one_distribution() -> None:
     for seed in range(40):
         rng = random.Random(seed)
         (v,) = compare.compare(_set("a", _sample(rng, 1.0)), _set("b", _sample(rng, 1.0)))
-        flagged += v.verdict != "≈"
+        flagged += v.verdict in ("worse", "better")
     assert flagged <= 5  # 5 % false positives expected: 2 of 40; 5 is far in the tail
+
+
+def _campaign(label: str, speed: float, twin: float = 1.0, blocks: int = 8) -> compare.ResultSet:
+    """glibc and a twin in blocks; `speed` is how slow the machine was that day."""
+    rng = random.Random(label)
+    runs = []
+    for i in range(blocks):
+        block = speed * math.exp(rng.gauss(0, 0.10))  # shared by the block's runs
+        runs += [stored("glibc", block * math.exp(rng.gauss(0, 0.01)), rep=i),
+                 stored("twin", block * twin * math.exp(rng.gauss(0, 0.01)), rep=i)]  # fmt: skip
+    return compare.ResultSet.of_runs(label, runs, baseline="glibc")
+
+
+def test_compare_with_a_control_cancels_the_machines_drift() -> None:
+    # The same software, the machine 45 % slower the second time: absolute values
+    # say "slower"; through the control the twin's ratio to glibc has not moved.
+    old, new = _campaign("old", 1.0), _campaign("new", 1.45)
+    verdicts = {v.allocator: v for v in compare.compare(old, new)}
+    assert verdicts["glibc"].control and verdicts["glibc"].verdict == "control"
+    assert verdicts["glibc"].ratio is not None and verdicts["glibc"].ratio.value > 1.2
+    assert verdicts["twin"].verdict in ("same", "inconclusive")
+    s = compare.summarize(list(verdicts.values()))
+    assert (s.worse, s.better) == (0, 0) and s.drift is verdicts["glibc"]
+    # Without the control in both sets the absolute comparison is all there is.
+    lone = compare.ResultSet(new.label, tuple(c for c in new.cells if c.allocator == "twin"))
+    assert compare.control_of(old, lone) is None
+
+
+def test_compare_with_a_control_finds_a_real_change() -> None:
+    old, new = _campaign("old", 1.0), _campaign("new", 1.45, twin=1.10)
+    twin = next(v for v in compare.compare(old, new) if v.allocator == "twin")
+    assert twin.verdict == "worse" and twin.change == pytest.approx(0.10, abs=0.03)
 
 
 def test_compare_matches_two_single_allocator_sets() -> None:
@@ -157,20 +257,60 @@ def test_speedup_inverts_time_ratios() -> None:
     assert comp.rows[0].cells["time_s"]["je"].ratio.value == pytest.approx(2.0)  # type: ignore[union-attr]
 
 
-def test_not_significant_is_shown_as_approx() -> None:
+def test_an_undecided_ratio_is_inconclusive_with_what_it_could_detect() -> None:
     runs = [stored("glibc", w) for w in (1.0, 1.1, 0.9)] + [
         stored("je", w) for w in (1.05, 0.95, 1.0)
     ]
     cell = analyze.compare(runs, ["glibc", "je"], "glibc").rows[0].cells["time_s"]["je"]
-    assert fmt.ratio(cell.ratio, False).startswith("≈")
+    assert cell.verdict is stats.Verdict.INCONCLUSIVE
+    assert re.fullmatch(r"inconclusive \(detects ≥\d+%\)", fmt.verdict("time_s", cell))
+    assert "≈" not in fmt.cell("time_s", cell)
 
 
-def test_loose_cells_are_marked() -> None:
-    runs = [stored("glibc", w) for w in (1.0, 2.0, 3.0)]
-    comp = analyze.compare(runs, ["glibc"], "glibc", target_ci=0.02)
-    assert comp.rows[0].cells["time_s"]["glibc"].loose
-    assert fmt.cell("time_s", comp.rows[0].cells["time_s"]["glibc"], True).endswith(" ~")
-    assert "never got within ±2.0%" in fmt.legend(comp)
+def test_loose_cells_are_those_whose_ratio_is_wider_than_the_target() -> None:
+    runs = [stored("glibc", w, rep=i) for i, w in enumerate((1.0, 2.0, 3.0))] + [
+        stored("je", w, rep=i) for i, w in enumerate((1.0, 2.2, 2.7))
+    ]
+    comp = analyze.compare(runs, ["glibc", "je"], "glibc", margin=0.02)
+    cell = comp.rows[0].cells["time_s"]["je"]
+    assert cell.loose and cell.ratio is not None and cell.ratio.half_width > 0.02
+    assert (
+        not analyze.compare(runs, ["glibc", "je"], "glibc", margin=0.99)
+        .rows[0]
+        .cells["time_s"]["je"]
+        .loose
+    )
+
+
+def test_blocks_are_paired_so_that_what_a_block_shares_cancels() -> None:
+    # The machine's speed changes from block to block by up to 3x; within a block
+    # je is always half of glibc. Paired: exactly 0.5 and "faster"; Welch on the same
+    # values could not tell.
+    speed = [1.0, 3.0, 1.5, 2.5]
+    runs = [stored("glibc", s, rep=i) for i, s in enumerate(speed)] + [
+        stored("je", s / 2 * (1.01 if i % 2 else 0.99), rep=i) for i, s in enumerate(speed)
+    ]
+    cell = analyze.compare(runs, ["glibc", "je"], "glibc").rows[0].cells["time_s"]["je"]
+    assert cell.ratio is not None and cell.ratio.paired
+    assert cell.ratio.value == pytest.approx(0.5, rel=0.01)
+    assert cell.verdict is stats.Verdict.BETTER and fmt.verdict("time_s", cell) == "faster"
+    welch = analyze.compare(runs, ["glibc", "je"], "glibc", paired=False).rows[0]
+    assert welch.cells["time_s"]["je"].verdict is stats.Verdict.INCONCLUSIVE
+
+
+def test_a_duration_bound_workload_has_no_time_result() -> None:
+    fixed = (("duration_ms", 300),)
+    runs = [stored(a, 0.3, params=fixed, workload="larson", rep=i,
+                   metrics={"ops_per_s": 1e6 * (2 if a == "je" else 1)})
+            for i in range(3) for a in ("glibc", "je")]  # fmt: skip
+    comp = analyze.compare(runs, ["glibc", "je"], "glibc", fixed_time={"larson": "duration_ms"})
+    time_cell = comp.rows[0].cells["time_s"]["je"]
+    assert time_cell.state == "fixed" and time_cell.ratio is None
+    assert comp.geomean["time_s"]["je"] is None  # out of the time geomean
+    assert comp.rows[0].cells["ops_per_s"]["je"].ratio.value == pytest.approx(2.0)  # type: ignore[union-attr]
+    assert "FIXED" in fmt.legend(comp)
+    # duration_ms = 0 makes larson deterministic: then its time is a result.
+    assert not workloads.time_is_fixed({"larson": "duration_ms"}, "larson", (("duration_ms", 0),))
 
 
 def test_missing_cell() -> None:
@@ -182,8 +322,10 @@ def test_missing_cell() -> None:
 def test_markdown_table() -> None:
     md = export.markdown(comparison())
     assert "| workload | glibc* | je† |" in md
-    # ±: t(0.975, 2) = 4.3027 x sd 0.1 / sqrt(3) / mean 1.1 = 22.6 % (and the same for je)
-    assert "| churn threads=1 | 1.10 s ±22.6% base | 550.0 ms ±22.6% ×0.50 [" in md
+    # ±: t(0.975, 2) = 4.3027 x sd 0.1 / sqrt(3) / mean 1.1 = 22.6 %; je's ratio is Welch's
+    # (the fake runs share one block): exp(t(df) * SE) - 1 on the log scale.
+    assert "| churn threads=1 | 1.10 s ±22.6% base | 550.0 ms ×0.50 ±" in md
+    assert "faster |" in md
     assert "CRASHED 1/3" in md and "† partial" in md
 
 
@@ -217,12 +359,16 @@ def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
         exchange.load(tmp_path / "s.json", exchange.RUNS_FORMAT)
 
 
-def test_try_lines_speedup() -> None:
-    runs = [stored("glibc", w) for w in (1.0, 1.0)] + [stored("je", w) for w in (0.5, 0.5)]
-    lines = analyze.try_lines(runs, ["glibc", "je"], "glibc")
-    assert lines[1].speedup == pytest.approx(2.0)
-    assert lines[1].speedup_sd == pytest.approx(0.0)
-    assert lines[1].significant
+def test_try_lines_carry_the_paired_ratios() -> None:
+    runs = [stored("glibc", w, rep=i) for i, w in enumerate((1.0, 1.2))] + [
+        stored("je", w, rep=i, rss=2048) for i, w in enumerate((0.5, 0.6))
+    ]
+    comp = analyze.compare(runs, ["glibc", "je"], "glibc")
+    lines = analyze.try_lines(runs, comp)
+    assert lines[1].time is not None and lines[1].time.ratio is not None
+    assert lines[1].time.ratio.value == pytest.approx(0.5)
+    assert lines[1].time.verdict is stats.Verdict.BETTER
+    assert lines[1].rss is not None and lines[1].rss.verdict is stats.Verdict.WORSE
 
 
 @pytest.mark.parametrize(

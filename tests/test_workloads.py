@@ -119,7 +119,7 @@ def test_release_calls_the_allocators_own_function(installed: dict[str, Verified
 def test_null_allocator_overhead_is_at_least_one(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
     result = cli("run", "-a", "bump,glibc", "-w", "churn", "-p", "count=20000", "-p", "rounds=1",
-                 "-n", "2", "--db", str(db))  # fmt: skip
+                 "-n", "2", "--max-runs", "2", "--db", str(db))  # fmt: skip
     assert result.returncode == 0, result.stderr
     doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
     overhead = {c["allocator"]: c["median"] for c in doc["rows"] if c["metric"] == "overhead_ratio"}

@@ -1,6 +1,7 @@
 // am_run — start one benchmark child and report its resource usage.
 //
 // usage: am_run STATUS_FD [--steps N1,N2,...] PROGRAM [ARGS...]
+//        am_run --calibrate
 //
 // With --steps, the arguments are several commands (the first N1 words, then
 // the next N2, ...) run one after another, each starting only when the one
@@ -18,6 +19,8 @@
 //
 // If allocmark itself dies (even by SIGKILL) the launcher and the benchmark
 // die with it (PR_SET_PDEATHSIG), so no orphaned benchmark keeps running.
+// The launcher is a subreaper: processes orphaned inside the run are its
+// children, reaped by it, and never counted in the benchmark's usage.
 //
 // On STATUS_FD it writes one line:
 //   am_run 1 status=S wall_ns=N utime_us=N stime_us=N maxrss_kib=N minflt=N
@@ -97,7 +100,46 @@ static void am_sequence(int err_fd, char **argv, const char *steps) {
   _exit(0);
 }
 
+// Waits for the benchmark while reaping the orphans it leaves (a daemon's
+// first fork, a helper that outlived its parent): as a subreaper am_run adopts
+// them, so their usage never counts as the benchmark's, and no zombie outlives
+// the run.
+static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru) {
+  for (;;) {
+    int st;
+    struct rusage r;
+    pid_t got = wait4(-1, &st, 0, &r);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (got == main_pid) {
+      *status = st;
+      *ru = r;
+      return 0;
+    }
+  }
+}
+
+// `am_run --calibrate`: a fixed CPU loop (~10 ms here), timed. Run between
+// blocks, it shows how fast the machine is at that moment (the noise sentinel).
+static int am_calibrate(void) {
+  int64_t t0 = am_now_ns();
+  volatile uint64_t sink;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 8000000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+  }
+  sink = x;
+  (void)sink;
+  printf("am_calib 1 ns=%" PRId64 "\n", am_now_ns() - t0);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--calibrate") == 0) return am_calibrate();
   const char *steps = NULL;
   int first = 2;  // index of PROGRAM
   if (argc >= 4 && strcmp(argv[2], "--steps") == 0) {
@@ -110,6 +152,7 @@ int main(int argc, char **argv) {
   }
   pid_t parent = getppid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (getppid() != parent) return 3;  // allocmark died before the line above
   int status_fd = atoi(argv[1]);
   int errpipe[2];
@@ -127,9 +170,7 @@ int main(int argc, char **argv) {
   int exec_errno = am_exec_errno(errpipe[0]);
   int status = 0;
   struct rusage ru;
-  while (wait4(pid, &status, 0, &ru) < 0) {
-    if (errno != EINTR) return 3;
-  }
+  if (am_wait_main(pid, &status, &ru) != 0) return 3;
   int64_t wall = am_now_ns() - t0;
   dprintf(status_fd,
           "am_run 1 status=%d wall_ns=%" PRId64 " utime_us=%" PRId64 " stime_us=%" PRId64

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allocmark import profile, stats
+from allocmark import profile, stats, workloads
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -42,12 +43,18 @@ class Cell:
     summary: stats.Summary | None  # None unless every run is OK and has the metric
     values: tuple[float, ...] = ()
     ratio: stats.Ratio | None = None  # to the baseline's cell (inverted for speed-ups)
-    loose: bool = False  # its interval never got as tight as the campaign's target
+    loose: bool = False  # its ratio's interval is wider than the precision target
+    verdict: stats.Verdict | None = None  # what the ratio says (None without a ratio)
+    blocks: tuple[int, ...] = ()  # the block (repetition) of each value, for pairing
+    fixed: bool = False  # time fixed by a parameter (duration-bound): not a result
 
     @property
     def state(self) -> str:
         """ "ok", the worst failure with its count (e.g. "crashed 2/3"), "missing"
-        (no run), or "n/a" (runs without this metric)."""
+        (no run), "fixed" (a duration-bound workload's time) or "n/a" (runs without
+        this metric)."""
+        if self.fixed:
+            return "fixed"
         if self.summary is not None:
             return "ok"
         if self.failures:
@@ -73,7 +80,18 @@ class Comparison:
     geomean: dict[str, dict[str, stats.GeoMean | None]]  # metric -> allocator -> of ratios
     metrics: tuple[str, ...] = tuple(METRICS)  # the groups that have numbers
     speedup: bool = False  # time ratios are baseline / allocator
-    target_ci: float | None = None  # the campaign's adaptive target, if it had one
+    margin: float = stats.DEFAULT_MARGIN  # precision target and equivalence margin of the ratios
+    paired: bool = True  # ratios from blocks (else Welch on two independent samples)
+    noise: Noise | None = None  # the campaign's noise sentinel, when stored
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What the noise sentinel saw during a campaign."""
+
+    reruns: int  # runs taken again because other work spiked during them
+    runs: int  # measured runs in all
+    calibration: stats.Summary | None  # the fixed CPU loop's seconds, between blocks
 
 
 def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparison:
@@ -81,9 +99,21 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     c = store.campaign(cid)
     names = [r["name"] for r in store.allocator_rows(cid)]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
-    target = store.settings(cid).get("target_ci")
-    cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib"))
-    return compare(cells, ordered, c.baseline, speedup, target)
+    settings = store.settings(cid)
+    margin = settings.get("target_ci") or stats.DEFAULT_MARGIN
+    fixed = dict(settings.get("fixed_time", {}))
+    cells = store.cells(cid, (*METRIC_NAMES, "noise_reruns"),
+                        columns=("wall_s", "maxrss_kib", "rep"))  # fmt: skip
+    comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed)
+    return dataclasses.replace(comp, noise=_noise(store, cid, cells))
+
+
+def _noise(store: Store, cid: int, cells: Sequence[CellRuns]) -> Noise:
+    measured = [c for c in cells if c.role == "measure"]
+    reruns = sum(int(v or 0) for c in measured for v in c.columns.get("noise_reruns", ()))
+    calib = store.calibrations(cid)
+    return Noise(reruns, sum(len(c.statuses) for c in measured),
+                 stats.summarize(calib) if calib else None)  # fmt: skip
 
 
 def stored_profiles(store: Store, cid: int) -> list[profile.View]:
@@ -103,9 +133,15 @@ def compare(
     allocators: Sequence[str],
     baseline: str | None,
     speedup: bool = False,
-    target_ci: float | None = None,
+    margin: float = stats.DEFAULT_MARGIN,
+    paired: bool = True,
+    fixed_time: dict[str, str] | None = None,
 ) -> Comparison:
-    """Rows of measured runs (baseline-RSS runs only feed the overhead ratio)."""
+    """Rows of measured runs (baseline-RSS runs only feed the overhead ratio). Ratios
+    to the baseline are paired by block unless `paired` is False (runs that were not
+    taken in blocks: imports, merged campaigns); duration-bound workloads
+    (`fixed_time`: workload -> the parameter that sets the duration) have no time
+    result."""
     cells = as_cells(data)
     groups: dict[tuple[str, Params], dict[str, CellRuns]] = {}
     for c in cells:
@@ -113,8 +149,17 @@ def compare(
             groups.setdefault((c.workload, c.params), {})[c.allocator] = c
     keys = sorted(groups, key=_row_order)
     labels = label_rows(keys)
+    how = _How(baseline, speedup, margin, paired)
     rows = tuple(
-        _row(w, p, labels[(w, p)], groups[(w, p)], allocators, baseline, speedup, target_ci)
+        _row(
+            w,
+            p,
+            labels[(w, p)],
+            groups[(w, p)],
+            allocators,
+            how,
+            workloads.time_is_fixed(fixed_time or {}, w, p),
+        )
         for w, p in keys
     )
     return Comparison(
@@ -125,8 +170,19 @@ def compare(
         geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in METRICS},
         metrics=tuple(m for m in METRICS if m in ALWAYS or _has_numbers(rows, m)),
         speedup=speedup,
-        target_ci=target_ci,
+        margin=margin,
+        paired=paired,
     )
+
+
+@dataclass(frozen=True)
+class _How:
+    """How a row's cells are compared with the baseline's."""
+
+    baseline: str | None
+    speedup: bool
+    margin: float
+    paired: bool
 
 
 def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
@@ -139,17 +195,17 @@ def _row(
     label: str,
     by_alloc: dict[str, CellRuns],
     allocators: Sequence[str],
-    baseline: str | None,
-    speedup: bool,
-    target_ci: float | None,
+    how: _How,
+    fixed_time: bool,
 ) -> Row:
     cells: dict[str, dict[str, Cell]] = {}
     for metric, column in METRICS.items():
         raw = {a: cell_of(by_alloc.get(a), column) for a in allocators}
-        base = raw.get(baseline) if baseline else None
-        invert = speedup and metric == "time_s"
-        target = target_ci if metric == "time_s" else None
-        cells[metric] = {a: _finish(c, base, invert, target) for a, c in raw.items()}
+        if fixed_time and metric == "time_s":
+            raw = {a: dataclasses.replace(c, summary=None, fixed=True) for a, c in raw.items()}
+        base = raw.get(how.baseline) if how.baseline else None
+        invert = how.speedup and metric == "time_s"
+        cells[metric] = {a: _finish(c, base, invert, metric, how) for a, c in raw.items()}
     return Row(workload, params, label, cells)
 
 
@@ -161,23 +217,49 @@ def cell_of(runs: CellRuns | None, column: str) -> Cell:
     values = runs.columns.get(column, ())
     numbers = tuple(v for v in values if v is not None)
     complete = bool(runs.statuses) and not bad and len(numbers) == len(runs.statuses)
+    reps = runs.columns.get("rep", ())
     return Cell(
         runs=len(runs.statuses),
         failures=tuple(bad.most_common()),
         summary=stats.summarize(numbers) if complete else None,
         values=numbers if complete else (),
+        blocks=tuple(int(r or 0) for r in reps) if complete and len(reps) == len(numbers) else (),
     )
 
 
-def _finish(cell: Cell, base: Cell | None, invert: bool, target: float | None) -> Cell:
-    if cell.summary is None:
+def _finish(cell: Cell, base: Cell | None, invert: bool, metric: str, how: _How) -> Cell:
+    if cell.summary is None or base is None or base.summary is None:
         return cell
-    ratio = None
-    if base is not None and base.summary is not None:
-        pair = (base.summary, cell.summary) if invert else (cell.summary, base.summary)
-        ratio = stats.ratio_of(*pair)
-    loose = target is not None and cell.summary.ci_rel > target
-    return Cell(cell.runs, cell.failures, cell.summary, cell.values, ratio, loose)
+    pair = (base, cell) if invert else (cell, base)
+    ratio = paired_ratio(*pair) if how.paired else None
+    if ratio is None:
+        ratio = stats.ratio_of(pair[0].summary, pair[1].summary)  # type: ignore[arg-type]
+    if ratio is None:
+        return cell
+    higher = metric in HIGHER_IS_BETTER or invert
+    return dataclasses.replace(
+        cell,
+        ratio=ratio,
+        loose=ratio.half_width > how.margin,
+        verdict=stats.verdict(ratio, how.margin, higher),
+    )
+
+
+def paired_ratio(a: Cell, b: Cell) -> stats.Ratio | None:
+    """a/b paired by block: the blocks both cells have a value for (None with fewer
+    than two such blocks, or when a block holds two runs of one cell)."""
+    if not a.blocks or not b.blocks:
+        return None
+    by_a, by_b = (
+        dict(zip(a.blocks, a.values, strict=True)),
+        dict(zip(b.blocks, b.values, strict=True)),
+    )
+    if len(by_a) != len(a.values) or len(by_b) != len(b.values):
+        return None
+    common = sorted(by_a.keys() & by_b.keys())
+    if len(common) < 2:
+        return None
+    return stats.paired_ratio([by_a[k] for k in common], [by_b[k] for k in common])
 
 
 def _geomean(rows: Sequence[Row], metric: str, allocator: str) -> stats.GeoMean | None:
@@ -219,32 +301,24 @@ class TryLine:
     user: stats.Summary | None
     sys: stats.Summary | None
     rss_kib: stats.Summary | None
-    speedup: float | None  # baseline mean time / this mean time
-    speedup_sd: float | None
-    significant: bool  # Welch's t-test on log times, p < 0.05
+    time: Cell | None = None  # the paired comparison with the baseline: ratio, verdict
+    rss: Cell | None = None
 
 
-def try_lines(
-    data: Sequence[CellRuns] | Sequence[StoredRun], allocators: Sequence[str], baseline: str | None
-) -> list[TryLine]:
+def try_lines(data: Sequence[CellRuns] | Sequence[StoredRun], comp: Comparison) -> list[TryLine]:
+    """A line per allocator of a one-command campaign, with its ratios to the baseline."""
     cells = {c.allocator: c for c in as_cells(data) if c.role == "measure"}
-    walls = {a: cell_of(cells.get(a), "wall_s") for a in allocators}
-    base = walls.get(baseline) if baseline else None
-    return [_try_line(a, cells.get(a), walls[a], base) for a in allocators]
+    row = comp.rows[0] if comp.rows else None
+    return [_try_line(a, cells.get(a), row) for a in comp.allocators]
 
 
-def _try_line(a: str, runs: CellRuns | None, wall: Cell, base: Cell | None) -> TryLine:
+def _try_line(a: str, runs: CellRuns | None, row: Row | None) -> TryLine:
+    wall = cell_of(runs, "wall_s")
+
     def summ(column: str) -> stats.Summary | None:
         other = cell_of(runs, column)
         return other.summary if wall.summary is not None else None
 
-    speed = sd = None
-    significant = False
-    if wall.summary is not None and base is not None and base.summary is not None:
-        speed = base.summary.mean / wall.summary.mean if wall.summary.mean else None
-        sd = stats.ratio_stdev(base.summary, wall.summary)
-        test = stats.ratio_of(base.summary, wall.summary)
-        significant = test is not None and test.significant
     return TryLine(
         a,
         runs is not None and runs.partial,
@@ -253,7 +327,6 @@ def _try_line(a: str, runs: CellRuns | None, wall: Cell, base: Cell | None) -> T
         summ("user_s"),
         summ("sys_s"),
         summ("maxrss_kib"),
-        speed,
-        sd,
-        significant,
+        row.cells["time_s"].get(a) if row else None,
+        row.cells["peak_rss_kib"].get(a) if row else None,
     )

@@ -20,7 +20,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, builder, campaign, compare, plan, workloads
+from allocmark import allocators, analyze, builder, campaign, compare, plan, stats, workloads
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.execute import LocalExecutor
 from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
@@ -154,16 +154,51 @@ class _RunRequest:
     timeout: float | None
     seed: int | None
     catalog: list[Path] | None
-    adaptive: campaign.Adaptive | None
+    precision: _PrecisionOpts | None
     profile: int = 0  # 1-in-N sampling of the profiler; 0 = not profiled
 
 
+@dataclasses.dataclass(frozen=True)
+class _PrecisionOpts:
+    """--max-runs, --target-ci and --budget as given (None: the suite's or the default)."""
+
+    max_runs: int | None = None
+    target_ci: str | None = None
+    budget: str | None = None
+
+    def resolve(self, min_runs: int, suite: plan.Suite | None) -> campaign.Precision:
+        target = (plan.parse_fraction(self.target_ci, "--target-ci") if self.target_ci
+                  else suite.target_ci if suite else stats.DEFAULT_MARGIN)  # fmt: skip
+        budget = (plan.parse_duration(self.budget) if self.budget is not None
+                  else suite.budget_s if suite else plan.DEFAULT_BUDGET_S)  # fmt: skip
+        most = self.max_runs if self.max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs)
+        if most < min_runs:
+            raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
+        return campaign.Precision(max_runs=most, target_ci=target, budget_s=budget)
+
+
+DEFAULT_MAX_RUNS = 50
 ProfileOpt = Annotated[
     bool, typer.Option("--profile", help="run under the profiler (libamprof.so) and store it")
 ]
 SampleOpt = Annotated[
     int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
 ]
+MaxRunsOpt = Annotated[
+    int | None,
+    typer.Option("--max-runs", min=1, help=f"at most this many blocks per cell "
+                 f"(default {DEFAULT_MAX_RUNS}; equal to -n for exactly n)"),
+]  # fmt: skip
+TargetOpt = Annotated[
+    str | None,
+    typer.Option("--target-ci", help="add blocks until every ratio's 95%% interval is within "
+                 "±this (default: the suite's, else 3%%)"),
+]  # fmt: skip
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option("--budget", help="stop adding blocks after this much time, e.g. 2m, 90s, "
+                 "1h; 0 = no limit (default: the suite's, else 2m)"),
+]  # fmt: skip
 
 
 @app.command("run")
@@ -176,17 +211,11 @@ def run_cmd(
     param: ParamOpt = None,
     reps: Annotated[
         int | None,
-        typer.Option("-n", "--repetitions", "--min-runs", min=1, help="runs per cell (at least)"),
+        typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks per cell (at least)"),
     ] = None,
-    max_runs: Annotated[
-        int | None, typer.Option("--max-runs", min=1, help="adaptive: at most this many runs")
-    ] = None,
-    target_ci: Annotated[
-        str | None,
-        typer.Option(
-            "--target-ci", help="adaptive: add runs until the 95%% interval is ±this, e.g. 2%%"
-        ),
-    ] = None,
+    max_runs: MaxRunsOpt = None,
+    target_ci: TargetOpt = None,
+    budget: BudgetOpt = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.1, help="seconds per run")
     ] = None,
@@ -210,7 +239,8 @@ def run_cmd(
     else:
         request = _RunRequest(
             suite, alloc, [w for item in workload or [] for w in item.split(",") if w],
-            param or [], reps, timeout, seed, catalog, _adaptive(reps, max_runs, target_ci),
+            param or [], reps, timeout, seed, catalog,
+            None if profile else _PrecisionOpts(max_runs, target_ci, budget),
             sample if profile else 0,
         )  # fmt: skip
         verified, cid = _start_run(store, request)
@@ -218,31 +248,6 @@ def run_cmd(
     _print_report(store, cid)
     if store.settings(cid).get("profile"):
         _print_profiles(store, cid)
-
-
-def _adaptive(
-    min_runs: int | None, max_runs: int | None, target: str | None
-) -> campaign.Adaptive | None:
-    if target is None:
-        if max_runs is not None:
-            raise UserError("--max-runs needs --target-ci (e.g. --target-ci 2%)")
-        return None
-    fraction = _fraction(target, "--target-ci")
-    most = max_runs if max_runs is not None else max(10, min_runs or 3)
-    if min_runs is not None and most < min_runs:
-        raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
-    return campaign.Adaptive(max_runs=most, target_ci=fraction)
-
-
-def _fraction(text: str, option: str) -> float:
-    """ "2%" or "0.02" -> 0.02."""
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
-    if not 0 < value < 1:
-        raise UserError(f"{option} {text!r}: must be between 0% and 100%")
-    return value
 
 
 def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
@@ -262,16 +267,27 @@ def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
     _print_unusable(prepared)
     n = req.reps or suite.repetitions
     seed = req.seed if req.seed is not None else suite.seed
+    precision = req.precision.resolve(n, suite) if req.precision else None
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout or suite.timeout,
-                         seed, sys.argv, req.adaptive, req.profile)  # fmt: skip
-    planned = store.campaign(cid).planned
-    baselines = planned - len(prepared.usable) * len(cells) * n
-    more = f" (then more, up to {req.adaptive.max_runs})" if req.adaptive else ""
-    out.print(
-        f"campaign {cid}: {len(prepared.usable)} allocators x {len(cells)} cells x {n} "
-        f"repetitions{more} + {baselines} baseline-RSS runs = {planned} runs -> {store.path}"
-    )
+                         seed, sys.argv, precision, req.profile)  # fmt: skip
+    _say_plan(store, cid, len(prepared.usable) * len(cells) * n, precision)
     return list(prepared.usable), cid
+
+
+def _say_plan(store: Store, cid: int, measured: int, precision: campaign.Precision | None) -> None:
+    c = store.campaign(cid)
+    more = ""
+    if precision:
+        budget = f"{precision.budget_s:g} s budget" if precision.budget_s else "no time budget"
+        more = (f", then more blocks until every ratio is within ±{precision.target_ci:.0%} "
+                f"(up to {precision.max_runs} blocks, {budget})")  # fmt: skip
+    out.print(
+        f"campaign {cid}: {len(store.allocator_rows(cid))} allocators, "
+        f"{store.settings(cid)['min_runs']} blocks of every cell{more}; {measured} measured "
+        f"+ {c.planned - measured} set-up runs (baseline RSS, verification) to start "
+        f"-> {store.path}",
+        highlight=False,
+    )
 
 
 def _only(suite: plan.Suite, wanted: list[str]) -> plan.Suite:
@@ -298,12 +314,20 @@ def _execute(store: Store, cid: int, verified: Sequence[Verified]) -> None:
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
+    target = store.settings(cid).get("target_ci")
     with Progress(*columns, console=err, transient=False) as progress:
         c = store.campaign(cid)
         task = progress.add_task("running", total=c.planned, completed=c.done)
+        precision = ["first blocks"]
+
+        def on_round(loosest: float | None, blocks: int) -> None:
+            now = "n/a" if loosest is None else f"±{loosest:.1%}"
+            more = f", {blocks} more blocks" if blocks else ", done"
+            precision[0] = f"loosest {now} (target ±{target:.0%}){more}"
 
         def on_run(done: int, total: int, spec: RunSpec, result: RunResult) -> None:
-            progress.update(task, completed=done, description=f"{spec.allocator} {spec.workload}")
+            what = f"{precision[0]} | {spec.allocator} {spec.workload}"
+            progress.update(task, completed=done, total=total, description=what)
             if result.status is not RunStatus.OK:
                 progress.console.print(
                     f"{result.status.value}: {spec.allocator} "
@@ -314,7 +338,7 @@ def _execute(store: Store, cid: int, verified: Sequence[Verified]) -> None:
 
         previous = signal.signal(signal.SIGTERM, _terminate)
         try:
-            campaign.execute(store, cid, LocalExecutor(), verified, on_run)
+            campaign.execute(store, cid, LocalExecutor(), verified, on_run, on_round)
         except KeyboardInterrupt:
             raise Interrupted(
                 f"interrupted: {store.campaign(cid).done} finished runs are saved in "
@@ -362,23 +386,28 @@ def profile_cmd(
 def try_cmd(
     command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
     alloc: AllocOpt = None,
-    reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 5,
+    reps: Annotated[
+        int, typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks (at least)")
+    ] = 3,
+    max_runs: MaxRunsOpt = None,
+    target_ci: TargetOpt = None,
+    budget: BudgetOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="seconds per run")] = 600,
     db: DbOpt = DEFAULT_DB,
     catalog: CatalogOpt = None,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
+    precision = _PrecisionOpts(max_runs, target_ci, budget).resolve(reps, None)
     specs, explicit = _specs(alloc, catalog)
     prepared = campaign.prepare(_built(specs), explicit)
     _print_unusable(prepared)
     store = Store(db)
     w = workloads.command_workload(command)
-    cid = campaign.start(store, "try", prepared, [(w, ())], reps, timeout, 1, sys.argv)
+    cid = campaign.start(store, "try", prepared, [(w, ())], reps, timeout, 1, sys.argv, precision)
     _execute(store, cid, list(prepared.usable))
-    c = store.campaign(cid)
-    names = [v.spec.name for v in prepared.usable]
+    comp = analyze.stored_comparison(store, cid)
     cells = store.cells(cid, analyze.METRIC_NAMES)
-    table.try_table(out, analyze.try_lines(cells, names, c.baseline), c.baseline)
+    table.try_table(out, analyze.try_lines(cells, comp), comp)
 
 
 @app.command("report")
@@ -448,17 +477,22 @@ def compare_cmd(
             "--fail-above", help="exit 1 if a significant regression exceeds this, e.g. 5%%"
         ),
     ] = None,
+    target_ci: Annotated[
+        str, typer.Option("--target-ci", help="equivalence margin of 'same', e.g. 3%%")
+    ] = "3%",
 ) -> None:
-    """Regression verdict between two result sets: faster / slower / ≈ per cell."""
+    """Regression verdict between two result sets: faster / slower / same / inconclusive."""
     key = _METRIC_NAMES.get(metric)
     if key is None:
         raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
-    limit = _fraction(fail_above, "--fail-above") if fail_above else None
+    limit = plan.parse_fraction(fail_above, "--fail-above") if fail_above else None
+    margin = plan.parse_fraction(target_ci, "--target-ci")
     old_set, new_set = compare.load(old), compare.load(new)
-    verdicts = compare.compare(old_set, new_set, key)
-    table.verdicts(out, verdicts, key, old_set.label, new_set.label)
+    verdicts = compare.compare(old_set, new_set, key, margin)
+    control = next((v.allocator for v in verdicts if v.control), None)
+    table.verdicts(out, verdicts, key, old_set.label, new_set.label, control)
     summary = compare.summarize(verdicts)
-    out.print(table.verdict_summary(summary, key), highlight=False)
+    out.print(table.verdict_summary(summary, key, control, margin), highlight=False)
     if limit is not None and (bad := compare.failing(verdicts, limit)):
         err.print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}", highlight=False)
         raise typer.Exit(1)

@@ -16,6 +16,7 @@ asked to shut down, and it is killed if it does not.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -40,12 +41,74 @@ class Executor(Protocol):
 
     def run(self, spec: RunSpec) -> RunResult: ...
 
+    def calibrate(self) -> float | None:
+        """Seconds a fixed CPU loop takes now (None where it cannot run)."""
+        ...
+
 
 class LocalExecutor:
     """Runs children on this machine, one at a time."""
 
     def run(self, spec: RunSpec) -> RunResult:
         return run(spec)
+
+    def calibrate(self) -> float | None:
+        return calibrate()
+
+
+def calibrate() -> float | None:
+    """am_run's fixed CPU loop, timed by itself: the machine's speed at this moment."""
+    try:
+        done = subprocess.run([str(native.program("am_run")), "--calibrate"],
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = done.stdout.split()
+    if words[:2] != ["am_calib", "1"] or not words[2].startswith("ns="):
+        return None
+    return int(words[2][3:]) / 1e9
+
+
+# ---------------------------------------------------------------------------
+# The noise sentinel: what else used the CPUs while a run ran
+# ---------------------------------------------------------------------------
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, steal) ticks of all CPUs since boot, from /proc/stat's first line."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return user + nice + system + irq + softirq, steal
+
+
+@dataclass
+class _Sentinel:
+    """/proc/stat and our own CPU time at the start of a run."""
+
+    busy: int
+    steal: int
+    own: float
+
+    @staticmethod
+    def now() -> _Sentinel:
+        busy, steal = _cpu_ticks()
+        t = os.times()  # with the children reaped: the launcher, the run, a client
+        return _Sentinel(busy, steal, t.user + t.system + t.children_user + t.children_system)
+
+    def metrics(self) -> dict[str, float]:
+        """CPU time others took during the run: every CPU's busy time less allocmark's
+        and the processes it started and reaped; and the hypervisor's steal.
+        /proc/stat counts in ticks (10 ms): short runs read to about a tick per CPU."""
+        end = _Sentinel.now()
+        busy = (end.busy - self.busy) * _TICK_S
+        other = busy - (end.own - self.own)
+        return {"noise_other_cpu_s": max(0.0, other),
+                "noise_steal_s": (end.steal - self.steal) * _TICK_S}  # fmt: skip
 
 
 def child_environment(additions: tuple[tuple[str, str], ...]) -> dict[str, str]:
@@ -82,6 +145,15 @@ class _Outcome:
 
 
 def run(spec: RunSpec) -> RunResult:
+    sentinel = _Sentinel.now()
+    result = _run(spec)
+    if result.status is RunStatus.ERROR:
+        return result
+    noise = sentinel.metrics()
+    return dataclasses.replace(result, metrics=result.metrics | noise)
+
+
+def _run(spec: RunSpec) -> RunResult:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="allocmark-run-") as tmp:
         room = _Room(Path(tmp))

@@ -164,6 +164,7 @@ class Workload:
     needs: tuple[str, ...] = ()  # app: every executable it runs (program, client, ...)
     input: str = ""  # app: generator of "{input}" (see inputs.py), sized by `scale`
     app: AppRun = AppRun()
+    fixed_time: str = ""  # a parameter that, when not 0, sets the run's duration (larson)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,8 @@ class RunSpec:
     timeout: float
     expect_malloc: str | None = None  # must serve malloc: checked by the record or libam_who
     result_fd: bool = False  # the child writes a metrics record to AM_RESULT_FD
-    role: str = "measure"  # or "baseline": the workload doing nothing, for its RSS
+    role: str = "measure"  # "baseline": the workload doing nothing, for its RSS;
+    # "verify": checks what serves malloc in every process for the measured runs
     app: AppRun = AppRun()  # output parsers and service of an application
     profile: bool = False  # run under the profiler shim (libamprof.so)
 
@@ -275,6 +277,7 @@ class CellRuns:
             "user_s": tuple(r.user_s for r in rs),
             "sys_s": tuple(r.sys_s for r in rs),
             "maxrss_kib": tuple(float(r.maxrss_kib) for r in rs),
+            "rep": tuple(float(r.rep) for r in rs),
         }
         columns |= {n: tuple(r.metrics.get(n) for r in rs) for n in names}
         return CellRuns(*key, partial=any(r.partial for r in rs),

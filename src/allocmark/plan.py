@@ -7,16 +7,17 @@ import itertools
 import os
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import native, tomlfile, workloads
+from allocmark import native, stats, tomlfile, workloads
 from allocmark.errors import UserError
 from allocmark.model import AppRun, Params, RunSpec, Verified, Workload
 
 Grid = tuple[tuple[str, tuple[int | str, ...]], ...]
+DEFAULT_BUDGET_S = 120.0  # seconds a campaign may spend adding blocks
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,12 @@ class Suite:
     source: str  # file it came from, for error messages
     description: str
     allocators: tuple[str, ...]  # ("all",) = every usable catalog entry and variant
-    repetitions: int
+    repetitions: int  # blocks every cell gets at least
     timeout: float
     seed: int
     entries: tuple[SuiteEntry, ...]
+    budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
+    target_ci: float = stats.DEFAULT_MARGIN  # ... and some ratio is wider than ±this
 
 
 def suites_dir() -> Path:
@@ -53,7 +56,8 @@ def load_suite(name_or_path: str) -> Suite:
                 "(or give the path of a suite .toml file)"
             )
     doc = tomlfile.load(path)
-    doc.allow(["description", "allocators", "repetitions", "timeout", "seed", "runs"])
+    doc.allow(["description", "allocators", "repetitions", "timeout", "seed", "runs", "budget",
+               "target_ci"])  # fmt: skip
     return Suite(
         name=path.stem,
         source=str(path),
@@ -63,7 +67,48 @@ def load_suite(name_or_path: str) -> Suite:
         timeout=float(_positive(doc, "timeout", 600)),
         seed=doc.get("seed", int, 1),
         entries=tuple(_entry(t) for t in doc.array_of_tables("runs")),
+        budget_s=_in_doc(doc, "budget", parse_duration, DEFAULT_BUDGET_S),
+        target_ci=_in_doc(doc, "target_ci", parse_fraction, stats.DEFAULT_MARGIN),
     )
+
+
+def _in_doc(
+    doc: tomlfile.TomlTable, key: str, parse: Callable[[str, str], float], default: float
+) -> float:
+    text = doc.get(key, str, "")
+    if not text:
+        return default
+    try:
+        return parse(text, key)
+    except UserError as e:
+        raise doc.error(key, str(e)) from None
+
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def parse_duration(text: str, option: str = "--budget") -> float:
+    """ "2m", "90s", "1m30s", "1h", "45" (seconds) -> seconds; "0" or "none": no budget."""
+    t = text.strip().lower()
+    if t in ("0", "none", "unlimited"):
+        return 0.0
+    m = _DURATION.fullmatch(t)
+    if not t or not m or not any(m.groups()):
+        raise UserError(f"{option} {text!r}: expected a duration such as 2m, 90s, 1m30s or 1h "
+                        "(0 or none: no budget)")  # fmt: skip
+    h, mins, secs = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mins * 60 + secs
+
+
+def parse_fraction(text: str, option: str) -> float:
+    """ "2%" or "0.02" -> 0.02."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
+    if not 0 < value < 1:
+        raise UserError(f"{option} {text!r}: must be between 0% and 100%")
+    return value
 
 
 def _positive(doc: tomlfile.TomlTable, key: str, default: int) -> int:
@@ -193,15 +238,33 @@ def build(
     seed: int,
     profile: int = 0,
 ) -> list[RunSpec]:
-    """Baselines first; then each repetition visits every cell, allocators shuffled per cell.
-    With `profile` = N > 0, the measured runs go under the profiler, timing 1 call in N
-    (baselines never do)."""
+    """Baselines and verification runs first; then each repetition visits every cell,
+    allocators shuffled per cell. With `profile` = N > 0, the measured runs go under
+    the profiler, timing 1 call in N, and verify themselves (baselines never do)."""
     first = _baselines(cell_list, allocators, timeout)
+    if not profile:
+        first += _verifications(cell_list, allocators, timeout, len(first))
     runs = _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
     if profile:
         sample = (("AM_PROF_SAMPLE", str(profile)),)
         runs = [dataclasses.replace(r, profile=True, env=r.env + sample) for r in runs]
     return first + runs
+
+
+def _verifications(
+    cell_list: Sequence[tuple[Workload, Params]],
+    allocators: Sequence[Verified],
+    timeout: float,
+    first_seq: int,
+) -> list[RunSpec]:
+    """One run per allocator and application or command cell with libam_who in every
+    process: it checks what serves malloc, so that the measured runs need no verifier
+    (whose pages would count in their peak RSS). It also warms the caches."""
+    cells = [(w, p) for w, p in cell_list if w.kind != "native"]
+    return [
+        dataclasses.replace(_spec(first_seq + i, w, p, a, 0, timeout), role="verify")
+        for i, ((w, p), a) in enumerate(itertools.product(cells, allocators))
+    ]
 
 
 def _baselines(

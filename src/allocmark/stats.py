@@ -6,13 +6,16 @@ are what matter, and timing noise is closer to multiplicative than additive).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 LEVEL = 0.95
 ALPHA = 1 - LEVEL
+DEFAULT_MARGIN = 0.03  # ±3 %: the default precision target and equivalence margin
 MAD_LIMIT = 3.5  # modified z-score above which a value is an outlier (Iglewicz & Hoaglin)
 
 
@@ -86,11 +89,19 @@ def _median_sorted(xs: Sequence[float]) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _t(df: float) -> float:
-    """The 97.5 % quantile of Student's t with df degrees of freedom."""
+def _t(df: float, alpha: float = ALPHA) -> float:
+    """The 1 - alpha/2 quantile of Student's t with df degrees of freedom (97.5 %)."""
     from scipy import special  # a third of a second to import: only when needed
 
-    return float(special.stdtrit(df, 1 - ALPHA / 2))
+    return float(special.stdtrit(df, 1 - alpha / 2))
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_power(df: float) -> float:
+    """The 80 % quantile of Student's t: the power term of a detectable difference."""
+    from scipy import special
+
+    return float(special.stdtrit(df, 0.80))
 
 
 def t_interval(mean: float, sd: float, n: int) -> tuple[float, float]:
@@ -121,11 +132,111 @@ class Ratio:
     value: float
     low: float
     high: float
-    p: float  # Welch's t-test on log values; 1.0 when it cannot be computed
+    p: float  # Student's (paired) or Welch's t-test on log values; 1.0 when it cannot be done
+    se: float = math.nan  # standard error of the log ratio
+    df: float = 0.0  # its degrees of freedom (0: no test possible)
+    paired: bool = False  # from per-block log ratios rather than two independent samples
+    alpha: float = ALPHA  # the interval is at 1 - alpha (smaller for a family of cells)
 
     @property
     def significant(self) -> bool:
-        return self.p < ALPHA
+        return self.p < self.alpha
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width on the log scale, as a relative margin (0.03 = ±3 %)."""
+        if self.df <= 0 or math.isnan(self.se):
+            return math.inf
+        return math.exp(_t(self.df, self.alpha) * self.se) - 1
+
+    @property
+    def detectable(self) -> float:
+        """The smallest relative difference this data would detect 80 % of the time
+        (two-sided t-test at alpha): exp((t(1-alpha/2) + t.80) * SE) - 1."""
+        if self.df <= 0 or math.isnan(self.se):
+            return math.inf
+        return math.exp((_t(self.df, self.alpha) + _t_power(self.df)) * self.se) - 1
+
+
+def for_family(r: Ratio, cells: int) -> Ratio:
+    """The ratio's interval widened for one of `cells` judged together (Bonferroni:
+    each at 1 - alpha/cells), so that noise alone makes any of them faster or slower
+    at most 5 % of the time."""
+    if cells <= 1 or r.df <= 0 or math.isnan(r.se):
+        return r
+    alpha = ALPHA / cells
+    half = _t(r.df, alpha) * r.se
+    centre = math.log(r.value)
+    return dataclasses.replace(r, low=math.exp(centre - half), high=math.exp(centre + half),
+                               alpha=alpha)  # fmt: skip
+
+
+class Verdict(StrEnum):
+    """What a ratio says, in four words (metric-neutral: worse is slower or larger)."""
+
+    BETTER = "better"  # the interval lies wholly on the good side of 1
+    WORSE = "worse"
+    SAME = "same"  # the interval lies inside ±margin: an equivalence test (TOST at 5 %)
+    INCONCLUSIVE = "inconclusive"  # neither: `Ratio.detectable` says how much it could see
+
+
+def verdict(r: Ratio, margin: float, higher_is_better: bool = False) -> Verdict:
+    """Better/worse when the 95 % interval excludes 1; same when it lies within
+    [1/(1+margin), 1+margin]; inconclusive otherwise. A ratio without an interval
+    (one run) is inconclusive."""
+    if r.df <= 0:
+        return Verdict.INCONCLUSIVE
+    if r.low > 1 or r.high < 1:
+        up = r.low > 1
+        return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
+    if r.low >= 1 / (1 + margin) and r.high <= 1 + margin:
+        return Verdict.SAME
+    return Verdict.INCONCLUSIVE
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
+    """Geometric mean of a[i]/b[i] over blocks i (values > 0), with a Student-t 95 %
+    interval over the blocks' log ratios; p is the one-sample t-test of those logs
+    against 0. Pairing removes what a block shares (the machine's state at that
+    moment) from the comparison. None without a pair or with a value <= 0."""
+    if len(a) != len(b):
+        raise ValueError("paired_ratio needs one a and one b per block")
+    if not a or min(a) <= 0 or min(b) <= 0:
+        return None
+    logs = [math.log(x / y) for x, y in zip(a, b, strict=True)]
+    mean, sd = _mean_sd(logs)
+    point = math.exp(mean)
+    n = len(logs)
+    if n < 2:
+        return Ratio(point, point, point, 1.0, paired=True)
+    se = sd / math.sqrt(n)
+    if se == 0:
+        return Ratio(point, point, point, 0.0 if mean else 1.0, 0.0, n - 1, paired=True)
+    from scipy import special
+
+    half = _t(n - 1) * se
+    p = float(2 * special.stdtr(n - 1, -abs(mean) / se))
+    return Ratio(point, math.exp(mean - half), math.exp(mean + half), p, se, n - 1, True)
+
+
+def ratio_of_ratios(new: Ratio, old: Ratio) -> Ratio | None:
+    """new / old for two independent ratios with standard errors (a control: each
+    allocator's ratio to the same baseline, in two campaigns): the log difference with
+    Welch's standard error and Welch–Satterthwaite degrees of freedom."""
+    if new.df <= 0 or old.df <= 0 or math.isnan(new.se) or math.isnan(old.se):
+        return None
+    diff = math.log(new.value) - math.log(old.value)
+    va, vb = new.se**2, old.se**2
+    se = math.sqrt(va + vb)
+    point = math.exp(diff)
+    if se == 0:
+        return Ratio(point, point, point, 0.0 if diff else 1.0, 0.0, 1.0)
+    df = (va + vb) ** 2 / (va**2 / new.df + vb**2 / old.df)
+    from scipy import special
+
+    half = _t(df) * se
+    p = float(2 * special.stdtr(df, -abs(diff) / se))
+    return Ratio(point, math.exp(diff - half), math.exp(diff + half), p, se, df)
 
 
 def ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
@@ -149,21 +260,13 @@ def ratio_of(a: Summary, b: Summary) -> Ratio | None:
     if a.n < 2 or b.n < 2:  # one run: nothing to test with
         return Ratio(point, point, point, 1.0)
     if se == 0:  # no spread at all: any difference is certain
-        return Ratio(point, point, point, 0.0 if diff else 1.0)
+        return Ratio(point, point, point, 0.0 if diff else 1.0, 0.0, a.n + b.n - 2)
     df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
     t = _t(df)
     from scipy import special
 
     p = float(2 * special.stdtr(df, -abs(diff) / se))
-    return Ratio(point, math.exp(diff - t * se), math.exp(diff + t * se), p)
-
-
-def ratio_stdev(a: Summary, b: Summary) -> float:
-    """σ of mean(a)/mean(b) by first-order error propagation (as hyperfine reports it)."""
-    if not a.mean or not b.mean:
-        return 0.0
-    r = a.mean / b.mean
-    return r * math.sqrt((a.stdev / a.mean) ** 2 + (b.stdev / b.mean) ** 2)
+    return Ratio(point, math.exp(diff - t * se), math.exp(diff + t * se), p, se, df)
 
 
 @dataclass(frozen=True)

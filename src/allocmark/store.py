@@ -30,8 +30,9 @@ from allocmark.model import (
     Workload,
 )
 
-SCHEMA_VERSION = 6
-CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib")  # run columns a cell can carry
+SCHEMA_VERSION = 7
+# Run columns a cell can carry; rep names the block a run belongs to (pairing).
+CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
 # for new databases too, so that every database goes the same way.
@@ -104,6 +105,14 @@ ALTER TABLE plan ADD COLUMN app_json TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE plan ADD COLUMN profile INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE profiles (
   run_id INTEGER PRIMARY KEY REFERENCES runs(id), profile_json TEXT NOT NULL);
+""",
+    # 7: the noise sentinel's calibration loop between blocks, and the time a
+    # campaign has spent running (its budget survives a resume).
+    6: """
+CREATE TABLE calibrations (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id), after_seq INTEGER NOT NULL,
+  at REAL NOT NULL, seconds REAL NOT NULL);
+ALTER TABLE campaigns ADD COLUMN spent_s REAL NOT NULL DEFAULT 0;
 """,
 }
 
@@ -295,6 +304,28 @@ class Store:
             (cid,),
         ).fetchall()
         return [(a, w, _params(pj), json.loads(prof)) for a, w, pj, prof in rows]
+
+    def add_spent(self, cid: int, seconds: float) -> None:
+        """Count time spent running the campaign against its budget."""
+        with self.db:
+            self.db.execute("UPDATE campaigns SET spent_s = spent_s + ? WHERE id=?", (seconds, cid))
+
+    def spent(self, cid: int) -> float:
+        row = self.db.execute("SELECT spent_s FROM campaigns WHERE id=?", (cid,)).fetchone()
+        return float(row[0]) if row else 0.0
+
+    def add_calibration(self, cid: int, after_seq: int, seconds: float) -> None:
+        """The calibration loop's time, run between blocks (the noise sentinel)."""
+        with self.db:
+            self.db.execute(
+                "INSERT INTO calibrations VALUES (?,?,?,?)", (cid, after_seq, time.time(), seconds)
+            )
+
+    def calibrations(self, cid: int) -> list[float]:
+        rows = self.db.execute(
+            "SELECT seconds FROM calibrations WHERE campaign_id=? ORDER BY at", (cid,)
+        )
+        return [float(r[0]) for r in rows]
 
     def set_status(self, cid: int, status: str) -> None:
         with self.db:

@@ -37,7 +37,8 @@ _APP_KEYS = ["packages", "input", "steps", "metrics", "service"]
 
 
 def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
-    t.allow(["description", "kind", "program", "args", "params", "env", "checks", *_APP_KEYS])
+    t.allow(["description", "kind", "program", "args", "params", "env", "checks", "fixed_time",
+             *_APP_KEYS])  # fmt: skip
     kind = t.get("kind", str, required=True)
     if kind not in ("native", "app"):
         raise t.error("kind", f'{kind!r} is not a workload kind (use "native" or "app")')
@@ -56,7 +57,22 @@ def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
         env=_env(t, name, params),
         program=t.get("program", str, required=True),
         checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
+        fixed_time=_fixed_time(t, params),
     )
+
+
+def _fixed_time(t: tomlfile.TomlTable, params: tuple[Param, ...]) -> str:
+    """The parameter that, when not 0, fixes the run's duration (larson's duration_ms)."""
+    name: str = t.get("fixed_time", str, "")
+    if name and name not in {p.name for p in params}:
+        raise t.error("fixed_time", f"{name!r} is not a parameter of this workload")
+    return name
+
+
+def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> bool:
+    """Is this cell's time set by a parameter (a duration), so that it is no result?"""
+    name = fixed_time.get(workload, "")
+    return bool(name) and dict(params).get(name, 0) not in (0, "0")
 
 
 def _env(t: tomlfile.TomlTable, name: str, params: tuple[Param, ...]) -> Env:

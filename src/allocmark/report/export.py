@@ -125,5 +125,8 @@ def _summary_row(
         "ratio_high": r.high if r else None,
         "p_value": r.p if r else None,
         "significant": r.significant if r else None,
+        "verdict": fmt.verdict_word(metric, c.verdict) or None,
+        "ratio_margin": r.half_width if r and r.df > 0 else None,
+        "detectable": r.detectable if r and r.df > 0 else None,
         "loose": c.loose,
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from allocmark import stats
 from allocmark.analyze import Cell, Comparison
 
@@ -71,27 +73,65 @@ def spread(s: stats.Summary) -> str:
     return "±?" if s.n < 2 else f"±{s.ci_rel:.1%}"
 
 
-def ratio(r: stats.Ratio | None, is_base: bool) -> str:
-    """ "×0.87" when significant, "≈0.98" when not, "base" for the baseline itself."""
-    if is_base:
-        return "base"
+def ratio(r: stats.Ratio | None) -> str:
+    """ "×0.87 ±2.1%": ± half the ratio's 95 % interval."""
     if r is None:
         return ""
-    return f"{'×' if r.significant else '≈'}{r.value:.2f}"
+    return f"×{r.value:.2f} {margin(r)}".strip()
+
+
+def margin(r: stats.Ratio) -> str:
+    """ "±2.1%", "±15%": two significant digits keep ten columns in a terminal."""
+    if r.df <= 0:
+        return ""
+    w = min(r.half_width, 9.99)
+    return f"±{w:.1%}" if w < 0.1 else f"±{w:.0%}"
 
 
 def ratio_interval(r: stats.Ratio | None) -> str:
     return f"[{r.low:.2f}–{r.high:.2f}]" if r is not None and r.low != r.high else ""
 
 
+_WORDS = {
+    "time_s": ("faster", "slower"),
+    "ops_per_s": ("faster", "slower"),
+    "peak_rss_kib": ("smaller", "larger"),
+    "overhead_ratio": ("smaller", "larger"),
+}
+
+
+def verdict_word(metric: str, v: stats.Verdict | None) -> str:
+    """better/worse in the metric's own words: faster/slower, smaller/larger."""
+    if v is None:
+        return ""
+    better, worse = _WORDS.get(metric, ("better", "worse"))
+    return {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(v, v.value)
+
+
+def detectable(r: stats.Ratio | None) -> str:
+    """What an inconclusive ratio could have seen: "detects ≥9%"."""
+    if r is None or r.detectable == math.inf:
+        return "one block: no interval"
+    return f"detects ≥{min(r.detectable, 9.99):.0%}"
+
+
+def verdict(metric: str, c: Cell) -> str:
+    """ "faster", "same", "inconclusive (detects ≥9%)" ..."""
+    word = verdict_word(metric, c.verdict)
+    if c.verdict is stats.Verdict.INCONCLUSIVE:
+        return f"{word} ({detectable(c.ratio)})"
+    return word
+
+
 def cell(metric: str, c: Cell, is_base: bool = False) -> str:
-    """ "412.0 ms ±1.2% ×0.87 [0.80–0.95]"; a failed cell says so and shows no number."""
+    """ "412.0 ms ×0.87 [0.80–0.95] faster"; a failed cell says so and shows no number."""
     if c.summary is None:
         return c.state.upper()
-    parts = [quantity(metric, c.summary.median), spread(c.summary), ratio(c.ratio, is_base)]
-    if not is_base:
-        parts.append(ratio_interval(c.ratio))
-    return " ".join(p for p in parts if p) + (" ~" if c.loose else "")
+    if is_base:
+        return f"{quantity(metric, c.summary.median)} {spread(c.summary)} base"
+    parts = [quantity(metric, c.summary.median), ratio(c.ratio),
+             ratio_interval(c.ratio), verdict(metric, c)]  # fmt: skip
+    return " ".join(p for p in parts if p)
 
 
 def geomean(value: stats.GeoMean | None) -> str:
@@ -108,10 +148,14 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
+    how = ("the geometric mean of its per-block ratios (paired: each block ran every allocator "
+           "back to back), ± half its 95% interval (Student t over blocks)" if comp.paired else
+           "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)")  # fmt: skip
     parts = [
-        "median; ± half the 95% interval of the mean (Student t); ×ratio of geometric means "
-        "to the baseline [95% interval], ≈ where Welch's t-test on log values finds no "
-        "significant difference (p ≥ 0.05)"
+        f"median of the runs; ×ratio to the baseline: {how}; faster/slower (smaller/larger): "
+        f"the interval excludes 1; same: it lies within ±{comp.margin:.0%}; inconclusive: "
+        "neither, and 'detects ≥X%' is the smallest difference these runs would have found "
+        "(80% power)"
     ]
     if comp.speedup:
         parts.append("time ratios are speed-ups: baseline time / allocator time")
@@ -121,6 +165,21 @@ def legend(comp: Comparison) -> str:
         parts.append(
             "† partial: leaves some allocation functions to glibc (see `allocmark allocators`)"
         )
-    if comp.target_ci is not None:
-        parts.append(f"~ the time interval never got within ±{comp.target_ci:.1%}")
+    if any(c.fixed for r in comp.rows for c in r.cells["time_s"].values()):
+        parts.append("FIXED: the workload runs for a set time; its throughput is the result")
     return "; ".join(parts)
+
+
+def noise(comp: Comparison) -> str:
+    """The noise sentinel's line: re-runs and the calibration loop's spread."""
+    n = comp.noise
+    if n is None:
+        return ""
+    text = f"noise: {n.reruns} of {n.runs} runs re-run after other work spiked during them"
+    if n.calibration is not None and n.calibration.n > 1:
+        c = n.calibration
+        text += (
+            f"; calibration loop between blocks: median {seconds(c.median)}, "
+            f"{c.minimum / c.median - 1:+.0%} … {c.maximum / c.median - 1:+.0%}"
+        )
+    return text

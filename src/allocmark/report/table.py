@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from allocmark import profile
+from allocmark import profile, stats
 from allocmark.analyze import Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
@@ -29,7 +29,8 @@ def comparison(console: Console, comp: Comparison) -> None:
         labels = [f"#{i} {row.workload}" for i, row in enumerate(comp.rows, 1)]
     for metric in comp.metrics:
         title = fmt.TITLES[metric]
-        table = Table(title=title, title_justify="left")
+        # One space between columns: ten allocators fit 160 columns without folding.
+        table = Table(title=title, title_justify="left", padding=(0, 0, 0, 1))
         table.add_column("workload", no_wrap=True)
         for a in comp.allocators:
             table.add_column(fmt.header(comp, a), justify="right", overflow="fold")
@@ -42,22 +43,35 @@ def comparison(console: Console, comp: Comparison) -> None:
         table.add_row("geomean", *(fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators))
         console.print(table)
     console.print(fmt.legend(comp), style="dim")
+    if noise := fmt.noise(comp):
+        console.print(noise, style="dim", highlight=False)
+
+
+_VERDICT_STYLE = {"faster": "bold green", "smaller": "bold green", "slower": "bold red",
+                  "larger": "bold red", "same": "bold", "inconclusive": "yellow"}  # fmt: skip
 
 
 def _styled(metric: str, cell: Cell, is_base: bool) -> Text:
-    # Two short lines keep ten allocator columns readable in a terminal; the
-    # ratio's interval is left to the Markdown, CSV, JSON and HTML outputs.
+    # Short lines keep ten allocator columns readable in a terminal; the ratio's
+    # interval as [low–high] is left to the Markdown, CSV, JSON and HTML outputs.
     # Text objects, not markup: big reports have thousands of cells.
+    if cell.fixed:
+        return Text("FIXED", style="dim")
     if cell.summary is None:
         return Text(fmt.cell(metric, cell), style="bold red")
-    loose = " ~" if cell.loose else ""
-    ratio = fmt.ratio(cell.ratio, is_base)
-    style = "dim" if ratio.startswith("≈") or is_base else "bold"
-    head = f"{fmt.quantity(metric, cell.summary.median)}\n{fmt.spread(cell.summary)}{loose} "
-    return Text.assemble(head, (ratio, style))
+    head = fmt.quantity(metric, cell.summary.median)
+    if is_base:
+        return Text.assemble(f"{head}\n{fmt.spread(cell.summary)}\n", ("base", "dim"))
+    if cell.ratio is None:
+        return Text(f"{head}\n{fmt.spread(cell.summary)}")
+    word = fmt.verdict_word(metric, cell.verdict)
+    tail = f"\n{fmt.detectable(cell.ratio)}" if word == "inconclusive" else ""
+    return Text.assemble(f"{head}\n{fmt.ratio(cell.ratio)}\n",
+                         (word, _VERDICT_STYLE.get(word, "")), tail)  # fmt: skip
 
 
-def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) -> None:
+def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> None:
+    baseline = comp.baseline
     table = Table(title="Your command under each allocator", title_justify="left")
     for col in (
         "allocator",
@@ -66,35 +80,24 @@ def try_table(console: Console, lines: Sequence[TryLine], baseline: str | None) 
         "User",
         "System",
         "Peak RSS",
-        f"vs {baseline or 'baseline'}",
+        f"time vs {baseline or 'baseline'}",
+        f"peak RSS vs {baseline or 'baseline'}",
     ):
         table.add_column(col, justify="left" if col == "allocator" else "right")
     for line in lines:
         table.add_row(*_try_cells(line, baseline))
     console.print(table)
-    if any(line.partial for line in lines):
-        console.print(
-            "† partial: leaves some allocation functions to glibc; a program calling "
-            "them mixes two heaps (see `allocmark allocators`)",
-            style="dim",
-        )
+    console.print(fmt.legend(comp), style="dim")
+    if noise := fmt.noise(comp):
+        console.print(noise, style="dim", highlight=False)
 
 
 def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
     name = line.allocator + ("†" if line.partial else "")
     if line.wall is None or line.user is None or line.sys is None or line.rss_kib is None:
-        return [name, f"[bold red]{line.state.upper()}[/]", "", "", "", "", ""]
+        return [name, f"[bold red]{line.state.upper()}[/]", "", "", "", "", "", ""]
     w = line.wall
-    if line.allocator == baseline:
-        vs = "baseline"
-    elif line.speedup is None:
-        vs = "n/a"
-    else:
-        word = "faster" if line.speedup >= 1 else "slower"
-        word += "" if line.significant else " (not significant)"
-        factor = line.speedup if line.speedup >= 1 else 1 / line.speedup
-        sd = (line.speedup_sd or 0) * (1 if line.speedup >= 1 else factor / line.speedup)
-        vs = f"{factor:.2f} ± {sd:.2f} × {word}"
+    base = line.allocator == baseline
     return [
         name,
         f"{fmt.seconds(w.mean)} ± {fmt.seconds(w.stdev)}",
@@ -102,8 +105,40 @@ def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
         fmt.seconds(line.user.mean),
         fmt.seconds(line.sys.mean),
         fmt.size_kib(line.rss_kib.mean),
-        vs,
+        "baseline" if base else _speed_text(line.time),
+        "baseline" if base else _change_text("peak_rss_kib", line.rss),
     ]
+
+
+def _speed_text(c: Cell | None) -> str:
+    """hyperfine's way: "1.54× faster [1.47–1.61]", or same / inconclusive."""
+    if c is None or c.ratio is None:
+        return "n/a"
+    r = c.ratio
+    word = fmt.verdict_word("time_s", c.verdict)
+    if word in ("faster", "slower"):
+        f, lo, hi = (1 / r.value, 1 / r.high, 1 / r.low) if word == "faster" else (
+            r.value, r.low, r.high)  # fmt: skip
+        return f"[bold]{f:.2f}× {word}[/] [{lo:.2f}–{hi:.2f}]"
+    return _plain_verdict("time_s", c)
+
+
+def _change_text(metric: str, c: Cell | None) -> str:
+    """ "+15% [12–18%] larger", or same / inconclusive."""
+    if c is None or c.ratio is None:
+        return "n/a"
+    r = c.ratio
+    word = fmt.verdict_word(metric, c.verdict)
+    if word in ("smaller", "larger"):
+        return f"[bold]{r.value - 1:+.0%} {word}[/] [{r.low - 1:+.0%}–{r.high - 1:+.0%}]"
+    return _plain_verdict(metric, c)
+
+
+def _plain_verdict(metric: str, c: Cell) -> str:
+    assert c.ratio is not None
+    if c.verdict is stats.Verdict.SAME:
+        return f"same (×{c.ratio.value:.3f} {fmt.margin(c.ratio)})"
+    return f"[yellow]{fmt.verdict(metric, c)}[/] ×{c.ratio.value:.2f} {fmt.margin(c.ratio)}"
 
 
 _STATUS_STYLE = {
@@ -142,12 +177,18 @@ def _home(path: str) -> str:
 
 
 def verdicts(
-    console: Console, items: Sequence[Verdict], metric: str, old_label: str, new_label: str
+    console: Console,
+    items: Sequence[Verdict],
+    metric: str,
+    old_label: str,
+    new_label: str,
+    control: str | None,
 ) -> None:
     """`allocmark compare`: a row per cell, old and new medians, ratio and verdict."""
     table = Table(title=f"{fmt.TITLES[metric]}: {new_label} against {old_label}",
                   title_justify="left")  # fmt: skip
-    for col in ("workload", "allocator", "old", "new", "new / old [95%]", "verdict"):
+    ratio_head = f"(new / {control}) / (old / {control})" if control else "new / old"
+    for col in ("workload", "allocator", "old", "new", f"{ratio_head} [95%]", "verdict"):
         table.add_column(col, justify="left" if col in ("workload", "allocator") else "right")
     for v in items:
         table.add_row(v.label, v.allocator, _median_text(metric, v.old),
@@ -168,23 +209,44 @@ def _ratio_text(v: Verdict) -> str:
 
 
 def _verdict_text(v: Verdict) -> str:
+    if v.control:
+        drift = f" (drift {v.ratio.value - 1:+.1%})" if v.ratio is not None else ""
+        return f"[dim]control{drift}[/]"
     if v.verdict in ("worse", "better") and v.change is not None:
         text = f"{v.word} {v.change:+.1%}"
         return f"[bold red]{text}[/]" if v.verdict == "worse" else f"[bold green]{text}[/]"
+    if v.verdict == "inconclusive" and v.ratio is not None:
+        return f"[yellow]inconclusive[/] ({fmt.detectable(v.ratio)})"
     return v.verdict
 
 
-def verdict_summary(s: CompareSummary, metric: str) -> str:
+def verdict_summary(s: CompareSummary, metric: str, control: str | None, margin: float) -> str:
     memory = metric in ("peak_rss_kib", "overhead_ratio")
     worse, better = ("larger", "smaller") if memory else ("slower", "faster")
-    parts = [f"{s.worse} {worse}", f"{s.better} {better}", f"{s.same} ≈ (no significant change)"]
+    parts = [f"{s.worse} {worse}", f"{s.better} {better}", f"{s.same} same",
+             f"{s.inconclusive} inconclusive"]  # fmt: skip
     if s.undecided:
         parts.append(f"{s.undecided} without a verdict")
     text = ", ".join(parts)
     if s.worst is not None and s.worst.change is not None:
         text += (f"; largest significant regression {s.worst.change:+.1%} "
                  f"({s.worst.label}, {s.worst.allocator})")  # fmt: skip
-    return text + " (Welch's t-test on log values, p < 0.05)"
+    family = s.worse + s.better + s.same + s.inconclusive
+    level = f"95% intervals, each at 1 - 0.05/{family} (Bonferroni)" if family > 1 else "95%"
+    text += (f" ({level}: {worse}/{better} when the interval excludes 1, same when it lies "
+             f"within ±{margin:.0%})")  # fmt: skip
+    if control:
+        drift = ""
+        if s.drift is not None and s.drift.ratio is not None:
+            drift = f"; the control itself moved by up to {s.drift.ratio.value - 1:+.1%}"
+        return text + (
+            f"\ncontrol: {control} ran in both: each allocator's ratio to it is "
+            f"compared, so that machine drift between the campaigns cancels{drift}"
+        )
+    return text + (
+        "\nno control (the baseline allocator is not in both): absolute values "
+        "taken at different moments are compared; machine drift counts as change"
+    )
 
 
 def profiles(console: Console, views: Sequence[profile.View]) -> None:
