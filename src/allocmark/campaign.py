@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from allocmark import allocators, analyze, machine, plan
-from allocmark.errors import UserError
+from allocmark.errors import AllocmarkError, UserError
 from allocmark.execute import Executor
+from allocmark.executors import Batch, Calibrated, Check, Dispatcher
+from allocmark.executors.local import Local
 from allocmark.model import (
     AllocatorSpec,
     Params,
@@ -87,27 +88,54 @@ class Precision:
     budget_s: float = 0.0
 
 
-# The noise sentinel: a run during which other processes or the hypervisor took
-# more than SPIKE_SHARE of a CPU (beyond SPIKE_SLACK_S, /proc/stat's tick
-# granularity) is taken again, at most MAX_RERUNS times.
-SPIKE_SHARE = 0.25
-SPIKE_SLACK_S = 0.03
-MAX_RERUNS = 2
-
 OnRound = Callable[[float | None, int], None]  # loosest ratio half-width, blocks added
+
+
+@dataclass(frozen=True)
+class RunDone:
+    """Progress: run `done` of `total` finished (and is stored)."""
+
+    done: int
+    total: int
+    spec: RunSpec
+    result: RunResult
+
+
+@dataclass(frozen=True)
+class RoundDone:
+    """Progress: a precision round ended; `blocks` more blocks were planned."""
+
+    loosest: float | None  # the widest deciding ratio's half-width, as a fraction
+    blocks: int
+
+
+Progress = RunDone | RoundDone
 
 
 def execute(
     store: Store,
     cid: int,
-    executor: Executor,
+    executor: Executor | Dispatcher,
     verified: Sequence[Verified],
     on_run: OnRun | None = None,
     on_round: OnRound | None = None,
 ) -> None:
+    """`steps` to the end, with callbacks instead of events."""
+    for event in steps(store, cid, executor, verified):
+        if isinstance(event, RunDone) and on_run:
+            on_run(event.done, event.total, event.spec, event.result)
+        elif isinstance(event, RoundDone) and on_round:
+            on_round(event.loosest, event.blocks)
+
+
+def steps(
+    store: Store, cid: int, executor: Executor | Dispatcher, verified: Sequence[Verified]
+) -> Iterator[Progress]:
     """Run what is still pending, saving each run as it ends, then (precision
     campaigns) add blocks for the cells whose ratios are still too wide, while the
-    budget lasts. Ctrl-C keeps every finished run; a resume picks up the same loop."""
+    budget lasts. Ctrl-C keeps every finished run; a resume picks up the same loop.
+    Set-up runs (baselines, verification) go first: measured runs depend on them."""
+    dispatcher = executor if isinstance(executor, Dispatcher) else Local(executor)
     by_name = {v.spec.name: v for v in verified}
     baselines = store.baseline_rss(cid)
     settings = store.settings(cid)
@@ -116,22 +144,23 @@ def execute(
         while pending := store.pending(cid):
             total = store.campaign(cid).planned
             done = total - len(pending)
-            block = None
-            for spec in pending:
-                if spec.role == "measure" and _block(spec) != block:
-                    block = _block(spec)
-                    _calibrate(store, cid, executor, spec.seq)
-                began = time.monotonic()
-                result = with_overhead(spec, checks.run(executor, spec), baselines)
-                store.record(cid, spec, result, by_name[spec.allocator])
-                store.add_spent(cid, max(time.monotonic() - began, result.wall_s))
-                done += 1
-                if on_run:
-                    on_run(done, total, spec, result)
+            for phase in _phases(pending):
+                for event in dispatcher.run_batches(checks.batches(phase)):
+                    if isinstance(event, Calibrated):
+                        store.add_calibration(cid, event.seq, event.seconds)
+                        continue
+                    spec = event.spec
+                    result = with_overhead(spec, event.result, baselines)
+                    store.record(cid, spec, result, event.verified or by_name[spec.allocator],
+                                 event.machine)  # fmt: skip
+                    store.add_spent(cid, event.spent_s)
+                    checks.note(spec, result)
+                    done += 1
+                    yield RunDone(done, total, spec, result)
+            _require_progress(store, cid, pending)
             if "target_ci" in settings:
                 more, loosest = more_runs(store, cid, settings)
-                if on_round:
-                    on_round(loosest, len({_block(s) for s in more}))
+                yield RoundDone(loosest, len({_block(s) for s in more}))
                 store.extend_plan(cid, more)
     except BaseException:
         store.set_status(cid, "interrupted")
@@ -139,22 +168,23 @@ def execute(
     store.set_status(cid, "finished")
 
 
+def _phases(pending: Sequence[RunSpec]) -> list[list[RunSpec]]:
+    setup = [s for s in pending if s.role != "measure"]
+    return [p for p in (setup, [s for s in pending if s.role == "measure"]) if p]
+
+
+def _require_progress(store: Store, cid: int, pending: Sequence[RunSpec]) -> None:
+    """Runs a dispatcher lost (their workers kept dying) stay pending, and say so."""
+    left = {s.seq for s in store.pending(cid)} & {s.seq for s in pending}
+    if left:
+        raise AllocmarkError(
+            f"{len(left)} runs were lost with their workers and stay pending in {store.path}; "
+            f"finish them with `allocmark run --resume --db {store.path}`"
+        )
+
+
 def _block(spec: RunSpec) -> tuple[str, str, int]:
     return spec.workload, json.dumps(spec.params), spec.rep
-
-
-def _calibrate(store: Store, cid: int, executor: Executor, seq: int) -> None:
-    seconds = executor.calibrate()
-    if seconds is not None:
-        store.add_calibration(cid, seq, seconds)
-
-
-@dataclass(frozen=True)
-class _Check:
-    seq: int
-    status: RunStatus
-    detail: str
-    labels: dict[str, str]
 
 
 class Checks:
@@ -164,60 +194,32 @@ class Checks:
     is the program's own; each is stored as verified by its check, or unverified."""
 
     def __init__(self, store: Store, cid: int) -> None:
-        self.planned = {_cell(s): s.seq for s in store.plan(cid) if s.role == "verify"}
+        self.planned = {_cell(s) for s in store.plan(cid) if s.role == "verify"}
         self.found = {(r.allocator, r.workload, r.params):
-                      _Check(r.seq, r.status, r.detail, r.labels)
+                      Check(r.seq, r.status, r.detail, r.labels)
                       for r in store.runs(cid, ()) if r.role == "verify"}  # fmt: skip
 
-    def run(self, executor: Executor, spec: RunSpec) -> RunResult:
+    def note(self, spec: RunSpec, result: RunResult) -> None:
         if spec.role == "verify":
-            result = executor.run(spec)
-            self.found[_cell(spec)] = _Check(spec.seq, result.status, result.detail,
-                                             result.labels)  # fmt: skip
-            return result
-        if spec.role != "measure" or _cell(spec) not in self.planned:
-            return _run_steady(executor, spec)  # verifies itself, or needs no check
-        check = self.found.get(_cell(spec))
-        if check is not None and check.status is RunStatus.UNVERIFIED:
-            why = f"its verification run #{check.seq}: {check.detail}"
-            return RunResult(RunStatus.UNVERIFIED, started=time.time(), detail=why)
-        result = _run_steady(executor, dataclasses.replace(spec, expect_malloc=None))
-        if result.status is not RunStatus.OK:
-            return result
-        if check is None or check.status is not RunStatus.OK:
-            why = f"not verified: its verification run ended {check.status.value if check else '?'}"
-            return dataclasses.replace(result, status=RunStatus.UNVERIFIED, detail=why)
-        shadowed = {k: v for k, v in check.labels.items() if k == "also_defines_malloc"}
-        return dataclasses.replace(
-            result,
-            malloc_object=spec.expect_malloc,
-            labels=result.labels | shadowed | {"verified_by": f"run {check.seq}"},
-        )
+            self.found[_cell(spec)] = Check(spec.seq, result.status, result.detail, result.labels)
+
+    def batches(self, specs: Sequence[RunSpec]) -> list[Batch]:
+        """Blocks of consecutive measured runs, each with the checks covering it; a
+        set-up run is a batch of its own."""
+        groups: list[list[RunSpec]] = []
+        for s in specs:
+            if groups and s.role == "measure" and groups[-1][-1].role == "measure" \
+                    and _block(groups[-1][-1]) == _block(s):  # fmt: skip
+                groups[-1].append(s)
+            else:
+                groups.append([s])
+        return [Batch(tuple(g), tuple((s.seq, self.found.get(_cell(s))) for s in g
+                                      if s.role == "measure" and _cell(s) in self.planned))
+                for g in groups]  # fmt: skip
 
 
 def _cell(spec: RunSpec) -> tuple[str, str, Params]:
     return spec.allocator, spec.workload, spec.params
-
-
-def _run_steady(executor: Executor, spec: RunSpec) -> RunResult:
-    """The run, taken again (at most MAX_RERUNS times) while other work spikes during it."""
-    result = executor.run(spec)
-    reruns = 0
-    while spiked(result) and reruns < MAX_RERUNS:
-        reruns += 1
-        result = executor.run(spec)
-    if not reruns and not spiked(result):
-        return result
-    labels = result.labels | ({"noise": "spiked in every attempt"} if spiked(result) else {})
-    return dataclasses.replace(
-        result, metrics=result.metrics | {"noise_reruns": float(reruns)}, labels=labels
-    )
-
-
-def spiked(result: RunResult) -> bool:
-    """Did other processes or the hypervisor take a large share of a CPU during it?"""
-    other = result.metrics.get("noise_other_cpu_s", 0.0) + result.metrics.get("noise_steal_s", 0.0)
-    return result.status is RunStatus.OK and other > SPIKE_SHARE * result.wall_s + SPIKE_SLACK_S
 
 
 def more_runs(
@@ -227,7 +229,11 @@ def more_runs(
     many as the budget leaves time for; and the loosest ratio's half-width now."""
     specs = store.plan(cid)
     comp = analyze.stored_comparison(store, cid)
-    looseness = {(r.workload, r.params): _loosest(r, comp) for r in comp.rows}
+    looseness: dict[tuple[str, Params], float | None] = {}
+    for r in comp.rows:  # a cell run on several machines (a cluster) is as loose as its loosest
+        key, x = (r.workload, _planned_params(r.params)), _loosest(r, comp)
+        looseness[key] = None if x is None or (key in looseness and looseness[key] is None) \
+            else max(x, looseness.get(key) or 0.0)  # fmt: skip
     loosest = max((x for x in looseness.values() if x is not None), default=None)
     blocks: dict[tuple[str, Params], list[RunSpec]] = {}
     for s in specs:
@@ -260,6 +266,10 @@ def more_runs(
         out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
                 for i, s in enumerate(members)]  # fmt: skip
     return out, loosest
+
+
+def _planned_params(params: Params) -> Params:
+    return tuple(p for p in params if p[0] != "host")
 
 
 def _deciding(row: analyze.Row, comp: analyze.Comparison) -> list[analyze.Cell]:

@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, builder, campaign, compare, plan, stats, workloads
+from allocmark import allocators, analyze, api, builder, compare, plan, workloads
+from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
-from allocmark.execute import LocalExecutor
-from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
+from allocmark.model import RunStatus
 from allocmark.report import render, table
 from allocmark.store import Store
 
@@ -45,7 +46,6 @@ alloc_app = typer.Typer(
 )
 app.add_typer(alloc_app, name="alloc")
 
-DEFAULT_DB = Path("results/allocmark.db")
 AllocOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -67,29 +67,10 @@ ParamOpt = Annotated[
 ]
 
 
-def _specs(alloc: list[str] | None, catalog: list[Path] | None) -> tuple[list[AllocatorSpec], bool]:
-    """Selected allocator specs, and whether the user named them explicitly."""
-    names, adhoc = allocators.parse_selection(alloc or [])
-    chosen = (
-        allocators.select(allocators.load_catalog(catalog or []), names)
-        if names or not adhoc
-        else []
-    )
-    return chosen + adhoc, bool(alloc)
-
-
-def _built(specs: list[AllocatorSpec]) -> list[AllocatorSpec]:
-    """Builds the recipe entries among `specs` that the cache lacks (first use)."""
-    for spec in specs:
-        if spec.recipe and not builder.is_built(spec):
-            builder.build(spec, say=lambda m: err.print(f"[cyan]{m} (first use)…[/]"))
-    return specs
-
-
 @app.command("allocators")
 def allocators_cmd(alloc: AllocOpt = None, catalog: CatalogOpt = None) -> None:
     """List the allocator catalog with what verification found on this machine."""
-    specs, _ = _specs(alloc, catalog)
+    specs, _ = api.selected(alloc, catalog or [])
     if not alloc:  # the whole catalog, including what allocmark can build
         specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
     verified = allocators.verify_all(specs)
@@ -142,52 +123,10 @@ def workloads_cmd(
             out.print("    " + line, markup=False, highlight=False)
 
 
-@dataclasses.dataclass(frozen=True)
-class _RunRequest:
-    """What `allocmark run` was asked, before any of it is resolved."""
-
-    suite: str | None
-    alloc: list[str] | None
-    workloads: list[str]
-    params: list[str]
-    reps: int | None
-    timeout: float | None
-    seed: int | None
-    catalog: list[Path] | None
-    precision: _PrecisionOpts | None
-    profile: int = 0  # 1-in-N sampling of the profiler; 0 = not profiled
-
-
-@dataclasses.dataclass(frozen=True)
-class _PrecisionOpts:
-    """--max-runs, --target-ci and --budget as given (None: the suite's or the default)."""
-
-    max_runs: int | None = None
-    target_ci: str | None = None
-    budget: str | None = None
-
-    def resolve(self, min_runs: int, suite: plan.Suite | None) -> campaign.Precision:
-        target = (plan.parse_fraction(self.target_ci, "--target-ci") if self.target_ci
-                  else suite.target_ci if suite else stats.DEFAULT_MARGIN)  # fmt: skip
-        budget = (plan.parse_duration(self.budget) if self.budget is not None
-                  else suite.budget_s if suite else plan.DEFAULT_BUDGET_S)  # fmt: skip
-        most = self.max_runs if self.max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs)
-        if most < min_runs:
-            raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
-        return campaign.Precision(max_runs=most, target_ci=target, budget_s=budget)
-
-
-DEFAULT_MAX_RUNS = 50
-ProfileOpt = Annotated[
-    bool, typer.Option("--profile", help="run under the profiler (libamprof.so) and store it")
-]
-SampleOpt = Annotated[
-    int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
-]
 MaxRunsOpt = Annotated[
     int | None,
     typer.Option("--max-runs", min=1, help=f"at most this many blocks per cell "
-                 f"(default {DEFAULT_MAX_RUNS}; equal to -n for exactly n)"),
+                 f"(default {api.DEFAULT_MAX_RUNS}; equal to -n for exactly n)"),
 ]  # fmt: skip
 TargetOpt = Annotated[
     str | None,
@@ -199,6 +138,17 @@ BudgetOpt = Annotated[
     typer.Option("--budget", help="stop adding blocks after this much time, e.g. 2m, 90s, "
                  "1h; 0 = no limit (default: the suite's, else 2m)"),
 ]  # fmt: skip
+SampleOpt = Annotated[
+    int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
+]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", min=0.1, help="seconds per run")]
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", help="where runs happen: local, or dask (a cluster)")
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option("--scheduler", help="the Dask scheduler, e.g. tcp://10.0.0.1:8786"),
+]
 
 
 @app.command("run")
@@ -216,148 +166,128 @@ def run_cmd(
     max_runs: MaxRunsOpt = None,
     target_ci: TargetOpt = None,
     budget: BudgetOpt = None,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0.1, help="seconds per run")
-    ] = None,
+    timeout: TimeoutOpt = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help="shuffle seed of the run order")
     ] = None,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = api.DEFAULT_DB,
     resume: Annotated[
         bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")
     ] = False,
     catalog: CatalogOpt = None,
-    profile: ProfileOpt = False,
+    profile: Annotated[
+        bool, typer.Option("--profile", help="run under the profiler (libamprof.so) and store it")
+    ] = False,
     sample: SampleOpt = 1024,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
-    store = Store(db)
     if resume:
-        cid = store.campaign(unfinished=True).id
-        verified = campaign.reverify(store, cid)
-        out.print(f"resuming campaign {cid}: {len(store.pending(cid))} runs left")
+        cid = _follow(api.resume(db, executor, scheduler), db)
     else:
-        request = _RunRequest(
-            suite, alloc, [w for item in workload or [] for w in item.split(",") if w],
-            param or [], reps, timeout, seed, catalog,
-            None if profile else _PrecisionOpts(max_runs, target_ci, budget),
-            sample if profile else 0,
+        req = api.Request(
+            suite=suite, allocators=tuple(alloc or ()), workloads=_names(workload),
+            params=tuple(param or ()), min_runs=reps, max_runs=max_runs,
+            target_ci=_fraction(target_ci, "--target-ci"), budget_s=_duration(budget),
+            timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
+            sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
         )  # fmt: skip
-        verified, cid = _start_run(store, request)
-    _execute(store, cid, verified)
-    _print_report(store, cid)
+        cid = _follow(api.run(req), db)
+    store = Store(db, create=False)
+    table.comparison(out, analyze.stored_comparison(store, cid))
     if store.settings(cid).get("profile"):
-        _print_profiles(store, cid)
+        table.profiles(out, analyze.stored_profiles(store, cid))
 
 
-def _start_run(store: Store, req: _RunRequest) -> tuple[list[Verified], int]:
-    if req.suite is None and req.workloads:
-        suite = plan.adhoc_suite(req.workloads, req.reps or 3, req.timeout or 600, req.seed or 1)
-    else:
-        suite = plan.load_suite(req.suite or "quick")
-        if req.workloads:
-            suite = _only(suite, req.workloads)
-    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(req.params))
-    cells, skipped = plan.installed(cells, strict=bool(req.workloads))
-    for note in skipped:
-        err.print(f"[yellow]skipped: {note}[/]")
-    named = req.alloc or (None if suite.allocators == ("all",) else list(suite.allocators))
-    specs, explicit = _specs(named, req.catalog)
-    prepared = campaign.prepare(_built(specs), explicit)
-    _print_unusable(prepared)
-    n = req.reps or suite.repetitions
-    seed = req.seed if req.seed is not None else suite.seed
-    precision = req.precision.resolve(n, suite) if req.precision else None
-    cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout or suite.timeout,
-                         seed, sys.argv, precision, req.profile)  # fmt: skip
-    _say_plan(store, cid, len(prepared.usable) * len(cells) * n, precision)
-    return list(prepared.usable), cid
+def _names(workload: list[str] | None) -> tuple[str, ...]:
+    return tuple(w for item in workload or [] for w in item.split(",") if w)
 
 
-def _say_plan(store: Store, cid: int, measured: int, precision: campaign.Precision | None) -> None:
-    c = store.campaign(cid)
-    more = ""
-    if precision:
-        budget = f"{precision.budget_s:g} s budget" if precision.budget_s else "no time budget"
-        more = (f", then more blocks until every ratio is within ±{precision.target_ci:.0%} "
-                f"(up to {precision.max_runs} blocks, {budget})")  # fmt: skip
-    out.print(
-        f"campaign {cid}: {len(store.allocator_rows(cid))} allocators, "
-        f"{store.settings(cid)['min_runs']} blocks of every cell{more}; {measured} measured "
-        f"+ {c.planned - measured} set-up runs (baseline RSS, verification) to start "
-        f"-> {store.path}",
-        highlight=False,
-    )
+def _fraction(text: str | None, option: str) -> float | None:
+    return plan.parse_fraction(text, option) if text else None
 
 
-def _only(suite: plan.Suite, wanted: list[str]) -> plan.Suite:
-    entries = tuple(e for e in suite.entries if e.workload in wanted)
-    if not entries:
-        raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
-    return dataclasses.replace(suite, entries=entries)
+def _duration(text: str | None) -> float | None:
+    return plan.parse_duration(text) if text is not None else None
 
 
-def _print_unusable(prepared: campaign.Prepared) -> None:
-    for v in prepared.unusable:
-        err.print(f"[yellow]not used: {v.spec.name} is {v.status.value}: {v.reason}[/]")
-    for v in prepared.usable:
-        if v.lacks:
-            err.print(f"[yellow]warning: {v.spec.name} is partial: {v.reason}[/]")
+def _follow(events: Iterator[api.Event], db: Path) -> int:
+    """Prints a campaign's notes and progress as it runs; its id at the end."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        with _Progress() as progress:
+            for event in events:
+                if isinstance(event, api.Finished):
+                    return event.campaign
+                progress.show(event)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted: finished runs are saved in {db}; "
+            f"finish with `allocmark run --resume --db {db}`"
+        ) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    raise AllocmarkError("the campaign ended without finishing")  # not reached
 
 
-def _execute(store: Store, cid: int, verified: Sequence[Verified]) -> None:
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    target = store.settings(cid).get("target_ci")
-    with Progress(*columns, console=err, transient=False) as progress:
-        c = store.campaign(cid)
-        task = progress.add_task("running", total=c.planned, completed=c.done)
-        precision = ["first blocks"]
+class _Progress:
+    """The progress bar and the loosest interval of a campaign."""
 
-        def on_round(loosest: float | None, blocks: int) -> None:
-            now = "n/a" if loosest is None else f"±{loosest:.1%}"
-            more = f", {blocks} more blocks" if blocks else ", done"
-            precision[0] = f"loosest {now} (target ±{target:.0%}){more}"
+    def __init__(self) -> None:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+        self.bar = Progress(*columns, console=err, transient=False)
+        self.task: TaskID | None = None
+        self.precision = "first blocks"
+        self.target: float | None = None
 
-        def on_run(done: int, total: int, spec: RunSpec, result: RunResult) -> None:
-            what = f"{precision[0]} | {spec.allocator} {spec.workload}"
-            progress.update(task, completed=done, total=total, description=what)
+    def __enter__(self) -> _Progress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    def show(self, event: api.Event) -> None:
+        if isinstance(event, api.Note):
+            style = "yellow" if event.level == "warning" else "cyan"
+            err.print(f"[{style}]{escape(event.text)}[/]")
+        elif isinstance(event, api.Planned):
+            out.print(_plan_line(event), highlight=False)
+            self.target = event.precision.target_ci if event.precision else None
+            self.task = self.bar.add_task("running", total=event.total, completed=event.done)
+        elif isinstance(event, RoundDone):
+            now = "n/a" if event.loosest is None else f"±{event.loosest:.1%}"
+            more = f", {event.blocks} more blocks" if event.blocks else ", done"
+            self.precision = f"loosest {now} (target ±{self.target or 0:.0%}){more}"
+        elif isinstance(event, RunDone) and self.task is not None:
+            spec, result = event.spec, event.result
+            what = f"{self.precision} | {spec.allocator} {spec.workload}"
+            self.bar.update(self.task, completed=event.done, total=event.total, description=what)
             if result.status is not RunStatus.OK:
-                progress.console.print(
-                    f"{result.status.value}: {spec.allocator} "
-                    f"{spec.workload} {dict(spec.params)}: {result.detail[:300]}",
-                    soft_wrap=True,
-                    markup=False,
-                )
+                self.bar.console.print(
+                    f"{result.status.value}: {spec.allocator} {spec.workload} "
+                    f"{dict(spec.params)}: {result.detail[:300]}",
+                    soft_wrap=True, markup=False,
+                )  # fmt: skip
 
-        previous = signal.signal(signal.SIGTERM, _terminate)
-        try:
-            campaign.execute(store, cid, LocalExecutor(), verified, on_run, on_round)
-        except KeyboardInterrupt:
-            raise Interrupted(
-                f"interrupted: {store.campaign(cid).done} finished runs are saved in "
-                f"{store.path}; finish with `allocmark run --resume --db {store.path}`"
-            ) from None
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+
+def _plan_line(p: api.Planned) -> str:
+    if p.done:
+        return f"resuming campaign {p.campaign}: {p.total - p.done} runs left"
+    more = ""
+    if p.precision:
+        budget = f"{p.precision.budget_s:g} s budget" if p.precision.budget_s else "no time budget"
+        more = (f", then more blocks until every ratio is within ±{p.precision.target_ci:.0%} "
+                f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip
+    return (f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
+            f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
+            f"verification) to start -> {p.db}")  # fmt: skip
 
 
 def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM ends a campaign as cleanly as Ctrl-C
-
-
-def _print_report(store: Store, cid: int) -> None:
-    table.comparison(out, analyze.stored_comparison(store, cid))
-
-
-def _print_profiles(store: Store, cid: int) -> None:
-    table.profiles(out, analyze.stored_profiles(store, cid))
 
 
 @app.command("profile")
@@ -368,18 +298,19 @@ def profile_cmd(
     reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
     sample: SampleOpt = 1024,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1)] = 600,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Profile what each allocator does inside a workload (mmprof style), side by side."""
-    names = [w for item in workload or [] for w in item.split(",") if w]
-    if not names:
+    if not (names := _names(workload)):
         raise UserError("name the workload(s) to profile with -w, e.g. -w xthread")
-    request = _RunRequest(None, alloc, names, param or [], reps, timeout, 1, catalog, None, sample)
-    store = Store(db)
-    verified, cid = _start_run(store, request)
-    _execute(store, cid, verified)
-    _print_profiles(store, cid)
+    req = api.Request(workloads=names, allocators=tuple(alloc or ()), params=tuple(param or ()),
+                      min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
+                      sample=sample, db=db, executor=executor, scheduler=scheduler)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    table.profiles(out, analyze.stored_profiles(Store(db, create=False), cid))
 
 
 @app.command("try")
@@ -388,23 +319,24 @@ def try_cmd(
     alloc: AllocOpt = None,
     reps: Annotated[
         int, typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks (at least)")
-    ] = 3,
+    ] = api.DEFAULT_MIN_RUNS,
     max_runs: MaxRunsOpt = None,
     target_ci: TargetOpt = None,
     budget: BudgetOpt = None,
     timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="seconds per run")] = 600,
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
-    precision = _PrecisionOpts(max_runs, target_ci, budget).resolve(reps, None)
-    specs, explicit = _specs(alloc, catalog)
-    prepared = campaign.prepare(_built(specs), explicit)
-    _print_unusable(prepared)
-    store = Store(db)
-    w = workloads.command_workload(command)
-    cid = campaign.start(store, "try", prepared, [(w, ())], reps, timeout, 1, sys.argv, precision)
-    _execute(store, cid, list(prepared.usable))
+    req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
+                      max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
+                      budget_s=_duration(budget), timeout_s=timeout,
+                      catalogs=tuple(catalog or ()), db=db, executor=executor,
+                      scheduler=scheduler)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    store = Store(db, create=False)
     comp = analyze.stored_comparison(store, cid)
     cells = store.cells(cid, analyze.METRIC_NAMES)
     table.try_table(out, analyze.try_lines(cells, comp), comp)
@@ -412,7 +344,7 @@ def try_cmd(
 
 @app.command("report")
 def report_cmd(
-    db: DbOpt = DEFAULT_DB,
+    db: DbOpt = api.DEFAULT_DB,
     campaign_id: Annotated[
         int | None, typer.Option("--campaign", help="campaign id (default: newest)")
     ] = None,
@@ -444,7 +376,7 @@ def report_cmd(
         if not store.settings(cid).get("profile"):
             raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
                             "`allocmark run --profile`")  # fmt: skip
-        _print_profiles(store, cid)
+        table.profiles(out, analyze.stored_profiles(store, cid))
         return
     if fmt == "table" and not runs:
         table.comparison(out, analyze.stored_comparison(store, cid, speedup))

@@ -246,10 +246,24 @@ class Store:
         )
         return int(cur.lastrowid or 0)
 
-    def record(self, cid: int, spec: RunSpec, result: RunResult, alloc: Verified) -> None:
-        """Save one finished run and its metrics atomically."""
+    def record(
+        self,
+        cid: int,
+        spec: RunSpec,
+        result: RunResult,
+        alloc: Verified,
+        machine: Machine | None = None,
+    ) -> None:
+        """Save one finished run and its metrics atomically; `machine`: where it ran,
+        if not on the campaign's own machine (a cluster worker)."""
         with self.db:
-            mid = self.db.execute("SELECT machine_id FROM campaigns WHERE id=?", (cid,)).fetchone()
+            mid = (
+                (self._machine(machine),)
+                if machine
+                else self.db.execute(
+                    "SELECT machine_id FROM campaigns WHERE id=?", (cid,)
+                ).fetchone()
+            )
             cur = self.db.execute(
                 "INSERT INTO runs (campaign_id, seq, allocator, workload, params_json, rep, "
                 "status, exit_code, signal, wall_s, user_s, sys_s, maxrss_kib, minflt, majflt, "
@@ -479,24 +493,39 @@ class Store:
             for _ in metrics
         )
         rows = self.db.execute(
-            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status)"
-            f"{own}{picks} "
-            "FROM runs r WHERE campaign_id=? GROUP BY allocator, workload, params_json, role",
+            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status), "
+            f"machine_id{own}{picks} FROM runs r WHERE campaign_id=? "
+            "GROUP BY allocator, workload, params_json, role, machine_id",
             (*metrics, cid),
         ).fetchall()
         names = (*columns, *metrics)
+        hosts = self._hosts({r[6] for r in rows})
         return [
             CellRuns(
                 allocator=r[0],
                 workload=r[1],
-                params=_params(r[2]),
+                params=_params(r[2]) + hosts.get(r[6], ()),
                 role=r[3],
                 partial=bool(r[4]),
                 statuses=tuple(_STATUS[x] for x in r[5].split(",")),
-                columns={n: _floats(text) for n, text in zip(names, r[6:], strict=True)},
+                columns={n: _floats(text) for n, text in zip(names, r[7:], strict=True)},
             )
             for r in rows
         ]
+
+    def _hosts(self, ids: set[int | None]) -> dict[int | None, Params]:
+        """A campaign that ran on several machines (a cluster) has its cells split by
+        machine: a `host` parameter, named by hostname (with the machine's id where
+        one host name has several sets of facts). One machine: no parameter."""
+        if len(ids) < 2:
+            return {}
+        names = dict(self.db.execute(
+            f"SELECT id, hostname FROM machines WHERE id IN ({','.join('?' * len(ids))})",
+            tuple(ids),
+        ).fetchall())  # fmt: skip
+        unique = len(set(names.values())) == len(names)
+        return {i: (("host", names.get(i, "?") if unique else f"{names.get(i, '?')}#{i}"),)
+                for i in ids}  # fmt: skip
 
     def _metrics(self, cid: int) -> dict[int, dict[str, float]]:
         out: dict[int, dict[str, float]] = {}

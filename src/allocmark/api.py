@@ -1,0 +1,259 @@
+"""allocmark as a library: what the command line does, for programs and notebooks.
+
+    from allocmark import api
+    req = api.Request(workloads=("samethread",), allocators=("glibc", "jemalloc"))
+    cid = api.run_to_end(req)                      # or: for event in api.run(req): ...
+    for row in api.comparison(req.db, cid).rows:   # the report's data
+        print(row.workload, row.cells["time_s"]["jemalloc"].ratio)
+
+`run` opens a campaign and yields progress events while it runs and stores each
+run; `resume` finishes an interrupted one. The CLI's verbs are thin layers over
+these functions: they parse, call, and print.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from allocmark import allocators, analyze, builder, campaign, compare, plan, stats, workloads
+from allocmark.campaign import Precision, RoundDone, RunDone
+from allocmark.errors import UserError
+from allocmark.execute import Executor
+from allocmark.executors import Dispatcher
+from allocmark.executors.local import Local
+from allocmark.model import AllocatorSpec, Params, Verified, Workload
+from allocmark.store import Store
+
+DEFAULT_DB = Path("results/allocmark.db")
+DEFAULT_MAX_RUNS = 50
+DEFAULT_MIN_RUNS = 3
+EXECUTORS = ("local", "dask")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One campaign: what to run, on which allocators, how precisely, and where.
+    Every field has one name and one type from the command line to the store."""
+
+    workloads: tuple[str, ...] = ()  # workload names; none (and no command): the suite's
+    command: tuple[str, ...] = ()  # or the user's own program and its arguments
+    suite: str | None = None  # built-in suite name or suite .toml file (default: quick)
+    allocators: tuple[str, ...] = ()  # NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]
+    params: tuple[str, ...] = ()  # NAME=V[,V...] parameter overrides
+    min_runs: int | None = None  # blocks per cell to start with (default: the suite's, or 3)
+    max_runs: int | None = None  # at most this many blocks per cell (default 50)
+    target_ci: float | None = None  # add blocks until every ratio is within ±this
+    budget_s: float | None = None  # stop adding blocks after this long (0: no limit)
+    timeout_s: float | None = None  # per run
+    seed: int | None = None  # shuffle seed of the run order
+    catalogs: tuple[Path, ...] = ()  # extra allocator catalog files
+    sample: int = 0  # profile: time 1 allocator call in `sample`; 0: not profiled
+    db: Path = DEFAULT_DB
+    executor: str = "local"  # "local" or "dask"
+    scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the user should read: a skipped cell, an unusable allocator, a build."""
+
+    level: str  # "info" or "warning"
+    text: str
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The campaign is stored and about to run."""
+
+    campaign: int
+    db: Path
+    allocators: int
+    min_runs: int
+    measured: int  # measured runs of the first blocks
+    setup: int  # baseline and verification runs
+    total: int  # runs planned so far
+    done: int  # runs already finished (a resume)
+    precision: Precision | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    campaign: int
+
+
+Event = Note | Planned | RunDone | RoundDone | Finished
+
+
+def run(req: Request, machine: Executor | None = None) -> Iterator[Event]:
+    """Start the campaign `req` describes and run it, yielding progress. `machine`
+    replaces the real child processes of the local executor (tests, dry runs)."""
+    _check(req)
+    store = Store(req.db)
+    notes: list[Note] = []
+    cid, prepared = _start(store, req, notes)
+    yield from notes
+    yield _planned(store, cid, prepared.usable, req)
+    yield from _execute(store, cid, list(prepared.usable), req, machine)
+
+
+def resume(db: Path, executor: str = "local", scheduler: str | None = None) -> Iterator[Event]:
+    """Finish the newest unfinished campaign in `db` (allocators verified again)."""
+    req = Request(db=db, executor=executor, scheduler=scheduler)
+    _check(req)
+    store = Store(db)
+    cid = store.campaign(unfinished=True).id
+    verified = campaign.reverify(store, cid)
+    yield _planned(store, cid, verified, req)
+    yield from _execute(store, cid, verified, req, None)
+
+
+def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None) -> int:
+    """`run`, consumed: the campaign's id once every run is stored."""
+    cid = 0
+    for event in run(req):
+        if on_event:
+            on_event(event)
+        if isinstance(event, Finished):
+            cid = event.campaign
+    return cid
+
+
+def comparison(db: Path, cid: int | None = None, speedup: bool = False) -> analyze.Comparison:
+    """A stored campaign's report data: rows of cells with medians, ratios, verdicts."""
+    store = Store(db, create=False)
+    return analyze.stored_comparison(store, store.campaign(cid).id, speedup)
+
+
+def regressions(
+    old: str, new: str, metric: str = "time_s", margin: float = stats.DEFAULT_MARGIN
+) -> list[compare.Verdict]:
+    """Verdicts between two result sets (DB, DB#CAMPAIGN or a runs JSON export)."""
+    return compare.compare(compare.load(old), compare.load(new), metric, margin)
+
+
+# ---------------------------------------------------------------------------
+# Resolution: what the request means on this machine
+# ---------------------------------------------------------------------------
+def _check(req: Request) -> None:
+    if req.executor not in EXECUTORS:
+        raise UserError(f"--executor {req.executor!r}: choose {' or '.join(EXECUTORS)}")
+    if req.executor == "dask" and not req.scheduler:
+        raise UserError("--executor dask needs --scheduler tcp://HOST:8786 (the address "
+                        "`dask scheduler` prints)")  # fmt: skip
+    if req.command and (req.workloads or req.suite):
+        raise UserError("give either a command or workloads/a suite, not both")
+
+
+def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign.Prepared]:
+    suite, cells = _cells(req, notes)
+    named = list(req.allocators) or (None if suite.allocators == ("all",)
+                                     else list(suite.allocators))  # fmt: skip
+    specs, explicit = selected(named, req.catalogs)
+    prepared = campaign.prepare(built(specs, notes), explicit)
+    notes += unusable_notes(prepared)
+    n = req.min_runs or suite.repetitions
+    seed = req.seed if req.seed is not None else suite.seed
+    precision = None if req.sample else _precision(req, n, suite)
+    cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
+                         seed, sys.argv, precision, req.sample)  # fmt: skip
+    return cid, prepared
+
+
+def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Workload, Params]]]:
+    if req.command:
+        suite = plan.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
+        return dataclasses.replace(suite, name="try"), [(workloads.command_workload(
+            list(req.command)), ())]  # fmt: skip
+    if req.suite is None and req.workloads:
+        suite = plan.adhoc_suite(list(req.workloads), req.min_runs or DEFAULT_MIN_RUNS,
+                                 req.timeout_s or 600, req.seed or 1)  # fmt: skip
+    else:
+        suite = plan.load_suite(req.suite or "quick")
+        if req.workloads:
+            suite = _only(suite, req.workloads)
+    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
+    cells, skipped = plan.installed(cells, strict=bool(req.workloads))
+    notes += [Note("warning", f"skipped: {s}") for s in skipped]
+    return suite, cells
+
+
+def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
+    entries = tuple(e for e in suite.entries if e.workload in wanted)
+    if not entries:
+        raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
+    return dataclasses.replace(suite, entries=entries)
+
+
+def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:
+    target = req.target_ci if req.target_ci is not None else suite.target_ci
+    budget = req.budget_s if req.budget_s is not None else suite.budget_s
+    most = req.max_runs if req.max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs)
+    if most < min_runs:
+        raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
+    return Precision(max_runs=most, target_ci=target, budget_s=budget)
+
+
+def selected(
+    alloc: Sequence[str] | None, catalogs: Sequence[Path]
+) -> tuple[list[AllocatorSpec], bool]:
+    """Selected allocator specs, and whether the user named them explicitly."""
+    names, adhoc = allocators.parse_selection(list(alloc or []))
+    chosen = (
+        allocators.select(allocators.load_catalog(list(catalogs)), names)
+        if names or not adhoc
+        else []
+    )
+    return chosen + adhoc, bool(alloc)
+
+
+def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
+    """Builds the recipe entries among `specs` that the cache lacks (first use)."""
+    for spec in specs:
+        if spec.recipe and not builder.is_built(spec):
+            builder.build(spec, say=lambda m: notes.append(Note("info", f"{m} (first use)")))
+    return specs
+
+
+def unusable_notes(prepared: campaign.Prepared) -> list[Note]:
+    out = [Note("warning", f"not used: {v.spec.name} is {v.status.value}: {v.reason}")
+           for v in prepared.unusable]  # fmt: skip
+    out += [Note("warning", f"warning: {v.spec.name} is partial: {v.reason}")
+            for v in prepared.usable if v.lacks]  # fmt: skip
+    return out
+
+
+def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request) -> Planned:
+    c = store.campaign(cid)
+    settings = store.settings(cid)
+    n = settings["min_runs"]
+    cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
+    measured = len(verified) * cells * n
+    precision = (Precision(settings["max_runs"], settings["target_ci"], settings["budget_s"])
+                 if "target_ci" in settings else None)  # fmt: skip
+    return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
+                   max(0, c.planned - measured), c.planned, c.done, precision)  # fmt: skip
+
+
+def _execute(
+    store: Store, cid: int, verified: list[Verified], req: Request, machine: Executor | None
+) -> Iterator[Event]:
+    dispatcher = _dispatcher(req, verified, machine)
+    try:
+        yield from campaign.steps(store, cid, dispatcher, verified)
+    finally:
+        close = getattr(dispatcher, "close", None)
+        if close:
+            close()
+    yield Finished(cid)
+
+
+def _dispatcher(req: Request, verified: list[Verified], machine: Executor | None) -> Dispatcher:
+    if req.executor == "dask":
+        from allocmark.executors.dask import Dask
+
+        return Dask(str(req.scheduler), verified)
+    return Local(machine)

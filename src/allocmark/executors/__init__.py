@@ -1,0 +1,145 @@
+"""Where runs happen: a campaign hands batches of runs to a dispatcher.
+
+A batch is what must run back to back on one machine: one block (every
+allocator once, for one cell and repetition: its ratios are paired, so its runs
+must share the machine and the moment) or one set-up run. The machine side
+(`run_batch`) times the calibration loop before a block, takes a spiked run
+again, and applies the verification run that covers an application's measured
+run; it is the same code on this machine (`local`) and on a cluster worker
+(`dask`). The campaign (coordinator) stores what comes back, run by run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from allocmark.execute import Executor
+from allocmark.machine import Machine
+from allocmark.model import RunResult, RunSpec, RunStatus, Verified
+
+# The noise sentinel: a run during which other processes or the hypervisor took
+# more than SPIKE_SHARE of a CPU (beyond SPIKE_SLACK_S, /proc/stat's tick
+# granularity) is taken again, at most MAX_RERUNS times.
+SPIKE_SHARE = 0.25
+SPIKE_SLACK_S = 0.03
+MAX_RERUNS = 2
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a verification run (role "verify") found for its allocator and cell."""
+
+    seq: int
+    status: RunStatus
+    detail: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Runs for one machine, in order. `checks` maps the seq of each measured run
+    that a verification run covers to that run's finding (None: it has none)."""
+
+    specs: tuple[RunSpec, ...]
+    checks: tuple[tuple[int, Check | None], ...] = ()
+
+    @property
+    def is_block(self) -> bool:
+        return bool(self.specs) and self.specs[0].role == "measure"
+
+
+@dataclass(frozen=True)
+class Done:
+    """One finished run. `spent_s`: the coordinator's time it cost (for budgets);
+    `verified` and `machine`: where a worker ran it, if not on the coordinator."""
+
+    spec: RunSpec
+    result: RunResult
+    spent_s: float
+    verified: Verified | None = None
+    machine: Machine | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """The calibration loop's time, taken before the block starting at `seq`."""
+
+    seq: int
+    seconds: float
+
+
+Event = Done | Calibrated
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Runs batches, somewhere, and reports each run as it ends. A batch it could
+    not run (a lost worker) yields nothing: its runs stay pending."""
+
+    def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]: ...
+
+
+def run_batch(machine: Executor, batch: Batch) -> Iterator[Event]:
+    """The machine side: a block's calibration, then its runs in order."""
+    if batch.is_block:
+        seconds = machine.calibrate()
+        if seconds is not None:
+            yield Calibrated(batch.specs[0].seq, seconds)
+    covered = dict(batch.checks)
+    for spec in batch.specs:
+        began = time.monotonic()
+        result = _run_one(machine, spec, covered)
+        yield Done(spec, result, max(time.monotonic() - began, result.wall_s))
+
+
+def _run_one(machine: Executor, spec: RunSpec, covered: dict[int, Check | None]) -> RunResult:
+    if spec.role == "verify":
+        return machine.run(spec)
+    if spec.seq not in covered:
+        return run_steady(machine, spec)  # verifies itself, or needs no check
+    return checked(machine, spec, covered[spec.seq])
+
+
+def checked(machine: Executor, spec: RunSpec, check: Check | None) -> RunResult:
+    """A measured run of an application, without libam_who (so that its peak RSS is
+    the program's own), judged by the verification run of its allocator and cell."""
+    if check is not None and check.status is RunStatus.UNVERIFIED:
+        why = f"its verification run #{check.seq}: {check.detail}"
+        return RunResult(RunStatus.UNVERIFIED, started=time.time(), detail=why)
+    result = run_steady(machine, dataclasses.replace(spec, expect_malloc=None))
+    if result.status is not RunStatus.OK:
+        return result
+    if check is None or check.status is not RunStatus.OK:
+        why = f"not verified: its verification run ended {check.status.value if check else '?'}"
+        return dataclasses.replace(result, status=RunStatus.UNVERIFIED, detail=why)
+    shadowed = {k: v for k, v in check.labels.items() if k == "also_defines_malloc"}
+    return dataclasses.replace(
+        result,
+        malloc_object=spec.expect_malloc,
+        labels=result.labels | shadowed | {"verified_by": f"run {check.seq}"},
+    )
+
+
+def run_steady(machine: Executor, spec: RunSpec) -> RunResult:
+    """The run, taken again (at most MAX_RERUNS times) while other work spikes during it."""
+    result = machine.run(spec)
+    reruns = 0
+    while spiked(result) and reruns < MAX_RERUNS:
+        reruns += 1
+        result = machine.run(spec)
+    if not reruns and not spiked(result):
+        return result
+    labels = result.labels | ({"noise": "spiked in every attempt"} if spiked(result) else {})
+    return dataclasses.replace(
+        result, metrics=result.metrics | {"noise_reruns": float(reruns)}, labels=labels
+    )
+
+
+def spiked(result: RunResult) -> bool:
+    """Did other processes or the hypervisor take a large share of a CPU during it?"""
+    other = result.metrics.get("noise_other_cpu_s", 0.0) + result.metrics.get("noise_steal_s", 0.0)
+    return result.status is RunStatus.OK and other > SPIKE_SHARE * result.wall_s + SPIKE_SLACK_S

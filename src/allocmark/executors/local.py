@@ -1,0 +1,19 @@
+"""The default executor: every run on this machine, one at a time, in plan order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from allocmark.execute import Executor, LocalExecutor
+from allocmark.executors import Batch, Event, run_batch
+
+
+class Local:
+    """Runs batches here through `machine` (real child processes by default)."""
+
+    def __init__(self, machine: Executor | None = None) -> None:
+        self.machine = machine or LocalExecutor()
+
+    def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]:
+        for batch in batches:
+            yield from run_batch(self.machine, batch)

@@ -1,0 +1,56 @@
+"""The library API: what the README shows a notebook user runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from allocmark import api
+from allocmark.errors import UserError
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_example() -> str:
+    section = README.read_text().split("## Use it from Python", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found, "the README's 'Use it from Python' section has no python block"
+    return found.group(1)
+
+
+@pytest.mark.integration
+def test_the_readmes_python_example_runs(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _python_example()], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"churn.*: \d+\.\d+ s, x\d\.\d\d \[", done.stdout), done.stdout
+    assert (tmp_path / "results" / "notebook.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("req", "message"),
+    [
+        (api.Request(executor="ray"), "--executor 'ray'"),
+        (api.Request(executor="dask"), "needs --scheduler"),
+        (api.Request(command=("true",), workloads=("churn",)), "not both"),
+    ],
+)
+def test_a_request_that_cannot_run_is_a_usage_error(req: api.Request, message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        next(iter(api.run(req)))
+
+
+def test_dask_without_bench_workers_is_refused() -> None:
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1, processes=True, dashboard_address=None, host="127.0.0.1"
+    ) as cluster:
+        req = api.Request(workloads=("churn",), executor="dask",
+                          scheduler=cluster.scheduler_address)  # fmt: skip
+        with pytest.raises(UserError, match="no worker offers resource 'bench'"):
+            list(api.run(req))

@@ -1,0 +1,136 @@
+"""Campaigns on a Dask cluster: a LocalCluster of two worker processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+
+from allocmark import api
+from allocmark.model import RunStatus
+from allocmark.store import Store
+
+pytestmark = pytest.mark.integration
+
+SMALL = ("count=3000", "rounds=2")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, resources={"bench": 1}) as c:  # fmt: skip
+        yield c
+
+
+def _request(db: Path, cluster: LocalCluster, blocks: int = 2) -> api.Request:
+    return api.Request(workloads=("churn",), params=SMALL, allocators=("glibc", "glibc:arena2"),
+                       min_runs=blocks, max_runs=blocks, db=db, executor="dask",
+                       scheduler=cluster.scheduler_address)  # fmt: skip
+
+
+def _stored(db: Path) -> list[tuple[object, ...]]:
+    """What a campaign stored, run by run, without where and when it ran."""
+    with sqlite3.connect(db) as con:
+        return sorted(con.execute(
+            "SELECT seq, allocator, workload, params_json, rep, role, status, malloc_object, "
+            "library, sha256, json_extract(labels_json, '$.verified_by') FROM runs"
+        ).fetchall())  # fmt: skip
+
+
+def test_dask_campaign_stores_what_the_local_executor_stores(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    req = _request(tmp_path / "dask.db", cluster)
+    api.run_to_end(req)
+    api.run_to_end(dataclasses.replace(req, executor="local", db=tmp_path / "local.db"))
+    on_cluster, here = _stored(tmp_path / "dask.db"), _stored(tmp_path / "local.db")
+    assert on_cluster == here
+    assert {row[6] for row in on_cluster} == {RunStatus.OK.value}
+    assert all(row[7] for row in on_cluster if row[5] == "measure")  # verified: what served malloc
+    store = Store(tmp_path / "dask.db", create=False)
+    hosts = {r.labels.get("host") for r in store.runs(store.campaign().id)}
+    assert hosts == {os.uname().nodename}  # every run says where it ran
+    assert len(store.calibrations(store.campaign().id)) == 2  # one per block, on the worker
+
+
+def test_cli_runs_on_the_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "allocmark", "run", "-w", "churn", "-p", "count=3000", "-p",
+         "rounds=1", "-a", "glibc,glibc:arena2", "-n", "1", "--max-runs", "1", "--db", str(db),
+         "--executor", "dask", "--scheduler", cluster.scheduler_address],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "churn" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_a_worker_killed_mid_run_loses_no_run(cluster: LocalCluster, tmp_path: Path) -> None:
+    db = tmp_path / "killed.db"
+    req = dataclasses.replace(_request(db, cluster, blocks=6), params=("count=20000", "rounds=4"))
+    with Client(cluster.scheduler_address) as client:
+        workers = set(client.run(os.getpid).values())
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_a_benchmarking_worker, args=(workers, killed))
+    killer.start()
+    try:
+        cid = api.run_to_end(req)
+    finally:
+        killer.join()
+    assert killed, "no worker was caught running a benchmark"
+    store = Store(db, create=False)
+    runs = store.runs(cid)
+    assert sorted(r.seq for r in runs) == [s.seq for s in store.plan(cid)]  # each once
+    assert {r.status for r in runs} == {RunStatus.OK}
+
+
+def _kill_a_benchmarking_worker(workers: set[int], killed: list[int], wait_s: float = 60) -> None:
+    """SIGKILLs the first worker seen with a benchmark (am_run) running under it."""
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end and not killed:
+        for pid in _am_run_parents() & workers:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+        time.sleep(0.005)
+
+
+def _am_run_parents() -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if name == "am_run":
+            out.add(int(stat[stat.rindex(")") + 2 :].split()[1]))
+    return out
+
+
+def test_a_worker_runs_the_coordinators_runs_with_its_own_paths() -> None:
+    from allocmark.executors import dask
+    from allocmark.model import AllocatorSpec, RunSpec, Status, Verified
+
+    spec = AllocatorSpec(name="je", paths=("/usr/lib/libjemalloc.so.2",))
+    here = Verified(spec, Status.OK, library="/opt/lib/libjemalloc.so.2",
+                    served=(("malloc", "/opt/lib/libjemalloc.so.2"),))  # fmt: skip
+    origin = dask._Origin("/coord/allocmark", (("je", spec, "/usr/lib/libjemalloc.so.2"),))
+    run = RunSpec(seq=3, allocator="je", workload="churn", params=(), rep=0,
+                  argv=("/coord/allocmark/_bin/am_churn", "--count", "5"),
+                  env=(("LD_PRELOAD", "/usr/lib/libjemalloc.so.2"), ("AM_X", "1")),
+                  timeout=5, expect_malloc="/usr/lib/libjemalloc.so.2")  # fmt: skip
+    moved = dask._translated(run, origin, "/worker/allocmark", here)
+    assert moved.argv == ("/worker/allocmark/_bin/am_churn", "--count", "5")
+    assert dict(moved.env) == {"LD_PRELOAD": here.preload, "AM_X": "1"}
+    assert moved.expect_malloc == here.malloc_object
