@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from allocmark import allocators
+from allocmark import allocators, plan
 from allocmark.errors import UserError
+from tests.conftest import cli
 
 
 def test_names_and_user_libraries_mix() -> None:
@@ -55,13 +58,40 @@ def test_user_catalog_entry_replaces_and_adds(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('[allocator.x]\ndescription = "no library"\n', "key 'allocator.x.library': is required"),
-        ('[allocator.x]\nlibrary = "/x.so"\nversion = "git"\n', "'git' is not one of"),
-        ('[allocator.x]\nlibrary = "/x.so"\nenv = { A = 1 }\n', "expected a table of strings"),
+        ('[allocator.x]\nlibrary = "/x.so"\nversion = "git"\n',
+         "key 'allocator.x.version': 'git': expected one of probe:NAME"),
+        ('[allocator.x]\nlibrary = "/x.so"\nenv = { A = 1 }\n',
+         "key 'allocator.x.env.A': input should be a valid string, got 1"),
         ('[allocator."a b"]\nlibrary = "/x.so"\n', "may only use letters"),
     ],
-)
+)  # fmt: skip
 def test_catalog_errors(tmp_path: Path, text: str, message: str) -> None:
     cat = tmp_path / "c.toml"
     cat.write_text(text)
     with pytest.raises(UserError, match=message):
         allocators.load_catalog([cat])
+
+
+@pytest.mark.parametrize("kind", ["suite", "catalog"])
+def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
+    import jsonschema
+
+    from allocmark import schemas
+
+    schema = schemas.json_schema(kind)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    files = sorted(plan.suites_dir().glob("*.toml")) if kind == "suite" \
+        else [allocators.builtin_catalog()]  # fmt: skip
+    assert files
+    for path in files:
+        jsonschema.validate(tomllib.loads(path.read_text()), schema)
+    bad = {"repetitions": 0} if kind == "suite" else {"allocator": {"x": {"version": "git"}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_schema_command_prints_json_and_refuses_unknown_kinds() -> None:
+    done = cli("schema", "suite")
+    assert done.returncode == 0 and json.loads(done.stdout)["title"] == "allocmark suite"
+    bad = cli("schema", "workload")
+    assert bad.returncode == 2 and "choose suite or catalog" in bad.stderr

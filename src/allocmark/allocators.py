@@ -15,9 +15,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from allocmark import builder, native, tomlfile
+from allocmark import builder, native, schemas, tomlfile
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Recipe, Status, Verified
+from allocmark.schemas.catalog import AllocatorEntry, CatalogFile, RecipeEntry, Variant
 
 CORE = ("malloc", "free", "calloc", "realloc")
 C_API = (
@@ -31,17 +32,6 @@ C_API = (
     "malloc_usable_size",
 )
 PROBE_TIMEOUT_S = 20.0
-_ENTRY_KEYS = (
-    "hidden",
-    "description",
-    "system",
-    "library",
-    "package",
-    "version",
-    "baseline",
-    "env",
-    "variant",
-)
 
 
 # ---------------------------------------------------------------------------
@@ -61,116 +51,75 @@ def load_catalog(extra: Sequence[Path] = ()) -> list[AllocatorSpec]:
 
 
 def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
-    doc = tomlfile.load(path)
-    doc.allow(["allocator", "recipe"])
+    file = str(path)
+    doc = schemas.validate(CatalogFile, tomlfile.load(path).data, file)
     specs = []
-    for name, entry in doc.tables("allocator"):
-        _check_name(name, entry)
-        specs.extend(_with_variants(_entry_spec(name, entry, user), entry))
-    for family, entry in doc.tables("recipe"):
-        _check_name(family, entry)
-        for base in _recipe_specs(family, entry, user):
-            specs.extend(_with_variants(base, entry))
+    for name, entry in doc.allocator.items():
+        base = _entry_spec(name, entry, user, file)
+        specs.extend([base, *(_variant(base, v, vt) for v, vt in entry.variant.items())])
+    for family, recipe in doc.recipe.items():
+        for base in _recipe_specs(family, recipe, user, file):
+            specs.extend([base, *(_variant(base, v, vt) for v, vt in recipe.variant.items())])
     return specs
 
 
-def _with_variants(base: AllocatorSpec, entry: tomlfile.TomlTable) -> list[AllocatorSpec]:
-    specs = [base]
-    for vname, vt in entry.tables("variant"):
-        vt.allow(["description", "env"])
-        _check_name(vname, vt)
-        specs.append(_variant(base, vname, vt))
-    return specs
+def _strs(value: str | list[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _check_name(name: str, where: tomlfile.TomlTable) -> None:
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
-        raise where.error("", f"name {name!r} may only use letters, digits and _ . + -")
-
-
-def _entry_spec(name: str, t: tomlfile.TomlTable, user: bool) -> AllocatorSpec:
-    t.allow(_ENTRY_KEYS)
-    system = t.get("system", bool, False)
-    paths = t.str_list("library")
-    if not system and not paths:
-        raise t.error("library", "is required (path of the .so to preload; globs allowed)")
-    version = t.get("version", str, "auto")
-    if not re.fullmatch(r"probe:\w+|dpkg|auto|none", version):
-        raise t.error("version", f"{version!r} is not one of probe:NAME, dpkg, auto, none")
+def _entry_spec(name: str, t: AllocatorEntry, user: bool, file: str) -> AllocatorSpec:
+    paths = _strs(t.library)
+    if not t.system and not paths:
+        why = "is required (path of the .so to preload; globs allowed)"
+        raise schemas.key_error(file, ("allocator", name, "library"), why)
     return AllocatorSpec(
         name=name,
-        description=t.get("description", str, ""),
-        system=system,
+        description=t.description,
+        system=t.system,
         paths=paths,
-        package=t.get("package", str),
-        version_source=version,
-        env=t.str_map("env"),
-        baseline=t.get("baseline", bool, False),
+        package=t.package,
+        version_source=t.version,
+        env=tuple(sorted(t.env.items())),
+        baseline=t.baseline,
         user=user,
-        hidden=t.get("hidden", bool, False),
+        hidden=t.hidden,
     )
 
 
-_RECIPE_KEYS = (
-    "description",
-    "crate",
-    "backend",
-    "crate_features",
-    "build_env",
-    "needs_source",
-    "sys_std",
-    "self_reports",
-    "forwarding",
-    "default",
-    "flavor",
-    "version",
-    "variant",
-)
-
-
-def _recipe_specs(family: str, t: tomlfile.TomlTable, user: bool) -> list[AllocatorSpec]:
+def _recipe_specs(family: str, t: RecipeEntry, user: bool, file: str) -> list[AllocatorSpec]:
     """One entry per version and flavor: FAMILY@VERSION[+FLAVOR]."""
-    t.allow(_RECIPE_KEYS)
-    backend = t.get("backend", str, required=True)
-    if backend not in builder.BACKENDS:
-        raise t.error("backend", f"{backend!r} is not one of {', '.join(builder.BACKENDS)}")
     base = Recipe(
         family=family,
-        backend=backend,
-        crate=t.get("crate", str, required=True),
+        backend=t.backend.value,
+        crate=t.crate,
         crate_version="",
         upstream_version="",
-        crate_features=t.str_list("crate_features"),
-        build_env=t.str_map("build_env"),
-        needs_source=t.get("needs_source", bool, False),
-        sys_std=t.get("sys_std", bool, False),
-        self_reports=t.get("self_reports", bool, False),
-        forwarding=t.get("forwarding", str, ""),
+        crate_features=_strs(t.crate_features),
+        build_env=tuple(sorted(t.build_env.items())),
+        needs_source=t.needs_source,
+        sys_std=t.sys_std,
+        self_reports=t.self_reports,
+        forwarding=t.forwarding,
     )
-    flavors: list[tuple[str, str, tuple[str, ...]]] = [("", t.get("description", str, ""), ())]
-    for fname, ft in t.tables("flavor"):
-        ft.allow(["description", "crate_features"])
-        _check_name(fname, ft)
-        flavors.append((fname, ft.get("description", str, ""), ft.str_list("crate_features")))
-    versions = list(t.tables("version"))
-    if not versions:
-        raise t.error("version", 'is required: VERSION = { crate_version = "=X.Y.Z" }')
-    default = t.get("default", str)
-    if default is not None and default not in dict(versions):
-        raise t.error("default", f"{default!r} is not one of the versions listed")
+    flavors = [("", t.description, ())] + [(f, ft.description, _strs(ft.crate_features))
+                                           for f, ft in t.flavor.items()]  # fmt: skip
+    if not t.version:
+        raise schemas.key_error(file, ("recipe", family, "version"),
+                                'is required: VERSION = { crate_version = "=X.Y.Z" }')  # fmt: skip
+    if t.default is not None and t.default not in t.version:
+        raise schemas.key_error(file, ("recipe", family, "default"),
+                                f"{t.default!r} is not one of the versions listed")  # fmt: skip
     specs = []
-    for version, vt in versions:
-        vt.allow(["crate_version", "crate_features"])
-        _check_name(version, vt)
+    for version, vt in t.version.items():
         for flavor, description, extra in flavors:
             recipe = dataclasses.replace(
                 base,
-                crate_version=vt.get("crate_version", str, required=True),
+                crate_version=vt.crate_version,
                 upstream_version=version,
                 flavor=flavor,
-                crate_features=base.crate_features + vt.str_list("crate_features") + extra,
+                crate_features=base.crate_features + _strs(vt.crate_features) + extra,
             )
-            specs.append(_recipe_spec(recipe, description, user, default == version))
+            specs.append(_recipe_spec(recipe, description, user, t.default == version))
     return specs
 
 
@@ -190,13 +139,13 @@ def _recipe_spec(recipe: Recipe, description: str, user: bool, default: bool) ->
     )
 
 
-def _variant(base: AllocatorSpec, vname: str, t: tomlfile.TomlTable) -> AllocatorSpec:
-    env = dict(base.env) | dict(t.str_map("env"))
+def _variant(base: AllocatorSpec, vname: str, t: Variant) -> AllocatorSpec:
+    env = dict(base.env) | t.env
     return dataclasses.replace(
         base,
         name=f"{base.name}:{vname}",
         aliases=tuple(f"{a}:{vname}" for a in base.aliases),
-        description=t.get("description", str, ""),
+        description=t.description,
         env=tuple(sorted(env.items())),
         baseline=False,
     )

@@ -26,9 +26,10 @@ import allocmark
 from allocmark import native
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Recipe
+from allocmark.schemas.catalog import Backend
 
 LIB_NAME = "libam_preload.so"
-BACKENDS = ("hardened", "jemalloc", "mimalloc", "rpmalloc", "scudo", "snmalloc")
+BACKENDS = tuple(b.value for b in Backend)
 _LOG_TAIL = 25
 
 

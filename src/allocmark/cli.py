@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, api, builder, compare, plan, workloads
+from allocmark import allocators, analyze, api, builder, compare, plan, schemas, workloads
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
@@ -340,6 +341,14 @@ def try_cmd(
     comp = analyze.stored_comparison(store, cid)
     cells = store.cells(cid, analyze.METRIC_NAMES)
     table.try_table(out, analyze.try_lines(cells, comp), comp)
+
+
+@app.command("schema")
+def schema_cmd(
+    kind: Annotated[str, typer.Argument(help="suite or catalog")],
+) -> None:
+    """Print the JSON Schema of a suite or allocator catalog file (for editors)."""
+    sys.stdout.write(json.dumps(schemas.json_schema(kind), indent=2) + "\n")
 
 
 @app.command("report")

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import native, stats, tomlfile, workloads
+from allocmark import native, schemas, stats, tomlfile, workloads
 from allocmark.errors import UserError
 from allocmark.model import AppRun, Params, RunSpec, Verified, Workload
+from allocmark.schemas.suite import SuiteFile, SuiteRun
 
 Grid = tuple[tuple[str, tuple[int | str, ...]], ...]
 DEFAULT_BUDGET_S = 120.0  # seconds a campaign may spend adding blocks
@@ -56,32 +57,32 @@ def load_suite(name_or_path: str) -> Suite:
                 "(or give the path of a suite .toml file)"
             )
     doc = tomlfile.load(path)
-    doc.allow(["description", "allocators", "repetitions", "timeout", "seed", "runs", "budget",
-               "target_ci"])  # fmt: skip
+    f = schemas.validate(SuiteFile, doc.data, str(path))
+    allocators = [f.allocators] if isinstance(f.allocators, str) else f.allocators
     return Suite(
         name=path.stem,
         source=str(path),
-        description=doc.get("description", str, ""),
-        allocators=doc.str_list("allocators") or ("all",),
-        repetitions=_positive(doc, "repetitions", 3),
-        timeout=float(_positive(doc, "timeout", 600)),
-        seed=doc.get("seed", int, 1),
-        entries=tuple(_entry(t) for t in doc.array_of_tables("runs")),
-        budget_s=_in_doc(doc, "budget", parse_duration, DEFAULT_BUDGET_S),
-        target_ci=_in_doc(doc, "target_ci", parse_fraction, stats.DEFAULT_MARGIN),
-    )
+        description=f.description,
+        allocators=tuple(allocators) or ("all",),
+        repetitions=f.repetitions,
+        timeout=f.timeout,
+        seed=f.seed,
+        entries=tuple(_entry(r, str(path), ("runs", i)) for i, r in enumerate(f.runs)),
+        budget_s=_parsed(f.budget, "budget", parse_duration, DEFAULT_BUDGET_S, str(path)),
+        target_ci=_parsed(f.target_ci, "target_ci", parse_fraction, stats.DEFAULT_MARGIN,
+                          str(path)),
+    )  # fmt: skip
 
 
-def _in_doc(
-    doc: tomlfile.TomlTable, key: str, parse: Callable[[str, str], float], default: float
+def _parsed(
+    text: str | None, key: str, parse: Callable[[str, str], float], default: float, file: str
 ) -> float:
-    text = doc.get(key, str, "")
     if not text:
         return default
     try:
         return parse(text, key)
     except UserError as e:
-        raise doc.error(key, str(e)) from None
+        raise schemas.key_error(file, (key,), str(e)) from None
 
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
@@ -111,13 +112,6 @@ def parse_fraction(text: str, option: str) -> float:
     return value
 
 
-def _positive(doc: tomlfile.TomlTable, key: str, default: int) -> int:
-    value: int = doc.get(key, int, default)
-    if value < 1:
-        raise doc.error(key, f"must be at least 1, got {value}")
-    return value
-
-
 _RANGE = re.compile(r"(\d+)\.\.(\d+)(\*cores)?")
 
 
@@ -134,18 +128,15 @@ def _expand_range(value: object) -> object:
     return sorted(v for v in picks if lo <= v <= hi)
 
 
-def _entry(t: tomlfile.TomlTable) -> SuiteEntry:
-    t.allow(["workload", "params"])
+def _entry(run: SuiteRun, file: str, loc: tuple[int | str, ...]) -> SuiteEntry:
     grid = []
-    for key, value in t.table("params").data.items():
-        value = _expand_range(value)
-        values = value if isinstance(value, list) else [value]
-        if not values or not all(isinstance(v, int | str) for v in values):
-            raise t.error(
-                f"params.{key}", f"expected an integer, a string or a list, got {value!r}"
-            )
+    for key, value in run.params.items():
+        expanded = _expand_range(value)
+        values = expanded if isinstance(expanded, list) else [expanded]
+        if not values:
+            raise schemas.key_error(file, (*loc, "params", key), "an empty list runs nothing")
         grid.append((key, tuple(values)))
-    return SuiteEntry(workload=t.get("workload", str, required=True), grid=tuple(grid))
+    return SuiteEntry(workload=run.workload, grid=tuple(grid))
 
 
 def adhoc_suite(names: Sequence[str], repetitions: int, timeout: float, seed: int) -> Suite:

@@ -1,0 +1,47 @@
+"""A suite file: which workloads, with which parameter grids, how precisely."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Value = int | str  # "1..4" and "1..2*cores" are ranges, expanded when the suite is read
+
+
+class SuiteRun(BaseModel):
+    """One [[runs]] entry: a workload and its parameter grid."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    workload: str = Field(description="a workload of `allocmark workloads`")
+    params: dict[str, Value | list[Value]] = Field(
+        default_factory=dict,
+        description='parameter -> value or list of values (every combination runs); "1..4" '
+        'is a range, "1..2*cores" scales with the machine',
+    )
+
+
+class SuiteFile(BaseModel):
+    """An allocmark suite (`allocmark run --suite FILE`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="allocmark suite")
+
+    description: str = ""
+    allocators: list[str] | str = Field(
+        default_factory=lambda: ["all"],
+        description='allocator names, or "all": every usable entry and variant',
+    )
+    repetitions: int = Field(3, ge=1, description="blocks every cell gets at least")
+    timeout: float = Field(600, gt=0, description="seconds per run")
+    seed: int = Field(1, description="shuffle seed of the run order")
+    budget: str | None = Field(
+        None, pattern=r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$|^(none|unlimited)$",
+        description="add blocks while the campaign has spent less than this, e.g. 2m, 90s; "
+        "0 or none: no limit",
+        json_schema_extra={"expected": "a duration such as 2m, 90s, 1m30s, 1h or none"},
+    )  # fmt: skip
+    target_ci: str | None = Field(
+        None, pattern=r"^\d+(\.\d+)?%?$",
+        description="add blocks until every ratio's 95% interval is within ±this, e.g. 3%",
+        json_schema_extra={"expected": "a percentage such as 3% or 0.03"},
+    )  # fmt: skip
+    runs: list[SuiteRun] = Field(default_factory=list)
