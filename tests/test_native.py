@@ -44,7 +44,7 @@ def test_same_seed_same_requests_under_every_allocator(installed: dict[str, Veri
 
 def test_record_fields() -> None:
     r = record("--count", "100", "--rounds", "3", "--size-min", "8", "--size-max", "8")
-    assert r["result_version"] == 1 and r["workload"] == "churn"
+    assert r["am"] == "result" and r["v"] == 2 and r["workload"] == "churn"
     assert r["ops"] == 3 * 2 * (100 + 50)
     assert r["peak_requested_bytes"] == 800
     assert float(r["ops_per_s"]) > 0  # type: ignore[arg-type]

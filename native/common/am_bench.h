@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #define AM_PAGE 4096u
-#define AM_RESULT_VERSION 1
+#define AM_RESULT_VERSION 2
 
 // ---------------------------------------------------------------------------
 // PRNG: xoshiro256** seeded through splitmix64, so that the same seed gives
@@ -146,7 +146,8 @@ static inline void am_result_add(am_result *r, const char *fmt, ...) {
 
 static inline void am_result_begin(am_result *r, const char *workload) {
   r->len = 0;
-  am_result_add(r, "{\"result_version\": %d, \"workload\": \"%s\"", AM_RESULT_VERSION, workload);
+  am_result_add(r, "{\"am\": \"result\", \"v\": %d, \"workload\": \"%s\"", AM_RESULT_VERSION,
+                workload);
 }
 
 static inline void am_result_u64(am_result *r, const char *key, uint64_t v) {

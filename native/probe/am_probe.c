@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AM_PROBE_VERSION 1
+#define AM_PROBE_VERSION 2
 
 // C API first, then the C++ operator new/delete family (mangled names).
 static const char *const am_functions[] = {
@@ -104,7 +104,7 @@ static int am_smoke(void) {
 }
 
 int main(void) {
-  printf("{\"probe_version\": %d, \"functions\": {", AM_PROBE_VERSION);
+  printf("{\"am\": \"probe\", \"v\": %d, \"functions\": {", AM_PROBE_VERSION);
   size_t n = sizeof am_functions / sizeof am_functions[0];
   for (size_t i = 0; i < n; i++) {
     printf("%s\"%s\": ", i ? ", " : "", am_functions[i]);

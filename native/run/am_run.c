@@ -22,9 +22,9 @@
 // The launcher is a subreaper: processes orphaned inside the run are its
 // children, reaped by it, and never counted in the benchmark's usage.
 //
-// On STATUS_FD it writes one line:
-//   am_run 1 status=S wall_ns=N utime_us=N stime_us=N maxrss_kib=N minflt=N
-//   majflt=N nvcsw=N nivcsw=N exec_errno=E
+// On STATUS_FD it writes one JSON line (a "run" record, see records.py):
+//   {"am":"run","v":2,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
+//    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E}
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -134,7 +134,7 @@ static int am_calibrate(void) {
   }
   sink = x;
   (void)sink;
-  printf("am_calib 1 ns=%" PRId64 "\n", am_now_ns() - t0);
+  printf("{\"am\":\"calib\",\"v\":1,\"ns\":%" PRId64 "}\n", am_now_ns() - t0);
   return 0;
 }
 
@@ -173,8 +173,10 @@ int main(int argc, char **argv) {
   if (am_wait_main(pid, &status, &ru) != 0) return 3;
   int64_t wall = am_now_ns() - t0;
   dprintf(status_fd,
-          "am_run 1 status=%d wall_ns=%" PRId64 " utime_us=%" PRId64 " stime_us=%" PRId64
-          " maxrss_kib=%ld minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld exec_errno=%d\n",
+          "{\"am\":\"run\",\"v\":2,\"status\":%d,\"wall_ns\":%" PRId64
+          ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64
+          ",\"maxrss_kib\":%ld,\"minflt\":%ld,\"majflt\":%ld,\"nvcsw\":%ld,\"nivcsw\":%ld"
+          ",\"exec_errno\":%d}\n",
           status, wall, am_us(ru.ru_utime), am_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
           ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno);
   return 0;

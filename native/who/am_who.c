@@ -4,18 +4,17 @@
 // redis, gcc's cc1, ...) cannot. allocmark preloads this library after the
 // allocator under test. Its constructor runs in every process of the run that
 // keeps LD_PRELOAD (the program, its children, programs it execs) and writes
-// one small file into the directory named by AM_WHO_DIR:
+// one small file into the directory named by AM_WHO_DIR, a "who" record (one
+// JSON line, see records.py):
 //
-//   am_who 1
-//   pid=1234
-//   exe=/usr/bin/redis-check-rdb
-//   malloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
-//   free=...
-//   calloc=...
-//   realloc=...
-//   libc=/lib/x86_64-linux-gnu/libc.so.6
-//   defines=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2   (one line per object
-//           other than the program that defines malloc, serving or not)
+//   {"am":"who","v":2,"pid":1234,"exe":"/usr/bin/redis-check-rdb",
+//    "served":{"malloc":"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2","free":...,
+//              "calloc":...,"realloc":...},
+//    "libc":"/lib/x86_64-linux-gnu/libc.so.6",
+//    "defines":["/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"]}
+//
+// "defines" lists every object other than the program that defines malloc,
+// serving or not; an object nothing exports is "".
 //
 // A file per process (created O_EXCL) rather than an inherited descriptor: a
 // program may close an inherited fd and reuse its number for its own files.
@@ -30,17 +29,40 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#define AM_WHO_VERSION 1
+#define AM_WHO_VERSION 2
 
 typedef struct {
-  char text[8192];
+  char text[16384];
   size_t used;
+  int full;  // something did not fit: the record is not written at all
 } am_buf;
 
-static void am_put(am_buf *b, const char *key, const char *value) {
-  int n = snprintf(b->text + b->used, sizeof b->text - b->used, "%s=%s\n", key,
-                   value ? value : "");
-  if (n > 0 && (size_t)n < sizeof b->text - b->used) b->used += (size_t)n;
+static void am_raw(am_buf *b, const char *s) {
+  size_t n = strlen(s);
+  if (b->used + n >= sizeof b->text) {
+    b->full = 1;
+    return;
+  }
+  memcpy(b->text + b->used, s, n);
+  b->used += n;
+}
+
+// A JSON string: paths may hold quotes, backslashes or control characters.
+static void am_str(am_buf *b, const char *s) {
+  am_raw(b, "\"");
+  for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+    char esc[8] = {(char)*c, 0};
+    if (*c == '"' || *c == '\\') snprintf(esc, sizeof esc, "\\%c", *c);
+    else if (*c < 0x20) snprintf(esc, sizeof esc, "\\u%04x", *c);
+    am_raw(b, esc);
+  }
+  am_raw(b, "\"");
+}
+
+static void am_key(am_buf *b, const char *sep, const char *key) {
+  am_raw(b, sep);
+  am_str(b, key);
+  am_raw(b, ":");
 }
 
 // Every loaded shared object whose own symbol table defines malloc: the
@@ -93,8 +115,15 @@ static const char *am_owner(const char *name, const am_objects *o, const void *e
 }
 
 static void am_put_definers(am_buf *b, const am_objects *o) {
-  for (size_t i = 0; i < o->count; i++)
-    if (am_defines(o->name[i], "malloc")) am_put(b, "defines", o->name[i]);
+  am_key(b, ",", "defines");
+  const char *sep = "[";
+  for (size_t i = 0; i < o->count; i++) {
+    if (!am_defines(o->name[i], "malloc")) continue;
+    am_raw(b, sep);
+    am_str(b, o->name[i]);
+    sep = ",";
+  }
+  am_raw(b, *sep == '[' ? "[]" : "]");
 }
 
 static int am_create(const char *dir) {
@@ -115,13 +144,14 @@ __attribute__((constructor)) static void am_who_report(void) {
   static char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
-  char pid[32];
-  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  char head[64];
+  snprintf(head, sizeof head, "{\"am\":\"who\",\"v\":%d,\"pid\":%d", AM_WHO_VERSION,
+           (int)getpid());
   b.used = 0;
-  snprintf(b.text, sizeof b.text, "am_who %d\n", AM_WHO_VERSION);
-  b.used = strlen(b.text);
-  am_put(&b, "pid", pid);
-  am_put(&b, "exe", exe);
+  b.full = 0;
+  am_raw(&b, head);
+  am_key(&b, ",", "exe");
+  am_str(&b, exe);
   static am_objects objects;
   objects.count = 0;
   dl_iterate_phdr(am_list_object, &objects);
@@ -129,10 +159,17 @@ __attribute__((constructor)) static void am_who_report(void) {
   const void *exe_base =
       dladdr((void *)getauxval(AT_PHDR), &program) ? program.dli_fbase : NULL;
   static const char *const functions[] = {"malloc", "free", "calloc", "realloc"};
-  for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)
-    am_put(&b, functions[i], am_owner(functions[i], &objects, exe_base));
-  am_put(&b, "libc", am_owner("gnu_get_libc_version", &objects, exe_base));
+  am_key(&b, ",", "served");
+  for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++) {
+    am_key(&b, i ? "," : "{", functions[i]);
+    am_str(&b, am_owner(functions[i], &objects, exe_base));
+  }
+  am_raw(&b, "}");
+  am_key(&b, ",", "libc");
+  am_str(&b, am_owner("gnu_get_libc_version", &objects, exe_base));
   am_put_definers(&b, &objects);
+  am_raw(&b, "}\n");
+  if (b.full) return;  // no report: the run is judged unverified, never misread
   int fd = am_create(dir);
   if (fd < 0) return;
   for (size_t done = 0; done < b.used;) {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from allocmark import builder, native, schemas, tomlfile
+from allocmark import builder, native, records, schemas, tomlfile
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Recipe, Status, Verified
 from allocmark.schemas.catalog import AllocatorEntry, CatalogFile, RecipeEntry, Variant
@@ -371,7 +370,7 @@ def _judge(
     broken = _probe_problem(proc)
     if broken:
         return Verified(spec, Status.BROKEN, library=library, reason=broken)
-    report: dict[str, Any] = json.loads(proc.stdout)
+    report = records.one(proc.stdout, "probe", "am_probe")
     lib = library or os.path.realpath(report["libc"])
     broken = _core_problem(report, lib, is_preload=library is not None)
     if broken:
@@ -409,9 +408,9 @@ def _probe_problem(proc: subprocess.CompletedProcess[str]) -> str | None:
     if proc.returncode != 0:
         return f"probe exited with {proc.returncode}: {proc.stderr.strip()[-300:]}"
     try:
-        report = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        return f"probe printed no report (the library writes to stdout?): {proc.stdout[:200]!r}"
+        report = records.one(proc.stdout, "probe", "am_probe")
+    except records.RecordError as e:
+        return f"probe printed no report (the library writes to stdout?): {e}"
     if not report.get("smoke"):
         return "malloc/calloc/realloc/free smoke test failed (wrong contents)"
     return None

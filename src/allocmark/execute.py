@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import select
 import signal
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from allocmark import native, profile, who, workloads
+from allocmark import native, profile, records, who, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
@@ -63,10 +62,10 @@ def calibrate() -> float | None:
                               capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
-    words = done.stdout.split()
-    if words[:2] != ["am_calib", "1"] or not words[2].startswith("ns="):
+    try:
+        return int(records.one(done.stdout, "calib", "am_run --calibrate")["ns"]) / 1e9
+    except (records.RecordError, KeyError, TypeError, ValueError):
         return None
-    return int(words[2][3:]) / 1e9
 
 
 # ---------------------------------------------------------------------------
@@ -470,11 +469,10 @@ def _kill_group(pgid: int) -> None:
 
 
 def _parse_status(line: bytes) -> dict[str, int]:
-    """am_run's "am_run 1 key=value ..." line; {} when the launcher was killed first."""
-    words = line.decode(errors="replace").split()
-    if words[:2] != ["am_run", "1"]:
+    """am_run's "run" record; {} when the launcher was killed before writing it."""
+    if not line.strip():
         return {}
-    return {k: int(v) for k, _, v in (w.partition("=") for w in words[2:])}
+    return {k: int(v) for k, v in records.one(line, "run", "am_run").items()}
 
 
 def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
@@ -570,11 +568,9 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
 def _parse_record(record: bytes) -> tuple[dict[str, float], dict[str, str], str | None]:
     """Numbers become metrics, strings labels (malloc_object among them)."""
     try:
-        data = json.loads(record)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return {}, {}, f"no valid metrics record on AM_RESULT_FD: {record[:200]!r}"
-    if not isinstance(data, dict):
-        return {}, {}, "metrics record is not a JSON object"
+        data = records.one(record, "result", "AM_RESULT_FD")
+    except records.RecordError as e:
+        return {}, {}, f"no valid metrics record: {e}"
     metrics = {
         k: float(v)
         for k, v in data.items()

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from allocmark import records
+
 FUNCTIONS = ("malloc", "free", "calloc", "realloc")
 
 
@@ -30,16 +32,18 @@ def read(directory: Path) -> list[Report]:
 
 
 def _parse(path: Path) -> Report | None:
-    lines = path.read_text(errors="replace").splitlines()
-    if not lines or lines[0] != "am_who 1":
+    """The file's "who" record; None for a file cut short (its process died writing)."""
+    text = path.read_bytes()
+    if not text.endswith(b"\n"):
         return None
-    fields = dict(line.partition("=")[::2] for line in lines[1:] if not line.startswith("defines="))
+    r = records.one(text, "who", f"libam_who's report {path.name}")
+    served = r.get("served", {})
     return Report(
-        pid=int(fields.get("pid", "0") or 0),
-        exe=fields.get("exe", ""),
-        served={fn: fields.get(fn, "") for fn in FUNCTIONS},
-        libc=fields.get("libc", ""),
-        defines=tuple(line[len("defines=") :] for line in lines if line.startswith("defines=")),
+        pid=int(r.get("pid", 0)),
+        exe=str(r.get("exe", "")),
+        served={fn: str(served.get(fn, "")) for fn in FUNCTIONS},
+        libc=str(r.get("libc", "")),
+        defines=tuple(str(d) for d in r.get("defines", [])),
     )
 
 

@@ -63,7 +63,7 @@ static void test_result(void) {
   am_result_f64(&r, "seconds", 0.5);
   am_result_str(&r, "s", "a\"b");
   am_result_add(&r, "}");
-  CHECK("json record", strcmp(r.buf, "{\"result_version\": 1, \"workload\": \"t\", \"ops\": 12, "
+  CHECK("json record", strcmp(r.buf, "{\"am\": \"result\", \"v\": 2, \"workload\": \"t\", \"ops\": 12, "
                                      "\"seconds\": 0.5, \"s\": \"a?b\"}") == 0);
 }
 

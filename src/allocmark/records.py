@@ -1,0 +1,69 @@
+"""The one reader of what allocmark's native parts write.
+
+Every native part writes JSON lines: one object per line, with "am" naming the
+kind of record and "v" its version. This module checks both, so that a record
+from another build of allocmark is refused with a clear message instead of
+being half understood:
+
+    run     am_run: the benchmark's wait status, wall time and rusage
+    calib   am_run --calibrate: the fixed CPU loop's time
+    who     libam_who.so: which object serves each allocation function in a process
+    probe   am_probe: what an allocator's library serves, and its version
+    result  a native workload's metrics (AM_RESULT_FD)
+
+(The profiler shim's record, native/shim/am_prof.c, is still its own text format,
+read by profile.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from allocmark.errors import AllocmarkError
+
+VERSIONS = {"run": 2, "calib": 1, "who": 2, "probe": 2, "result": 2}
+
+
+class RecordError(AllocmarkError):
+    """A native part wrote something this allocmark cannot read."""
+
+
+@dataclass(frozen=True)
+class Record:
+    kind: str
+    fields: dict[str, Any]  # everything but "am" and "v"
+
+
+def parse(text: str | bytes, source: str) -> list[Record]:
+    """Every record in `text` (blank lines skipped); RecordError names `source`."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return [_record(line, n, source) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def one(text: str | bytes, kind: str, source: str) -> dict[str, Any]:
+    """The fields of the single record of `kind` that `source` must have written."""
+    found = [r for r in parse(text, source) if r.kind == kind]
+    if len(found) != 1:
+        raise RecordError(f"{source}: expected one '{kind}' record, found {len(found)}")
+    return found[0].fields
+
+
+def _record(line: str, n: int, source: str) -> Record:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        raise RecordError(f"{source}, line {n}: not a JSON record: {line[:120]!r}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("am"), str):
+        raise RecordError(f'{source}, line {n}: a record needs "am" (its kind): {line[:120]!r}')
+    kind, version = data.pop("am"), data.pop("v", None)
+    if VERSIONS.get(kind) != version:
+        known = VERSIONS.get(kind)
+        raise RecordError(
+            f"{source}, line {n}: '{kind}' record version {version}, this allocmark reads "
+            + (f"version {known}" if known else "no such kind")
+            + ": its native parts come from another build; reinstall allocmark"
+        )
+    return Record(kind, data)
