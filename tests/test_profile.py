@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from allocmark import profile
+from allocmark import profile, records
 from allocmark.model import Verified
 from allocmark.report import profile_rows
 from tests.conftest import cli
@@ -350,33 +351,37 @@ def test_an_app_under_the_profiler_is_verified(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 # Parsing and numbers (no processes)
 # ---------------------------------------------------------------------------
-RECORD = """am_prof 3
-pid 10
-ppid 1
-exe /bin/x
-next_malloc /lib/libc.so.6
-sample 1
-fast_bytes 4096
-tsc_per_us 2800
-hw_errno 2
-threads count=1 cycles=1000 alloc_cycles=250
-thread tid=10 cycles=1000 alloc_cycles=250
-api malloc calls=400 bytes=10000 sampled_new=3 sampled_reuse=1
-sizes malloc 0,0,0,0,0,0,0,0,0,0,0,0,0,100
-sizes_sampled malloc 0,0,0,0,0,3,1
-path malloc_new samples=3 cycles=300
-hist malloc_new 0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,3
-sys mmap in_calls=2 in_cycles=20 in_bytes=8192 out_calls=0 out_cycles=0 out_bytes=0
-locks lock_calls=0 contended=0 wait_cycles=0 trylock_calls=0 trylock_failed=0 unlock_calls=0
-memory peak_requested=100 peak_requested_sd=5 peak_tracked_blocks=3 rss_at_peak_kib=1000 \
-final_requested=0 track_interval=16384 sampled_requested=100 sampled_usable=120 untracked=0 \
-bitmap_full=0 threads_unmerged=0
-end
-"""
+RECORD = {
+    "pid": 10, "ppid": 1, "exe": "/bin/x", "next_malloc": "/lib/libc.so.6", "sample": 1,
+    "fast_bytes": 4096, "tsc_per_us": 2800, "hw_errno": 2,
+    "threads": {"count": 1, "cycles": 1000, "alloc_cycles": 250},
+    "threads_list": [{"tid": 10, "cycles": 1000, "alloc_cycles": 250}],
+    "api": {"malloc": {"calls": 400, "bytes": 10000, "sampled_new": 3, "sampled_reuse": 1}},
+    "sizes": {"malloc": [0] * 13 + [100]},
+    "sizes_sampled": {"malloc": [0, 0, 0, 0, 0, 3, 1]},
+    "path": {"malloc_new": {"samples": 3, "cycles": 300}},
+    "hist": {"malloc_new": [0] * 26 + [3]},
+    "sys": {"mmap": {"in_calls": 2, "in_cycles": 20, "in_bytes": 8192, "out_calls": 0,
+                     "out_cycles": 0, "out_bytes": 0}},
+    "locks": {"lock_calls": 0, "contended": 0, "wait_cycles": 0, "trylock_calls": 0,
+              "trylock_failed": 0, "unlock_calls": 0},
+    "memory": {"peak_requested": 100, "peak_requested_sd": 5, "peak_tracked_blocks": 3,
+               "rss_at_peak_kib": 1000, "final_requested": 0, "track_interval": 16384,
+               "sampled_requested": 100, "sampled_usable": 120, "untracked": 0,
+               "bitmap_full": 0, "threads_unmerged": 0},
+}  # fmt: skip
 
 
-def test_a_record_parses_and_sums() -> None:
-    (rec,) = profile.parse(RECORD.replace(" \\\n", " "))
+def _records_file(tmp_path: Path, *recs: dict[str, Any], tail: str = "") -> Path:
+    path = tmp_path / "prof.jsonl"
+    lines = [json.dumps({"am": "prof", "v": records.VERSIONS["prof"]} | r) for r in recs]
+    path.write_text("".join(line + "\n" for line in lines) + tail)
+    return path
+
+
+def test_a_record_parses_and_sums(tmp_path: Path) -> None:
+    (rec,) = profile.read(_records_file(tmp_path, RECORD))
+    assert rec == RECORD
     malloc = rec["api"]["malloc"]
     assert malloc == {"calls": 400, "bytes": 10000, "sampled_new": 3, "sampled_reuse": 1}
     both = profile.merge([rec, rec])
@@ -407,21 +412,20 @@ def test_a_record_parses_and_sums() -> None:
     assert cells["  its sizes (top 2)"] == "16-31 B 56%, 4-8 KiB 25%"
 
 
-def test_a_version_2_record_still_reads() -> None:
-    text = RECORD.replace("am_prof 3", "am_prof 2").replace("fast_bytes 4096\n", "")
-    (rec,) = profile.parse("\n".join(x for x in text.split("\n") if "sizes_sampled" not in x))
-    s = profile.summarize("glibc", profile.merge([rec]), None)
+def test_a_profile_stored_from_a_version_2_record_still_summarises() -> None:
+    old = {k: v for k, v in RECORD.items() if k not in ("fast_bytes", "sizes_sampled")}
+    s = profile.summarize("glibc", profile.merge([old]), None)
     assert s.malloc_sizes[13] == 100 and s.calls["malloc"] == 400
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
-    [("nonsense\n", "expected 'am_prof 3'"), ("am_prof 3\npid 3\n", "no 'end' line"),
-     ("am_prof 1\nweird 1\nend\n", "unknown line")],
+    ("tail", "message"),
+    [("nonsense\n", "not a JSON record"), ('{"am": "prof", "v": 4, "pid"', "not a JSON record"),
+     ('{"am": "prof", "v": 3}\n', "'prof' record version 3")],
 )  # fmt: skip
-def test_a_broken_record_is_an_error_not_a_number(text: str, message: str) -> None:
-    with pytest.raises(profile.ProfileError, match=message):
-        profile.parse(text)
+def test_a_broken_record_is_an_error_not_a_number(tmp_path: Path, tail: str, message: str) -> None:
+    with pytest.raises(records.RecordError, match=message):
+        profile.read(_records_file(tmp_path, RECORD, tail=tail))
 
 
 def test_histogram_buckets_and_quantiles() -> None:

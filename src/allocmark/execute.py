@@ -174,10 +174,10 @@ def _run(spec: RunSpec) -> RunResult:
 def _read_profile(path: Path) -> dict[str, Any] | str:
     """The run's profile, or why there is none."""
     try:
-        records = profile.read(path)
-    except (profile.ProfileError, ValueError) as e:
+        found = profile.read(path)
+    except records.RecordError as e:
         return f"unreadable profile record: {e}"
-    return profile.combine(records) if records else "the profiler wrote no record"
+    return profile.combine(found) if found else "the profiler wrote no record"
 
 
 class _Room:

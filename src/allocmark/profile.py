@@ -1,11 +1,10 @@
-"""The profiler's records (libamprof.so, native/shim/am_prof.c): parsing, summing
+"""The profiler's records (libamprof.so, native/shim/am_prof.c): reading, summing
 the processes of a run, and the side-by-side comparison with findings.
 
-A record is text: "am_prof 3" (2: before malloc's small sizes were sampled;
-1: before sampled new/reuse and tracked blocks), then lines "KEY VALUE", "KIND NAME k=v ...",
-and comma-separated histograms, up to "end". One record per process (fork
-children and exec'd programs write their own); a run's profile is their sum,
-with the peaks taken as the largest of any one process.
+A record is one JSON line per process ("prof", records.py); fork children and
+exec'd programs write their own. A run's profile is their sum, with the peaks
+taken as the largest of any one process. Profiles stored from older records
+(versions 1-3: no sampled sizes, no sampled new/reuse) still summarise.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from allocmark import native
+from allocmark import native, records
 
 PATHS = ("malloc_new", "malloc_reuse", "free", "calloc", "realloc", "aligned", "usable_size")
 SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "sbrk")
@@ -32,70 +31,24 @@ HISTOGRAMS = ("sizes", "sizes_sampled", "hist")
 PEAK_KEYS = ("peak", "rss", "track_interval")  # not summed over records
 
 
-class ProfileError(ValueError):
-    """A record file that is not what the shim writes."""
-
-
 def shim_library() -> str:
     return str(native.library("libamprof.so"))
 
 
 # ---------------------------------------------------------------------------
-# Parsing
+# Reading
 # ---------------------------------------------------------------------------
-def parse(text: str) -> list[dict[str, Any]]:
-    """Every process record in the file, as plain dicts (stored as JSON)."""
-    records, current = [], None
-    for n, line in enumerate(text.splitlines(), 1):
-        if line in ("am_prof 1", "am_prof 2", "am_prof 3"):
-            current = _empty()
-        elif current is None:
-            raise ProfileError(f"line {n}: expected 'am_prof 3', got {line[:40]!r}")
-        elif line == "end":
-            records.append(current)
-            current = None
-        else:
-            _line(current, line, n)
-    if current is not None:
-        raise ProfileError("the last record has no 'end' line (the process died while writing?)")
-    return records
+def read(path: Path) -> list[dict[str, Any]]:
+    """Every process's "prof" record in the file (none if the file is absent)."""
+    if not path.exists():
+        return []
+    found = records.parse(path.read_bytes(), "the profiler's record file")
+    return [r.fields for r in found if r.kind == "prof"]
 
 
 def _empty() -> dict[str, Any]:
     return {"api": {}, "sizes": {}, "sizes_sampled": {}, "path": {}, "hist": {}, "sys": {},
             "threads_list": []}  # fmt: skip
-
-
-def _line(rec: dict[str, Any], line: str, n: int) -> None:
-    kind, _, rest = line.partition(" ")
-    if kind in HISTOGRAMS:
-        name, _, values = rest.partition(" ")
-        rec[kind][name] = [int(v) for v in values.split(",") if v]
-    elif kind in ("api", "path", "sys"):
-        name, _, pairs = rest.partition(" ")
-        rec[kind][name] = _pairs(pairs)
-    elif kind in ("threads", "locks", "memory"):
-        rec[kind] = _pairs(rest)
-    elif kind == "thread":
-        rec["threads_list"].append(_pairs(rest))
-    elif kind in ("exe", "next_malloc"):
-        rec[kind] = rest
-    elif kind in ("pid", "ppid", "sample", "tsc_per_us", "hw_errno", "fast_bytes"):
-        rec[kind] = int(rest)
-    else:
-        raise ProfileError(f"line {n}: unknown line {line[:40]!r}")
-
-
-def _pairs(text: str) -> dict[str, int]:
-    out = {}
-    for word in text.split():
-        key, _, value = word.partition("=")
-        out[key] = int(value)
-    return out
-
-
-def read(path: Path) -> list[dict[str, Any]]:
-    return parse(path.read_text(errors="replace")) if path.exists() else []
 
 
 # ---------------------------------------------------------------------------

@@ -10,9 +10,7 @@ being half understood:
     who     libam_who.so: which object serves each allocation function in a process
     probe   am_probe: what an allocator's library serves, and its version
     result  a native workload's metrics (AM_RESULT_FD)
-
-(The profiler shim's record, native/shim/am_prof.c, is still its own text format,
-read by profile.py.)
+    prof    libamprof.so: one process's profile (profile.py sums and interprets them)
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from typing import Any
 
 from allocmark.errors import AllocmarkError
 
-VERSIONS = {"run": 2, "calib": 1, "who": 2, "probe": 2, "result": 2}
+VERSIONS = {"run": 2, "calib": 1, "who": 2, "probe": 2, "result": 2, "prof": 4}
 
 
 class RecordError(AllocmarkError):
