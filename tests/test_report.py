@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -11,11 +12,12 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from allocmark import analyze, compare, exchange, stats, workloads
 from allocmark.errors import UserError
-from allocmark.model import RunStatus
-from allocmark.report import export, fmt
+from allocmark.model import CellRuns, RunStatus
+from allocmark.report import export, fmt, table
 from tests.fakes import stored
 
 P1 = (("threads", 1),)
@@ -390,3 +392,49 @@ def test_size_format() -> None:
 )
 def test_rate_format(value: float, text: str) -> None:
     assert fmt.rate(value) == text
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_numpy_and_plain_summaries_agree(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.choice([stats.VECTOR_MIN, 31, 100])
+    values = [rng.lognormvariate(0, 0.3) for _ in range(n)]
+    if seed % 4 == 0:
+        values[rng.randrange(n)] *= 50  # an outlier
+    if seed % 5 == 0:
+        values = [round(v, 1) for v in values]  # ties, an even count
+    fast, plain = stats._summarize_array(values), stats._summarize_list(values)
+    for field in dataclasses.fields(stats.Summary):
+        a, b = getattr(fast, field.name), getattr(plain, field.name)
+        assert a == pytest.approx(b, rel=1e-12, abs=1e-15), field.name
+    other = [v * rng.uniform(0.9, 1.2) for v in values]
+    fast_ratio = stats.paired_ratio(values, other)
+    plain_mean, plain_sd = stats._mean_sd(
+        [math.log(x / y) for x, y in zip(values, other, strict=True)]
+    )
+    assert fast_ratio is not None and math.log(fast_ratio.value) == pytest.approx(plain_mean)
+    assert fast_ratio.se == pytest.approx(plain_sd / math.sqrt(n))
+
+
+def _two_allocator_cells(name: str) -> list[CellRuns]:
+    times = tuple(1.0 + 0.01 * i for i in range(30))
+    base = [CellRuns(name, "churn", (("threads", t),), "measure", False, (RunStatus.OK,) * 30,
+                     {"wall_s": times, "rep": tuple(float(i) for i in range(30))})
+            for t in (1, 2)]  # fmt: skip
+    slower = [dataclasses.replace(c, allocator="b",
+                                  columns=c.columns | {"wall_s": tuple(1.5 * v for v in times)})
+              for c in base]  # fmt: skip
+    return base + slower
+
+
+def test_a_table_that_fits_has_whole_cells_and_folded_headers() -> None:
+    name = "a-long-allocator-name"
+    comp = analyze.compare(_two_allocator_cells(name), [name, "b"], name)
+    console = Console(file=io.StringIO(), width=100, record=True)
+    table.comparison(console, comp)
+    text = console.export_text()
+    assert name + "*" not in text  # the header is folded to the cells' width...
+    assert "a-long-allo" in text and "cator-name*" in text  # ...in pieces
+    assert "×1.50 ±0.0%" in text and "slower" in text
+    row = next(line for line in text.splitlines() if "churn threads=1" in line)
+    assert re.search(r"│ +1\.15 s│ +1\.72 s│", row), row  # medians, right-justified

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from allocmark import profile, stats, workloads
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
@@ -102,17 +103,15 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     settings = store.settings(cid)
     margin = settings.get("target_ci") or stats.DEFAULT_MARGIN
     fixed = dict(settings.get("fixed_time", {}))
-    cells = store.cells(cid, (*METRIC_NAMES, "noise_reruns"),
-                        columns=("wall_s", "maxrss_kib", "rep"))  # fmt: skip
+    cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
     comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed)
     return dataclasses.replace(comp, noise=_noise(store, cid, cells))
 
 
 def _noise(store: Store, cid: int, cells: Sequence[CellRuns]) -> Noise:
-    measured = [c for c in cells if c.role == "measure"]
-    reruns = sum(int(v or 0) for c in measured for v in c.columns.get("noise_reruns", ()))
+    measured = sum(len(c.statuses) for c in cells if c.role == "measure")
     calib = store.calibrations(cid)
-    return Noise(reruns, sum(len(c.statuses) for c in measured),
+    return Noise(int(store.metric_sum(cid, "noise_reruns")), measured,
                  stats.summarize(calib) if calib else None)  # fmt: skip
 
 
@@ -213,17 +212,22 @@ def cell_of(runs: CellRuns | None, column: str) -> Cell:
     """A cell's numbers: only when every run is OK and has the metric."""
     if runs is None:
         return Cell(runs=0, failures=(), summary=None)
-    bad = Counter(s.value for s in runs.statuses if s is not RunStatus.OK)
+    # tuple.count and `in` run in C: a report reads thousands of cells of 100 runs.
+    all_ok = runs.statuses.count(RunStatus.OK) == len(runs.statuses)
+    bad = Counter() if all_ok else Counter(s.value for s in runs.statuses if s is not RunStatus.OK)
     values = runs.columns.get(column, ())
-    numbers = tuple(v for v in values if v is not None)
+    numbers = (cast(tuple[float, ...], values) if None not in values
+               else tuple(v for v in values if v is not None))  # fmt: skip
     complete = bool(runs.statuses) and not bad and len(numbers) == len(runs.statuses)
     reps = runs.columns.get("rep", ())
+    blocks = (tuple(map(int, cast(tuple[float, ...], reps))) if None not in reps
+              else tuple(int(r or 0) for r in reps))  # fmt: skip
     return Cell(
         runs=len(runs.statuses),
         failures=tuple(bad.most_common()),
         summary=stats.summarize(numbers) if complete else None,
         values=numbers if complete else (),
-        blocks=tuple(int(r or 0) for r in reps) if complete and len(reps) == len(numbers) else (),
+        blocks=blocks if complete and len(reps) == len(numbers) else (),
     )
 
 
@@ -250,6 +254,8 @@ def paired_ratio(a: Cell, b: Cell) -> stats.Ratio | None:
     than two such blocks, or when a block holds two runs of one cell)."""
     if not a.blocks or not b.blocks:
         return None
+    if a.blocks == b.blocks and len(set(a.blocks)) == len(a.blocks):  # the usual case
+        return stats.paired_ratio(a.values, b.values) if len(a.blocks) >= 2 else None
     by_a, by_b = (
         dict(zip(a.blocks, a.values, strict=True)),
         dict(zip(b.blocks, b.values, strict=True)),

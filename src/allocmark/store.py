@@ -513,6 +513,16 @@ class Store:
             for r in rows
         ]
 
+    def metric_sum(self, cid: int, name: str, role: str = "measure") -> float:
+        """The sum of one metric over the campaign's runs of `role` (a rare metric such as
+        noise_reruns: one query, not a column of every cell)."""
+        row = self.db.execute(
+            "SELECT total(m.value) FROM runs r JOIN metrics m ON m.run_id = r.id AND m.name = ? "
+            "WHERE r.campaign_id = ? AND r.role = ?",
+            (name, cid, role),
+        ).fetchone()
+        return float(row[0])
+
     def _hosts(self, ids: set[int | None]) -> dict[int | None, Params]:
         """A campaign that ran on several machines (a cluster) has its cells split by
         machine: a `host` parameter, named by hostname (with the machine's id where

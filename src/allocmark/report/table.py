@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -28,23 +29,54 @@ def comparison(console: Console, comp: Comparison) -> None:
             console.print(f"#{i}  {label}", highlight=False)
         labels = [f"#{i} {row.workload}" for i, row in enumerate(comp.rows, 1)]
     for metric in comp.metrics:
-        title = fmt.TITLES[metric]
-        # One space between columns: ten allocators fit 160 columns without folding.
-        table = Table(title=title, title_justify="left", padding=(0, 0, 0, 1))
-        table.add_column("workload", no_wrap=True)
-        for a in comp.allocators:
-            table.add_column(fmt.header(comp, a), justify="right", overflow="fold")
-        for label, row in zip(labels, comp.rows, strict=True):
-            cells = row.cells[metric]
-            table.add_row(
-                label, *(_styled(metric, cells[a], a == comp.baseline) for a in comp.allocators)
-            )
+        body = [[_styled(metric, row.cells[metric][a], a == comp.baseline)
+                 for a in comp.allocators] for row in comp.rows]  # fmt: skip
+        # The geomean's interval goes on a line of its own, as narrow as the cells.
+        geo = [fmt.geomean(comp.geomean[metric][a]).replace(" [", "\n[") for a in comp.allocators]
+        table = _metric_table(console, comp, fmt.TITLES[metric], labels, body, geo)
+        pad = "" if table.padding[3] else " "  # unpadded: the labels keep their space
+        for label, cells in zip(labels, body, strict=True):
+            table.add_row(pad + label, *cells)
         table.add_section()
-        table.add_row("geomean", *(fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators))
+        table.add_row(pad + "geomean", *geo)
         console.print(table)
     console.print(fmt.legend(comp), style="dim")
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
+
+
+def _metric_table(
+    console: Console,
+    comp: Comparison,
+    title: str,
+    labels: Sequence[str],
+    body: Sequence[Sequence[Text]],
+    geo: Sequence[str],
+) -> Table:
+    """The table's columns. When every cell fits its column as it is (headers folded
+    to the widest cell by hand), cells are not wrapped: rich's wrapping is most of
+    the time of a report with thousands of cells. Otherwise rich folds to fit."""
+    widest = max((_width(t) for cells in body for t in cells), default=1)
+    widest = max([widest, *(cell_len(line) for g in geo for line in g.split("\n"))])
+    label_w = 1 + max((len(label) for label in [*labels, "workload", "geomean"]), default=8)
+    n = len(comp.allocators)
+    fits = label_w + n * widest + n + 2 <= console.width  # columns and their borders
+    # One space between columns: ten allocators fit 160 columns without folding.
+    table = Table(title=title, title_justify="left", padding=(0, 0) if fits else (0, 0, 0, 1))
+    table.add_column(("" if not fits else " ") + "workload", no_wrap=True)
+    for a in comp.allocators:
+        name = fmt.header(comp, a)
+        if fits:
+            folded = "\n".join(name[i : i + widest] for i in range(0, len(name), widest))
+            table.add_column(folded, justify="right", no_wrap=True, overflow="crop",
+                             min_width=widest)  # fmt: skip
+        else:
+            table.add_column(name, justify="right", overflow="fold")
+    return table
+
+
+def _width(text: Text) -> int:
+    return max(cell_len(line) for line in text.plain.split("\n"))
 
 
 _VERDICT_STYLE = {"faster": "bold green", "smaller": "bold green", "slower": "bold red",
