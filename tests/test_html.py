@@ -12,7 +12,7 @@ import pytest
 
 from allocmark import analyze
 from allocmark.model import Verified
-from allocmark.report import html, plots
+from allocmark.report import data, html, plots
 from tests.conftest import cli
 from tests.fakes import stored
 
@@ -26,15 +26,17 @@ def test_hostile_names_are_escaped_everywhere() -> None:
     comp = analyze.compare(runs, ["glibc", HOSTILE], "glibc")
     figures = plots.all_plots(comp)
     try:
-        page = html.render(
-            comp,
+        report = data.ReportData(
+            "summary",
             {"id": 1, "name": HOSTILE, "status": "finished", "created": 0, "done": 4,
              "planned": 4, "machine": {"hostname": HOSTILE}},
-            [{"name": HOSTILE, "status": "ok", "env_json": json.dumps({"X": HOSTILE}),
-              "lacks_json": "[]"}],
-            runs,
-            figures,
+            comp,
+            ({"name": HOSTILE, "status": "ok", "env_json": json.dumps({"X": HOSTILE}),
+              "lacks_json": "[]"},),
+            tuple(runs),
+            (),
         )  # fmt: skip
+        page = html.render(report, figures)
     finally:
         plots.close(figures)
     assert "<img src=x" not in page  # neither in the tables nor in the SVG text

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -326,6 +328,7 @@ def test_profile_command_under_every_usable_allocator(tmp_path: Path) -> None:
     assert "unverified" not in r.stderr and "crashed" not in r.stderr, r.stderr
     again = cli("report", "--db", str(db), "--profile")
     assert again.returncode == 0 and "Profile: xthread" in again.stdout
+    _profile_exports(db, tmp_path)
     plain = tmp_path / "plain.db"
     assert cli("run", "-a", "glibc", "-w", "churn", "-p", "count=100", "-n", "1", "--max-runs", "1",
                "--db", str(plain)).returncode == 0  # fmt: skip
@@ -338,6 +341,23 @@ def test_profile_command_under_every_usable_allocator(tmp_path: Path) -> None:
     assert both.returncode == 0, both.stderr
     assert "Peak RSS" in both.stdout and "Profile: churn" in both.stdout
     assert "TSC ticks of 1 call in 4" in both.stdout
+
+
+def _profile_exports(db: Path, tmp_path: Path) -> None:
+    """report --profile honours --format and -o: every format holds the same view."""
+    files = {f: tmp_path / f"profile.{f}" for f in ("table", "md", "csv", "json", "html")}
+    for f, path in files.items():
+        done = cli("report", "--db", str(db), "--profile", "--format", f, "-o", str(path))
+        assert done.returncode == 0, done.stderr
+        assert "malloc reuse" in path.read_text() or f in ("csv", "json"), f
+    assert "### Profile: xthread" in files["md"].read_text()
+    assert "Findings" in files["table"].read_text() and "\x1b[" not in files["table"].read_text()
+    rows = list(csv.DictReader(io.StringIO(files["csv"].read_text())))
+    assert {r["line"] for r in rows} >= {"malloc (new / reuse)", "malloc reuse"}
+    doc = json.loads(files["json"].read_text())
+    assert doc["format"] == "allocmark-profile" and doc["profiles"][0]["findings"]
+    assert doc["profiles"][0]["summaries"][0]["paths"]["malloc_reuse"]["samples"] > 0
+    assert "<h2>Profile: xthread" in files["html"].read_text()
 
 
 def test_an_app_under_the_profiler_is_verified(tmp_path: Path) -> None:

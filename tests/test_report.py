@@ -16,8 +16,8 @@ from rich.console import Console
 
 from allocmark import analyze, compare, exchange, stats, workloads
 from allocmark.errors import UserError
-from allocmark.model import CellRuns, RunStatus
-from allocmark.report import export, fmt, table
+from allocmark.model import CellRuns, RunStatus, StoredRun
+from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table
 from tests.fakes import stored
 
 P1 = (("threads", 1),)
@@ -321,8 +321,17 @@ def test_missing_cell() -> None:
     assert comp.geomean["time_s"]["je"] is None
 
 
+def _report(
+    comp: analyze.Comparison | None,
+    view: str = "summary",
+    runs: tuple[StoredRun, ...] = (),
+    campaign: dict[str, object] | None = None,
+) -> data.ReportData:
+    return data.ReportData(view, dict(campaign or {}), comp, (), runs, ())
+
+
 def test_markdown_table() -> None:
-    md = export.markdown(comparison())
+    md = markdown.comparison(comparison())
     assert "| workload | glibc* | je† |" in md
     # ±: t(0.975, 2) = 4.3027 x sd 0.1 / sqrt(3) / mean 1.1 = 22.6 %; je's ratio is Welch's
     # (the fake runs share one block): exp(t(df) * SE) - 1 on the log scale.
@@ -332,7 +341,7 @@ def test_markdown_table() -> None:
 
 
 def test_summary_csv_has_one_row_per_cell_and_metric() -> None:
-    rows = list(csv.DictReader(io.StringIO(export.render("csv", comparison(), {}))))
+    rows = list(csv.DictReader(io.StringIO(csvfile.render(_report(comparison())))))
     assert len(rows) == 2 * 2 * 2
     crashed = [r for r in rows if r["allocator"] == "je" and r["params"] == '{"threads": 2}']
     assert {r["state"] for r in crashed} == {"crashed 1/3"}
@@ -343,11 +352,11 @@ def test_summary_csv_has_one_row_per_cell_and_metric() -> None:
 
 
 def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
-    doc = json.loads(export.render("json", comparison(), {"id": 1}))
+    doc = json.loads(jsonfile.render(_report(comparison(), campaign={"id": 1})))
     assert (doc["format"], doc["version"]) == (exchange.SUMMARY_FORMAT, exchange.FORMAT_VERSION)
     runs_path = tmp_path / "runs.json"
     runs = [stored("je", 0.5), stored("je", 0.6, status=RunStatus.CRASHED)]
-    runs_path.write_text(export.render_runs("json", runs, {"id": 1}))
+    runs_path.write_text(jsonfile.render(_report(None, "runs", tuple(runs), {"id": 1})))
     loaded = exchange.runs_from_rows(exchange.load(runs_path, exchange.RUNS_FORMAT)["rows"])
     assert [(r.allocator, r.wall_s, r.status, r.params) for r in loaded] == [
         (r.allocator, r.wall_s, r.status, r.params) for r in runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -26,7 +27,7 @@ from allocmark import allocators, analyze, api, builder, compare, plan, schemas,
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
-from allocmark.report import render, table
+from allocmark.report import data, render, table
 from allocmark.store import Store
 
 app = typer.Typer(
@@ -377,23 +378,36 @@ def report_cmd(
     """Show or export the report of a stored campaign."""
     if fmt not in ("table", *render.TEXT_FORMATS):
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(render.TEXT_FORMATS)}")
+    if runs and profiles:
+        raise UserError("--runs and --profile are two views: choose one")
     if runs and fmt not in ("csv", "json"):
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
+    view = "profile" if profiles else "runs" if runs else "summary"
     store = Store(db, create=False)
     cid = store.campaign(campaign_id).id
-    if profiles:
-        if not store.settings(cid).get("profile"):
-            raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
-                            "`allocmark run --profile`")  # fmt: skip
-        table.profiles(out, analyze.stored_profiles(store, cid))
-        return
-    if fmt == "table" and not runs:
-        table.comparison(out, analyze.stored_comparison(store, cid, speedup))
+    if fmt == "table":
+        _emit_table(data.load(store, cid, view, speedup), output)
     else:
-        _emit(render.text(store, cid, fmt, speedup, runs), output)
+        _emit(render.text(store, cid, fmt, view, speedup), output)
     if plots_dir:
         files = render.plot_files(store, cid, plots_dir, speedup)
         err.print(f"wrote {len(files)} plot files to {plots_dir}")
+
+
+def _emit_table(report: data.ReportData, output: Path | None) -> None:
+    """The terminal's tables, on stdout or (-o) in a file as plain text."""
+    with contextlib.ExitStack() as stack:
+        console = out
+        if output:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            f = stack.enter_context(output.open("w"))
+            console = Console(file=f, width=160, no_color=True, highlight=False)
+        if report.view == "profile":
+            table.profiles(console, report.profiles)
+        else:
+            table.comparison(console, data.comparison(report))
+    if output:
+        err.print(f"wrote {output}")
 
 
 def _emit(text: str, output: Path | None) -> None:

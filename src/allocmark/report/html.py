@@ -17,36 +17,38 @@ from markupsafe import Markup
 
 from allocmark import exchange
 from allocmark.analyze import Comparison
-from allocmark.model import StoredRun
-from allocmark.report import fmt
+from allocmark.profile import View
+from allocmark.report import data, fmt, profile_rows
 from allocmark.report.plots import Plot
 
 MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
 
 
-def render(
-    comp: Comparison,
-    campaign: dict[str, Any],
-    allocators: Sequence[dict[str, Any]],
-    runs: Sequence[StoredRun],
-    plots: Sequence[Plot],
-) -> str:
+def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
+    """The page of a summary (tables, plots, runs) or of a profile (its tables and
+    findings), with the campaign's provenance either way."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("allocmark", "report/templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+    campaign = report.campaign
+    if report.view == "profile":
+        tables, legend = [_profile_table(v) for v in report.profiles], ""
+    else:
+        comp = data.comparison(report)
+        tables, legend = [_table(comp, m) for m in comp.metrics], fmt.legend(comp)
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),
         campaign=campaign,
         machine=campaign.get("machine", {}),
-        allocators=[_allocator(a) for a in allocators],
-        tables=[_table(comp, m) for m in comp.metrics],
-        legend=fmt.legend(comp),
+        allocators=[_allocator(a) for a in report.allocators],
+        tables=tables,
+        legend=legend,
         plots=[{"title": p.title, "svg": _svg(p)} for p in plots],
-        runs=exchange.run_rows(runs[:MAX_RAW_RUNS]),
-        runs_total=len(runs),
+        runs=exchange.run_rows(report.runs[:MAX_RAW_RUNS]),
+        runs_total=len(report.runs),
         max_runs=MAX_RAW_RUNS,
     )
 
@@ -82,7 +84,24 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
         rows.append({"label": row.label, "cells": cells})
     geo = [fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators]
     heads = [fmt.header(comp, a) for a in comp.allocators]
-    return {"title": fmt.TITLES[metric], "heads": heads, "rows": rows, "geomean": geo}
+    return {"title": fmt.TITLES[metric], "first": "workload", "heads": heads, "rows": rows,
+            "geomean": geo, "findings": []}  # fmt: skip
+
+
+def _profile_table(v: View) -> dict[str, Any]:
+    params = " ".join(f"{k}={val}" for k, val in v.params)
+    rows = []
+    for section, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs):
+        texts = [{"text": c, "sort": None, "failed": False} for c in cells]
+        rows.append({"label": f"{section}: {label.strip()}", "cells": texts})
+    return {
+        "title": f"Profile: {v.workload} {params}".rstrip(),
+        "first": "",
+        "heads": list(v.allocators),
+        "rows": rows,
+        "geomean": [],
+        "findings": [*v.findings, *v.notes],
+    }
 
 
 def _svg(plot: Plot) -> Markup:

@@ -1,35 +1,42 @@
-"""A stored campaign's report in any format: the one entry point the CLI calls."""
+"""A stored campaign's report in any file format: load it once, hand it to the
+format's module (markdown, csvfile, jsonfile, html; the terminal's is table.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from allocmark import analyze
 from allocmark.errors import UserError
-from allocmark.report import export
+from allocmark.report import csvfile, data, jsonfile, markdown
 from allocmark.store import Store
 
 # html and plots are imported where they are used: matplotlib and Jinja cost
 # half a second of start-up that the other formats should not pay.
 
-TEXT_FORMATS = (*export.FORMATS, "html")
+TEXT_FORMATS = ("md", "csv", "json", "html")
 
 
-def text(store: Store, cid: int, fmt: str, speedup: bool = False, runs: bool = False) -> str:
-    """The report (or, with `runs`, every run) as md, csv, json or html text."""
+def text(store: Store, cid: int, fmt: str, view: str = "summary", speedup: bool = False) -> str:
+    """The report's `view` (summary, runs or profile) as md, csv, json or html."""
     if fmt not in TEXT_FORMATS:
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(TEXT_FORMATS)}")
-    info = store.campaign_info(cid)
-    if runs:
-        return export.render_runs(fmt, store.runs(cid), info)
-    comp = analyze.stored_comparison(store, cid, speedup)
-    if fmt != "html":
-        return export.render(fmt, comp, info)
+    report = data.load(store, cid, view, speedup, with_runs=fmt == "html")
+    if fmt == "html":
+        return _html(report)
+    exporters: dict[str, Callable[[data.ReportData], str]] = {
+        "md": markdown.render, "csv": csvfile.render, "json": jsonfile.render}  # fmt: skip
+    return exporters[fmt](report)
+
+
+def _html(report: data.ReportData) -> str:
     from allocmark.report import html, plots
 
-    figures = plots.all_plots(comp)
+    if report.view == "runs":
+        raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
+    figures = plots.all_plots(report.comparison) if report.comparison else []
     try:
-        return html.render(comp, info, store.allocator_rows(cid), store.runs(cid), figures)
+        return html.render(report, figures)
     finally:
         plots.close(figures)
 

@@ -1,0 +1,49 @@
+"""Everything a report shows, loaded from the store once; every format reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from allocmark import analyze, profile
+from allocmark.errors import UserError
+from allocmark.model import StoredRun
+from allocmark.store import Store
+
+VIEWS = ("summary", "runs", "profile")
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """One campaign's report: `view` says which part a format renders."""
+
+    view: str  # "summary" (the comparison), "runs" (every run) or "profile"
+    campaign: dict[str, Any]  # id, name, machine, settings, ...
+    comparison: analyze.Comparison | None  # the summary view (and html)
+    allocators: tuple[dict[str, Any], ...]  # provenance rows
+    runs: tuple[StoredRun, ...]  # loaded for the runs view and html only
+    profiles: tuple[profile.View, ...]  # the profile view
+
+
+def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
+         with_runs: bool = False) -> ReportData:  # fmt: skip
+    """The report of campaign `cid` as `view` needs it (with_runs: every run too)."""
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r}")
+    if view == "profile" and not store.settings(cid).get("profile"):
+        raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
+                        "`allocmark run --profile`")  # fmt: skip
+    return ReportData(
+        view=view,
+        campaign=store.campaign_info(cid),
+        comparison=analyze.stored_comparison(store, cid, speedup) if view == "summary" else None,
+        allocators=tuple(store.allocator_rows(cid)),
+        runs=tuple(store.runs(cid)) if view == "runs" or with_runs else (),
+        profiles=tuple(analyze.stored_profiles(store, cid)) if view == "profile" else (),
+    )
+
+
+def comparison(data: ReportData) -> analyze.Comparison:
+    if data.comparison is None:
+        raise ValueError("this report was loaded without its comparison")
+    return data.comparison

@@ -1,0 +1,46 @@
+"""The report as JSON. Every document carries a format name and a version
+(exchange.py): a summary, every run (importable by `compare`), or the profiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from allocmark.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
+from allocmark.report import data, rows
+
+PROFILE_FORMAT = "allocmark-profile"
+
+
+def render(report: data.ReportData) -> str:
+    if report.view == "runs":
+        return document(RUNS_FORMAT, report.campaign, run_rows(report.runs), {})
+    if report.view == "profile":
+        views = [_view(v) for v in report.profiles]
+        return document(PROFILE_FORMAT, report.campaign, rows.profile_table_rows(report.profiles),
+                        {"profiles": views})  # fmt: skip
+    comp = data.comparison(report)
+    return document(SUMMARY_FORMAT, report.campaign, rows.summary_rows(comp),
+                    rows.summary_extra(comp))  # fmt: skip
+
+
+def document(
+    kind: str, campaign: dict[str, Any], table: Sequence[dict[str, Any]], extra: dict[str, Any]
+) -> str:
+    doc = {"format": kind, "version": FORMAT_VERSION, "campaign": campaign, **extra, "rows": table}
+    return json.dumps(doc, indent=1, default=_plain) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _view(v: Any) -> dict[str, Any]:
+    """A profile view with its numbers (the summaries), its findings and notes."""
+    return {"workload": v.workload, "params": dict(v.params), "runs": v.runs,
+            "baseline": v.baseline, "findings": v.findings, "notes": v.notes,
+            "summaries": [dataclasses.asdict(s) for s in v.summaries]}  # fmt: skip

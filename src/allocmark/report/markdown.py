@@ -1,0 +1,54 @@
+"""The report as Markdown: the comparison's tables, or the profiler's."""
+
+from __future__ import annotations
+
+from allocmark.analyze import Comparison
+from allocmark.errors import UserError
+from allocmark.profile import View
+from allocmark.report import data, fmt, profile_rows
+
+
+def render(report: data.ReportData) -> str:
+    if report.view == "runs":
+        raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
+    if report.view == "profile":
+        return "\n".join(_profile(v) for v in report.profiles)
+    return comparison(data.comparison(report))
+
+
+def comparison(comp: Comparison) -> str:
+    out = []
+    for metric in comp.metrics:
+        heads = ["workload", *(fmt.header(comp, a) for a in comp.allocators)]
+        out.append(f"### {fmt.TITLES[metric]}\n")
+        out.append(_row(heads))
+        out.append("|" + "---|" + "---:|" * len(comp.allocators))
+        for row in comp.rows:
+            cells = [
+                fmt.cell(metric, row.cells[metric][a], a == comp.baseline) for a in comp.allocators
+            ]
+            out.append(_row([row.label, *cells]))
+        geo = [fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators]
+        out.append(_row(["**geomean**", *geo]) + "\n")
+    out.append(f"_{fmt.legend(comp)}_\n")
+    return "\n".join(out)
+
+
+def _profile(v: View) -> str:
+    params = " ".join(f"{k}={val}" for k, val in v.params)
+    runs = f", {v.runs} runs each (counts per run)" if v.runs > 1 else ""
+    out = [f"### Profile: {v.workload} {params}{runs}".rstrip() + "\n",
+           _row(["", *v.allocators]), "|---|" + "---:|" * len(v.allocators)]  # fmt: skip
+    section = None
+    for sec, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs):
+        if sec != section:
+            out.append(_row([f"**{sec}**", *([""] * len(cells))]))
+            section = sec
+        out.append(_row([label.strip(), *cells]))
+    out += ["", *(f"_note: {n}_" for n in v.notes), "", "**Findings**", ""]
+    out += [f"- {line}" for line in v.findings] + [""]
+    return "\n".join(out)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
