@@ -6,9 +6,9 @@ import tomllib
 
 import pytest
 
-from allocmark import tomlfile, workloads
+from allocmark import workloads
 from allocmark.errors import UserError
-from allocmark.model import MetricParser, Service
+from allocmark.model import MetricParser, Service, Workload
 
 GOOD = """
 kind = "app"
@@ -22,12 +22,13 @@ params = { n = { default = 3, min = 1 } }
 """
 
 
-def entry(text: str) -> tomlfile.TomlTable:
-    return tomlfile.TomlTable(tomllib.loads(text), "mine.toml", "workload.w")
+def workload(text: str) -> Workload:
+    """The entry [workload.w] of a catalog file mine.toml."""
+    return workloads.parse_catalog({"workload": {"w": tomllib.loads(text)}}, "mine.toml")["w"]
 
 
 def test_an_app_entry_becomes_a_workload_with_service_and_parsers() -> None:
-    w = workloads._workload("w", entry(GOOD))
+    w = workload(GOOD)
     assert w.kind == "app" and w.packages == ("redis-server",)
     assert w.needs == ("/usr/bin/redis-server", "redis-benchmark")
     assert w.app.service == Service(client=("redis-benchmark", "-p", "{port}", "-n", "{n}"))
@@ -56,10 +57,15 @@ def test_builtin_steps_run_in_turn() -> None:
         ("metrics = { m = { regex = 'no group' } }", "needs a group around the number"),
         ("metrics = { m = { regex = '(' } }", "invalid regular expression"),
         ("metrics = { m = { regex = '(x)', json_key = 'k' } }", "exactly one of regex"),
-        ("metrics = { m = { json_key = 'k', combine = 'max' } }", "choose last, sum or hmean"),
+        (
+            "metrics = { m = { json_key = 'k', combine = 'max' } }",
+            "key 'workload.w.metrics.m.combine': 'max': choose 'last', 'sum' or 'hmean'",
+        ),
         ('service = { client = ["c"] }', "must pass {port} to the client"),
         ('service = { client = ["c", "{port}"], stop_signal = "TERM" }', "not a signal name"),
-        ('kind = "shell"', "is not a workload kind"),
+        ('kind = "shell"', "key 'workload.w.kind': 'shell': choose 'native' or 'app'"),
+        ("params = { n = { default = 1.5 } }", "key 'workload.w.params.n.default'"),
+        ('service = { client = ["c", "{port}"], ready_timeout = 0 }', "must be more than 0"),
         ('env = { X = "{tmpdir}" }', r"key 'workload.w.env': \{tmpdir\} is not a parameter of w"),
     ],
 )
@@ -67,7 +73,7 @@ def test_app_entry_errors_name_the_key(change: str, message: str) -> None:
     key = change.split("=")[0].strip()
     kept = "\n".join(line for line in GOOD.splitlines() if not line.startswith(key + " "))
     with pytest.raises(UserError, match=message) as info:
-        workloads._workload("w", entry(kept + "\n" + change))
+        workload(kept + "\n" + change)
     assert "mine.toml" in str(info.value)
 
 

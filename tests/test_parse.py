@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from allocmark import allocators, plan
+from allocmark import allocators, plan, workloads
 from allocmark.errors import UserError
 from tests.conftest import cli
 
@@ -72,7 +72,7 @@ def test_catalog_errors(tmp_path: Path, text: str, message: str) -> None:
         allocators.load_catalog([cat])
 
 
-@pytest.mark.parametrize("kind", ["suite", "catalog"])
+@pytest.mark.parametrize("kind", ["suite", "catalog", "workloads"])
 def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
     import jsonschema
 
@@ -80,12 +80,14 @@ def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
 
     schema = schemas.json_schema(kind)
     jsonschema.Draft202012Validator.check_schema(schema)
-    files = sorted(plan.suites_dir().glob("*.toml")) if kind == "suite" \
-        else [allocators.builtin_catalog()]  # fmt: skip
+    files = {"suite": sorted(plan.suites_dir().glob("*.toml")),
+             "catalog": [allocators.builtin_catalog()],
+             "workloads": [workloads.builtin_catalog()]}[kind]  # fmt: skip
     assert files
     for path in files:
         jsonschema.validate(tomllib.loads(path.read_text()), schema)
-    bad = {"repetitions": 0} if kind == "suite" else {"allocator": {"x": {"version": "git"}}}
+    bad = {"suite": {"repetitions": 0}, "catalog": {"allocator": {"x": {"version": "git"}}},
+           "workloads": {"workload": {"w": {"kind": "shell"}}}}[kind]  # fmt: skip
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
 
@@ -93,5 +95,5 @@ def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
 def test_schema_command_prints_json_and_refuses_unknown_kinds() -> None:
     done = cli("schema", "suite")
     assert done.returncode == 0 and json.loads(done.stdout)["title"] == "allocmark suite"
-    bad = cli("schema", "workload")
-    assert bad.returncode == 2 and "choose suite or catalog" in bad.stderr
+    bad = cli("schema", "workload-catalog")
+    assert bad.returncode == 2 and "choose suite, catalog, workloads" in bad.stderr

@@ -51,7 +51,7 @@ def load_catalog(extra: Sequence[Path] = ()) -> list[AllocatorSpec]:
 
 def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
     file = str(path)
-    doc = schemas.validate(CatalogFile, tomlfile.load(path).data, file)
+    doc = schemas.validate(CatalogFile, tomlfile.load(path), file)
     specs = []
     for name, entry in doc.allocator.items():
         base = _entry_spec(name, entry, user, file)

@@ -346,9 +346,9 @@ def try_cmd(
 
 @app.command("schema")
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="suite or catalog")],
+    kind: Annotated[str, typer.Argument(help="suite, catalog (allocators) or workloads")],
 ) -> None:
-    """Print the JSON Schema of a suite or allocator catalog file (for editors)."""
+    """Print the JSON Schema of a suite, allocator catalog or workload catalog file."""
     sys.stdout.write(json.dumps(schemas.json_schema(kind), indent=2) + "\n")
 
 

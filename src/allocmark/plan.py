@@ -56,8 +56,7 @@ def load_suite(name_or_path: str) -> Suite:
                 f"unknown suite {name_or_path!r}; built-in suites: {known} "
                 "(or give the path of a suite .toml file)"
             )
-    doc = tomlfile.load(path)
-    f = schemas.validate(SuiteFile, doc.data, str(path))
+    f = schemas.validate(SuiteFile, tomlfile.load(path), str(path))
     allocators = [f.allocators] if isinstance(f.allocators, str) else f.allocators
     return Suite(
         name=path.stem,

@@ -12,9 +12,17 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
-from allocmark import inputs, native, tomlfile
+from allocmark import inputs, native, schemas, tomlfile
 from allocmark.errors import UserError
 from allocmark.model import AppRun, Env, MetricParser, Param, Params, Service, Workload
+from allocmark.schemas.workloads import (
+    Kind,
+    MetricEntry,
+    ParamEntry,
+    ServiceEntry,
+    WorkloadCatalog,
+    WorkloadEntry,
+)
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 COMMAND = "command"  # name under which `allocmark try` stores a user's command
@@ -25,48 +33,66 @@ def builtin_catalog() -> Path:
 
 
 def load_catalog() -> dict[str, Workload]:
-    doc = tomlfile.load(builtin_catalog())
-    doc.allow(["workload"])
-    return {name: _workload(name, t) for name, t in doc.tables("workload")}
+    path = builtin_catalog()
+    return parse_catalog(tomlfile.load(path), str(path))
+
+
+def parse_catalog(data: dict[str, object], file: str) -> dict[str, Workload]:
+    """A workload catalog document (parsed TOML) as workloads; errors name file and key."""
+    doc = schemas.validate(WorkloadCatalog, dict(data), file)
+    return {
+        name: _workload(name, entry, _Where(file, name)) for name, entry in doc.workload.items()
+    }
 
 
 # Placeholders filled when the run starts, not when it is planned: a fresh
 # directory per run and a free port for a server.
 RUNTIME = ("tmpdir", "port")
-_APP_KEYS = ["packages", "input", "steps", "metrics", "service"]
 
 
-def _workload(name: str, t: tomlfile.TomlTable) -> Workload:
-    t.allow(["description", "kind", "program", "args", "params", "env", "checks", "fixed_time",
-             *_APP_KEYS])  # fmt: skip
-    kind = t.get("kind", str, required=True)
-    if kind not in ("native", "app"):
-        raise t.error("kind", f'{kind!r} is not a workload kind (use "native" or "app")')
-    params = tuple(_param(p, pt) for p, pt in t.tables("params"))
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """The entry being read, for errors that name the file and the key."""
+
+    file: str
+    name: str
+
+    def error(self, key: str, problem: str) -> UserError:
+        """`key`: dotted inside the entry, e.g. "service.client"."""
+        return schemas.key_error(self.file, ("workload", self.name, *key.split(".")), problem)
+
+
+def _workload(name: str, t: WorkloadEntry, at: _Where) -> Workload:
+    params = tuple(_param(p, pt, at) for p, pt in t.params.items())
     known = {p.name for p in params} | {"program"}
-    if kind == "app":
-        return _app(name, t, params, known)
-    argv = ("{program}", *t.str_list("args"))
-    _check_refs(t, "args", name, argv, known)
+    if t.kind is Kind.APP:
+        return _app(name, t, params, known, at)
+    if t.program is None:
+        raise at.error("program", "is required")
+    argv = ("{program}", *_strs(t.args))
+    _check_refs(at, "args", argv, known)
     return Workload(
         name=name,
-        description=t.get("description", str, ""),
-        kind=kind,
+        description=t.description,
+        kind=t.kind.value,
         argv=argv,
         params=params,
-        env=_env(t, name, params),
-        program=t.get("program", str, required=True),
-        checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
-        fixed_time=_fixed_time(t, params),
+        env=_env(t, at, params),
+        program=t.program,
+        checks=tuple(_check(at, c, known) for c in _strs(t.checks)),
+        fixed_time=_fixed_time(t, at, params),
     )
 
 
-def _fixed_time(t: tomlfile.TomlTable, params: tuple[Param, ...]) -> str:
+def _strs(value: str | list[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _fixed_time(t: WorkloadEntry, at: _Where, params: tuple[Param, ...]) -> str:
     """The parameter that, when not 0, fixes the run's duration (larson's duration_ms)."""
-    name: str = t.get("fixed_time", str, "")
-    if name and name not in {p.name for p in params}:
-        raise t.error("fixed_time", f"{name!r} is not a parameter of this workload")
-    return name
+    if t.fixed_time and t.fixed_time not in {p.name for p in params}:
+        raise at.error("fixed_time", f"{t.fixed_time!r} is not a parameter of this workload")
+    return t.fixed_time
 
 
 def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> bool:
@@ -75,126 +101,128 @@ def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> 
     return bool(name) and dict(params).get(name, 0) not in (0, "0")
 
 
-def _env(t: tomlfile.TomlTable, name: str, params: tuple[Param, ...]) -> Env:
+def _env(t: WorkloadEntry, at: _Where, params: tuple[Param, ...]) -> Env:
     """The environment; its placeholders may name parameters only (filled when planned)."""
-    env = t.str_map("env")
-    _check_refs(t, "env", name, [v for _, v in env], {p.name for p in params})
+    env = tuple(sorted(t.env.items()))
+    _check_refs(at, "env", [v for _, v in env], {p.name for p in params})
     return env
 
 
-def _check_refs(
-    t: tomlfile.TomlTable, key: str, name: str, argv: Sequence[str], known: set[str]
-) -> None:
+def _check_refs(at: _Where, key: str, argv: Sequence[str], known: set[str]) -> None:
     for arg in argv:
         for ref in _PLACEHOLDER.findall(arg):
             if ref not in known:
-                raise t.error(key, f"{{{ref}}} is not a parameter of {name}")
+                raise at.error(key, f"{{{ref}}} is not a parameter of {at.name}")
 
 
-def _app(name: str, t: tomlfile.TomlTable, params: tuple[Param, ...], known: set[str]) -> Workload:
+def _app(
+    name: str, t: WorkloadEntry, params: tuple[Param, ...], known: set[str], at: _Where
+) -> Workload:
     """An application: argv of one command or of `steps`, parsers, maybe a service."""
-    generator = t.get("input", str, "")
-    if generator and generator not in inputs.GENERATORS:
-        raise t.error("input", f"unknown generator; known: {', '.join(inputs.GENERATORS)}")
-    if generator and "scale" not in {p.name for p in params}:
-        raise t.error("input", "an input is sized by a `scale` parameter; declare one")
-    known = known | {"data", *RUNTIME} | ({"input"} if generator else set())
-    steps = _steps(t)
+    if t.input and t.input not in inputs.GENERATORS:
+        raise at.error("input", f"unknown generator; known: {', '.join(inputs.GENERATORS)}")
+    if t.input and "scale" not in {p.name for p in params}:
+        raise at.error("input", "an input is sized by a `scale` parameter; declare one")
+    known = known | {"data", *RUNTIME} | ({"input"} if t.input else set())
+    steps = _steps(t, at)
     argv = steps[0] if len(steps) == 1 else tuple(w for step in steps for w in step)
-    _check_refs(t, "args", name, argv, known)
-    service = _service(t.table("service"), name, known) if "service" in t.data else None
+    _check_refs(at, "args", argv, known)
+    service = _service(t.service, at, known) if t.service else None
     executables = [step[0] for step in steps] + ([service.client[0]] if service else [])
     return Workload(
         name=name,
-        description=t.get("description", str, ""),
+        description=t.description,
         kind="app",
         argv=argv,
         params=params,
-        env=_env(t, name, params),
+        env=_env(t, at, params),
         program=steps[0][0],
-        checks=tuple(_check(t, c, known) for c in t.str_list("checks")),
-        packages=t.str_list("packages"),
+        checks=tuple(_check(at, c, known) for c in _strs(t.checks)),
+        packages=_strs(t.packages),
         needs=tuple(dict.fromkeys(executables)),
-        input=generator,
+        input=t.input,
         app=AppRun(
-            parsers=tuple(_parser(m, mt) for m, mt in t.tables("metrics")),
+            parsers=tuple(_parser(m, mt, at) for m, mt in t.metrics.items()),
             service=service,
             steps=tuple(len(step) for step in steps) if len(steps) > 1 else (),
         ),
     )
 
 
-def _steps(t: tomlfile.TomlTable) -> list[tuple[str, ...]]:
+def _steps(t: WorkloadEntry, at: _Where) -> list[tuple[str, ...]]:
     """`program` + `args`, or `steps`: several commands run one after another."""
-    if "steps" not in t.data:
-        return [(t.get("program", str, required=True), *t.str_list("args"))]
-    if "program" in t.data or "args" in t.data:
-        raise t.error("steps", "give either program and args, or steps (one argv per step)")
-    raw = t.get("steps", list)
-    if not raw or not all(isinstance(s, list) and s and all(isinstance(w, str) for w in s)
-                          for s in raw):  # fmt: skip
-        raise t.error("steps", 'expected a list of argv lists, e.g. [["vips", "rot", ...], ...]')
-    return [tuple(s) for s in raw]
+    if t.steps is None:
+        if t.program is None:
+            raise at.error("program", "is required")
+        return [(t.program, *_strs(t.args))]
+    if t.program is not None or t.args:
+        raise at.error("steps", "give either program and args, or steps (one argv per step)")
+    if not t.steps or not all(t.steps):
+        raise at.error("steps", 'expected a list of argv lists, e.g. [["vips", "rot", ...], ...]')
+    return [tuple(s) for s in t.steps]
 
 
-def _service(t: tomlfile.TomlTable, name: str, known: set[str]) -> Service:
-    t.allow(["client", "stop_signal", "ready_timeout"])
-    client = t.str_list("client")
+def _service(t: ServiceEntry, at: _Where, known: set[str]) -> Service:
+    client = _strs(t.client)
     if not client:
-        raise t.error("client", "is required: the argv of the program that drives the server")
-    _check_refs(t, "client", name, client, known)
+        raise at.error(
+            "service.client", "is required: the argv of the program that drives the server"
+        )
+    _check_refs(at, "service", client, known)
     if not any("{port}" in w for w in client):
-        raise t.error("client", "must pass {port} to the client")
-    stop = t.get("stop_signal", str, "SIGTERM")
-    if stop not in signal.Signals.__members__:
-        raise t.error("stop_signal", f"{stop!r} is not a signal name such as SIGTERM")
-    return Service(client=client, stop_signal=stop,
-                   ready_timeout=float(t.get("ready_timeout", int, 30)))  # fmt: skip
+        raise at.error("service.client", "must pass {port} to the client")
+    if t.stop_signal not in signal.Signals.__members__:
+        raise at.error(
+            "service.stop_signal", f"{t.stop_signal!r} is not a signal name such as SIGTERM"
+        )
+    return Service(client=client, stop_signal=t.stop_signal, ready_timeout=float(t.ready_timeout))
 
 
-def _parser(name: str, t: tomlfile.TomlTable) -> MetricParser:
-    t.allow(["regex", "json_key", "combine", "source"])
-    regex, key = t.get("regex", str, ""), t.get("json_key", str, "")
-    if bool(regex) == bool(key):
-        raise t.error("regex", "give exactly one of regex (group 1 is the number) or json_key")
-    if regex:
+def _parser(name: str, t: MetricEntry, at: _Where) -> MetricParser:
+    if bool(t.regex) == bool(t.json_key):
+        raise at.error(
+            f"metrics.{name}", "give exactly one of regex (group 1 is the number) or json_key"
+        )
+    if t.regex:
         try:
-            if re.compile(regex, re.MULTILINE).groups < 1:
-                raise t.error("regex", "needs a group around the number, e.g. '([0-9.]+) ops/s'")
+            groups = re.compile(t.regex, re.MULTILINE).groups
         except re.error as e:
-            raise t.error("regex", f"invalid regular expression: {e}") from None
-    combine = t.get("combine", str, "last")
-    if combine not in ("last", "sum", "hmean"):
-        raise t.error("combine", f"{combine!r}: choose last, sum or hmean")
-    source = t.get("source", str, "stdout")
-    if source not in ("stdout", "stderr"):
-        raise t.error("source", f"{source!r}: choose stdout or stderr")
-    return MetricParser(name=name, regex=regex, json_key=key, combine=combine, source=source)
+            why = f"invalid regular expression: {e}"
+            raise at.error(f"metrics.{name}.regex", why) from None
+        if groups < 1:
+            raise at.error(
+                f"metrics.{name}.regex", "needs a group around the number, e.g. '([0-9.]+) ops/s'"
+            )
+    return MetricParser(
+        name=name,
+        regex=t.regex,
+        json_key=t.json_key,
+        combine=t.combine.value,
+        source=t.source.value,
+    )
 
 
-def _check(t: tomlfile.TomlTable, text: str, known: set[str]) -> tuple[str, str, str]:
+def _check(at: _Where, text: str, known: set[str]) -> tuple[str, str, str]:
     m = re.fullmatch(r"\s*(\w+)\s*(<=|<)\s*(\w+)\s*", text)
     if not m or not {m.group(1), m.group(3)} <= known:
-        raise t.error("checks", f"{text!r} is not 'PARAM <= PARAM' or 'PARAM < PARAM'")
+        raise at.error("checks", f"{text!r} is not 'PARAM <= PARAM' or 'PARAM < PARAM'")
     return m.group(1), m.group(2), m.group(3)
 
 
-def _param(name: str, t: tomlfile.TomlTable) -> Param:
-    t.allow(["default", "min", "max", "help", "choices"])
-    default = t.data.get("default")
-    if not isinstance(default, int | str):
-        raise t.error("default", "is required: an integer, a string or true/false")
-    kind = "bool" if isinstance(default, bool) else "int" if isinstance(default, int) else "str"
-    choices = t.str_list("choices")
-    if choices and default not in choices:
-        raise t.error("default", f"{default!r} is not one of the choices {list(choices)}")
+def _param(name: str, t: ParamEntry, at: _Where) -> Param:
+    kind = "bool" if isinstance(t.default, bool) else "int" if isinstance(t.default, int) else "str"
+    choices = _strs(t.choices)
+    if choices and t.default not in choices:
+        raise at.error(
+            f"params.{name}.default", f"{t.default!r} is not one of the choices {list(choices)}"
+        )
     return Param(
         name=name,
         kind=kind,
-        default=default,
-        help=t.get("help", str, ""),
-        minimum=t.get("min", int),
-        maximum=t.get("max", int),
+        default=t.default,
+        help=t.help,
+        minimum=t.min,
+        maximum=t.max,
         choices=choices,
     )
 

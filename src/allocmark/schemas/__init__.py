@@ -21,13 +21,15 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of the file kind `kind` ("suite" or "catalog")."""
+    """The JSON Schema of the file kind `kind`: suite, catalog or workloads."""
     from allocmark.schemas.catalog import CatalogFile
     from allocmark.schemas.suite import SuiteFile
+    from allocmark.schemas.workloads import WorkloadCatalog
 
-    models: dict[str, type[BaseModel]] = {"suite": SuiteFile, "catalog": CatalogFile}
+    models: dict[str, type[BaseModel]] = {
+        "suite": SuiteFile, "catalog": CatalogFile, "workloads": WorkloadCatalog}  # fmt: skip
     if kind not in models:
-        raise UserError(f"schema {kind!r}: choose {' or '.join(models)}")
+        raise UserError(f"schema {kind!r}: choose {', '.join(models)}")
     return models[kind].model_json_schema()
 
 
@@ -36,7 +38,24 @@ def validate(model: type[M], data: dict[str, Any], file: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise error(file, e.errors()[0], model) from None
+        raise error(file, _first(e.errors()), model) from None
+
+
+_TYPES = {"bool": "true or false", "int": "an integer", "str": "a string", "float": "a number",
+          "list[str]": "a list of strings", "dict[str,str]": "a table of strings"}  # fmt: skip
+
+
+def _first(errors: list[ErrorDetails]) -> ErrorDetails:
+    """The first error; for a value that fits no member of a union (an int, a string
+    or a boolean), one error that lists what the members accept."""
+    first = errors[0]
+    loc = first["loc"]
+    if not loc or str(loc[-1]) not in _TYPES:
+        return first
+    tags = [str(e["loc"][-1]) for e in errors if e["loc"][:-1] == loc[:-1]]
+    expected = " or ".join(dict.fromkeys(_TYPES.get(t, t) for t in tags))
+    return ErrorDetails(type="union", loc=loc[:-1], msg=f"Expected {expected}",
+                        input=first.get("input"))  # fmt: skip
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:
@@ -52,7 +71,8 @@ def key_error(file: str, loc: tuple[int | str, ...], problem: str) -> UserError:
 
 
 def error(file: str, detail: ErrorDetails, model: type[BaseModel]) -> UserError:
-    loc = tuple(p for p in detail["loc"] if p != "[key]")
+    # Drop dict-key markers and union members' tags ("list[str]") from the key path.
+    loc = tuple(p for p in detail["loc"] if p != "[key]" and str(p) not in _TYPES)
     kind, value, ctx = detail["type"], detail.get("input"), detail.get("ctx", {})
     if kind == "missing":
         problem = "is required"
@@ -65,6 +85,8 @@ def error(file: str, detail: ErrorDetails, model: type[BaseModel]) -> UserError:
         problem = f"must be {least} {bound}, got {value!r}"
     elif kind == "string_pattern_mismatch" and "[key]" in detail["loc"]:
         problem = f"name {value!r} may only use letters, digits and _ . + -"
+    elif kind == "enum":
+        problem = f"{value!r}: choose {ctx.get('expected', '')}"
     elif kind == "string_pattern_mismatch" and (expected := _expected(model, loc)):
         problem = f"{value!r}: expected {expected}"
     else:
