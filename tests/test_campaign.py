@@ -158,3 +158,9 @@ def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
         elif r.role == "measure":
             assert r.status is RunStatus.OK and r.labels["verified_by"] == "run 1"
             assert r.labels["also_defines_malloc"] == "/lib/z.so"
+
+
+def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read() -> None:
+    assert campaign.sample_of({"sample": 64}) == 64
+    assert campaign.sample_of({"profile": 1024}) == 1024  # stored before it was renamed
+    assert campaign.sample_of({}) == 0

@@ -60,12 +60,13 @@ def start(
     seed: int,
     argv: Sequence[str],
     precision: Precision | None = None,
-    profile: int = 0,
+    sample: int = 0,
 ) -> int:
-    """Plan and save the campaign; nothing runs yet."""
-    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed, profile)
+    """Plan and save the campaign; nothing runs yet. `sample` > 0: under the profiler,
+    timing 1 allocator call in `sample`."""
+    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed, sample)
     used = {w.name: w for w, _ in cell_list}.values()
-    settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "profile": profile,
+    settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "sample": sample,
                                    "fixed_time": {w.name: w.fixed_time for w in used
                                                   if w.fixed_time}}  # fmt: skip
     if precision:
@@ -320,6 +321,12 @@ def with_overhead(
         return result
     ratio = (result.maxrss_kib - baselines[key]) * 1024 / requested
     return dataclasses.replace(result, metrics=result.metrics | {"overhead_ratio": ratio})
+
+
+def sample_of(settings: dict[str, Any]) -> int:
+    """The profiler's 1-in-N sampling of a stored campaign; 0: not profiled (campaigns
+    stored before the setting had one name keep it under "profile")."""
+    return int(settings.get("sample", settings.get("profile", 0)) or 0)
 
 
 def reverify(store: Store, cid: int) -> list[Verified]:

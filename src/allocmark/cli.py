@@ -23,7 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, api, builder, compare, plan, schemas, workloads
+from allocmark import allocators, analyze, api, builder, campaign, compare, plan, schemas, workloads
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
@@ -198,7 +198,7 @@ def run_cmd(
         cid = _follow(api.run(req), db)
     store = Store(db, create=False)
     table.comparison(out, analyze.stored_comparison(store, cid))
-    if store.settings(cid).get("profile"):
+    if campaign.sample_of(store.settings(cid)):
         table.profiles(out, analyze.stored_profiles(store, cid))
 
 

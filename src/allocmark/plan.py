@@ -226,18 +226,18 @@ def build(
     repetitions: int,
     timeout: float,
     seed: int,
-    profile: int = 0,
+    sample: int = 0,
 ) -> list[RunSpec]:
     """Baselines and verification runs first; then each repetition visits every cell,
-    allocators shuffled per cell. With `profile` = N > 0, the measured runs go under
+    allocators shuffled per cell. With `sample` = N > 0, the measured runs go under
     the profiler, timing 1 call in N, and verify themselves (baselines never do)."""
     first = _baselines(cell_list, allocators, timeout)
-    if not profile:
+    if not sample:
         first += _verifications(cell_list, allocators, timeout, len(first))
     runs = _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
-    if profile:
-        sample = (("AM_PROF_SAMPLE", str(profile)),)
-        runs = [dataclasses.replace(r, profile=True, env=r.env + sample) for r in runs]
+    if sample:
+        env = (("AM_PROF_SAMPLE", str(sample)),)
+        runs = [dataclasses.replace(r, profile=True, env=r.env + env) for r in runs]
     return first + runs
 
 
