@@ -114,3 +114,36 @@ def test_version_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> No
     assert s._schema_version() == store.SCHEMA_VERSION
     (run,) = s.runs(1)
     assert (run.wall_s, run.role, run.labels) == (1.5, "measure", {})
+
+
+def _cells(s: Store, cid: int) -> dict[tuple[str, str], tuple[float | None, ...]]:
+    return {(c.allocator, c.role): c.columns["wall_s"] for c in s.cells(cid, ("ops",))}
+
+
+def test_the_cell_cache_never_serves_a_stale_campaign(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "c.db", n=6)
+    allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
+    plan = specs(6)
+    for spec in plan[:3]:
+        s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0 + spec.seq), allocs[spec.allocator])
+    first = _cells(s, cid)
+    assert _cells(s, cid) == first  # served from the cache
+    assert s.db.execute("SELECT count(*) FROM cell_cache").fetchone()[0] == 1
+    s.record(cid, plan[3], RunResult(RunStatus.OK, wall_s=9.0), allocs[plan[3].allocator])
+    after = _cells(s, cid)
+    assert sum(len(v) for v in after.values()) == 4 and 9.0 in after[(plan[3].allocator, "measure")]
+    reopened = Store(tmp_path / "c.db", create=False)
+    assert _cells(reopened, cid) == after
+
+
+def test_a_read_only_database_still_reports(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "ro.db")
+    s.record(cid, specs(1)[0], RunResult(RunStatus.OK, wall_s=2.0), fake_allocs("b")[0])
+    s.close()
+    (tmp_path / "ro.db").chmod(0o444)
+    try:
+        ro = Store(tmp_path / "ro.db", create=False)
+        ro.db.execute("PRAGMA query_only = ON")  # root ignores file modes: say it here too
+        assert _cells(ro, cid) == {("b", "measure"): (2.0,)}
+    finally:
+        (tmp_path / "ro.db").chmod(0o644)

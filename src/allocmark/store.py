@@ -30,7 +30,7 @@ from allocmark.model import (
     Workload,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
 
@@ -113,6 +113,13 @@ CREATE TABLE calibrations (
   campaign_id INTEGER NOT NULL REFERENCES campaigns(id), after_seq INTEGER NOT NULL,
   at REAL NOT NULL, seconds REAL NOT NULL);
 ALTER TABLE campaigns ADD COLUMN spent_s REAL NOT NULL DEFAULT 0;
+""",
+    # 8: what `cells` read for a report, kept until the campaign has another run:
+    # a report over 100,000 runs spent half its time in that one query.
+    7: """
+CREATE TABLE cell_cache (
+  campaign_id INTEGER NOT NULL REFERENCES campaigns(id), query TEXT NOT NULL,
+  fingerprint TEXT NOT NULL, rows_json TEXT NOT NULL, PRIMARY KEY (campaign_id, query));
 """,
 }
 
@@ -486,18 +493,12 @@ class Store:
         100,000 runs reads a few thousand rows instead of building 100,000 objects."""
         if not set(columns) <= set(CELL_COLUMNS):
             raise ValueError(f"columns must be among {CELL_COLUMNS}")
-        own = "".join(f", group_concat(ifnull({c}, ''))" for c in columns)
-        picks = "".join(
-            ", group_concat(ifnull((SELECT value FROM metrics WHERE run_id = r.id AND name = ?),"
-            " ''), ',')"
-            for _ in metrics
-        )
-        rows = self.db.execute(
-            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status), "
-            f"machine_id{own}{picks} FROM runs r WHERE campaign_id=? "
-            "GROUP BY allocator, workload, params_json, role, machine_id",
-            (*metrics, cid),
-        ).fetchall()
+        query = json.dumps([list(metrics), list(columns)])
+        mark = self._fingerprint(cid)
+        rows = self._cached(cid, query, mark)
+        if rows is None:
+            rows = self._cell_rows(cid, metrics, columns)
+            self._keep(cid, query, mark, rows)
         names = (*columns, *metrics)
         hosts = self._hosts({r[6] for r in rows})
         return [
@@ -512,6 +513,46 @@ class Store:
             )
             for r in rows
         ]
+
+    def _cell_rows(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str]
+    ) -> list[Sequence[Any]]:
+        own = "".join(f", group_concat(ifnull({c}, ''))" for c in columns)
+        picks = "".join(
+            ", group_concat(ifnull((SELECT value FROM metrics WHERE run_id = r.id AND name = ?),"
+            " ''), ',')"
+            for _ in metrics
+        )
+        return list(self.db.execute(
+            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status), "
+            f"machine_id{own}{picks} FROM runs r WHERE campaign_id=? "
+            "GROUP BY allocator, workload, params_json, role, machine_id",
+            (*metrics, cid),
+        ).fetchall())  # fmt: skip
+
+    def _fingerprint(self, cid: int) -> str:
+        """Changes whenever the campaign gains a run (runs are only ever added)."""
+        n, last = self.db.execute(
+            "SELECT count(*), max(id) FROM runs WHERE campaign_id=?", (cid,)
+        ).fetchone()
+        return f"{n}:{last}"
+
+    def _cached(self, cid: int, query: str, mark: str) -> list[Sequence[Any]] | None:
+        row = self.db.execute(
+            "SELECT rows_json FROM cell_cache WHERE campaign_id=? AND query=? AND fingerprint=?",
+            (cid, query, mark),
+        ).fetchone()
+        return list(json.loads(row[0])) if row else None
+
+    def _keep(self, cid: int, query: str, mark: str, rows: list[Sequence[Any]]) -> None:
+        """Saves the rows for the next report; a database that cannot be written now
+        (read-only, busy) simply gets no cache."""
+        try:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO cell_cache VALUES (?,?,?,?)",
+                                (cid, query, mark, json.dumps(rows)))  # fmt: skip
+        except sqlite3.OperationalError:
+            pass
 
     def metric_sum(self, cid: int, name: str, role: str = "measure") -> float:
         """The sum of one metric over the campaign's runs of `role` (a rare metric such as
