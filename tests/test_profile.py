@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,7 @@ def _minus(rec: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
             out[kind][name] = {k: v - was.get(k, 0) for k, v in pairs.items()}
     sizes = profile.size_histogram(rec, "malloc")
     was_sizes = profile.size_histogram(base, "malloc")
-    out["sizes"] = profile._add_lists(sizes, [-n for n in was_sizes])
+    out["sizes"] = profile.records.add_lists(sizes, [-n for n in was_sizes])
     final = rec["memory"]["final_requested"] - base["memory"]["final_requested"]
     out["final_requested"] = final
     return out
@@ -358,6 +359,9 @@ def _profile_exports(db: Path, tmp_path: Path) -> None:
     assert doc["format"] == "allocmark-profile" and doc["profiles"][0]["findings"]
     assert doc["profiles"][0]["summaries"][0]["paths"]["malloc_reuse"]["samples"] > 0
     assert "<h2>Profile: xthread" in files["html"].read_text()
+    with sqlite3.connect(db) as con:  # each run keeps the shim's records as they were
+        stored = [json.loads(t) for (t,) in con.execute("SELECT profile_json FROM profiles")]
+    assert stored and all(r["records"][0]["exe"].endswith("am_xthread") for r in stored)
 
 
 def test_an_app_under_the_profiler_is_verified(tmp_path: Path) -> None:
@@ -459,6 +463,13 @@ def test_histogram_buckets_and_quantiles() -> None:
 
 
 def test_what_the_shim_could_not_count_is_said() -> None:
-    gaps = profile._gaps({"bitmap_full": 1, "untracked": 3, "threads_unmerged": 2})
+    gaps = profile.explain._gaps({"bitmap_full": 1, "untracked": 3, "threads_unmerged": 2})
     assert len(gaps) == 3 and "incomplete" in gaps[0] and "3 blocks" in gaps[1]
-    assert profile._gaps({"bitmap_full": 0, "untracked": 0}) == []
+    assert profile.explain._gaps({"bitmap_full": 0, "untracked": 0}) == []
+
+
+def test_a_run_keeps_its_raw_records_and_older_summed_profiles_still_read() -> None:
+    two = [RECORD, RECORD | {"pid": 11, "ppid": 10}]
+    assert profile.of_stored({"records": two}) == profile.combine(two)
+    summed = profile.combine(two)
+    assert profile.of_stored(summed) == summed  # stored before the records were kept

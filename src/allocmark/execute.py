@@ -139,7 +139,7 @@ class _Outcome:
     maxrss_kib: int | None = None  # a service: VmHWM read before shutdown
     labels: dict[str, str] = field(default_factory=dict)
     server_quit: bool = False  # a service's server ended before it was asked to
-    profile: dict[str, Any] | str | None = None  # or why there is none
+    profile: list[dict[str, Any]] | str | None = None  # its records, or why there are none
     who: list[who.Report] = field(default_factory=list)  # libam_who's, one per process
 
 
@@ -171,13 +171,14 @@ def _run(spec: RunSpec) -> RunResult:
     return _interpret(spec, outcome, started)
 
 
-def _read_profile(path: Path) -> dict[str, Any] | str:
-    """The run's profile, or why there is none."""
+def _read_profile(path: Path) -> list[dict[str, Any]] | str:
+    """The run's profile records (one per process), or why there are none. They are
+    stored as they are; analysis sums and interprets them (profile/)."""
     try:
         found = profile.read(path)
     except records.RecordError as e:
         return f"unreadable profile record: {e}"
-    return profile.combine(found) if found else "the profiler wrote no record"
+    return found or "the profiler wrote no record"
 
 
 class _Room:
@@ -538,15 +539,18 @@ def _expected_in_process(spec: RunSpec) -> str | None:
 
 
 def _check_profile(
-    spec: RunSpec, prof: dict[str, Any] | str | None
+    spec: RunSpec, found: list[dict[str, Any]] | str | None
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """The profiler forwards to the allocator under test, or the run is unverified."""
-    if not isinstance(prof, dict):
-        return None, prof or "the profiler wrote no record"
-    if spec.expect_malloc and who.real(prof["next_malloc"]) != who.real(spec.expect_malloc):
-        return prof, (f"the profiler's malloc forwarded to {prof['next_malloc']}, "
-                      f"not to {spec.expect_malloc}")  # fmt: skip
-    return prof, None
+    """The profiler forwards to the allocator under test in every process, or the run
+    is unverified. The records are kept either way (as {"records": [...]})."""
+    if not isinstance(found, list):
+        return None, found or "the profiler wrote no record"
+    for rec in found:
+        if spec.expect_malloc and who.real(rec["next_malloc"]) != who.real(spec.expect_malloc):
+            return {"records": found}, (f"the profiler's malloc forwarded to "
+                                        f"{rec['next_malloc']} in {rec.get('exe', '?')}, not "
+                                        f"to {spec.expect_malloc}")  # fmt: skip
+    return {"records": found}, None
 
 
 def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tuple[RunStatus, str]:

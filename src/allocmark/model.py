@@ -207,7 +207,7 @@ class RunResult:
     labels: dict[str, str] = field(default_factory=dict)  # text fields of the record
     malloc_object: str | None = None
     detail: str = ""  # why it is not OK: stderr tail, timeout, ...
-    profile: dict[str, Any] | None = None  # the profiler's summed record (profile.combine)
+    profile: dict[str, Any] | None = None  # {"records": the profiler's records, one per process}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,31 @@
+"""The profiler (libamprof.so, native/shim/am_prof.c) seen from Python: its records
+(records.py: read and summed), the numbers read off them (summary.py), and the
+findings and side-by-side views of a campaign (explain.py)."""
+
+from allocmark.profile.explain import View, findings, views
+from allocmark.profile.records import HISTOGRAMS, PEAK_KEYS, combine, merge, of_stored, read
+from allocmark.profile.summary import (
+    ALLOCATING,
+    PATHS,
+    SYSCALLS,
+    PathStats,
+    Summary,
+    bucket_low,
+    count_text,
+    hw_state,
+    live_margin,
+    new_and_reuse,
+    quantile,
+    shim_library,
+    size_histogram,
+    summarize,
+    usable_at_peak,
+    visibility,
+)
+
+__all__ = [
+    "ALLOCATING", "HISTOGRAMS", "PATHS", "PEAK_KEYS", "SYSCALLS", "PathStats", "Summary",
+    "View", "bucket_low", "combine", "count_text", "findings", "hw_state", "live_margin",
+    "merge", "new_and_reuse", "of_stored", "quantile", "read", "shim_library",
+    "size_histogram", "summarize", "usable_at_peak", "views", "visibility",
+]  # fmt: skip

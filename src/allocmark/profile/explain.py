@@ -1,0 +1,141 @@
+"""Findings: plain sentences computed from the numbers, and a stored campaign's
+profiles as side-by-side views, cell by cell."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from allocmark.profile.records import merge, of_stored
+from allocmark.profile.summary import (
+    PATHS,
+    Summary,
+    count_text,
+    summarize,
+)
+
+
+# ---------------------------------------------------------------------------
+# Findings: plain sentences computed from the numbers
+# ---------------------------------------------------------------------------
+def findings(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[str]:
+    """Plain sentences from the numbers; counts per run."""
+    base = next((s for s in summaries if s.allocator == baseline), None)
+    out = []
+    for s in summaries:
+        out += [f"{s.allocator}: {line}" for line in _against(s, base, runs)]
+    return out
+
+
+def _against(s: Summary, base: Summary | None, runs: int) -> list[str]:
+    lines = []
+    if s.new + s.reuse:
+        lines.append(f"{s.reuse / (s.new + s.reuse):.1%} of allocations reuse an address")
+    if s.time_share is not None:
+        lines.append(f"~{s.time_share:.1%} of its threads' time inside the allocator (estimated)")
+    if base is None or base is s:
+        return lines
+    for p in PATHS:
+        mine, theirs = s.paths[p].median, base.paths[p].median
+        if mine and theirs and (mine / theirs >= 1.5 or mine / theirs <= 1 / 1.5):
+            lines.append(f"{mine / theirs:.1f}x the {p.replace('_', ' ')} cycles of "
+                         f"{base.allocator} (median {mine:.0f} vs {theirs:.0f})")  # fmt: skip
+    for name in ("mmap", "munmap", "madvise", "mprotect", "mremap"):
+        if name not in s.visible or name not in base.visible:
+            continue  # a 0 that only means "not seen" compares nothing
+        mine_n = s.syscalls.get(name, {}).get("in_calls", 0)
+        theirs_n = base.syscalls.get(name, {}).get("in_calls", 0)
+        if mine_n != theirs_n and max(mine_n, theirs_n) >= 10 * runs:
+            lines.append(f"{count_text(mine_n / runs)} {name} calls per run vs "
+                         f"{count_text(theirs_n / runs)} for {base.allocator}")  # fmt: skip
+    if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
+        keys = ("contended", "trylock_failed", "wait_cycles")
+        contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
+        lines.append(f"lock contention per run: {contended} contended acquisitions, "
+                     f"{failed} failed trylocks, {waiting} cycles waiting")  # fmt: skip
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# A stored campaign's profiles, cell by cell
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class View:
+    """One workload and parameter set: the allocators side by side, and findings."""
+
+    workload: str
+    params: tuple[tuple[str, int | str], ...]
+    allocators: tuple[str, ...]
+    runs: int
+    summaries: tuple[Summary, ...]  # in the order of `allocators`
+    baseline: str | None  # the allocator the others are compared with
+    findings: list[str]
+    notes: list[str]
+
+
+def views(
+    profiled: Sequence[tuple[str, str, Any, dict[str, Any]]],
+    libraries: Mapping[str, str | None],
+    order: Sequence[str],
+    baseline: str | None,
+) -> list[View]:
+    """`profiled`: (allocator, workload, params, profile) of every profiled run."""
+    cells: dict[tuple[str, Any], dict[str, list[dict[str, Any]]]] = {}
+    for alloc, workload, params, prof in profiled:
+        cells.setdefault((workload, params), {}).setdefault(alloc, []).append(of_stored(prof))
+    out = []
+    for (workload, params), by_alloc in cells.items():
+        names = [a for a in order if a in by_alloc]
+        runs = max(len(v) for v in by_alloc.values())
+        summaries = [summarize(a, merge(by_alloc[a]), libraries.get(a)) for a in names]
+        ref = baseline if baseline in names else (names[0] if names else None)
+        sample = by_alloc[names[0]][0].get("sample", 1) if names else 1
+        notes = _notes(summaries, sample)
+        out.append(View(workload, params, tuple(names), runs, tuple(summaries), ref,
+                        findings(summaries, ref, runs), notes))  # fmt: skip
+    return out
+
+
+def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
+    """What the numbers mean and what they cannot show, under the table."""
+    notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
+    if summaries:
+        notes.append(f"hardware counters: {summaries[0].hw}")
+    notes.append(f"cycles: TSC ticks of 1 call in {sample}, tight around the real call; "
+                 "'new' = an address never freed before in the process (so never handed "
+                 "out before), 'reuse' = one freed before; split as the timed calls "
+                 "were")  # fmt: skip
+    notes.append(_memory_note(summaries))
+    for s in summaries:
+        notes += [f"{s.allocator}: {gap}" for gap in _gaps(s.memory)]
+    return notes
+
+
+def _memory_note(summaries: Sequence[Summary]) -> str:
+    interval = max((s.memory.get("track_interval", 0) for s in summaries), default=0)
+    if not any("track_interval" in s.memory for s in summaries):
+        how = "live requested bytes are exact (recorded by an older shim)"
+    elif interval == 0:
+        how = "live requested bytes are exact (every block tracked: sample 1)"
+    else:
+        how = (f"live requested bytes are estimated from tracked blocks (one allocated byte in "
+               f"{interval:,} picks its block, weighted by its chance; the peak's moment is "
+               "picked by half of them and measured by the other half, so that noise does "
+               "not pick it; ± is 95%; --sample 1 is exact)")  # fmt: skip
+    return (f"memory: {how}; usable sizes are those of the timed calls; RSS includes the "
+            "profiler's bitmap (1/32 of the heap's address span)")  # fmt: skip
+
+
+def _gaps(memory: Mapping[str, int]) -> list[str]:
+    """What the shim could not count, so that no number silently lacks a part."""
+    gaps = []
+    if memory.get("bitmap_full") or memory.get("shadow_full"):
+        gaps.append("the bitmap could not be mapped: new/reuse and live bytes are incomplete")
+    if memory.get("untracked"):
+        gaps.append(f"{memory['untracked']:,} blocks could not be tracked (no memory for the "
+                    "table): live bytes are low")  # fmt: skip
+    if memory.get("threads_unmerged"):
+        gaps.append(f"{memory['threads_unmerged']:,} threads alive at exit were not merged "
+                    "(more than 4,096): their counts are missing")  # fmt: skip
+    return gaps
