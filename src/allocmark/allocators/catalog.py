@@ -1,0 +1,127 @@
+"""The allocator catalog: built-in and user TOML files as AllocatorSpecs (library
+entries, their variants, and the versions and flavors of crate-built recipes)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from allocmark import builder, schemas, tomlfile
+from allocmark.model import AllocatorSpec, Recipe
+from allocmark.schemas.catalog import AllocatorEntry, CatalogFile, RecipeEntry, Variant
+
+
+def builtin_catalog() -> Path:
+    return Path(str(resources.files("allocmark") / "catalog" / "allocators.toml"))
+
+
+def load_catalog(extra: Sequence[Path] = ()) -> list[AllocatorSpec]:
+    """Built-in entries, then the user's files; a later entry replaces one of the same name."""
+    specs: dict[str, AllocatorSpec] = {}
+    for path, user in [(builtin_catalog(), False), *((p, True) for p in extra)]:
+        for spec in _load_file(path, user):
+            specs[spec.name] = spec
+    return list(specs.values())
+
+
+def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
+    file = str(path)
+    doc = schemas.validate(CatalogFile, tomlfile.load(path), file)
+    specs = []
+    for name, entry in doc.allocator.items():
+        base = _entry_spec(name, entry, user, file)
+        specs.extend([base, *(_variant(base, v, vt) for v, vt in entry.variant.items())])
+    for family, recipe in doc.recipe.items():
+        for base in _recipe_specs(family, recipe, user, file):
+            specs.extend([base, *(_variant(base, v, vt) for v, vt in recipe.variant.items())])
+    return specs
+
+
+def _strs(value: str | list[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _entry_spec(name: str, t: AllocatorEntry, user: bool, file: str) -> AllocatorSpec:
+    paths = _strs(t.library)
+    if not t.system and not paths:
+        why = "is required (path of the .so to preload; globs allowed)"
+        raise schemas.key_error(file, ("allocator", name, "library"), why)
+    return AllocatorSpec(
+        name=name,
+        description=t.description,
+        system=t.system,
+        paths=paths,
+        package=t.package,
+        version_source=t.version,
+        env=tuple(sorted(t.env.items())),
+        baseline=t.baseline,
+        user=user,
+        hidden=t.hidden,
+    )
+
+
+def _recipe_specs(family: str, t: RecipeEntry, user: bool, file: str) -> list[AllocatorSpec]:
+    """One entry per version and flavor: FAMILY@VERSION[+FLAVOR]."""
+    base = Recipe(
+        family=family,
+        backend=t.backend.value,
+        crate=t.crate,
+        crate_version="",
+        upstream_version="",
+        crate_features=_strs(t.crate_features),
+        build_env=tuple(sorted(t.build_env.items())),
+        needs_source=t.needs_source,
+        sys_std=t.sys_std,
+        self_reports=t.self_reports,
+        forwarding=t.forwarding,
+    )
+    flavors = [("", t.description, ())] + [(f, ft.description, _strs(ft.crate_features))
+                                           for f, ft in t.flavor.items()]  # fmt: skip
+    if not t.version:
+        raise schemas.key_error(file, ("recipe", family, "version"),
+                                'is required: VERSION = { crate_version = "=X.Y.Z" }')  # fmt: skip
+    if t.default is not None and t.default not in t.version:
+        raise schemas.key_error(file, ("recipe", family, "default"),
+                                f"{t.default!r} is not one of the versions listed")  # fmt: skip
+    specs = []
+    for version, vt in t.version.items():
+        for flavor, description, extra in flavors:
+            recipe = dataclasses.replace(
+                base,
+                crate_version=vt.crate_version,
+                upstream_version=version,
+                flavor=flavor,
+                crate_features=base.crate_features + _strs(vt.crate_features) + extra,
+            )
+            specs.append(_recipe_spec(recipe, description, user, t.default == version))
+    return specs
+
+
+def _recipe_spec(recipe: Recipe, description: str, user: bool, default: bool) -> AllocatorSpec:
+    name = f"{recipe.family}@{recipe.upstream_version}" + (
+        f"+{recipe.flavor}" if recipe.flavor else ""
+    )
+    aliases = (f"{recipe.family}+{recipe.flavor}" if recipe.flavor else recipe.family,)
+    return AllocatorSpec(
+        name=name,
+        description=description,
+        paths=(str(builder.library_path(name, recipe)),),
+        version_source="probe:allocmark",
+        user=user,
+        recipe=recipe,
+        aliases=aliases if default else (),
+    )
+
+
+def _variant(base: AllocatorSpec, vname: str, t: Variant) -> AllocatorSpec:
+    env = dict(base.env) | t.env
+    return dataclasses.replace(
+        base,
+        name=f"{base.name}:{vname}",
+        aliases=tuple(f"{a}:{vname}" for a in base.aliases),
+        description=t.description,
+        env=tuple(sorted(env.items())),
+        baseline=False,
+    )
