@@ -147,3 +147,22 @@ def test_a_read_only_database_still_reports(tmp_path: Path) -> None:
         assert _cells(ro, cid) == {("b", "measure"): (2.0,)}
     finally:
         (tmp_path / "ro.db").chmod(0o644)
+
+
+def test_allocator_specs_and_app_runs_read_back_as_they_were_written(tmp_path: Path) -> None:
+    from allocmark import allocators
+    from allocmark.model import AppRun, MetricParser, Service
+    from allocmark.schemas import stored
+
+    for spec in allocators.load_catalog():  # recipes, variants, aliases, env pairs
+        assert stored.allocator_spec(stored.dump(spec)) == spec
+    parser = MetricParser(name="m", regex="(x)", combine="hmean")
+    service = Service(client=("c", "{port}"), stop_signal="SIGINT")
+    app = AppRun(parsers=(parser,), service=service, steps=(2, 3))
+    assert stored.app_run(stored.dump(app)) == app
+    # A spec stored before `aliases`, `hidden` and `recipe` existed still reads.
+    old = '{"name": "je", "description": "", "system": false, "paths": ["/x.so"], ' \
+          '"package": null, "version_source": "auto", "env": [["A", "1"]], ' \
+          '"baseline": false, "user": false}'  # fmt: skip
+    spec = stored.allocator_spec(old)
+    assert spec.env == (("A", "1"),) and spec.aliases == () and spec.recipe is None

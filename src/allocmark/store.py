@@ -14,21 +14,18 @@ from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
     AllocatorSpec,
-    AppRun,
     Campaign,
     CellRuns,
-    MetricParser,
     Params,
-    Recipe,
     RunResult,
     RunSpec,
     RunStatus,
-    Service,
     Status,
     StoredRun,
     Verified,
     Workload,
 )
+from allocmark.schemas import stored
 
 SCHEMA_VERSION = 8
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
@@ -427,7 +424,7 @@ class Store:
         rows = self.db.execute(
             "SELECT spec_json, sha256 FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,)
         )
-        return [(_spec_from_json(text), sha) for text, sha in rows]
+        return [(stored.allocator_spec(text), sha) for text, sha in rows]
 
     def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
@@ -606,22 +603,7 @@ def _params(text: str) -> tuple[tuple[str, int | str], ...]:
     return tuple((k, v) for k, v in json.loads(text))
 
 
-def _spec_from_json(text: str) -> AllocatorSpec:
-    """The inverse of dataclasses.asdict for a stored AllocatorSpec."""
-    d = json.loads(text)
-    d["paths"] = tuple(d["paths"])
-    d["env"] = tuple((k, v) for k, v in d["env"])
-    d["aliases"] = tuple(d.get("aliases", ()))
-    recipe = d.get("recipe")
-    if recipe:
-        recipe["crate_features"] = tuple(recipe["crate_features"])
-        recipe["build_env"] = tuple((k, v) for k, v in recipe["build_env"])
-        d["recipe"] = Recipe(**recipe)
-    return AllocatorSpec(**d)
-
-
 def _allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
-    spec = dataclasses.asdict(v.spec)
     return (
         cid,
         v.spec.name,
@@ -632,7 +614,7 @@ def _allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
         json.dumps(v.lacks),
         json.dumps(v.child_env()),
         json.dumps(v.served),
-        json.dumps(spec),
+        stored.dump(v.spec),
         v.reason,
     )
 
@@ -656,7 +638,7 @@ def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         s.expect_malloc,
         int(s.result_fd),
         s.role,
-        json.dumps(dataclasses.asdict(s.app)),
+        stored.dump(s.app),
         int(s.profile),
     )
 
@@ -674,16 +656,6 @@ def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
         expect_malloc=r[8],
         result_fd=bool(r[9]),
         role=r[10],
-        app=_app_from_json(r[11]),
+        app=stored.app_run(r[11]),
         profile=bool(r[12]),
-    )
-
-
-def _app_from_json(text: str) -> AppRun:
-    data = json.loads(text)
-    service = data.get("service")
-    return AppRun(
-        parsers=tuple(MetricParser(**p) for p in data.get("parsers", [])),
-        service=Service(**service | {"client": tuple(service["client"])}) if service else None,
-        steps=tuple(data.get("steps", [])),
     )
