@@ -14,7 +14,7 @@ import pytest
 from allocmark import allocators, builder, native
 from allocmark.errors import UserError
 from allocmark.model import Status
-from allocmark.store import _spec_from_json
+from allocmark.schemas import stored
 
 from .conftest import cli
 
@@ -143,7 +143,7 @@ def test_failed_build_shows_cargo_error_and_keeps_nothing(tmp_path: Path) -> Non
 
 def test_store_keeps_the_recipe_of_a_run(tmp_path: Path) -> None:
     spec = allocators.select(allocators.load_catalog(), ["hardened_malloc+light"])[0]
-    again = _spec_from_json(json.dumps(dataclasses.asdict(spec)))
+    again = stored.allocator_spec(json.dumps(dataclasses.asdict(spec)))
     assert again == spec
 
 

@@ -114,7 +114,7 @@ def _on_worker(batch: Batch, origin: _Origin) -> list[Event]:
     refused: dict[int, Done] = {}
     verified_here: dict[str, Verified] = {}
     for spec in batch.specs:
-        v = _verified_here(*origin.spec(spec.allocator))
+        v = _verified_here(origin.spec(spec.allocator)[0])
         verified_here[spec.allocator] = v
         if v.usable:
             runnable.append(_translated(spec, origin, home, v))
@@ -135,7 +135,8 @@ def _on_worker(batch: Batch, origin: _Origin) -> list[Event]:
     return out + list(refused.values())
 
 
-def _verified_here(spec: AllocatorSpec, _coordinators: str | None) -> Verified:
+def _verified_here(spec: AllocatorSpec) -> Verified:
+    """Verified once per worker process: its paths and builds are its own."""
     key = repr(spec)
     if key not in _VERIFIED:
         _VERIFIED[key] = allocators.verify(spec)
