@@ -1,4 +1,4 @@
-"""The profiler (libamprof.so, native/shim/am_prof.c) seen from Python: its records
+"""The profiler (libamprof.so, native/shim/am_prof_*.c) seen from Python: its records
 (records.py: read and summed), the numbers read off them (summary.py), and the
 findings and side-by-side views of a campaign (explain.py)."""
 
