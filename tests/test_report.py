@@ -447,3 +447,20 @@ def test_a_table_that_fits_has_whole_cells_and_folded_headers() -> None:
     assert "×1.50 ±0.0%" in text and "slower" in text
     row = next(line for line in text.splitlines() if "churn threads=1" in line)
     assert re.search(r"│ +1\.15 s│ +1\.72 s│", row), row  # medians, right-justified
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_batched_paired_ratios_equal_one_at_a_time(seed: int) -> None:
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(30):
+        n = rng.choice([2, 5, stats.VECTOR_MIN, 40])
+        a = [rng.lognormvariate(0, 0.2) for _ in range(n)]
+        b = [x * rng.uniform(0.8, 1.3) for x in a]
+        pairs.append((a, b) if rng.random() < 0.9 else (a, a))  # some with se = 0
+    for (a, b), batched in zip(pairs, stats.paired_ratio_many(pairs), strict=True):
+        one = stats.paired_ratio(a, b)
+        assert one is not None and batched is not None
+        for field in dataclasses.fields(stats.Ratio):
+            x, y = getattr(one, field.name), getattr(batched, field.name)
+            assert x == pytest.approx(y, rel=1e-12, abs=1e-15) or (x != x and y != y), field.name

@@ -149,18 +149,12 @@ def compare(
     keys = sorted(groups, key=_row_order)
     labels = label_rows(keys)
     how = _How(baseline, speedup, margin, paired)
-    rows = tuple(
-        _row(
-            w,
-            p,
-            labels[(w, p)],
-            groups[(w, p)],
-            allocators,
-            how,
-            workloads.time_is_fixed(fixed_time or {}, w, p),
-        )
-        for w, p in keys
-    )
+    raws = [_raw(groups[key], allocators, workloads.time_is_fixed(fixed_time or {}, *key))
+            for key in keys]  # fmt: skip
+    _summarize(raws)
+    ratios = _paired(raws, how)
+    rows = tuple(_row(w, p, labels[(w, p)], raw, how, ratios)
+                 for (w, p), raw in zip(keys, raws, strict=True))  # fmt: skip
     return Comparison(
         baseline=baseline,
         allocators=tuple(allocators),
@@ -188,28 +182,74 @@ def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
     return any(c.summary is not None for r in rows for c in r.cells[metric].values())
 
 
-def _row(
-    workload: str,
-    params: Params,
-    label: str,
-    by_alloc: dict[str, CellRuns],
-    allocators: Sequence[str],
-    how: _How,
-    fixed_time: bool,
-) -> Row:
-    cells: dict[str, dict[str, Cell]] = {}
+Raw = dict[str, dict[str, Cell]]  # metric -> allocator -> cell, before its ratio
+
+
+def _raw(by_alloc: dict[str, CellRuns], allocators: Sequence[str], fixed_time: bool) -> Raw:
+    """A row's cells with their values (not summarised yet)."""
+    raw: Raw = {}
     for metric, column in METRICS.items():
-        raw = {a: cell_of(by_alloc.get(a), column) for a in allocators}
+        cells = {a: _values_of(by_alloc.get(a), column) for a in allocators}
         if fixed_time and metric == "time_s":
-            raw = {a: dataclasses.replace(c, summary=None, fixed=True) for a, c in raw.items()}
-        base = raw.get(how.baseline) if how.baseline else None
-        invert = how.speedup and metric == "time_s"
-        cells[metric] = {a: _finish(c, base, invert, metric, how) for a, c in raw.items()}
+            cells = {a: dataclasses.replace(c, fixed=True) for a, c in cells.items()}
+        raw[metric] = cells
+    return raw
+
+
+def _summarize(raws: Sequence[Raw]) -> None:
+    """Every complete cell's summary, all in one batch (stats.summarize_many)."""
+    todo = [(cells, a) for raw in raws for cells in raw.values()
+            for a, c in cells.items() if c.values and not c.fixed]  # fmt: skip
+    summaries = stats.summarize_many([cells[a].values for cells, a in todo])
+    for (cells, a), summary in zip(todo, summaries, strict=True):
+        cells[a] = dataclasses.replace(cells[a], summary=summary)
+
+
+def _pair(cell: Cell, base: Cell | None, metric: str, how: _How) -> tuple[Cell, Cell] | None:
+    """(numerator, denominator) of a cell's ratio to the baseline, if it has one."""
+    if cell.summary is None or base is None or base.summary is None:
+        return None
+    return (base, cell) if how.speedup and metric == "time_s" else (cell, base)
+
+
+def _paired(raws: Sequence[Raw], how: _How) -> dict[int, stats.Ratio | None]:
+    """Every cell's paired ratio to the baseline (by id of the cell), in one batch."""
+    if not how.paired:
+        return {}
+    jobs: list[tuple[int, tuple[Sequence[float], Sequence[float]]]] = []
+    for raw in raws:
+        for metric, by_alloc in raw.items():
+            base = by_alloc.get(how.baseline) if how.baseline else None
+            for cell in by_alloc.values():
+                pair = _pair(cell, base, metric, how)
+                aligned = aligned_blocks(*pair) if pair else None
+                if aligned:
+                    jobs.append((id(cell), aligned))
+    ratios = stats.paired_ratio_many([values for _, values in jobs])
+    return {key: ratio for (key, _), ratio in zip(jobs, ratios, strict=True)}
+
+
+def _row(
+    workload: str, params: Params, label: str, raw: Raw, how: _How,
+    paired: dict[int, stats.Ratio | None],
+) -> Row:  # fmt: skip
+    cells: dict[str, dict[str, Cell]] = {}
+    for metric, by_alloc in raw.items():
+        base = by_alloc.get(how.baseline) if how.baseline else None
+        cells[metric] = {a: _finish(c, base, metric, how, paired.get(id(c)))
+                         for a, c in by_alloc.items()}  # fmt: skip
     return Row(workload, params, label, cells)
 
 
 def cell_of(runs: CellRuns | None, column: str) -> Cell:
     """A cell's numbers: only when every run is OK and has the metric."""
+    cell = _values_of(runs, column)
+    return dataclasses.replace(cell, summary=stats.summarize(cell.values)) if cell.values else cell
+
+
+def _values_of(runs: CellRuns | None, column: str) -> Cell:
+    """A cell's runs and values, without their summary (values only when every run
+    is OK and has the metric)."""
     if runs is None:
         return Cell(runs=0, failures=(), summary=None)
     # tuple.count and `in` run in C: a report reads thousands of cells of 100 runs.
@@ -225,22 +265,25 @@ def cell_of(runs: CellRuns | None, column: str) -> Cell:
     return Cell(
         runs=len(runs.statuses),
         failures=tuple(bad.most_common()),
-        summary=stats.summarize(numbers) if complete else None,
+        summary=None,
         values=numbers if complete else (),
         blocks=blocks if complete and len(reps) == len(numbers) else (),
     )
 
 
-def _finish(cell: Cell, base: Cell | None, invert: bool, metric: str, how: _How) -> Cell:
-    if cell.summary is None or base is None or base.summary is None:
+def _finish(
+    cell: Cell, base: Cell | None, metric: str, how: _How, ratio: stats.Ratio | None
+) -> Cell:
+    """The cell with its ratio to the baseline (the paired one, computed in batch, or
+    else Welch's on the two summaries) and its verdict."""
+    pair = _pair(cell, base, metric, how)
+    if pair is None:
         return cell
-    pair = (base, cell) if invert else (cell, base)
-    ratio = paired_ratio(*pair) if how.paired else None
     if ratio is None:
         ratio = stats.ratio_of(pair[0].summary, pair[1].summary)  # type: ignore[arg-type]
     if ratio is None:
         return cell
-    higher = metric in HIGHER_IS_BETTER or invert
+    higher = metric in HIGHER_IS_BETTER or (how.speedup and metric == "time_s")
     return dataclasses.replace(
         cell,
         ratio=ratio,
@@ -250,12 +293,18 @@ def _finish(cell: Cell, base: Cell | None, invert: bool, metric: str, how: _How)
 
 
 def paired_ratio(a: Cell, b: Cell) -> stats.Ratio | None:
-    """a/b paired by block: the blocks both cells have a value for (None with fewer
-    than two such blocks, or when a block holds two runs of one cell)."""
+    """a/b paired by block (see aligned_blocks)."""
+    aligned = aligned_blocks(a, b)
+    return stats.paired_ratio(*aligned) if aligned else None
+
+
+def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] | None:
+    """a's and b's values in the blocks both have (None with fewer than two such
+    blocks, or when a block holds two runs of one cell)."""
     if not a.blocks or not b.blocks:
         return None
     if a.blocks == b.blocks and len(set(a.blocks)) == len(a.blocks):  # the usual case
-        return stats.paired_ratio(a.values, b.values) if len(a.blocks) >= 2 else None
+        return (a.values, b.values) if len(a.blocks) >= 2 else None
     by_a, by_b = (
         dict(zip(a.blocks, a.values, strict=True)),
         dict(zip(b.blocks, b.values, strict=True)),
@@ -265,7 +314,7 @@ def paired_ratio(a: Cell, b: Cell) -> stats.Ratio | None:
     common = sorted(by_a.keys() & by_b.keys())
     if len(common) < 2:
         return None
-    return stats.paired_ratio([by_a[k] for k in common], [by_b[k] for k in common])
+    return [by_a[k] for k in common], [by_b[k] for k in common]
 
 
 def _geomean(rows: Sequence[Row], metric: str, allocator: str) -> stats.GeoMean | None:

@@ -112,6 +112,58 @@ def _summarize_array(values: Sequence[float]) -> Summary:
     )
 
 
+def summarize_many(samples: Sequence[Sequence[float]]) -> list[Summary]:
+    """summarize() of each sample; the samples of one length (VECTOR_MIN or more) in
+    one numpy pass over a 2-D array: a report summarises thousands of cells."""
+    out: list[Summary | None] = [None] * len(samples)
+    by_length: dict[int, list[int]] = {}
+    for i, sample in enumerate(samples):
+        if len(sample) >= VECTOR_MIN:
+            by_length.setdefault(len(sample), []).append(i)
+        else:
+            out[i] = summarize(sample)
+    for n, where in by_length.items():
+        rows = _summarize_rows([samples[i] for i in where], n)
+        for i, summary in zip(where, rows, strict=True):
+            out[i] = summary
+    return [s for s in out if s is not None]
+
+
+def _summarize_rows(samples: Sequence[Sequence[float]], n: int) -> list[Summary]:
+    """_summarize_array of each row of an n-column array, computed column-wise."""
+    import numpy as np
+
+    xs = np.sort(np.asarray(samples, dtype=float), axis=1)
+    mean, sd = _rows_mean_sd(xs)
+    half = _t(n - 1) * sd / math.sqrt(n)
+    mid = n // 2
+    med = xs[:, mid] if n % 2 else (xs[:, mid - 1] + xs[:, mid]) / 2
+    dev = np.abs(xs - med[:, None])
+    sorted_dev = np.sort(dev, axis=1)
+    mad = sorted_dev[:, mid] if n % 2 else (sorted_dev[:, mid - 1] + sorted_dev[:, mid]) / 2
+    outliers = np.where(mad > 0, np.count_nonzero(dev > (MAD_LIMIT * mad / 0.6745)[:, None],
+                                                  axis=1), 0)  # fmt: skip
+    positive = xs[:, 0] > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_mean, log_sd = _rows_mean_sd(np.log(np.where(positive[:, None], xs, 1.0)))
+    columns = zip(mean.tolist(), sd.tolist(), half.tolist(), med.tolist(), xs[:, 0].tolist(),
+                  xs[:, -1].tolist(), outliers.tolist(), log_mean.tolist(), log_sd.tolist(),
+                  positive.tolist(), strict=True)  # fmt: skip
+    return [Summary(n=n, median=md, mean=m, stdev=sd_, minimum=lo, maximum=hi, ci_low=m - h,
+                    ci_high=m + h, outliers=int(o), log_mean=lm if pos else math.nan,
+                    log_sd=ls if pos else math.nan)
+            for m, sd_, h, md, lo, hi, o, lm, ls, pos in columns]  # fmt: skip
+
+
+def _rows_mean_sd(xs: Any) -> tuple[Any, Any]:
+    import numpy as np
+
+    n = xs.shape[1]
+    mean = xs.sum(axis=1) / n
+    d = xs - mean[:, None]
+    return mean, np.sqrt(np.einsum("ij,ij->i", d, d) / (n - 1))
+
+
 def _array_mean_sd(xs: Any) -> tuple[float, float]:
     n = xs.size
     mean = float(xs.sum()) / n
@@ -266,6 +318,45 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
     half = _t(n - 1) * se
     p = float(2 * special.stdtr(n - 1, -abs(mean) / se))
     return Ratio(point, math.exp(mean - half), math.exp(mean + half), p, se, n - 1, True)
+
+
+def paired_ratio_many(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+) -> list[Ratio | None]:
+    """paired_ratio() of each pair; pairs of one length (VECTOR_MIN blocks or more, every
+    value > 0) in one numpy pass."""
+    out: list[Ratio | None] = [None] * len(pairs)
+    by_length: dict[int, list[int]] = {}
+    for i, (a, b) in enumerate(pairs):
+        if len(a) == len(b) >= VECTOR_MIN and min(a) > 0 and min(b) > 0:
+            by_length.setdefault(len(a), []).append(i)
+        else:
+            out[i] = paired_ratio(a, b)
+    for n, where in by_length.items():
+        for i, ratio in zip(where, _paired_rows([pairs[i] for i in where], n), strict=True):
+            out[i] = ratio
+    return out
+
+
+def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: int) -> list[Ratio]:
+    import numpy as np
+    from scipy import special
+
+    a = np.asarray([p[0] for p in pairs], dtype=float)
+    b = np.asarray([p[1] for p in pairs], dtype=float)
+    mean, sd = _rows_mean_sd(np.log(a / b))
+    se = sd / math.sqrt(n)
+    half = _t(n - 1) * se
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * special.stdtr(n - 1, -np.abs(mean) / se)
+    out = []
+    for m, s, h, pv in zip(mean.tolist(), se.tolist(), half.tolist(), p.tolist(), strict=True):
+        point = math.exp(m)
+        if s == 0:
+            out.append(Ratio(point, point, point, 0.0 if m else 1.0, 0.0, n - 1, paired=True))
+        else:
+            out.append(Ratio(point, math.exp(m - h), math.exp(m + h), pv, s, n - 1, True))
+    return out
 
 
 def _log_ratio_mean_sd(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:

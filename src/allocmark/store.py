@@ -490,7 +490,7 @@ class Store:
         100,000 runs reads a few thousand rows instead of building 100,000 objects."""
         if not set(columns) <= set(CELL_COLUMNS):
             raise ValueError(f"columns must be among {CELL_COLUMNS}")
-        query = json.dumps([list(metrics), list(columns)])
+        query = json.dumps(["floats", list(metrics), list(columns)])
         mark = self._fingerprint(cid)
         rows = self._cached(cid, query, mark)
         if rows is None:
@@ -506,7 +506,7 @@ class Store:
                 role=r[3],
                 partial=bool(r[4]),
                 statuses=tuple(_STATUS[x] for x in r[5].split(",")),
-                columns={n: _floats(text) for n, text in zip(names, r[7:], strict=True)},
+                columns={n: tuple(values) for n, values in zip(names, r[7:], strict=True)},
             )
             for r in rows
         ]
@@ -514,18 +514,20 @@ class Store:
     def _cell_rows(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str]
     ) -> list[Sequence[Any]]:
+        """The grouped rows, their value columns parsed (so is what the cache keeps)."""
         own = "".join(f", group_concat(ifnull({c}, ''))" for c in columns)
         picks = "".join(
             ", group_concat(ifnull((SELECT value FROM metrics WHERE run_id = r.id AND name = ?),"
             " ''), ',')"
             for _ in metrics
         )
-        return list(self.db.execute(
+        rows = self.db.execute(
             "SELECT allocator, workload, params_json, role, max(partial), group_concat(status), "
             f"machine_id{own}{picks} FROM runs r WHERE campaign_id=? "
             "GROUP BY allocator, workload, params_json, role, machine_id",
             (*metrics, cid),
-        ).fetchall())  # fmt: skip
+        ).fetchall()
+        return [[*r[:7], *(list(_floats(text)) for text in r[7:])] for r in rows]
 
     def _fingerprint(self, cid: int) -> str:
         """Changes whenever the campaign gains a run (runs are only ever added)."""
