@@ -85,8 +85,7 @@ def main() -> None:
         print(f"made {runs} synthetic runs in {time.monotonic() - t0:.1f} s")
         base = [sys.executable, "-m", "allocmark", "report", "--db", str(db)]
         # The first report reads the runs and keeps what it read (the cell cache);
-        # later ones, until the campaign gains a run, start from that. A campaign
-        # that adds blocks for precision fills the cache itself as it ends.
+        # later ones, until the campaign gains a run, start from that.
         first = timed([*base, "--format", "csv"])
         print(f"first allocmark report (csv) over {runs} runs, filling the cache: {first:.2f} s")
         for label, extra in (("table", []), ("csv", ["--format", "csv"])):

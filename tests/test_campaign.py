@@ -160,7 +160,14 @@ def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
             assert r.labels["also_defines_malloc"] == "/lib/z.so"
 
 
-def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read() -> None:
-    assert campaign.sample_of({"sample": 64}) == 64
-    assert campaign.sample_of({"profile": 1024}) == 1024  # stored before it was renamed
-    assert campaign.sample_of({}) == 0
+def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+
+    def sample_of(settings: dict[str, object]) -> int:
+        cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a"), [], specs(1), "a",
+                             settings)  # fmt: skip
+        return s.sample(cid)
+
+    assert sample_of({"sample": 64}) == 64
+    assert sample_of({"profile": 1024}) == 1024  # stored before it was renamed
+    assert sample_of({}) == 0

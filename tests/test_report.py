@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from allocmark import analyze, compare, exchange, stats, workloads
+from allocmark import analyze, compare, exchange, stats
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
 from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table
@@ -312,7 +312,7 @@ def test_a_duration_bound_workload_has_no_time_result() -> None:
     assert comp.rows[0].cells["ops_per_s"]["je"].ratio.value == pytest.approx(2.0)  # type: ignore[union-attr]
     assert "FIXED" in fmt.legend(comp)
     # duration_ms = 0 makes larson deterministic: then its time is a result.
-    assert not workloads.time_is_fixed({"larson": "duration_ms"}, "larson", (("duration_ms", 0),))
+    assert not analyze.time_is_fixed({"larson": "duration_ms"}, "larson", (("duration_ms", 0),))
 
 
 def test_missing_cell() -> None:
@@ -412,7 +412,7 @@ def test_numpy_and_plain_summaries_agree(seed: int) -> None:
         values[rng.randrange(n)] *= 50  # an outlier
     if seed % 5 == 0:
         values = [round(v, 1) for v in values]  # ties, an even count
-    fast, plain = stats._summarize_array(values), stats._summarize_list(values)
+    fast, plain = stats.summarize(values), stats._summarize_list(values)
     for field in dataclasses.fields(stats.Summary):
         a, b = getattr(fast, field.name), getattr(plain, field.name)
         assert a == pytest.approx(b, rel=1e-12, abs=1e-15), field.name

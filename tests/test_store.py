@@ -126,6 +126,9 @@ def test_the_cell_cache_never_serves_a_stale_campaign(tmp_path: Path) -> None:
     plan = specs(6)
     for spec in plan[:3]:
         s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0 + spec.seq), allocs[spec.allocator])
+    _cells(s, cid)  # while it runs, a campaign's cells are read but not kept
+    assert s.db.execute("SELECT count(*) FROM cell_cache").fetchone()[0] == 0
+    s.set_status(cid, "interrupted")
     first = _cells(s, cid)
     assert _cells(s, cid) == first  # served from the cache
     assert s.db.execute("SELECT count(*) FROM cell_cache").fetchone()[0] == 1

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from allocmark import profile, stats, workloads
+from allocmark import profile, stats
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -149,7 +149,7 @@ def compare(
     keys = sorted(groups, key=_row_order)
     labels = label_rows(keys)
     how = _How(baseline, speedup, margin, paired)
-    raws = [_raw(groups[key], allocators, workloads.time_is_fixed(fixed_time or {}, *key))
+    raws = [_raw(groups[key], allocators, time_is_fixed(fixed_time or {}, *key))
             for key in keys]  # fmt: skip
     _summarize(raws)
     ratios = _paired(raws, how)
@@ -176,6 +176,12 @@ class _How:
     speedup: bool
     margin: float
     paired: bool
+
+
+def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> bool:
+    """Is this cell's time set by a parameter (a duration), so that it is no result?"""
+    name = fixed_time.get(workload, "")
+    return bool(name) and dict(params).get(name, 0) not in (0, "0")
 
 
 def _has_numbers(rows: Sequence[Row], metric: str) -> bool:

@@ -128,6 +128,17 @@ def comparison(db: Path, cid: int | None = None, speedup: bool = False) -> analy
     return analyze.stored_comparison(store, store.campaign(cid).id, speedup)
 
 
+def command_lines(
+    db: Path, cid: int | None = None
+) -> tuple[list[analyze.TryLine], analyze.Comparison]:
+    """A `try` campaign's report: a line per allocator (hyperfine's way), and the
+    comparison its ratios and verdicts come from."""
+    store = Store(db, create=False)
+    cid = store.campaign(cid).id
+    comp = analyze.stored_comparison(store, cid)
+    return analyze.try_lines(store.cells(cid, analyze.METRIC_NAMES), comp), comp
+
+
 def regressions(
     old: str, new: str, metric: str = "time_s", margin: float = stats.DEFAULT_MARGIN
 ) -> list[compare.Verdict]:

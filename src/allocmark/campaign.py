@@ -323,12 +323,6 @@ def with_overhead(
     return dataclasses.replace(result, metrics=result.metrics | {"overhead_ratio": ratio})
 
 
-def sample_of(settings: dict[str, Any]) -> int:
-    """The profiler's 1-in-N sampling of a stored campaign; 0: not profiled (campaigns
-    stored before the setting had one name keep it under "profile")."""
-    return int(settings.get("sample", settings.get("profile", 0)) or 0)
-
-
 def reverify(store: Store, cid: int) -> list[Verified]:
     """The campaign's allocators checked again; a changed library refuses the resume."""
     out = []

@@ -23,7 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, analyze, api, builder, campaign, compare, plan, schemas, workloads
+from allocmark import allocators, api, builder, compare, plan, schemas, workloads
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
@@ -197,9 +197,9 @@ def run_cmd(
         )  # fmt: skip
         cid = _follow(api.run(req), db)
     store = Store(db, create=False)
-    table.comparison(out, analyze.stored_comparison(store, cid))
-    if campaign.sample_of(store.settings(cid)):
-        table.profiles(out, analyze.stored_profiles(store, cid))
+    _emit_table(data.load(store, cid), None)
+    if store.sample(cid):
+        _emit_table(data.load(store, cid, "profile"), None)
 
 
 def _names(workload: list[str] | None) -> tuple[str, ...]:
@@ -312,7 +312,7 @@ def profile_cmd(
                       min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
                       sample=sample, db=db, executor=executor, scheduler=scheduler)  # fmt: skip
     cid = _follow(api.run(req), db)
-    table.profiles(out, analyze.stored_profiles(Store(db, create=False), cid))
+    _emit_table(data.load(Store(db, create=False), cid, "profile"), None)
 
 
 @app.command("try")
@@ -338,10 +338,8 @@ def try_cmd(
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
                       scheduler=scheduler)  # fmt: skip
     cid = _follow(api.run(req), db)
-    store = Store(db, create=False)
-    comp = analyze.stored_comparison(store, cid)
-    cells = store.cells(cid, analyze.METRIC_NAMES)
-    table.try_table(out, analyze.try_lines(cells, comp), comp)
+    lines, comp = api.command_lines(db, cid)
+    table.try_table(out, lines, comp)
 
 
 @app.command("schema")

@@ -58,7 +58,8 @@ def summarize(values: Sequence[float]) -> Summary:
     number of MAD outliers."""
     if not values:
         raise ValueError("summarize() needs at least one value")
-    return _summarize_array(values) if len(values) >= VECTOR_MIN else _summarize_list(values)
+    n = len(values)
+    return _summarize_rows([values], n)[0] if n >= VECTOR_MIN else _summarize_list(values)
 
 
 def _summarize_list(values: Sequence[float]) -> Summary:
@@ -83,35 +84,6 @@ def _summarize_list(values: Sequence[float]) -> Summary:
     )
 
 
-def _summarize_array(values: Sequence[float]) -> Summary:
-    # numpy's mean/std/median cost tens of µs a call in argument handling: sort
-    # once and use dot products and indices instead.
-    import numpy as np
-
-    xs = np.sort(np.asarray(values, dtype=float))
-    n = int(xs.size)
-    mean, sd = _array_mean_sd(xs)
-    low, high = t_interval(mean, sd, n)
-    med = _array_median_sorted(xs)
-    dev = np.abs(xs - med)
-    mad = _array_median_sorted(np.sort(dev))
-    outliers = int(np.count_nonzero(dev > MAD_LIMIT * mad / 0.6745)) if mad else 0
-    log_mean, log_sd = _array_mean_sd(np.log(xs)) if xs[0] > 0 else (math.nan, math.nan)
-    return Summary(
-        n=n,
-        median=med,
-        mean=mean,
-        stdev=sd,
-        minimum=float(xs[0]),
-        maximum=float(xs[-1]),
-        ci_low=low,
-        ci_high=high,
-        outliers=outliers,
-        log_mean=log_mean,
-        log_sd=log_sd,
-    )
-
-
 def summarize_many(samples: Sequence[Sequence[float]]) -> list[Summary]:
     """summarize() of each sample; the samples of one length (VECTOR_MIN or more) in
     one numpy pass over a 2-D array: a report summarises thousands of cells."""
@@ -130,7 +102,8 @@ def summarize_many(samples: Sequence[Sequence[float]]) -> list[Summary]:
 
 
 def _summarize_rows(samples: Sequence[Sequence[float]], n: int) -> list[Summary]:
-    """_summarize_array of each row of an n-column array, computed column-wise."""
+    """The summary of each row of an n-column array (numpy's mean/std/median cost tens of
+    µs a call in argument handling: sort once, then whole-array operations)."""
     import numpy as np
 
     xs = np.sort(np.asarray(samples, dtype=float), axis=1)
@@ -162,18 +135,6 @@ def _rows_mean_sd(xs: Any) -> tuple[Any, Any]:
     mean = xs.sum(axis=1) / n
     d = xs - mean[:, None]
     return mean, np.sqrt(np.einsum("ij,ij->i", d, d) / (n - 1))
-
-
-def _array_mean_sd(xs: Any) -> tuple[float, float]:
-    n = xs.size
-    mean = float(xs.sum()) / n
-    d = xs - mean
-    return mean, math.sqrt(float(d.dot(d)) / (n - 1))
-
-
-def _array_median_sorted(xs: Any) -> float:
-    mid = xs.size // 2
-    return float(xs[mid]) if xs.size % 2 else (float(xs[mid - 1]) + float(xs[mid])) / 2
 
 
 def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
@@ -305,9 +266,11 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
         raise ValueError("paired_ratio needs one a and one b per block")
     if not a or min(a) <= 0 or min(b) <= 0:
         return None
-    mean, sd = _log_ratio_mean_sd(a, b)
-    point = math.exp(mean)
     n = len(a)
+    if n >= VECTOR_MIN:
+        return _paired_rows([(a, b)], n)[0]
+    mean, sd = _mean_sd([math.log(x / y) for x, y in zip(a, b, strict=True)])
+    point = math.exp(mean)
     if n < 2:
         return Ratio(point, point, point, 1.0, paired=True)
     se = sd / math.sqrt(n)
@@ -357,14 +320,6 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
         else:
             out.append(Ratio(point, math.exp(m - h), math.exp(m + h), pv, s, n - 1, True))
     return out
-
-
-def _log_ratio_mean_sd(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    if len(a) >= VECTOR_MIN:
-        import numpy as np
-
-        return _array_mean_sd(np.log(np.asarray(a, dtype=float) / np.asarray(b, dtype=float)))
-    return _mean_sd([math.log(x / y) for x, y in zip(a, b, strict=True)])
 
 
 def ratio_of_ratios(new: Ratio, old: Ratio) -> Ratio | None:

@@ -390,6 +390,12 @@ class Store:
         row = self.db.execute("SELECT settings_json FROM campaigns WHERE id=?", (cid,)).fetchone()
         return dict(json.loads(row[0])) if row else {}
 
+    def sample(self, cid: int) -> int:
+        """The profiler's 1-in-N sampling of a campaign; 0: not profiled (campaigns
+        stored before the setting had one name keep it under "profile")."""
+        settings = self.settings(cid)
+        return int(settings.get("sample", settings.get("profile", 0)) or 0)
+
     def plan(self, cid: int) -> list[RunSpec]:
         """The whole plan, done or not, in order."""
         rows = self.db.execute(
@@ -495,7 +501,10 @@ class Store:
         rows = self._cached(cid, query, mark)
         if rows is None:
             rows = self._cell_rows(cid, metrics, columns)
-            self._keep(cid, query, mark, rows)
+            # A running campaign reads its cells every precision round and gains runs
+            # in between: caching them then would only write what the next round drops.
+            if self.campaign(cid).status != "running":
+                self._keep(cid, query, mark, rows)
         names = (*columns, *metrics)
         hosts = self._hosts({r[6] for r in rows})
         return [

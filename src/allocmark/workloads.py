@@ -95,12 +95,6 @@ def _fixed_time(t: WorkloadEntry, at: _Where, params: tuple[Param, ...]) -> str:
     return t.fixed_time
 
 
-def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> bool:
-    """Is this cell's time set by a parameter (a duration), so that it is no result?"""
-    name = fixed_time.get(workload, "")
-    return bool(name) and dict(params).get(name, 0) not in (0, "0")
-
-
 def _env(t: WorkloadEntry, at: _Where, params: tuple[Param, ...]) -> Env:
     """The environment; its placeholders may name parameters only (filled when planned)."""
     env = tuple(sorted(t.env.items()))

@@ -63,7 +63,6 @@ class Dask:
             self.client.close()
             raise
         self.origin = _Origin(_home(), tuple((v.spec.name, v.spec, v.preload) for v in verified))
-        self.lost: list[Batch] = []
 
     def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]:
         from distributed import KilledWorker, as_completed
@@ -76,7 +75,6 @@ class Dask:
             try:
                 events: list[Event] = future.result()
             except KilledWorker:  # its workers died again and again: the runs stay pending
-                self.lost.append(futures[future])
                 continue
             except Exception as e:
                 raise AllocmarkError(

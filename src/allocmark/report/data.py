@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import analyze, campaign, profile
+from allocmark import analyze, profile
 from allocmark.errors import UserError
 from allocmark.model import StoredRun
 from allocmark.store import Store
@@ -30,7 +30,7 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
     """The report of campaign `cid` as `view` needs it (with_runs: every run too)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
-    if view == "profile" and not campaign.sample_of(store.settings(cid)):
+    if view == "profile" and not store.sample(cid):
         raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
                         "`allocmark run --profile`")  # fmt: skip
     return ReportData(
