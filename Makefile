@@ -10,7 +10,7 @@ STAMP_APPS := $(VENV)/.apps
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
              \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' -o -name '*.rb' -o -name '*.lua' \) 2>/dev/null)
 
-.PHONY: demo test lint setup setup-apps bench clean
+.PHONY: demo test lint setup setup-apps bench faults clean
 
 # `make demo APPS=1` also installs the real applications and runs the apps suite.
 demo: setup $(if $(APPS),setup-apps)
@@ -23,6 +23,10 @@ demo: setup $(if $(APPS),setup-apps)
 # The tests run every application of the catalog, so they install them first.
 test: setup setup-apps lint
 	$(BIN)/python -m pytest -q tests
+
+# The fault battery (also part of `make test`, with fewer trials), printing its figures.
+faults: setup
+	AM_FAULT_TRIALS=100 AM_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q -s tests/test_faults.py
 
 bench: setup
 	bash scripts/install-system-deps.sh heaptrack

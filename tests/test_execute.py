@@ -78,12 +78,37 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     t0 = time.monotonic()
     r = execute.run(spec("sh", "-c", script, timeout=1.0))
     assert r.status is RunStatus.TIMEOUT
+    assert r.wall_s == 1.0  # it ran (at least) that long, not 0
     assert time.monotonic() - t0 < 10
     grandchild = int(pidfile.read_text())
     deadline = time.monotonic() + 5
     while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(grandchild)
+
+
+def _gone(pid: int, within: float = 5) -> bool:
+    deadline = time.monotonic() + within
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+@pytest.mark.parametrize("timeout", [30.0, 1.0], ids=["run ends", "timeout"])
+def test_a_process_that_left_the_group_ends_with_the_run(tmp_path: Path, timeout: float) -> None:
+    # setsid leaves the process group (and session) a group kill would reach.
+    pidfile = tmp_path / "pid"
+    script = f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 0.3; "
+    script += "sleep 60" if timeout < 5 else "true"
+    r = execute.run(spec("sh", "-c", script, timeout=timeout))
+    assert r.status is (RunStatus.TIMEOUT if timeout < 5 else RunStatus.OK), r.detail
+    assert _gone(int(pidfile.read_text()))
+
+
+def test_usage_of_the_leftovers_killed_at_the_end_is_not_the_runs() -> None:
+    # The left-over sleep is killed after the wall time was taken.
+    r = execute.run(spec("sh", "-c", "setsid sleep 30 & exit 0"))
+    assert r.status is RunStatus.OK and r.wall_s < 5
 
 
 def test_native_workload_reports_metrics_and_its_malloc(installed: dict[str, Verified]) -> None:
@@ -136,3 +161,29 @@ def test_workload_without_metrics_record_fails() -> None:
     r = execute.run(spec("true", result_fd=True))
     assert r.status is RunStatus.FAILED
     assert "no valid metrics record" in r.detail
+
+
+def test_a_flood_of_output_is_counted_not_kept() -> None:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = execute.run(spec("sh", "-c", "head -c 200000000 /dev/zero | tr '\\0' x >&2; exit 3"))
+    assert (r.status, r.exit_code) == (RunStatus.FAILED, 3)
+    assert r.metrics["stderr_bytes"] == 200_000_000
+    assert r.detail.endswith("x" * 100)  # the tail is kept
+    grew_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grew_kib < 32 * 1024
+
+
+@pytest.mark.parametrize("env", [(), (("AM_RUN_NO_CGROUP", "1"),)], ids=["cgroup", "watchdog"])
+def test_a_run_past_its_memory_limit_is_stored_as_oom(env: tuple[tuple[str, str], ...]) -> None:
+    grab = "import time; b = bytearray(400 << 20); time.sleep(5)"
+    r = execute.run(spec(sys.executable, "-c", grab, memory_limit=100 << 20, env=env))
+    assert r.status is RunStatus.OOM, (r.status, r.detail)
+    assert "memory limit of 100 MiB" in r.detail
+    assert r.wall_s < 4  # killed at the limit, not at the end
+    small = execute.run(spec(sys.executable, "-c", "b = bytearray(20 << 20)",
+                             memory_limit=100 << 20, env=env))  # fmt: skip
+    assert small.status is RunStatus.OK, small.detail
+    expected = {"watchdog"} if env else {"cgroup", "watchdog"}  # no cgroup: the watchdog
+    assert small.labels["memory_limit_by"] in expected

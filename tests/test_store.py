@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from allocmark import machine, store
+from allocmark import machine, owner, store
 from allocmark.errors import StoreError
 from allocmark.model import RunResult, RunStatus
 from allocmark.store import Store
@@ -169,3 +172,54 @@ def test_allocator_specs_and_app_runs_read_back_as_they_were_written(tmp_path: P
           '"baseline": false, "user": false}'  # fmt: skip
     spec = stored.allocator_spec(old)
     assert spec.env == (("A", "1"),) and spec.aliases == () and spec.recipe is None
+
+
+def _own(s: Store, cid: int, o: owner.Owner) -> None:
+    with s.db:
+        s.db.execute("UPDATE campaigns SET owner_json=? WHERE id=?", (json.dumps(o.as_json()), cid))
+
+
+def test_a_live_owner_keeps_its_campaign_and_a_dead_one_loses_it(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "r.db")
+    me = owner.me()
+    with subprocess.Popen(["sleep", "30"]) as other:
+        alive = dataclasses.replace(me, pid=other.pid, started=owner._start_ticks(other.pid) or 0)
+        _own(s, cid, alive)
+        with pytest.raises(StoreError, match=f"being run by process {other.pid} .*kill"):
+            s.claim(cid)
+        other.kill()
+    s.claim(cid)  # it died: taken over
+    assert (
+        owner.from_json(json.loads(s.db.execute("SELECT owner_json FROM campaigns").fetchone()[0]))
+        == me
+    )
+    s.set_status(cid, "finished")
+    assert s.db.execute("SELECT owner_json FROM campaigns").fetchone()[0] is None
+
+
+def test_an_owner_on_another_machine_is_taken_over_only_when_asked(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "r.db")
+    _own(s, cid, dataclasses.replace(owner.me(), host="elsewhere", pid=1))
+    with pytest.raises(
+        StoreError, match=r"elsewhere, which this machine cannot check.*--take-over"
+    ):
+        s.claim(cid)
+    s.claim(cid, take_over=True)
+
+
+def test_a_database_that_cannot_be_written_is_read_without_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As root every file is writable: pretend the directory is read-only.
+    s, cid = new(tmp_path / "r.db")
+    s.record(cid, specs(1)[0], RunResult(RunStatus.OK, wall_s=1.0), fake_allocs("b")[0])
+    s.close()
+    for leftover in tmp_path.glob("r.db-*"):
+        leftover.unlink()
+    before = (tmp_path / "r.db").read_bytes()
+    monkeypatch.setattr(store.os, "access", lambda *_: False)
+    ro = Store(tmp_path / "r.db", create=False)
+    assert ro.readonly and ro.campaign(cid).done == 1
+    assert len(ro.cells(cid, ("wall_s",))) == 1  # its cell cache is simply not kept
+    ro.close()
+    assert (tmp_path / "r.db").read_bytes() == before

@@ -1,6 +1,6 @@
 // am_run — start one benchmark child and report its resource usage.
 //
-// usage: am_run STATUS_FD [--steps N1,N2,...] PROGRAM [ARGS...]
+// usage: am_run STATUS_FD [--memory-limit BYTES] [--steps N1,N2,...] PROGRAM [ARGS...]
 //        am_run --calibrate
 //
 // With --steps, the arguments are several commands (the first N1 words, then
@@ -17,14 +17,24 @@
 // to LD_PRELOAD for the child only, so the launcher never runs on the
 // allocator under test.
 //
-// If allocmark itself dies (even by SIGKILL) the launcher and the benchmark
-// die with it (PR_SET_PDEATHSIG), so no orphaned benchmark keeps running.
-// The launcher is a subreaper: processes orphaned inside the run are its
-// children, reaped by it, and never counted in the benchmark's usage.
+// Every process the run starts ends with it. The launcher is a subreaper:
+// processes orphaned inside the run (a daemon's first fork, a program that
+// called setsid) become its children, are reaped by it, and never count in the
+// benchmark's usage. When the benchmark ends, the launcher kills what is left
+// of its tree. If allocmark dies (even by SIGKILL) the launcher gets SIGTERM
+// (PR_SET_PDEATHSIG), and SIGTERM, SIGINT or SIGHUP make it kill the whole tree
+// and exit; allocmark's timeout sends SIGTERM too.
+//
+// With --memory-limit, the run's processes together may use at most BYTES of
+// memory: a memory cgroup of its own where the launcher can make one (cgroup v1
+// memory controller; the kernel kills at the limit), else a watchdog that reads
+// the tree's RSS every 10 ms and kills it past the limit. Address-space rlimits
+// are not used: allocators reserve far more address space than they touch.
 //
 // On STATUS_FD it writes one JSON line (a "run" record, see records.py):
-//   {"am":"run","v":2,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
-//    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E}
+//   {"am":"run","v":3,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
+//    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
+//    "oom":0|1,"limit_by":"none"|"cgroup"|"watchdog"}
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,6 +57,145 @@ static int64_t am_now_ns(void) {
 }
 
 static int64_t am_us(struct timeval tv) { return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec; }
+
+static char am_children_path[64];  // /proc/PID/task/PID/children of the launcher
+static volatile sig_atomic_t am_stopping;
+
+// Sends SIGKILL to each direct child of the launcher; returns how many it found.
+// Their own children are then re-parented to the launcher (the subreaper), so
+// repeating this ends the whole tree. Async-signal-safe: the handler calls it.
+static int am_kill_children(void) {
+  int fd = open(am_children_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  static char buf[1 << 16];
+  int found = 0;
+  long pid = 0;
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < n; i++) {
+      if (buf[i] >= '0' && buf[i] <= '9') {
+        pid = pid * 10 + (buf[i] - '0');
+      } else if (pid > 0) {
+        kill((pid_t)pid, SIGKILL);
+        found++;
+        pid = 0;
+      }
+    }
+  }
+  if (pid > 0) {
+    kill((pid_t)pid, SIGKILL);
+    found++;
+  }
+  close(fd);
+  return found;
+}
+
+static void am_on_stop(int sig) {
+  (void)sig;
+  am_stopping = 1;
+  am_kill_children();
+}
+
+// After the benchmark: kill and reap every process left in its tree.
+static void am_end_tree(void) {
+  for (;;) {
+    int killed = am_kill_children();
+    pid_t got = waitpid(-1, NULL, killed ? 0 : WNOHANG);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return;  // none left (ECHILD), or none this launcher can find
+  }
+}
+
+// -- the memory limit ----------------------------------------------------------
+static long long am_limit;   // bytes; 0: none
+static char am_cgroup[512];  // the run's memory cgroup directory, or ""
+
+static int am_write_file(const char *dir, const char *name, long long value) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[32];
+  int n = snprintf(text, sizeof text, "%lld\n", value);
+  int ok = write(fd, text, (size_t)n) == n;
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+// A memory cgroup (v1) below the launcher's own, limited to am_limit.
+static void am_cgroup_make(void) {
+  if (getenv("AM_RUN_NO_CGROUP")) return;  // tests of the watchdog
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  if (!f) return;
+  char line[512], own[400] = "";
+  while (fgets(line, sizeof line, f)) {
+    char *p = strstr(line, ":memory:");
+    if (p && sscanf(p + 8, "%399s", own) == 1) break;
+  }
+  fclose(f);
+  if (!own[0]) return;
+  snprintf(am_cgroup, sizeof am_cgroup, "/sys/fs/cgroup/memory%s/allocmark-run-%d",
+           strcmp(own, "/") == 0 ? "" : own, (int)getpid());
+  if (mkdir(am_cgroup, 0755) != 0 ||
+      am_write_file(am_cgroup, "memory.limit_in_bytes", am_limit) != 0) {
+    rmdir(am_cgroup);
+    am_cgroup[0] = 0;
+    return;
+  }
+  am_write_file(am_cgroup, "memory.memsw.limit_in_bytes", am_limit);  // no swapping past it
+}
+
+// How many processes the kernel killed in the cgroup for want of memory.
+static long am_cgroup_oom_kills(void) {
+  char path[600], line[128];
+  snprintf(path, sizeof path, "%s/memory.oom_control", am_cgroup);
+  FILE *f = fopen(path, "re");
+  long kills = 0;
+  if (!f) return 0;
+  while (fgets(line, sizeof line, f)) sscanf(line, "oom_kill %ld", &kills);
+  fclose(f);
+  return kills;
+}
+
+static void am_cgroup_remove(void) {
+  for (int i = 0; i < 100 && rmdir(am_cgroup) != 0 && errno == EBUSY; i++) usleep(1000);
+}
+
+// Resident bytes of `pid` and its descendants (through /proc's children lists).
+static long long am_tree_rss(pid_t pid, int depth) {
+  char path[64], buf[4096];
+  long long total = 0;
+  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    long size, resident;
+    if (fscanf(f, "%ld %ld", &size, &resident) == 2) total = resident * sysconf(_SC_PAGESIZE);
+    fclose(f);
+  }
+  if (depth > 64) return total;
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return total;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return total;
+  buf[n] = 0;
+  for (char *p = buf, *end; *p; p = end) {
+    long child = strtol(p, &end, 10);
+    if (end == p) break;
+    total += am_tree_rss((pid_t)child, depth + 1);
+  }
+  return total;
+}
+
+static void am_catch_stops(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = am_on_stop;
+  sigemptyset(&sa.sa_mask);
+  static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
+  for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) sigaction(stops[i], &sa, NULL);
+}
 
 // The child: set the preload, exec, and on failure send errno up the pipe.
 static void am_child(int err_fd, char **argv) {
@@ -104,11 +254,22 @@ static void am_sequence(int err_fd, char **argv, const char *steps) {
 // first fork, a helper that outlived its parent): as a subreaper am_run adopts
 // them, so their usage never counts as the benchmark's, and no zombie outlives
 // the run.
+static int am_oom_by_watchdog;
+
 static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru) {
+  int watch = am_limit > 0 && !am_cgroup[0];
   for (;;) {
     int st;
     struct rusage r;
-    pid_t got = wait4(-1, &st, 0, &r);
+    pid_t got = wait4(-1, &st, watch ? WNOHANG : 0, &r);
+    if (got == 0) {  // the watchdog's turn: all still running
+      if (!am_oom_by_watchdog && am_tree_rss(getpid(), 0) > am_limit) {
+        am_oom_by_watchdog = 1;
+        am_kill_children();
+      }
+      usleep(10000);
+      continue;
+    }
     if (got < 0) {
       if (errno == EINTR) continue;
       return -1;
@@ -142,27 +303,41 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--calibrate") == 0) return am_calibrate();
   const char *steps = NULL;
   int first = 2;  // index of PROGRAM
-  if (argc >= 4 && strcmp(argv[2], "--steps") == 0) {
-    steps = argv[3];
-    first = 4;
+  if (argc >= 4 && strcmp(argv[first], "--memory-limit") == 0) {
+    am_limit = atoll(argv[first + 1]);
+    first += 2;
+  }
+  if (argc >= first + 2 && strcmp(argv[first], "--steps") == 0) {
+    steps = argv[first + 1];
+    first += 2;
   }
   if (argc <= first) {
-    fprintf(stderr, "usage: am_run STATUS_FD [--steps N1,N2,...] PROGRAM [ARGS...]\n");
+    fprintf(stderr,
+            "usage: am_run STATUS_FD [--memory-limit BYTES] [--steps N1,N2,...] PROGRAM "
+            "[ARGS...]\n");
     return 2;
   }
   pid_t parent = getppid();
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  snprintf(am_children_path, sizeof am_children_path, "/proc/%d/task/%d/children", getpid(),
+           getpid());
+  am_catch_stops();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (getppid() != parent) return 3;  // allocmark died before the line above
   int status_fd = atoi(argv[1]);
+  if (am_limit > 0) am_cgroup_make();
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
   int64_t t0 = am_now_ns();
   pid_t pid = fork();
   if (pid < 0) return 3;
   if (pid == 0) {
+    signal(SIGTERM, SIG_DFL);  // the launcher's handlers are not the benchmark's
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     close(errpipe[0]);
     close(status_fd);
+    if (am_cgroup[0]) am_write_file(am_cgroup, "cgroup.procs", getpid());  // before exec
     if (steps) am_sequence(errpipe[1], argv + first, steps);
     am_child(errpipe[1], argv + first);
   }
@@ -170,14 +345,26 @@ int main(int argc, char **argv) {
   int exec_errno = am_exec_errno(errpipe[0]);
   int status = 0;
   struct rusage ru;
+  if (am_stopping) am_kill_children();  // a stop that came before the fork
   if (am_wait_main(pid, &status, &ru) != 0) return 3;
   int64_t wall = am_now_ns() - t0;
+  am_end_tree();
+  int oom = am_oom_by_watchdog;
+  const char *limit_by = "none";
+  if (am_cgroup[0]) {
+    oom = am_cgroup_oom_kills() > 0;
+    am_cgroup_remove();
+    limit_by = "cgroup";
+  } else if (am_limit > 0) {
+    limit_by = "watchdog";
+  }
+  if (am_stopping) return 4;  // stopped: no usage to report
   dprintf(status_fd,
-          "{\"am\":\"run\",\"v\":2,\"status\":%d,\"wall_ns\":%" PRId64
+          "{\"am\":\"run\",\"v\":3,\"status\":%d,\"wall_ns\":%" PRId64
           ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64
           ",\"maxrss_kib\":%ld,\"minflt\":%ld,\"majflt\":%ld,\"nvcsw\":%ld,\"nivcsw\":%ld"
-          ",\"exec_errno\":%d}\n",
+          ",\"exec_errno\":%d,\"oom\":%d,\"limit_by\":\"%s\"}\n",
           status, wall, am_us(ru.ru_utime), am_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
-          ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno);
+          ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno, oom, limit_by);
   return 0;
 }

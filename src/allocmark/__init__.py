@@ -1,8 +1,4 @@
-"""allocmark: which malloc should my program use, with which settings, and why?"""
+"""allocmark: which malloc should my program use, with which settings, and why?
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("allocmark")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+Nothing runs on import (the version is `allocmark.machine.version()`): Ctrl-C
+while the command starts must land in code that catches it (entry.py)."""

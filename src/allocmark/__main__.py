@@ -1,3 +1,3 @@
-from allocmark.cli import main
+from allocmark.entry import main
 
 main()

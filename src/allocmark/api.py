@@ -55,6 +55,8 @@ class Request:
     db: Path = DEFAULT_DB
     executor: str = "local"  # "local" or "dask"
     scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
+    yes: bool = False  # start a campaign of more than plan.CONFIRM_RUNS runs
+    memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class Planned:
     total: int  # runs planned so far
     done: int  # runs already finished (a resume)
     precision: Precision | None
+    estimate_s: float | None = None  # the pending runs at this database's earlier medians
 
 
 @dataclass(frozen=True)
@@ -100,13 +103,24 @@ def run(req: Request, machine: Executor | None = None) -> Iterator[Event]:
     yield from _execute(store, cid, list(prepared.usable), req, machine)
 
 
-def resume(db: Path, executor: str = "local", scheduler: str | None = None) -> Iterator[Event]:
-    """Finish the newest unfinished campaign in `db` (allocators verified again)."""
+def resume(
+    db: Path,
+    executor: str = "local",
+    scheduler: str | None = None,
+    take_over: bool = False,
+    yes: bool = False,
+) -> Iterator[Event]:
+    """Finish the newest unfinished campaign in `db` (allocators verified again, its
+    plan checked against the catalog). Refused while another live process runs it;
+    `take_over` when its owner is on another machine and known to be gone; `yes` to
+    run a campaign another user or machine planned (the refusal lists its commands)."""
     req = Request(db=db, executor=executor, scheduler=scheduler)
     _check(req)
     store = Store(db)
     cid = store.campaign(unfinished=True).id
     verified = campaign.reverify(store, cid)
+    campaign.check_resume(store, cid, verified, yes)
+    store.claim(cid, take_over)
     yield _planned(store, cid, verified, req)
     yield from _execute(store, cid, verified, req, None)
 
@@ -164,13 +178,14 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
     named = list(req.allocators) or (None if suite.allocators == ("all",)
                                      else list(suite.allocators))  # fmt: skip
     specs, explicit = selected(named, req.catalogs)
+    n = req.min_runs or suite.repetitions
+    plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
     notes += unusable_notes(prepared)
-    n = req.min_runs or suite.repetitions
     seed = req.seed if req.seed is not None else suite.seed
     precision = None if req.sample else _precision(req, n, suite)
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
-                         seed, sys.argv, precision, req.sample)  # fmt: skip
+                         seed, sys.argv, precision, req.sample, req.memory_limit)  # fmt: skip
     return cid, prepared
 
 
@@ -189,6 +204,9 @@ def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Work
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
     cells, skipped = plan.installed(cells, strict=bool(req.workloads))
     notes += [Note("warning", f"skipped: {s}") for s in skipped]
+    if not cells:  # an empty campaign would become the newest, "finished", report
+        why = "; ".join(skipped) or "it has no [[runs]] entry"
+        raise UserError(f"{suite.source}: nothing to run: {why}")
     return suite, cells
 
 
@@ -246,7 +264,19 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
     precision = (Precision(settings["max_runs"], settings["target_ci"], settings["budget_s"])
                  if "target_ci" in settings else None)  # fmt: skip
     return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
-                   max(0, c.planned - measured), c.planned, c.done, precision)  # fmt: skip
+                   max(0, c.planned - measured), c.planned, c.done, precision,
+                   _estimate(store, cid))  # fmt: skip
+
+
+def _estimate(store: Store, cid: int) -> float | None:
+    """How long the pending runs take if each lasts as long as the median of the
+    earlier runs of its workload in this database; None if one has none."""
+    typical = store.typical_wall()
+    typical.pop(workloads.COMMAND, None)  # `try` commands differ: no earlier time holds
+    pending = store.pending(cid)
+    if not all(s.workload in typical for s in pending):
+        return None
+    return sum(typical[s.workload] for s in pending)
 
 
 def _execute(

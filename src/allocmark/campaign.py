@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import allocators, analyze, machine, plan
+from allocmark import allocators, analyze, machine, owner, plan, workloads
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.execute import Executor
 from allocmark.executors import Batch, Calibrated, Check, Dispatcher
@@ -61,12 +62,14 @@ def start(
     argv: Sequence[str],
     precision: Precision | None = None,
     sample: int = 0,
+    memory_limit: int = 0,
 ) -> int:
     """Plan and save the campaign; nothing runs yet. `sample` > 0: under the profiler,
     timing 1 allocator call in `sample`."""
-    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed, sample)
+    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed, sample, memory_limit)
     used = {w.name: w for w, _ in cell_list}.values()
     settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "sample": sample,
+                                   "created_by": owner.creator(), "memory_limit": memory_limit,
                                    "fixed_time": {w.name: w.fixed_time for w in used
                                                   if w.fixed_time}}  # fmt: skip
     if precision:
@@ -321,6 +324,36 @@ def with_overhead(
         return result
     ratio = (result.maxrss_kib - baselines[key]) * 1024 / requested
     return dataclasses.replace(result, metrics=result.metrics | {"overhead_ratio": ratio})
+
+
+def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed: bool) -> None:
+    """A resume runs what the database says: each pending run of a catalog workload
+    must be what the catalog makes of its cell, and a campaign planned by another
+    user or machine shows its commands and runs them only when confirmed."""
+    pending = store.pending(cid)
+    catalog = workloads.load_catalog()
+    by_name = {v.spec.name: v for v in verified}
+    for spec in pending:
+        a = by_name.get(spec.allocator)
+        problem = (f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign "
+                   "does not have") if a is None else plan.differs(spec, catalog, a)  # fmt: skip
+        if problem:
+            raise UserError(f"{store.path}: campaign {cid} cannot be resumed: {problem}; it "
+                            "was changed since it was planned: start a new campaign")  # fmt: skip
+    origin = store.settings(cid).get("created_by")
+    if origin == owner.creator() or confirmed or not pending:
+        return
+    where = (f"by user {origin.get('uid')} on {origin.get('host')}" if isinstance(origin, dict)
+             else "by an unknown user or machine")  # fmt: skip
+    commands = sorted({_shown(s) for s in pending})
+    more = f"\n  ... and {len(commands) - 20} more" if len(commands) > 20 else ""
+    raise UserError(f"campaign {cid} in {store.path} was planned {where}; resuming it runs:\n  "
+                    + "\n  ".join(commands[:20]) + more + "\nadd --yes to run them")  # fmt: skip
+
+
+def _shown(spec: RunSpec) -> str:
+    preload = dict(spec.env).get("LD_PRELOAD")
+    return (f"LD_PRELOAD={shlex.quote(preload)} " if preload else "") + shlex.join(spec.argv)
 
 
 def reverify(store: Store, cid: int) -> list[Verified]:

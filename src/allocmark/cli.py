@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from allocmark import allocators, api, builder, compare, plan, schemas, workload
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
-from allocmark.report import data, render, table
+from allocmark.report import data, fmt, render, table
 from allocmark.store import Store
 
 app = typer.Typer(
@@ -132,8 +133,8 @@ MaxRunsOpt = Annotated[
 ]  # fmt: skip
 TargetOpt = Annotated[
     str | None,
-    typer.Option("--target-ci", help="add blocks until every ratio's 95%% interval is within "
-                 "±this (default: the suite's, else 3%%)"),
+    typer.Option("--target-ci", help="add blocks until every ratio's 95% interval is within "
+                 "±this (default: the suite's, else 3%)"),
 ]  # fmt: skip
 BudgetOpt = Annotated[
     str | None,
@@ -143,7 +144,23 @@ BudgetOpt = Annotated[
 SampleOpt = Annotated[
     int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
 ]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", min=0.1, help="seconds per run")]
+MAX_TIMEOUT = 7 * 86400.0  # a week: a larger timeout is a typo (and inf breaks a resume)
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run"),
+]
+MemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-limit",
+        help="memory a run's processes may use together, e.g. 4G; "
+        "a run past it is killed and stored as OOM",
+    ),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help=f"start a plan of more than {plan.CONFIRM_RUNS:,} runs"),
+]
 ExecutorOpt = Annotated[
     str, typer.Option("--executor", help="where runs happen: local, or dask (a cluster)")
 ]
@@ -170,11 +187,20 @@ def run_cmd(
     budget: BudgetOpt = None,
     timeout: TimeoutOpt = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="shuffle seed of the run order")
+        int | None,
+        typer.Option("--seed", min=0, max=2**63 - 1, help="shuffle seed of the run order"),
     ] = None,
     db: DbOpt = api.DEFAULT_DB,
     resume: Annotated[
         bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")
+    ] = False,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over",
+            help="with --resume: take a campaign over from an owner "
+            "on another machine that no longer runs it",
+        ),
     ] = False,
     catalog: CatalogOpt = None,
     profile: Annotated[
@@ -183,10 +209,12 @@ def run_cmd(
     sample: SampleOpt = 1024,
     executor: ExecutorOpt = "local",
     scheduler: SchedulerOpt = None,
+    yes: YesOpt = False,
+    memory_limit: MemoryOpt = None,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     if resume:
-        cid = _follow(api.resume(db, executor, scheduler), db)
+        cid = _follow(api.resume(db, executor, scheduler, take_over, yes), db)
     else:
         req = api.Request(
             suite=suite, allocators=tuple(alloc or ()), workloads=_names(workload),
@@ -194,6 +222,7 @@ def run_cmd(
             target_ci=_fraction(target_ci, "--target-ci"), budget_s=_duration(budget),
             timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
             sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
+            yes=yes, memory_limit=_size(memory_limit),
         )  # fmt: skip
         cid = _follow(api.run(req), db)
     store = Store(db, create=False)
@@ -203,11 +232,18 @@ def run_cmd(
 
 
 def _names(workload: list[str] | None) -> tuple[str, ...]:
-    return tuple(w for item in workload or [] for w in item.split(",") if w)
+    names = [[w.strip() for w in item.split(",") if w.strip()] for item in workload or []]
+    if any(not n for n in names):  # `-w ''` must not mean "the whole suite"
+        raise UserError("-w '' names no workload; e.g. -w churn,larson (see `allocmark workloads`)")
+    return tuple(w for n in names for w in n)
 
 
 def _fraction(text: str | None, option: str) -> float | None:
     return plan.parse_fraction(text, option) if text else None
+
+
+def _size(text: str | None) -> int:
+    return plan.parse_size(text) if text else 0
 
 
 def _duration(text: str | None) -> float | None:
@@ -277,7 +313,7 @@ class _Progress:
 
 def _plan_line(p: api.Planned) -> str:
     if p.done:
-        return f"resuming campaign {p.campaign}: {p.total - p.done} runs left"
+        return f"resuming campaign {p.campaign}: {p.total - p.done} runs left{_eta(p)}"
     more = ""
     if p.precision:
         budget = f"{p.precision.budget_s:g} s budget" if p.precision.budget_s else "no time budget"
@@ -285,7 +321,13 @@ def _plan_line(p: api.Planned) -> str:
                 f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip
     return (f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
             f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
-            f"verification) to start -> {p.db}")  # fmt: skip
+            f"verification) to start{_eta(p)} -> {p.db}")  # fmt: skip
+
+
+def _eta(p: api.Planned) -> str:
+    if p.estimate_s is None:
+        return " (time: unknown until the first runs end)"
+    return f" (about {p.estimate_s / 60:.1f} min, at this database's earlier run times)"
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -299,18 +341,21 @@ def profile_cmd(
     param: ParamOpt = None,
     reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
     sample: SampleOpt = 1024,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1)] = 600,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT)] = 600,
     db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
     executor: ExecutorOpt = "local",
     scheduler: SchedulerOpt = None,
+    yes: YesOpt = False,
+    memory_limit: MemoryOpt = None,
 ) -> None:
     """Profile what each allocator does inside a workload (mmprof style), side by side."""
     if not (names := _names(workload)):
         raise UserError("name the workload(s) to profile with -w, e.g. -w xthread")
     req = api.Request(workloads=names, allocators=tuple(alloc or ()), params=tuple(param or ()),
                       min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
-                      sample=sample, db=db, executor=executor, scheduler=scheduler)  # fmt: skip
+                      sample=sample, db=db, executor=executor, scheduler=scheduler,
+                      yes=yes, memory_limit=_size(memory_limit))  # fmt: skip
     cid = _follow(api.run(req), db)
     _emit_table(data.load(Store(db, create=False), cid, "profile"), None)
 
@@ -325,21 +370,35 @@ def try_cmd(
     max_runs: MaxRunsOpt = None,
     target_ci: TargetOpt = None,
     budget: BudgetOpt = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="seconds per run")] = 600,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run")
+    ] = 600,
     db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
     executor: ExecutorOpt = "local",
     scheduler: SchedulerOpt = None,
+    yes: YesOpt = False,
+    ignore: Annotated[
+        bool,
+        typer.Option(
+            "-i", "--ignore-failure", help="exit 0 even when every run under an allocator failed"
+        ),
+    ] = False,
+    memory_limit: MemoryOpt = None,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
                       max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
                       budget_s=_duration(budget), timeout_s=timeout,
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
-                      scheduler=scheduler)  # fmt: skip
+                      scheduler=scheduler, yes=yes, memory_limit=_size(memory_limit))  # fmt: skip
     cid = _follow(api.run(req), db)
     lines, comp = api.command_lines(db, cid)
     table.try_table(out, lines, comp)
+    # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
+    if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
+        raise AllocmarkError(f"no run succeeded under {', '.join(failed)}; the table shows "
+                             "why (use -i to exit 0 anyway)")  # fmt: skip
 
 
 @app.command("schema")
@@ -427,18 +486,19 @@ def compare_cmd(
     fail_above: Annotated[
         str | None,
         typer.Option(
-            "--fail-above", help="exit 1 if a significant regression exceeds this, e.g. 5%%"
+            "--fail-above", help="exit 1 if a significant regression exceeds this, e.g. 5%"
         ),
     ] = None,
     target_ci: Annotated[
-        str, typer.Option("--target-ci", help="equivalence margin of 'same', e.g. 3%%")
+        str, typer.Option("--target-ci", help="equivalence margin of 'same', e.g. 3%")
     ] = "3%",
 ) -> None:
     """Regression verdict between two result sets: faster / slower / same / inconclusive."""
     key = _METRIC_NAMES.get(metric)
     if key is None:
         raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
-    limit = plan.parse_fraction(fail_above, "--fail-above") if fail_above else None
+    # A regression can exceed 100 % (2.5x slower is +150 %).
+    limit = plan.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
     margin = plan.parse_fraction(target_ci, "--target-ci")
     old_set, new_set = compare.load(old), compare.load(new)
     verdicts = compare.compare(old_set, new_set, key, margin)
@@ -463,5 +523,18 @@ def main() -> None:
     try:
         app()  # usage errors are printed by Typer itself, with exit code 2
     except AllocmarkError as e:
-        err.print(f"ERROR: {e}", markup=False, highlight=False)
-        sys.exit(e.exit_code)
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:  # outside a campaign (which says how to resume)
+        _fail("interrupted: nothing was stored", 130)
+    except sqlite3.DatabaseError as e:  # a damaged page, a file changed under us
+        _fail(f"the results database cannot be read ({e}); stored runs were not changed: "
+              "restore it from a copy, or export what is readable with `report`", 2)  # fmt: skip
+    except OSError as e:
+        if e.filename is None:
+            raise
+        _fail(f"{e.filename}: {e.strerror or e}", 2)  # an unwritable -o or --plots path
+
+
+def _fail(message: str, code: int) -> None:
+    err.print(f"ERROR: {fmt.printable(message)}", markup=False, highlight=False)
+    sys.exit(code)

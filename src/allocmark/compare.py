@@ -76,7 +76,7 @@ def load(spec: str) -> ResultSet:
         doc = exchange.load(path, exchange.RUNS_FORMAT)
         campaign = doc.get("campaign")
         baseline = campaign.get("baseline") if isinstance(campaign, dict) else None
-        return ResultSet.of_runs(spec, exchange.runs_from_rows(doc["rows"]), baseline)
+        return ResultSet.of_runs(spec, exchange.runs_from_rows(doc.get("rows")), baseline)
     if cid_text and not cid_text.isdigit():
         raise UserError(f"{spec!r}: the campaign after '#' must be a number, e.g. results.db#3")
     store = Store(path, create=False)

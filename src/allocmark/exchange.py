@@ -24,6 +24,8 @@ def load(path: Path, kind: str) -> dict[str, Any]:
         raise UserError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not a JSON file ({e})") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply to be an allocmark export") from None
     if not isinstance(doc, dict) or doc.get("format") != kind:
         found = doc.get("format") if isinstance(doc, dict) else None
         raise UserError(f"{path}: expected an {kind} export, found format {found!r}")
@@ -60,11 +62,14 @@ def run_rows(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
     ]
 
 
-def runs_from_rows(rows: Sequence[dict[str, Any]]) -> list[StoredRun]:
+def runs_from_rows(rows: object) -> list[StoredRun]:
     """The runs of a runs export, as the store would give them."""
+    if not isinstance(rows, list):
+        raise UserError(f"a runs export's rows are a {type(rows).__name__}, not a list; "
+                        "export it again")  # fmt: skip
     try:
         return [_run_from_row(r) for r in rows]
-    except (KeyError, ValueError, TypeError) as e:
+    except (KeyError, ValueError, TypeError, AttributeError) as e:
         raise UserError(f"a runs export has a malformed row ({e}); export it again") from None
 
 

@@ -24,12 +24,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
-from allocmark import native, profile, records, who, workloads
+from allocmark import capture, native, profile, records, who, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
@@ -118,14 +117,6 @@ def child_environment(additions: tuple[tuple[str, str], ...]) -> dict[str, str]:
 
 
 @dataclass
-class _Pipes:
-    """Read ends we collect from while the child runs, keyed by purpose."""
-
-    fds: dict[str, int] = field(default_factory=dict)
-    data: dict[str, bytearray] = field(default_factory=dict)
-
-
-@dataclass
 class _Outcome:
     """What running a spec produced, before judging it."""
 
@@ -141,6 +132,7 @@ class _Outcome:
     server_quit: bool = False  # a service's server ended before it was asked to
     profile: list[dict[str, Any]] | str | None = None  # its records, or why there are none
     who: list[who.Report] = field(default_factory=list)  # libam_who's, one per process
+    output: dict[str, float] = field(default_factory=dict)  # sizes of streams cut short
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -188,7 +180,6 @@ class _Room:
         self.work, self.who = root / "work", root / "who"
         self.work.mkdir()
         self.who.mkdir()
-        self.stdout, self.stderr = root / "stdout", root / "stderr"
         self.profile = root / "profile"  # the profiler's records (AM_PROF_OUT)
 
     def fill(self, argv: tuple[str, ...], port: int = 0) -> list[str]:
@@ -221,73 +212,53 @@ def _wants(spec: RunSpec, source: str) -> bool:
 
 
 def _run_plain(spec: RunSpec, room: _Room) -> _Outcome:
-    keep_stdout = _wants(spec, "stdout")
-    with room.stderr.open("w+b") as err, _output(room.stdout, keep_stdout) as out:
-        child = _Launched(room.fill(spec.argv), _env(spec, room), out, err, spec)
-        with child:
-            timed_out = child.wait(time.monotonic() + spec.timeout)
-    return _Outcome(child.status, child.record, timed_out,
-                    stdout=_read(room.stdout) if keep_stdout else "",
-                    stderr=_read(room.stderr, whole=_wants(spec, "stderr")))  # fmt: skip
+    with _Launched(room.fill(spec.argv), _env(spec, room), spec) as child:
+        timed_out = child.wait(time.monotonic() + spec.timeout)
+    return _Outcome(child.status, child.record, timed_out, stdout=child.streams.text("stdout"),
+                    stderr=child.streams.text("stderr"), output=child.output_bytes())  # fmt: skip
 
 
-@contextlib.contextmanager
-def _output(path: Path, keep: bool) -> Iterator[IO[bytes] | int]:
-    if not keep:
-        yield subprocess.DEVNULL
-        return
-    with path.open("w+b") as f:
-        yield f
-
-
-def _read(path: Path, whole: bool = True) -> str:
-    """A file's text: all of it (up to 8 MiB) when parsed, else its tail."""
-    if not path.exists():
-        return ""
-    with path.open("rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        limit = PARSE_LIMIT if whole else STDERR_TAIL
-        f.seek(max(0, size - limit))
-        return f.read().decode(errors="replace")
-
-
-PARSE_LIMIT = 8 << 20
+def _keep(spec: RunSpec, source: str) -> int:
+    """How much of a stream to keep: enough for the output parsers that read it."""
+    parsed = any(p.source == source for p in spec.app.parsers)
+    return capture.PARSED_KEEP if parsed else capture.STREAM_KEEP
 
 
 class _Launched:
-    """A child started through am_run in its own process group. Leaving the `with`
-    block kills whatever of the group is left and reaps the launcher: no benchmark
-    or server outlives its run, also on Ctrl-C."""
+    """A child started through am_run in its own process group, its output in
+    bounded pipes. Leaving the `with` block ends whatever of the run is left and
+    reaps the launcher: no benchmark or server outlives its run, also on Ctrl-C.
+    A server's stdout and stderr share one stream (its log explains a failure)."""
 
     def __init__(
-        self, argv: list[str], env: dict[str, str], out: IO[bytes] | int, err: IO[bytes],
-        spec: RunSpec,
-    ) -> None:  # fmt: skip
-        self.pipes = _Pipes()
-        write_ends = []
-        for name in ("status", "record") if spec.result_fd else ("status",):
-            r, w = os.pipe()
-            self.pipes.fds[name], self.pipes.data[name] = r, bytearray()
-            write_ends.append(w)
+        self, argv: list[str], env: dict[str, str], spec: RunSpec, merged: bool = False
+    ) -> None:
+        self.streams = capture.Streams()
+        ours = {"status": self.streams.pipe("status", capture.PARSED_KEEP)}
         if spec.result_fd:
-            env["AM_RESULT_FD"] = str(write_ends[1])
+            ours["record"] = self.streams.pipe("record", capture.PARSED_KEEP)
+            env["AM_RESULT_FD"] = str(ours["record"])
+        err = self.streams.pipe("stderr", _keep(spec, "stderr"))
+        out: int = err if merged else subprocess.DEVNULL
+        if not merged and _keep(spec, "stdout") == capture.PARSED_KEEP:
+            out = self.streams.pipe("stdout", capture.PARSED_KEEP)
         steps = ["--steps", ",".join(map(str, spec.app.steps))] if spec.app.steps else []
+        if spec.memory_limit:
+            steps = ["--memory-limit", str(spec.memory_limit), *steps]
         try:
             # Own session = own process group, so a timeout can kill all of it.
             self.proc = subprocess.Popen(
-                [str(native.program("am_run")), str(write_ends[0]), *steps, *argv],
+                [str(native.program("am_run")), str(ours["status"]), *steps, *argv],
                 env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, pass_fds=tuple(write_ends),
+                start_new_session=True, pass_fds=tuple(ours.values()),
             )  # fmt: skip
         except OSError:
-            for fd in self.pipes.fds.values():
-                os.close(fd)
+            self.streams.close()
             raise
         finally:
-            for w in write_ends:
+            for w in {*ours.values(), err, out} - {subprocess.DEVNULL}:
                 os.close(w)
         self.pidfd = os.pidfd_open(self.proc.pid)
-        self.open_fds = dict(self.pipes.fds)
         self.closed = False
 
     def __enter__(self) -> _Launched:
@@ -297,13 +268,8 @@ class _Launched:
         self.close()
 
     def wait(self, deadline: float) -> bool:
-        """Collect the pipes until the launcher exits; True if the deadline came first."""
-        while (remaining := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.pidfd, *self.open_fds.values()], [], [], remaining)
-            _collect(self.pipes, self.open_fds, ready)
-            if self.pidfd in ready:
-                return False
-        return True
+        """Collect the output until the launcher exits; True if the deadline came first."""
+        return self.streams.pump(self.pidfd, deadline)
 
     def exited(self) -> bool:
         return bool(select.select([self.pidfd], [], [], 0)[0])
@@ -313,20 +279,25 @@ class _Launched:
             return
         self.closed = True
         try:
-            _kill_group(self.proc.pid)  # on timeout, and anything the child left behind
+            _end(self.proc)  # on timeout or Ctrl-C; after a normal end there is nothing left
             self.proc.wait()
-            _collect_rest(self.pipes, self.open_fds)
+            self.streams.drain()
         finally:
-            for fd in (self.pidfd, *self.pipes.fds.values()):
-                os.close(fd)
+            self.streams.close()
+            os.close(self.pidfd)
 
     @property
     def status(self) -> dict[str, int]:
-        return _parse_status(bytes(self.pipes.data["status"]))
+        return _parse_status(self.streams.kept["status"].data())
 
     @property
     def record(self) -> bytes:
-        return bytes(self.pipes.data.get("record", b""))
+        return self.streams.kept["record"].data() if "record" in self.streams.kept else b""
+
+    def output_bytes(self) -> dict[str, float]:
+        """The size of each output stream that was longer than what was kept of it."""
+        return {f"{name}_bytes": float(b.total) for name, b in self.streams.kept.items()
+                if name in ("stdout", "stderr") and b.dropped}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -339,14 +310,11 @@ def _run_service(spec: RunSpec, room: _Room) -> _Outcome:
     assert spec.app.service is not None
     service, port = spec.app.service, _free_port()
     deadline = time.monotonic() + spec.timeout
-    # The server's own log goes with its stderr: the tail explains a failure.
-    with (
-        room.stderr.open("w+b") as err,
-        _Launched(room.fill(spec.argv, port), _env(spec, room), err, err, spec) as server,
-    ):
+    with _Launched(room.fill(spec.argv, port), _env(spec, room), spec, merged=True) as server:
         outcome = _drive(spec, service, room, server, port, deadline)
     outcome.status = server.status
-    outcome.stderr = outcome.stderr or _read(room.stderr, whole=False)
+    outcome.stderr = outcome.stderr or server.streams.text("stderr")
+    outcome.output |= {f"server_{k}": v for k, v in server.output_bytes().items()}
     if outcome.server_quit and outcome.status.get("status") == 0:
         outcome.verdict = (RunStatus.FAILED, "the server exited by itself, with code 0")
     return outcome
@@ -366,7 +334,7 @@ def _drive(
                         f"the server did not listen on 127.0.0.1:{port} within "
                         f"{service.ready_timeout:g} s"))  # fmt: skip
     pid = _server_pid(server.proc.pid, room.who)
-    client = _client(room.fill(service.client, port), room, deadline)
+    client = _client(room.fill(service.client, port), deadline)
     if server.exited():  # it died under load: judged on its own status
         return _Outcome({}, stdout=client.stdout, server_quit=True)
     hwm = _vmhwm(pid)
@@ -419,28 +387,34 @@ def _vmhwm(pid: int | None) -> int | None:
     return None
 
 
-def _client(argv: list[str], room: _Room, deadline: float) -> _Outcome:
+def _client(argv: list[str], deadline: float) -> _Outcome:
     """The client, without the allocator under test, its output kept for the parsers."""
-    env = child_environment(())
     started = time.monotonic()
-    with (room.work / "client.out").open("w+b") as out, \
-         (room.work / "client.err").open("w+b") as err:  # fmt: skip
-        try:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True)  # fmt: skip
-        except OSError as e:
-            return _Outcome({}, verdict=(RunStatus.ERROR, f"cannot start the client "
-                            f"{argv[0]}: {e.strerror or e}"))  # fmt: skip
-        try:
-            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return _Outcome({}, timed_out=True)
-        finally:
-            _kill_group(proc.pid)
-            proc.wait()
-    outcome = _Outcome({}, wall_s=time.monotonic() - started,
-                       stdout=_read(room.work / "client.out"),
-                       stderr=_read(room.work / "client.err"))  # fmt: skip
+    streams = capture.Streams()
+    ends = [streams.pipe("stdout", capture.PARSED_KEEP),
+            streams.pipe("stderr", capture.PARSED_KEEP)]  # fmt: skip
+    try:
+        proc = subprocess.Popen(argv, env=child_environment(()), stdin=subprocess.DEVNULL,
+                                stdout=ends[0], stderr=ends[1], start_new_session=True)  # fmt: skip
+    except OSError as e:
+        streams.close()
+        return _Outcome({}, verdict=(RunStatus.ERROR, f"cannot start the client "
+                        f"{argv[0]}: {e.strerror or e}"))  # fmt: skip
+    finally:
+        for w in ends:
+            os.close(w)
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        timed_out = streams.pump(pidfd, deadline)
+    finally:
+        _kill_group(proc.pid)
+        code = proc.wait()
+        streams.drain()
+        os.close(pidfd)
+    if timed_out:
+        return _Outcome({}, timed_out=True)
+    outcome = _Outcome({}, wall_s=time.monotonic() - started, stdout=streams.text("stdout"),
+                       stderr=streams.text("stderr"))  # fmt: skip
     if code != 0:
         tail = outcome.stderr[-STDERR_TAIL:].strip() or outcome.stdout[-STDERR_TAIL:].strip()
         outcome.verdict = (RunStatus.FAILED, f"the client {Path(argv[0]).name} exited with "
@@ -448,20 +422,18 @@ def _client(argv: list[str], room: _Room, deadline: float) -> _Outcome:
     return outcome
 
 
-def _collect(pipes: _Pipes, open_fds: dict[str, int], ready: list[int]) -> None:
-    for name, fd in list(open_fds.items()):
-        if fd in ready:
-            chunk = os.read(fd, 65536)
-            pipes.data[name] += chunk
-            if not chunk:
-                del open_fds[name]
+def _end(launcher: subprocess.Popen[bytes]) -> None:
+    """Stop a launcher still running: SIGTERM makes am_run kill its whole tree
+    (also what left its process group); SIGKILL to the group if it does not end."""
+    if launcher.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            launcher.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            launcher.wait(LAUNCHER_GRACE)
+    _kill_group(launcher.pid)
 
 
-def _collect_rest(pipes: _Pipes, open_fds: dict[str, int]) -> None:
-    # Everything that held a write end is dead now, so reads end at EOF.
-    for name, fd in open_fds.items():
-        while chunk := os.read(fd, 65536):
-            pipes.data[name] += chunk
+LAUNCHER_GRACE = 5.0  # seconds am_run gets to end its tree
 
 
 def _kill_group(pgid: int) -> None:
@@ -470,10 +442,16 @@ def _kill_group(pgid: int) -> None:
 
 
 def _parse_status(line: bytes) -> dict[str, int]:
-    """am_run's "run" record; {} when the launcher was killed before writing it."""
+    """am_run's "run" record; {} when the launcher was killed before writing it.
+    Its one text field, how the memory limit was held, becomes a code (LIMIT_BY)."""
     if not line.strip():
         return {}
-    return {k: int(v) for k, v in records.one(line, "run", "am_run").items()}
+    found = records.one(line, "run", "am_run")
+    by = LIMIT_BY.index(found.pop("limit_by")) if found.get("limit_by") in LIMIT_BY else 0
+    return {k: int(v) for k, v in found.items()} | {"limit_by": by}
+
+
+LIMIT_BY = ("none", "cgroup", "watchdog")  # am_run: how a memory limit was held
 
 
 def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
@@ -496,6 +474,8 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         metrics, problem = workloads.parse_metrics(spec.app.parsers, o.stdout, o.stderr)
         if problem:
             status, detail = RunStatus.FAILED, problem
+    if spec.memory_limit and st:
+        labels["memory_limit_by"] = LIMIT_BY[st.get("limit_by", 0)]
     if _who_checked(spec) and st:
         labels["who"] = who.label(o.who)
         problem, malloc_object = who.problem(seen, o.who)
@@ -512,7 +492,7 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
     wait = st.get("status", 0)
     return RunResult(
         status=status,
-        wall_s=o.wall_s if o.wall_s is not None else st.get("wall_ns", 0) / 1e9,
+        wall_s=_wall(spec, o),
         user_s=st.get("utime_us", 0) / 1e6,
         sys_s=st.get("stime_us", 0) / 1e6,
         maxrss_kib=o.maxrss_kib if o.maxrss_kib is not None else st.get("maxrss_kib", 0),
@@ -523,12 +503,21 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         exit_code=os.WEXITSTATUS(wait) if st and os.WIFEXITED(wait) else None,
         signal=os.WTERMSIG(wait) if st and os.WIFSIGNALED(wait) else None,
         started=started,
-        metrics=metrics,
+        metrics=metrics | o.output,
         labels=labels,
         malloc_object=malloc_object,
         detail=detail,
         profile=prof,
     )
+
+
+def _wall(spec: RunSpec, o: _Outcome) -> float:
+    """The run's wall time; a run killed at its timeout took (at least) the timeout."""
+    if o.wall_s is not None:
+        return o.wall_s
+    if "wall_ns" in o.status:
+        return o.status["wall_ns"] / 1e9
+    return spec.timeout if o.timed_out else 0.0
 
 
 def _expected_in_process(spec: RunSpec) -> str | None:
@@ -558,6 +547,10 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
         return RunStatus.TIMEOUT, f"killed after the {spec.timeout:g} s timeout"
     if not st:
         return RunStatus.ERROR, f"the launcher reported nothing: {tail}".strip(": ")
+    if st.get("oom"):
+        how = "its memory cgroup" if LIMIT_BY[st["limit_by"]] == "cgroup" else "the watchdog"
+        return RunStatus.OOM, (f"killed at the memory limit of {spec.memory_limit >> 20} MiB "
+                               f"(by {how})")  # fmt: skip
     if st.get("exec_errno"):
         return RunStatus.ERROR, f"cannot start {spec.argv[0]}: {os.strerror(st['exec_errno'])}"
     wait = st["status"]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import socket
 from dataclasses import dataclass
-
-from allocmark import __version__
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def current() -> Machine:
         cores=os.cpu_count() or 0,
         kernel=platform.release(),
         glibc=os.confstr("CS_GNU_LIBC_VERSION") or "unknown",
-        allocmark_version=__version__,
+        allocmark_version=version(),
         python=platform.python_version(),
         memory_kib=_meminfo_kib("MemTotal"),
         governor=_governor(),
@@ -65,3 +64,11 @@ def _governor() -> str:
             return f.read().strip()
     except OSError:
         return "n/a"  # VMs often expose no cpufreq
+
+
+def version() -> str:
+    """allocmark's installed version ("0+unknown" in a source tree never installed)."""
+    try:
+        return importlib.metadata.version("allocmark")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"

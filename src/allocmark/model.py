@@ -27,6 +27,7 @@ class RunStatus(StrEnum):
     CRASHED = "crashed"  # killed by a signal
     FAILED = "failed"  # non-zero exit, or no metrics record from a native workload
     TIMEOUT = "timeout"
+    OOM = "oom"  # killed at its memory limit (--memory-limit)
     UNVERIFIED = "unverified"  # malloc was not served by the allocator under test
     ERROR = "error"  # could not be started at all
 
@@ -185,6 +186,7 @@ class RunSpec:
     # "verify": checks what serves malloc in every process for the measured runs
     app: AppRun = AppRun()  # output parsers and service of an application
     profile: bool = False  # run under the profiler shim (libamprof.so)
+    memory_limit: int = 0  # bytes the run's processes may use together; 0: no limit
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import os
 import random
 import re
@@ -11,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from allocmark import native, schemas, stats, tomlfile, workloads
 from allocmark.errors import UserError
@@ -100,14 +102,26 @@ def parse_duration(text: str, option: str = "--budget") -> float:
     return h * 3600 + mins * 60 + secs
 
 
-def parse_fraction(text: str, option: str) -> float:
-    """ "2%" or "0.02" -> 0.02."""
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", re.IGNORECASE)
+
+
+def parse_size(text: str, option: str = "--memory-limit") -> int:
+    """ "4G", "512M", "1.5GiB", "1000000" (bytes) -> bytes (powers of 1024)."""
+    m = _SIZE.fullmatch(text.strip())
+    value = float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_") if m else 0
+    if not m or value < 1 << 20 or value > 1 << 50:
+        raise UserError(f"{option} {text!r}: expected a size from 1M to 1P, such as 512M or 4G")
+    return int(value)
+
+
+def parse_fraction(text: str, option: str, below: float = 1.0) -> float:
+    """ "2%" or "0.02" -> 0.02; it must lie above 0 and below `below`."""
     try:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
-    if not 0 < value < 1:
-        raise UserError(f"{option} {text!r}: must be between 0% and 100%")
+    if not 0 < value < below:
+        raise UserError(f"{option} {text!r}: must be between 0% and {below:.0%}")
     return value
 
 
@@ -133,7 +147,9 @@ def _entry(run: SuiteRun, file: str, loc: tuple[int | str, ...]) -> SuiteEntry:
         expanded = _expand_range(value)
         values = expanded if isinstance(expanded, list) else [expanded]
         if not values:
-            raise schemas.key_error(file, (*loc, "params", key), "an empty list runs nothing")
+            why = f"the range {value!r} is empty: write it low..high" if isinstance(
+                value, str) else "an empty list runs nothing"  # fmt: skip
+            raise schemas.key_error(file, (*loc, "params", key), why)
         grid.append((key, tuple(values)))
     return SuiteEntry(workload=run.workload, grid=tuple(grid))
 
@@ -172,19 +188,56 @@ def cells(
     """Every (workload, parameter set) of the suite, overrides applied, duplicates dropped."""
     _check_overrides(suite, catalog, overrides)
     out: dict[tuple[str, Params], tuple[Workload, Params]] = {}
+    grids: list[tuple[Workload, dict[str, Any]]] = []
     for entry in suite.entries:
         w = catalog.get(entry.workload)
         if w is None:
             raise UserError(
                 f"{suite.source}: unknown workload {entry.workload!r}; known: {', '.join(catalog)}"
             )
-        grid = dict(entry.grid) | {
+        grids.append((w, dict(entry.grid) | {
             k: v for k, v in overrides.items() if k in {p.name for p in w.params}
-        }
+        }))  # fmt: skip
+    _check_cell_count(suite, grids)
+    for w, grid in grids:
         for combo in itertools.product(*grid.values()):
             params = workloads.resolve_params(w, dict(zip(grid, combo, strict=True)), suite.source)
             out.setdefault((w.name, params), (w, params))
     return list(out.values())
+
+
+SAMPLE_ENV = "AM_PROF_SAMPLE"  # the profiler shim's 1-in-N sampling
+MAX_CELLS = 100_000  # (workload, parameters) cells of one campaign
+MAX_RUNS = 1_000_000  # runs of one campaign's first blocks, even with --yes
+CONFIRM_RUNS = 20_000  # runs above which a campaign starts only with --yes
+
+
+def _check_cell_count(suite: Suite, grids: Sequence[tuple[Workload, dict[str, Any]]]) -> None:
+    """Counted before the grids are expanded: a few ranges can multiply to billions."""
+    count = sum(math.prod(len(v) for v in grid.values()) for _, grid in grids)
+    if count > MAX_CELLS:
+        widest = max(grids, key=lambda g: math.prod(len(v) for v in g[1].values()))
+        raise UserError(
+            f"{suite.source}: the suite expands to {count:,} parameter cells (at most "
+            f"{MAX_CELLS:,}); {widest[0].name} alone has "
+            f"{' x '.join(f'{len(v)} {k}' for k, v in widest[1].items())}: narrow its ranges"
+        )
+
+
+def check_size(allocators: int, cells: int, blocks: int, confirmed: bool) -> None:
+    """Refuse a campaign too large to be what the user meant, before building it."""
+    runs = allocators * cells * blocks
+    shape = f"{allocators} allocators x {cells} cells x {blocks} blocks"
+    if runs > MAX_RUNS:
+        raise UserError(
+            f"the plan has {runs:,} runs ({shape}); at most {MAX_RUNS:,} fit one campaign: "
+            "fewer repetitions, parameter values or allocators, or several campaigns"
+        )
+    if runs > CONFIRM_RUNS and not confirmed:
+        raise UserError(
+            f"the plan has {runs:,} runs ({shape}) before any added for precision; "
+            "add --yes to start it anyway"
+        )
 
 
 def installed(
@@ -227,6 +280,7 @@ def build(
     timeout: float,
     seed: int,
     sample: int = 0,
+    memory_limit: int = 0,
 ) -> list[RunSpec]:
     """Baselines and verification runs first; then each repetition visits every cell,
     allocators shuffled per cell. With `sample` = N > 0, the measured runs go under
@@ -236,8 +290,10 @@ def build(
         first += _verifications(cell_list, allocators, timeout, len(first))
     runs = _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
     if sample:
-        env = (("AM_PROF_SAMPLE", str(sample)),)
+        env = ((SAMPLE_ENV, str(sample)),)
         runs = [dataclasses.replace(r, profile=True, env=r.env + env) for r in runs]
+    if memory_limit:
+        return [dataclasses.replace(r, memory_limit=memory_limit) for r in first + runs]
     return first + runs
 
 
@@ -263,13 +319,16 @@ def _baselines(
     """One run per allocator and native program doing nothing: its RSS is the baseline
     of the memory overhead ratio."""
     natives = {w.name: w for w, _ in cell_list if w.kind == "native"}
-    return [
-        RunSpec(seq=i, allocator=a.spec.name, workload=w.name, params=(), rep=0,
-                argv=(str(native.program(w.program)), "--baseline", "1"),
-                env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
-                timeout=timeout, expect_malloc=a.malloc_object, result_fd=True, role="baseline")
-        for i, (a, w) in enumerate(itertools.product(allocators, natives.values()))
-    ]  # fmt: skip
+    pairs = itertools.product(allocators, natives.values())
+    return [_baseline(i, w, a, timeout) for i, (a, w) in enumerate(pairs)]
+
+
+def _baseline(seq: int, w: Workload, a: Verified, timeout: float) -> RunSpec:
+    return RunSpec(seq=seq, allocator=a.spec.name, workload=w.name, params=(), rep=0,
+                   argv=(str(native.program(w.program)), "--baseline", "1"),
+                   env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
+                   timeout=timeout, expect_malloc=a.malloc_object, result_fd=True,
+                   role="baseline")  # fmt: skip
 
 
 def _measured(
@@ -290,6 +349,24 @@ def _measured(
             rng.shuffle(allocs)
             order.extend((w, params, a, rep) for a in allocs)
     return [_spec(first_seq + i, w, p, a, rep, timeout) for i, (w, p, a, rep) in enumerate(order)]
+
+
+def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str | None:
+    """How a stored run of a catalog workload differs from what the catalog makes of
+    its cell today (None: it does not), so that a resume never runs a command the
+    database alone decided. Runs of the user's own command cannot be checked here."""
+    w = catalog.get(spec.workload)
+    if w is None or w.kind == workloads.COMMAND:
+        return None
+    made = (_baseline(spec.seq, w, a, spec.timeout) if spec.role == "baseline"
+            else _spec(spec.seq, w, spec.params, a, spec.rep, spec.timeout))  # fmt: skip
+    # The profiler's sampling rate is a setting of the run, not part of its command.
+    stored = dataclasses.replace(spec, env=tuple(kv for kv in spec.env if kv[0] != SAMPLE_ENV))
+    for field in ("argv", "env", "app", "expect_malloc", "result_fd"):
+        if (old := getattr(stored, field)) != (new := getattr(made, field)):
+            where = f"run {spec.seq} ({spec.workload} on {spec.allocator})"
+            return f"{where} would use {field} {old!r}, not the catalog's {new!r}"
+    return None
 
 
 def _spec(seq: int, w: Workload, params: Params, a: Verified, rep: int, timeout: float) -> RunSpec:

@@ -21,7 +21,7 @@ from typing import Any
 
 from allocmark.errors import AllocmarkError
 
-VERSIONS = {"run": 2, "calib": 1, "who": 2, "probe": 2, "result": 2, "prof": 4}
+VERSIONS = {"run": 3, "calib": 1, "who": 2, "probe": 2, "result": 2, "prof": 4}
 
 
 class RecordError(AllocmarkError):

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
+import statistics
 import time
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from allocmark import owner
 from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
@@ -27,7 +31,7 @@ from allocmark.model import (
 )
 from allocmark.schemas import stored
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
 
@@ -118,7 +122,28 @@ CREATE TABLE cell_cache (
   campaign_id INTEGER NOT NULL REFERENCES campaigns(id), query TEXT NOT NULL,
   fingerprint TEXT NOT NULL, rows_json TEXT NOT NULL, PRIMARY KEY (campaign_id, query));
 """,
+    # 9: the process running a campaign (owner.py), so that a second one cannot;
+    # a run's memory limit (bytes, 0: none).
+    8: """
+ALTER TABLE campaigns ADD COLUMN owner_json TEXT;
+ALTER TABLE plan ADD COLUMN memory_limit INTEGER NOT NULL DEFAULT 0;
+""",
 }
+
+
+def _json_or_none(row: tuple[Any, ...] | None) -> object:
+    try:
+        return json.loads(row[0]) if row and row[0] else None
+    except ValueError:
+        return None
+
+
+def _script(db: sqlite3.Connection, script: str) -> None:
+    """Run a schema script statement by statement, inside the caller's transaction
+    (executescript would commit it first). The scripts hold no ';' in literals."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
 
 
 class Store:
@@ -128,25 +153,95 @@ class Store:
         self.path = path
         if not path.exists() and not create:
             raise StoreError(f"{path}: no such results database; create one with `allocmark run`")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise StoreError(f"{path}: is a directory; give the database file, e.g. {path}/a.db")
+        if path.exists() and not path.is_file():
+            raise StoreError(f"{path}: not a regular file, so not a results database")
+        if path.exists() and path.stat().st_size == 0 and not create:
+            raise StoreError(f"{path}: an empty file, not a results database (left as it is)")
+        # Reports must read a database the user cannot write (an archive, a read-only
+        # directory, where WAL cannot create its -shm file).
+        self.readonly = not create and not (
+            os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+        )
+        if not self.readonly:
+            path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.db = sqlite3.connect(path, timeout=30)
+            self.db = self._connect()
             self.db.execute("PRAGMA foreign_keys = ON")
             self._check_schema()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{path}: not a usable SQLite results database ({e})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self.readonly:
+            return sqlite3.connect(self.path, timeout=30)
+        uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}"
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:  # WAL without a -shm it may create: read as is
+            db.close()
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=30)
 
     def close(self) -> None:
         self.db.close()
 
     # -- schema ---------------------------------------------------------------
     def _check_schema(self) -> None:
+        """Create or migrate the schema in one write transaction that reads the
+        version inside it: two processes opening a new database at once must not
+        both create it, nor one migrate what the other half created."""
+        if self._schema_state() == SCHEMA_VERSION:
+            return  # the common case takes no write lock (reports on a busy DB)
+        if self.readonly:
+            raise StoreError(
+                f"{self.path}: written by an older allocmark, not writable here; open it "
+                "once where it can be written to upgrade it"
+            )
+        level = self.db.isolation_level
+        self.db.isolation_level = None  # BEGIN/COMMIT below are ours alone
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._schema_state()
+                if version == 0:
+                    _script(self.db, _SCHEMA_V1)
+                    self._set_version(1)
+                    version = 1
+                for v in range(version, SCHEMA_VERSION):
+                    _script(self.db, _MIGRATIONS[v])
+                    self._set_version(v + 1)
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        finally:
+            self.db.isolation_level = level
+        self._use_wal()
+
+    def _use_wal(self) -> None:
+        """WAL (readers never wait for the writer) is set once, after creation: it
+        cannot be switched inside a transaction, and the switch gives up at once,
+        without the busy timeout, while another process holds the file."""
+        deadline = time.monotonic() + 30
+        while self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                self.db.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _schema_state(self) -> int:
+        """The schema version; 0 for an empty file. Refuses foreign and newer files."""
         tables = {
             r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
         if not tables:
-            self._create()
-        elif "meta" not in tables:
+            return 0
+        if "meta" not in tables:
             raise StoreError(f"{self.path}: an SQLite file, but not an allocmark database")
         version = self._schema_version()
         if version > SCHEMA_VERSION:
@@ -154,23 +249,13 @@ class Store:
                 f"{self.path}: written by a newer allocmark (schema {version}; this one "
                 f"reads up to {SCHEMA_VERSION}); upgrade allocmark to read it"
             )
-        for v in range(version, SCHEMA_VERSION):
-            # executescript commits first, so each step is its own script with
-            # the version bump inside: a failed step leaves the old version.
-            bump = f"UPDATE meta SET value='{v + 1}' WHERE key='schema_version';"
-            self.db.executescript(f"BEGIN; {_MIGRATIONS[v]} {bump} COMMIT;")
+        return version
 
     def _schema_version(self) -> int:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None or not str(row[0]).isdigit():
             raise StoreError(f"{self.path}: allocmark database without a schema version")
         return int(row[0])
-
-    def _create(self) -> None:
-        self.db.execute("PRAGMA journal_mode = WAL")
-        with self.db:
-            self.db.executescript(_SCHEMA_V1)
-            self._set_version(1)
 
     def _set_version(self, v: int) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
@@ -193,7 +278,7 @@ class Store:
             mid = self._machine(machine)
             cur = self.db.execute(
                 "INSERT INTO campaigns (name, created, status, seed, baseline, argv_json, "
-                "machine_id, settings_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                "machine_id, settings_json, owner_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                 (
                     name,
                     time.time(),
@@ -202,6 +287,7 @@ class Store:
                     json.dumps(list(argv)),
                     mid,
                     json.dumps(settings or {}),
+                    json.dumps(owner.me().as_json()),
                 ),
             )
             cid = int(cur.lastrowid or 0)
@@ -219,8 +305,8 @@ class Store:
     def _insert_plan(self, cid: int, plan: Sequence[RunSpec]) -> None:
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
-            "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile, "
+            "memory_limit) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_plan_row(cid, s) for s in plan],
         )
 
@@ -321,7 +407,7 @@ class Store:
             "JOIN runs r ON r.id = p.run_id WHERE r.campaign_id=? ORDER BY r.seq",
             (cid,),
         ).fetchall()
-        return [(a, w, _params(pj), json.loads(prof)) for a, w, pj, prof in rows]
+        return [(a, w, _params(pj), _loads(prof)) for a, w, pj, prof in rows]
 
     def add_spent(self, cid: int, seconds: float) -> None:
         """Count time spent running the campaign against its budget."""
@@ -346,11 +432,42 @@ class Store:
         return [float(r[0]) for r in rows]
 
     def set_status(self, cid: int, status: str) -> None:
+        """A finished or interrupted campaign has no owner any more."""
         with self.db:
             self.db.execute(
-                "UPDATE campaigns SET status=?, finished=? WHERE id=?",
+                "UPDATE campaigns SET status=?, finished=?, owner_json=NULL WHERE id=?",
                 (status, time.time() if status == "finished" else None, cid),
             )
+
+    def claim(self, cid: int, take_over: bool = False) -> None:
+        """Make this process the campaign's owner, unless another live one is."""
+        me = owner.me()
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")  # read and write the owner atomically
+            row = self.db.execute("SELECT owner_json FROM campaigns WHERE id=?", (cid,))
+            found = owner.from_json(_json_or_none(row.fetchone()))
+            if found and found != me and not take_over:
+                self._refuse(cid, found)
+            self.db.execute(
+                "UPDATE campaigns SET owner_json=?, status='running' WHERE id=?",
+                (json.dumps(me.as_json()), cid),
+            )
+
+    def _refuse(self, cid: int, found: owner.Owner) -> None:
+        state = owner.alive(found)
+        if state is False:
+            return  # its owner died (killed, machine crashed): take it over
+        where = f"`allocmark run --resume --db {self.path}`"
+        if state is None:
+            raise StoreError(
+                f"{self.path}: campaign {cid} is owned by {found.describe()}, which this "
+                f"machine cannot check; if it no longer runs, take it over with {where[:-1]} "
+                "--take-over`"
+            )
+        raise StoreError(
+            f"{self.path}: campaign {cid} is being run by {found.describe()}; wait for it "
+            f"to end, or stop it (kill {found.pid}) and resume with {where}"
+        )
 
     # -- reading --------------------------------------------------------------
     def campaigns(self) -> list[Campaign]:
@@ -388,7 +505,7 @@ class Store:
 
     def settings(self, cid: int) -> dict[str, Any]:
         row = self.db.execute("SELECT settings_json FROM campaigns WHERE id=?", (cid,)).fetchone()
-        return dict(json.loads(row[0])) if row else {}
+        return dict(_loads(row[0])) if row else {}
 
     def sample(self, cid: int) -> int:
         """The profiler's 1-in-N sampling of a campaign; 0: not profiled (campaigns
@@ -400,7 +517,8 @@ class Store:
         """The whole plan, done or not, in order."""
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role, app_json, profile FROM plan WHERE campaign_id=? "
+            "expect_malloc, result_fd, role, app_json, profile, memory_limit FROM plan "
+            "WHERE campaign_id=? "
             "ORDER BY seq",
             (cid,),
         ).fetchall()
@@ -409,7 +527,8 @@ class Store:
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(
             "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role, app_json, profile FROM plan WHERE campaign_id=? "
+            "expect_malloc, result_fd, role, app_json, profile, memory_limit FROM plan "
+            "WHERE campaign_id=? "
             "AND seq NOT IN "
             "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
             (cid, cid),
@@ -443,7 +562,7 @@ class Store:
             "ON m.id = c.machine_id WHERE c.id=?",
             (cid,),
         ).fetchone()
-        return dict(json.loads(row[0])) if row else {}
+        return dict(_loads(row[0])) if row else {}
 
     def runs(self, cid: int, metrics: Sequence[str] | None = None) -> list[StoredRun]:
         """Every finished run of a campaign, with its metrics (only `metrics`, if given)."""
@@ -473,7 +592,7 @@ class Store:
                 workload=r[3],
                 params=params.get(r[4]) or params.setdefault(r[4], _params(r[4])),
                 rep=r[5],
-                status=_STATUS[r[6]],
+                status=_status(r[6]),
                 wall_s=r[7],
                 user_s=r[8],
                 sys_s=r[9],
@@ -484,7 +603,7 @@ class Store:
                 role=r[13],
                 labels=labels[r[14]]
                 if r[14] in labels
-                else labels.setdefault(r[14], json.loads(r[14])),
+                else labels.setdefault(r[14], _loads(r[14])),
             )
             for r in rows
         ]
@@ -514,7 +633,7 @@ class Store:
                 params=_params(r[2]) + hosts.get(r[6], ()),
                 role=r[3],
                 partial=bool(r[4]),
-                statuses=tuple(_STATUS[x] for x in r[5].split(",")),
+                statuses=tuple(_status(x) for x in str(r[5]).split(",")),
                 columns={n: tuple(values) for n, values in zip(names, r[7:], strict=True)},
             )
             for r in rows
@@ -550,7 +669,7 @@ class Store:
             "SELECT rows_json FROM cell_cache WHERE campaign_id=? AND query=? AND fingerprint=?",
             (cid, query, mark),
         ).fetchone()
-        return list(json.loads(row[0])) if row else None
+        return list(_loads(row[0])) if row else None
 
     def _keep(self, cid: int, query: str, mark: str, rows: list[Sequence[Any]]) -> None:
         """Saves the rows for the next report; a database that cannot be written now
@@ -561,6 +680,17 @@ class Store:
                                 (cid, query, mark, json.dumps(rows)))  # fmt: skip
         except sqlite3.OperationalError:
             pass
+
+    def typical_wall(self) -> dict[str, float]:
+        """The median wall time of each workload's recent successful runs."""
+        walls: dict[str, list[float]] = {}
+        for workload, wall in self.db.execute(
+            "SELECT workload, wall_s FROM runs WHERE status='ok' "
+            "AND typeof(wall_s) IN ('real', 'integer') "
+            "ORDER BY id DESC LIMIT 20000"
+        ):
+            walls.setdefault(str(workload), []).append(float(wall))
+        return {w: statistics.median(v) for w, v in walls.items()}
 
     def metric_sum(self, cid: int, name: str, role: str = "measure") -> float:
         """The sum of one metric over the campaign's runs of `role` (a rare metric such as
@@ -600,18 +730,43 @@ class Store:
 _STATUS = {s.value: s for s in RunStatus}
 
 
+def _status(stored: object) -> RunStatus:
+    """A status this allocmark does not know (a newer one, a hand-edited row) counts
+    as an error: never as a measurement."""
+    return _STATUS.get(str(stored), RunStatus.ERROR)
+
+
 def _floats(text: str | None) -> tuple[float | None, ...]:
     """A group_concat of numbers; an empty item is a run without that metric."""
     if text is None:
         return ()
     parts = text.split(",")
-    if "" not in parts:  # the usual case: every run has the value
-        return tuple(map(float, parts))
-    return tuple(float(x) if x else None for x in parts)
+    try:
+        if "" not in parts:  # the usual case: every run has the value
+            return tuple(map(float, parts))
+        return tuple(float(x) if x else None for x in parts)
+    except ValueError:  # text in a numeric column: edited or corrupted
+        raise _damaged(text) from None
 
 
 def _params(text: str) -> tuple[tuple[str, int | str], ...]:
-    return tuple((k, v) for k, v in json.loads(text))
+    try:
+        return tuple((k, v) for k, v in _loads(text))
+    except (TypeError, ValueError):
+        raise _damaged(text) from None
+
+
+def _loads(text: str) -> Any:
+    """A JSON column's value; a damaged one (hand-edited, corrupted) is a StoreError."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise _damaged(text) from None
+
+
+def _damaged(text: object) -> StoreError:
+    return StoreError(f"the results database holds a damaged value ({str(text)[:60]!r}); "
+                      "it was edited or corrupted: restore it from a copy")  # fmt: skip
 
 
 def _allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
@@ -651,6 +806,7 @@ def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         s.role,
         stored.dump(s.app),
         int(s.profile),
+        s.memory_limit,
     )
 
 
@@ -661,12 +817,13 @@ def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:
         workload=r[2],
         params=_params(r[3]),
         rep=r[4],
-        argv=tuple(json.loads(r[5])),
-        env=tuple((k, v) for k, v in json.loads(r[6])),
+        argv=tuple(_loads(r[5])),
+        env=tuple((k, v) for k, v in _loads(r[6])),
         timeout=r[7],
         expect_malloc=r[8],
         result_fd=bool(r[9]),
         role=r[10],
         app=stored.app_run(r[11]),
         profile=bool(r[12]),
+        memory_limit=int(r[13] or 0),
     )

@@ -20,3 +20,7 @@ def load(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: is a directory, expected a TOML file") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+    except RecursionError:
+        raise UserError(f"{path}: values nested too deeply to be a suite or catalog") from None

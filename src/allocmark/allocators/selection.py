@@ -16,11 +16,18 @@ def parse_selection(values: Iterable[str]) -> tuple[list[str], list[AllocatorSpe
     names: list[str] = []
     adhoc: list[AllocatorSpec] = []
     for value in values:
-        for token in _split_tokens(value):
+        tokens = _split_tokens(value)
+        if not tokens:  # `-a ''` must not mean "every allocator"
+            raise UserError(f"-a {value!r} names no allocator; e.g. -a glibc,jemalloc")
+        for token in tokens:
             if "=" in token:
                 adhoc.append(_adhoc(token))
             else:
                 names.append(token)
+    seen = [*names, *(a.name for a in adhoc)]
+    if twice := sorted({n for n in seen if seen.count(n) > 1}):
+        raise UserError(f"-a names {', '.join(map(repr, twice))} more than once; "
+                        "give each allocator its own name (NAME=/path/lib.so)")  # fmt: skip
     return names, adhoc
 
 

@@ -59,7 +59,9 @@ def _find_library(spec: AllocatorSpec) -> str | None:
             if found:
                 return os.path.realpath(found)
             continue
-        for match in sorted(glob.glob(os.path.expanduser(pattern))):
+        path = os.path.expanduser(pattern)
+        # A file named as it is comes first: `[` in a real path is not a glob's class.
+        for match in [path, *sorted(glob.glob(path))]:
             if os.path.isfile(match):
                 return os.path.realpath(match)
     return None
@@ -81,6 +83,8 @@ def _elf_problem(path: str) -> str | None:
         head = f.read(18)
     if head[:4] != b"\x7fELF":
         return f"{path} is not an ELF file, so not a shared object"
+    if len(head) < 18:
+        return f"{path} is a truncated ELF file ({len(head)} bytes), not a shared object"
     e_type = int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
     if e_type != 3:  # ET_DYN
         return f"{path} is an ELF file but not a shared object (e_type {e_type})"

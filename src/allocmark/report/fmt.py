@@ -18,6 +18,15 @@ TITLES = {
 }
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
+
+
+def printable(text: str) -> str:
+    """A user's string (a name, a path, a parameter value) as it can be shown in a
+    terminal: control characters, ANSI escapes among them, written as \\xNN."""
+    return text.translate(_CONTROL)
+
+
 def quantity(metric: str, value: float) -> str:
     if metric == "peak_rss_kib":
         return size_kib(value)

@@ -26,7 +26,7 @@ def comparison(console: Console, comp: Comparison) -> None:
     if any(len(label) > LONG_LABEL for label in labels):
         # Long parameter lists would squeeze the allocator columns: number the rows.
         for i, label in enumerate(labels, 1):
-            console.print(f"#{i}  {label}", highlight=False)
+            console.print(_t(f"#{i}  {label}"), highlight=False)
         labels = [f"#{i} {row.workload}" for i, row in enumerate(comp.rows, 1)]
     for metric in comp.metrics:
         body = [[_styled(metric, row.cells[metric][a], a == comp.baseline)
@@ -36,7 +36,7 @@ def comparison(console: Console, comp: Comparison) -> None:
         table = _metric_table(console, comp, fmt.TITLES[metric], labels, body, geo)
         pad = "" if table.padding[3] else " "  # unpadded: the labels keep their space
         for label, cells in zip(labels, body, strict=True):
-            table.add_row(pad + label, *cells)
+            table.add_row(_t(pad + label), *cells)
         table.add_section()
         table.add_row(pad + "geomean", *geo)
         console.print(table)
@@ -65,14 +65,19 @@ def _metric_table(
     table = Table(title=title, title_justify="left", padding=(0, 0) if fits else (0, 0, 0, 1))
     table.add_column(("" if not fits else " ") + "workload", no_wrap=True)
     for a in comp.allocators:
-        name = fmt.header(comp, a)
+        name = fmt.printable(fmt.header(comp, a))
         if fits:
             folded = "\n".join(name[i : i + widest] for i in range(0, len(name), widest))
-            table.add_column(folded, justify="right", no_wrap=True, overflow="crop",
+            table.add_column(Text(folded), justify="right", no_wrap=True, overflow="crop",
                              min_width=widest)  # fmt: skip
         else:
-            table.add_column(name, justify="right", overflow="fold")
+            table.add_column(Text(name), justify="right", overflow="fold")
     return table
+
+
+def _t(text: str) -> Text:
+    """User data as a cell: never read as rich markup, control characters shown."""
+    return Text(fmt.printable(text))
 
 
 def _width(text: Text) -> int:
@@ -115,7 +120,7 @@ def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> N
         f"time vs {baseline or 'baseline'}",
         f"peak RSS vs {baseline or 'baseline'}",
     ):
-        table.add_column(col, justify="left" if col == "allocator" else "right")
+        table.add_column(_t(col), justify="left" if col == "allocator" else "right")
     for line in lines:
         table.add_row(*_try_cells(line, baseline))
     console.print(table)
@@ -124,8 +129,8 @@ def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> N
         console.print(noise, style="dim", highlight=False)
 
 
-def _try_cells(line: TryLine, baseline: str | None) -> list[str]:
-    name = line.allocator + ("†" if line.partial else "")
+def _try_cells(line: TryLine, baseline: str | None) -> list[str | Text]:
+    name = _t(line.allocator + ("†" if line.partial else ""))
     if line.wall is None or line.user is None or line.sys is None or line.rss_kib is None:
         return [name, f"[bold red]{line.state.upper()}[/]", "", "", "", "", "", ""]
     w = line.wall
@@ -193,12 +198,12 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
         style = _STATUS_STYLE[v.status]
         status = "not built" if v.spec.recipe and v.status is Status.MISSING else v.status.value
         table.add_row(
-            v.spec.name,
+            _t(v.spec.name),
             f"[{style}]{status}[/]",
-            v.version or "",
-            _home(v.library or ""),
+            _t(v.version or ""),
+            _t(_home(v.library or "")),
             (v.sha256 or "")[:12],
-            notes,
+            _t(notes),
         )
     console.print(table)
 
@@ -217,13 +222,13 @@ def verdicts(
     control: str | None,
 ) -> None:
     """`allocmark compare`: a row per cell, old and new medians, ratio and verdict."""
-    table = Table(title=f"{fmt.TITLES[metric]}: {new_label} against {old_label}",
+    table = Table(title=_t(f"{fmt.TITLES[metric]}: {new_label} against {old_label}"),
                   title_justify="left")  # fmt: skip
     ratio_head = f"(new / {control}) / (old / {control})" if control else "new / old"
     for col in ("workload", "allocator", "old", "new", f"{ratio_head} [95%]", "verdict"):
         table.add_column(col, justify="left" if col in ("workload", "allocator") else "right")
     for v in items:
-        table.add_row(v.label, v.allocator, _median_text(metric, v.old),
+        table.add_row(_t(v.label), _t(v.allocator), _median_text(metric, v.old),
                       _median_text(metric, v.new), _ratio_text(v), _verdict_text(v))  # fmt: skip
     console.print(table)
 
@@ -286,10 +291,10 @@ def profiles(console: Console, views: Sequence[profile.View]) -> None:
     for v in views:
         params = " ".join(f"{k}={val}" for k, val in v.params)
         runs = f", {v.runs} runs each (counts per run)" if v.runs > 1 else ""
-        table = Table(title=f"Profile: {v.workload} {params}{runs}", title_justify="left")
+        table = Table(title=_t(f"Profile: {v.workload} {params}{runs}"), title_justify="left")
         table.add_column("", no_wrap=True)
         for a in v.allocators:
-            table.add_column(a, justify="right", overflow="fold")
+            table.add_column(_t(a), justify="right", overflow="fold")
         section = None
         for sec, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs):
             if sec != section:
@@ -300,7 +305,7 @@ def profiles(console: Console, views: Sequence[profile.View]) -> None:
             table.add_row("  " + label, *cells)
         console.print(table)
         for note in v.notes:
-            console.print(f"note: {note}", style="dim", highlight=False)
+            console.print(_t(f"note: {note}"), style="dim", highlight=False)
         console.print("[bold]Findings[/]")
         for line in v.findings:
-            console.print(f"  - {line}", highlight=False, markup=False)
+            console.print(_t(f"  - {line}"), highlight=False)

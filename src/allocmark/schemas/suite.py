@@ -31,8 +31,8 @@ class SuiteFile(BaseModel):
         description='allocator names, or "all": every usable entry and variant',
     )
     repetitions: int = Field(3, ge=1, description="blocks every cell gets at least")
-    timeout: float = Field(600, gt=0, description="seconds per run")
-    seed: int = Field(1, description="shuffle seed of the run order")
+    timeout: float = Field(600, gt=0, le=7 * 86400, description="seconds per run (a week at most)")
+    seed: int = Field(1, ge=0, le=2**63 - 1, description="shuffle seed of the run order")
     budget: str | None = Field(
         None, pattern=r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$|^(none|unlimited)$",
         description="add blocks while the campaign has spent less than this, e.g. 2m, 90s; "

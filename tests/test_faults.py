@@ -1,0 +1,489 @@
+"""The fault battery: what allocmark must survive, tried the way users and
+attackers break things. Each test prints its figures (`make faults` shows them)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from allocmark import allocators, machine, plan, workloads
+from allocmark.errors import AllocmarkError, UserError
+from allocmark.store import SCHEMA_VERSION, Store
+from tests.conftest import cli
+from tests.fakes import allocs, specs
+
+TRIALS = int(os.environ.get("AM_FAULT_TRIALS", "50"))
+
+
+def _open_and_plan(path: str, start: object, problems: object) -> None:
+    """One of several processes opening a new database and planning in it."""
+    start.wait()  # type: ignore[attr-defined]
+    try:
+        s = Store(Path(path))
+        s.new_campaign("t", 1, machine.current(), ["x"], allocs("a", "b"), [], specs(2), "b")
+        s.close()
+    except (AllocmarkError, Exception) as e:  # every failure counts, whatever its kind
+        problems.put(f"{type(e).__name__}: {e}")  # type: ignore[attr-defined]
+
+
+def test_concurrent_first_opens_of_a_new_database(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    problems = ctx.Queue()
+    failed: list[str] = []
+    for trial in range(TRIALS):
+        path = tmp_path / f"new{trial}.db"
+        start = ctx.Barrier(3)
+        procs = [ctx.Process(target=_open_and_plan, args=(str(path), start, problems))
+                 for _ in range(3)]  # fmt: skip
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        got = [problems.get() for _ in range(problems.qsize())]
+        failed += got
+        s = Store(path, create=False)
+        assert s.db.execute("SELECT value FROM meta").fetchone()[0] == str(SCHEMA_VERSION)
+        assert s.db.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 3 - len(got)
+        s.close()
+    print(f"\nconcurrent first opens: {TRIALS} trials of 3 processes, {len(failed)} failures")
+    assert failed == [], failed[:3]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_for(path: Path, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_no_process_outlives_allocmark_killed_by_sigkill(tmp_path: Path) -> None:
+    orphans = 0
+    trials = 3
+    for trial in range(trials):
+        pidfile = tmp_path / f"pid{trial}"
+        script = f"sleep 31 & echo $! > {pidfile}; setsid sleep 32 & wait"
+        am = subprocess.Popen(
+            [sys.executable, "-m", "allocmark", "try", "-n", "1", "--db", str(tmp_path / "k.db"),
+             "--", "sh", "-c", script],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        _wait_for(pidfile)
+        am.kill()
+        am.wait()
+        sleeper = int(pidfile.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(sleeper) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        orphans += _alive(sleeper)
+        if _alive(sleeper):
+            os.kill(sleeper, signal.SIGKILL)
+    left = subprocess.run(["pgrep", "-f", "^sleep 3[12]$"], capture_output=True, text=True)
+    print(f"\norphans after kill -9 of allocmark: {orphans} of {trials} runs, "
+          f"{len(left.stdout.split())} sleepers of the runs left in all")  # fmt: skip
+    assert orphans == 0 and left.stdout == ""
+
+
+# -- fuzzed suite and catalog files ------------------------------------------------
+FUZZ = int(os.environ.get("AM_FUZZ_EXAMPLES", "600"))  # per kind; the battery uses more
+_WORKLOADS = ["churn", "larson", "xthread", "samethread", "nosuch", ""]
+_PARAMS = ["threads", "count", "size_min", "size_max", "rounds", "seed", "bogus"]
+_scalar = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.text(max_size=12),
+    st.sampled_from(["1..4", "5..1", "1..2*cores", "0..1000000000", "1..", "[/]", "\x1b[31m"]),
+)
+_value = st.one_of(
+    _scalar,
+    st.lists(_scalar, max_size=4),
+    st.dictionaries(st.text(max_size=4), _scalar, max_size=2),
+)
+_run = st.dictionaries(
+    st.sampled_from(["workload", "params", "extra"]),
+    st.one_of(st.sampled_from(_WORKLOADS),
+              st.dictionaries(st.sampled_from(_PARAMS), _value, max_size=4), _value),
+)  # fmt: skip
+_random_suite = st.dictionaries(
+    st.sampled_from(["description", "allocators", "repetitions", "timeout", "seed", "budget",
+                     "target_ci", "runs", "unknown"]),
+    st.one_of(_value, st.lists(_run, max_size=3), st.just("all")),
+)  # fmt: skip
+_small = st.one_of(
+    st.integers(min_value=-3, max_value=5000),
+    st.sampled_from(["1..4", "1..2*cores", "5..1", "0..99999", "64..4096"]),
+)
+_plausible_run = st.fixed_dictionaries(
+    {"workload": st.sampled_from(_WORKLOADS[:4])},
+    optional={"params": st.dictionaries(st.sampled_from(_PARAMS),
+                                        st.one_of(_small, st.lists(_small, max_size=5)))},
+)  # fmt: skip
+_plausible_suite = st.fixed_dictionaries(
+    {"runs": st.lists(_plausible_run, min_size=1, max_size=3)},
+    optional={"repetitions": st.integers(min_value=-2, max_value=10**12),
+              "timeout": st.floats(min_value=-1, max_value=1e9),
+              "seed": st.integers(min_value=-5, max_value=2**70),
+              "budget": st.sampled_from(["2m", "0", "none", "1h30m", "soon"]),
+              "target_ci": st.sampled_from(["3%", "0.03", "200%", "x"]),
+              "allocators": st.one_of(st.just("all"), st.lists(
+                  st.sampled_from(["glibc", "jemalloc", "nosuch", ""]), max_size=3))},
+)  # fmt: skip
+_suite = st.one_of(_plausible_suite, _plausible_suite, _random_suite)
+_random_entry = st.dictionaries(
+    st.sampled_from(["description", "system", "library", "package", "version", "baseline",
+                     "hidden", "env", "variant", "unknown"]),
+    st.one_of(_value, st.dictionaries(st.text(max_size=6), st.dictionaries(
+        st.sampled_from(["env", "description"]), _value, max_size=2), max_size=2)),
+)  # fmt: skip
+_variant = st.fixed_dictionaries(
+    {}, optional={"env": st.dictionaries(st.sampled_from(["X", "Y"]), st.text(max_size=3))}
+)
+_plausible_entry = st.fixed_dictionaries(
+    {},
+    optional={
+        "library": st.one_of(st.just("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"),
+                             st.lists(st.sampled_from(["/nonexistent.so", "*.so", ""]),
+                                      max_size=2)),
+        "system": st.booleans(),
+        "version": st.sampled_from(["probe:jemalloc", "dpkg", "auto", "none", "x"]),
+        "env": st.dictionaries(st.sampled_from(["MALLOC_CONF", "A", ""]), st.text(max_size=6),
+                               max_size=2),
+        "variant": st.dictionaries(st.sampled_from(["v", "nodecay", "a:b", ""]), _variant,
+                                   max_size=2),
+    },
+)  # fmt: skip
+_catalog = st.one_of(
+    st.fixed_dictionaries({"allocator": st.dictionaries(
+        st.sampled_from(["mine", "glibc", "a b", "x:y", ""]), _plausible_entry, max_size=3)}),
+    st.dictionaries(st.sampled_from(["allocator", "recipe", "unknown"]),
+                    st.dictionaries(st.text(max_size=8), _random_entry, max_size=3)),
+)  # fmt: skip
+
+
+def _as_file(tmp: Path, doc: dict[str, object], damage: bytes) -> Path:
+    try:
+        text = tomli_w.dumps(doc).encode()
+    except (TypeError, ValueError):  # not every generated value is TOML
+        text = b"x = 1\n"
+    path = tmp / "f.toml"
+    path.write_bytes(text + damage)
+    return path
+
+
+_outcomes: dict[str, list[int]] = {"suite": [0, 0, 0], "catalog": [0, 0, 0]}
+_messages: list[str] = []
+
+
+def _try(kind: str, load: Callable[[], object]) -> None:
+    """Accepted, refused with a clear error, or a traceback (counted, then re-raised)."""
+    counts = _outcomes[kind]
+    try:
+        load()
+        counts[0] += 1
+    except UserError as e:
+        assert str(e) and "Traceback" not in str(e)
+        counts[1] += 1
+        _messages.append(str(e))
+    except Exception:
+        counts[2] += 1
+        raise
+
+
+@settings(
+    max_examples=FUZZ,
+    deadline=5000,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(doc=_suite, damage=st.sampled_from([b""] * 5 + [b"\xff\xfe", b"[[runs]]\n", b"x = [" * 3]))
+def test_fuzzed_suite_files_load_or_say_why(tmp_path: Path, doc: dict[str, object],
+                                            damage: bytes) -> None:  # fmt: skip
+    path = _as_file(tmp_path, doc, damage)
+    catalog = workloads.load_catalog()
+
+    def load() -> None:
+        suite = plan.load_suite(str(path))
+        cells = plan.cells(suite, catalog, {})
+        plan.check_size(2, len(cells), suite.repetitions, confirmed=False)
+
+    _try("suite", load)
+
+
+@settings(
+    max_examples=FUZZ,
+    deadline=5000,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(doc=_catalog, damage=st.sampled_from([b""] * 5 + [b"\xff", b"[allocator.x]\n"]))
+def test_fuzzed_catalog_files_load_or_say_why(tmp_path: Path, doc: dict[str, object],
+                                              damage: bytes) -> None:  # fmt: skip
+    path = _as_file(tmp_path, doc, damage)
+    _try("catalog", lambda: allocators.load_catalog([path]))
+
+
+def test_fuzz_figures() -> None:
+    for kind, (ok, refused, crashed) in _outcomes.items():
+        print(f"\nfuzzed {kind} files: {ok + refused + crashed} tried, {ok} accepted, "
+              f"{refused} refused with a message, {crashed} tracebacks")  # fmt: skip
+        assert crashed == 0
+
+
+# -- hostile input: a clean ERROR and exit 2, never a traceback ---------------------
+@pytest.fixture(scope="module")
+def good_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("good") / "good.db"
+    r = cli("run", "-w", "churn", "-a", "glibc,glibc:arena2", "-n", "2", "-p", "count=1000",
+            "--db", str(db))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return db
+
+
+def _damaged_page(db: Path, tmp: Path) -> Path:
+    out = tmp / "damaged.db"
+    data = bytearray(db.read_bytes())
+    data[4096 * 2 :] = b"\xff" * (len(data) - 4096 * 2)  # all but the schema's pages
+    out.write_bytes(bytes(data))
+    return out
+
+
+def _edited(name: str, *statements: str) -> Callable[[Path, Path], Path]:
+    """A copy of the good database with `statements` applied to it."""
+
+    def make(db: Path, tmp: Path) -> Path:
+        out = tmp / name
+        out.write_bytes(db.read_bytes())
+        with sqlite3.connect(out) as con:
+            for statement in statements:
+                con.execute(statement)
+        return out
+
+    return make
+
+
+_hostile_values = _edited(
+    "hostile.db",
+    "UPDATE runs SET status='weird' WHERE id=1",
+    *(f"UPDATE {table} SET {column}='[/]\x1b[31mred' WHERE {column}='glibc:arena2'"
+      for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))),
+)  # fmt: skip
+_bad_params = _edited("params.db", "UPDATE runs SET params_json='{bad' WHERE id=2")
+_text_number = _edited("number.db", "UPDATE runs SET wall_s='abc' WHERE id=3")
+
+
+def _file(name: str, data: bytes) -> Callable[[Path, Path], Path]:
+    def make(db: Path, tmp: Path) -> Path:
+        (tmp / name).write_bytes(data)
+        return tmp / name
+
+    return make
+
+
+HOSTILE = {
+    "damaged page, report": (["report", "--db", "{x}"], _damaged_page, "malformed"),
+    "damaged page, compare": (["compare", "{x}", "{db}"], _damaged_page, "malformed"),
+    "damaged JSON column": (["report", "--db", "{x}", "--runs", "--format", "csv"], _bad_params,
+                            "damaged"),
+    "text in a number column": (["compare", "{x}", "{db}"], _text_number, "damaged"),
+    "deep runs JSON": (["compare", "{x}", "{db}"],
+                       _file("deep.json", b"[" * 100000 + b"]" * 100000), "nested too deeply"),
+    "rows not a list": (["compare", "{x}", "{db}"], _file("rows.json", json.dumps(
+        {"format": "allocmark-runs", "version": 1, "rows": 5}).encode()), "not a list"),
+    "invalid UTF-8 suite": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
+                            _file("u.toml", b'description = "\xff"\n'), "not UTF-8"),
+    "5000-deep TOML": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
+                       _file("d.toml", b"x = " + b"[" * 5000 + b"]" * 5000), "nested too deeply"),
+    "seed 10^30 in a suite": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"], _file(
+        "s.toml", b'seed = 1000000000000000000000000000000\n[[runs]]\nworkload = "churn"\n'),
+        "key 'seed'"),
+    "4-byte ELF": (["run", "-a", "mine={x}", "-w", "churn", "--db", "{tmp}/n.db"],
+                   _file("tiny.so", b"\x7fELF"), "truncated ELF"),
+    "0-byte database": (["report", "--db", "{x}"], _file("zero.db", b""), "an empty file"),
+}  # fmt: skip
+PLAIN = {
+    "--seed 10^20": (["run", "-w", "churn", "--seed", str(10**20), "--db", "{tmp}/n.db"], "--seed"),
+    "--timeout inf": (["try", "--timeout", "inf", "--", "true"], "--timeout"),
+    "duplicate names": (["run", "-a", "glibc,glibc=/usr/lib/x86_64-linux-gnu/libc.so.6",
+                         "-w", "churn", "--db", "{tmp}/n.db"], "more than once"),
+    "unwritable -o": (["report", "--db", "{db}", "--format", "md", "-o", "/proc/no/x.md"],
+                      "/proc/no"),
+    "unwritable --plots": (["report", "--db", "{db}", "--plots", "/proc/no"], "/proc/no"),
+    "directory as db": (["report", "--db", "{tmp}"], "is a directory"),
+    "/dev/zero as db": (["report", "--db", "/dev/zero"], "not a regular file"),
+    "-a ''": (["run", "-a", "", "-w", "churn", "--db", "{tmp}/n.db"], "names no allocator"),
+    "-a ','": (["run", "-a", ",", "-w", "churn", "--db", "{tmp}/n.db"], "names no allocator"),
+    "-w ''": (["run", "-w", "", "--db", "{tmp}/n.db"], "names no workload"),
+    "suite without runs": (["run", "--suite", "{tmp}/empty.toml", "--db", "{tmp}/n.db"],
+                           "nothing to run"),
+}  # fmt: skip
+
+
+def _check_refused(args: list[str], message: str, tmp: Path, **fill: str) -> None:
+    argv = [a.format(tmp=tmp, **fill) for a in args]
+    r = cli(*argv)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_files_are_refused_cleanly(case: str, good_db: Path, tmp_path: Path) -> None:
+    args, make, message = HOSTILE[case]
+    before = good_db.read_bytes()
+    x = make(good_db, tmp_path)
+    _check_refused(args, message, tmp_path, x=str(x), db=str(good_db))
+    assert good_db.read_bytes() == before  # nothing stored is touched
+    if case == "0-byte database":
+        assert x.stat().st_size == 0
+
+
+@pytest.mark.parametrize("case", list(PLAIN))
+def test_bad_arguments_are_refused_cleanly(case: str, good_db: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty.toml").write_text("runs = []\n")
+    args, message = PLAIN[case]
+    _check_refused(args, message, tmp_path, db=str(good_db))
+
+
+def test_hostile_values_in_a_database_are_shown_as_text(good_db: Path, tmp_path: Path) -> None:
+    db = _hostile_values(good_db, tmp_path)
+    for args in (["report", "--db", str(db)], ["report", "--db", str(db), "--runs", "--format",
+                                                "csv"],
+                 ["report", "--db", str(db), "--format", "html", "-o", str(tmp_path / "h.html")],
+                 ["compare", str(db), str(good_db)]):  # fmt: skip
+        r = cli(*args)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        if "csv" not in args:  # an export keeps the data as stored
+            assert "\x1b[31m" not in r.stdout  # the escape is printed, not obeyed
+    table = cli("report", "--db", str(db)).stdout  # headers fold to the cells' width
+    assert "[/]\\x1b" in table and "[31mred" in table and "\x1b" not in table
+
+
+def test_kill_points_then_resume_lose_and_repeat_nothing(tmp_path: Path) -> None:
+    from tests.test_cli import count_runs, start_slow_campaign, wait_for_runs
+
+    lost = repeated = 0
+    points = (1, 3, 6)
+    for point in points:
+        db = tmp_path / f"kill{point}.db"
+        proc = start_slow_campaign(db, "glibc,glibc:arena2", 4, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        wait_for_runs(db, point)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with sqlite3.connect(db) as con:
+            before = con.execute("SELECT seq, started, wall_s FROM runs ORDER BY seq").fetchall()
+        r = cli("run", "--resume", "--db", str(db))
+        assert r.returncode == 0, r.stderr
+        with sqlite3.connect(db) as con:
+            after = con.execute("SELECT seq, started, wall_s FROM runs ORDER BY seq").fetchall()
+            planned = con.execute("SELECT count(*) FROM plan").fetchone()[0]
+        seqs = [s for s, _, _ in after]
+        lost += planned - len(set(seqs))
+        repeated += len(seqs) - len(set(seqs)) + sum(b not in after for b in before)
+        assert count_runs(db) == planned
+    print(f"\nkill -9 at {len(points)} points, then --resume: {lost} runs lost, "
+          f"{repeated} repeated or rewritten")  # fmt: skip
+    assert lost == 0 and repeated == 0
+
+
+def test_a_flooding_program_costs_neither_disk_nor_memory(tmp_path: Path) -> None:
+    import resource
+
+    from allocmark import execute
+    from allocmark.model import RunSpec
+
+    spec = RunSpec(seq=0, allocator="x", workload="w", params=(), rep=0, env=(),
+                   argv=("sh", "-c", "yes flooding-the-terminal >&2"), timeout=2.0)  # fmt: skip
+    before_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before_disk = shutil.disk_usage(tempfile.gettempdir()).used
+    r = execute.run(spec)
+    grew_disk = shutil.disk_usage(tempfile.gettempdir()).used - before_disk
+    grew_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_rss
+    print(f"\nflooding stderr for {spec.timeout:g} s: {r.metrics['stderr_bytes'] / 1e6:.0f} MB "
+          f"written, {max(0, grew_disk) >> 10} KiB more disk in use after the run, "
+          f"allocmark's peak RSS +{grew_rss} KiB")  # fmt: skip
+    assert r.status.value == "timeout" and r.metrics["stderr_bytes"] > 10e6
+    assert grew_rss < 32 << 10 and grew_disk < 64 << 20  # others share the disk: a margin
+
+
+# -- the smaller ones ---------------------------------------------------------------
+def test_help_shows_percentages_once() -> None:
+    text = cli("run", "--help").stdout
+    assert "95% interval" in text and "%%" not in text
+
+
+def test_a_regression_threshold_above_100_percent_is_accepted(good_db: Path) -> None:
+    r = cli("compare", str(good_db), str(good_db), "--fail-above", "150%")
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_path_with_brackets_is_the_file_it_names(tmp_path: Path, good_db: Path) -> None:
+    lib = tmp_path / "lib[1].so"
+    shutil.copy("/usr/lib/x86_64-linux-gnu/libc.so.6", lib)
+    found = allocators.verify(allocators.parse_selection([f"mine={lib}"])[1][0])
+    assert found.library == str(lib), found.reason
+    db = tmp_path / "r[1].db"
+    shutil.copy(good_db, db)
+    assert cli("report", "--db", str(db)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "outcome"),
+    [
+        ('timeout = 2.5\n[[runs]]\nworkload = "churn"\n', "accepted"),
+        (
+            '[[runs]]\nworkload = "churn"\nparams = {threads = "5..1"}\n',
+            "the range '5..1' is empty",
+        ),
+        ('[[runs]]\nworkload = "churn"\nparams = {count = true}\n', "expected an integer"),
+    ],
+)
+def test_suite_values_are_taken_or_refused_by_name(tmp_path: Path, text: str, outcome: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    try:
+        suite = plan.load_suite(str(path))
+        plan.cells(suite, workloads.load_catalog(), {})
+        got = "accepted"
+    except UserError as e:
+        got = str(e)
+    assert outcome in got
+
+
+def test_ctrl_c_while_starting_prints_no_traceback(tmp_path: Path) -> None:
+    tracebacks = 0
+    for delay in (0.05, 0.2, 0.4, 0.8):
+        p = subprocess.Popen([sys.executable, "-m", "allocmark", "run", "-w", "churn", "-a",
+                              "glibc", "--db", str(tmp_path / "c.db")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        # Python's own start-up (site, runpy) is not ours to guard: count what is.
+        ours = "Traceback" in err and "allocmark" in err
+        tracebacks += ours
+        assert "Traceback" in err or p.returncode in (130, 0), err  # 0: it had finished
+    assert tracebacks == 0
