@@ -485,5 +485,18 @@ def test_ctrl_c_while_starting_prints_no_traceback(tmp_path: Path) -> None:
         # Python's own start-up (site, runpy) is not ours to guard: count what is.
         ours = "Traceback" in err and "allocmark" in err
         tracebacks += ours
-        assert "Traceback" in err or p.returncode in (130, 0), err  # 0: it had finished
+        # 130 or death by SIGINT (-2: what a shell shows as 130 too); 0: it had finished.
+        assert "Traceback" in err or p.returncode in (130, -signal.SIGINT, 0), err
     assert tracebacks == 0
+
+
+def test_plans_are_counted_before_they_are_built(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.toml"
+    huge.write_text('repetitions = 1000000000\n[[runs]]\nworkload = "churn"\n')
+    t0 = time.monotonic()
+    _check_refused(["run", "--suite", str(huge), "-a", "glibc", "--db", "{tmp}/n.db"],
+                   "1,000,000,000 runs", tmp_path)  # fmt: skip
+    assert time.monotonic() - t0 < 30  # refused, not built
+    _check_refused(["run", "-w", "churn", "-a", "glibc,glibc:arena2,jemalloc", "-n", "8000",
+                    "--db", "{tmp}/n.db"], "add --yes", tmp_path)  # fmt: skip
+    assert not (tmp_path / "n.db").exists() or Store(tmp_path / "n.db").campaigns() == []

@@ -66,7 +66,8 @@ def start(
 ) -> int:
     """Plan and save the campaign; nothing runs yet. `sample` > 0: under the profiler,
     timing 1 allocator call in `sample`."""
-    runs = plan.build(cell_list, prepared.usable, repetitions, timeout, seed, sample, memory_limit)
+    runs = plan.generate(cell_list, prepared.usable, repetitions, timeout, seed, sample,
+                         memory_limit)  # fmt: skip
     used = {w.name: w for w, _ in cell_list}.values()
     settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "sample": sample,
                                    "created_by": owner.creator(), "memory_limit": memory_limit,

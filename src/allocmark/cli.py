@@ -327,7 +327,9 @@ def _plan_line(p: api.Planned) -> str:
 def _eta(p: api.Planned) -> str:
     if p.estimate_s is None:
         return " (time: unknown until the first runs end)"
-    return f" (about {p.estimate_s / 60:.1f} min, at this database's earlier run times)"
+    t = p.estimate_s
+    about = f"{t:.0f} s" if t < 90 else f"{t / 60:.0f} min" if t < 5400 else f"{t / 3600:.1f} h"
+    return f" (about {about} at this database's earlier run times)"
 
 
 def _terminate(signum: int, frame: object) -> None:

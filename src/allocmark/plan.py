@@ -8,7 +8,7 @@ import math
 import os
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -282,19 +282,34 @@ def build(
     sample: int = 0,
     memory_limit: int = 0,
 ) -> list[RunSpec]:
+    """The whole plan as a list (see `generate`)."""
+    return list(generate(cell_list, allocators, repetitions, timeout, seed, sample, memory_limit))
+
+
+def generate(
+    cell_list: Sequence[tuple[Workload, Params]],
+    allocators: Sequence[Verified],
+    repetitions: int,
+    timeout: float,
+    seed: int,
+    sample: int = 0,
+    memory_limit: int = 0,
+) -> Iterator[RunSpec]:
     """Baselines and verification runs first; then each repetition visits every cell,
     allocators shuffled per cell. With `sample` = N > 0, the measured runs go under
-    the profiler, timing 1 call in N, and verify themselves (baselines never do)."""
+    the profiler, timing 1 call in N, and verify themselves (baselines never do).
+    Runs are made one at a time as the store takes them: a run spec is a few KiB,
+    a plan can have a million."""
     first = _baselines(cell_list, allocators, timeout)
     if not sample:
         first += _verifications(cell_list, allocators, timeout, len(first))
-    runs = _measured(cell_list, allocators, repetitions, timeout, seed, len(first))
-    if sample:
-        env = ((SAMPLE_ENV, str(sample)),)
-        runs = [dataclasses.replace(r, profile=True, env=r.env + env) for r in runs]
-    if memory_limit:
-        return [dataclasses.replace(r, memory_limit=memory_limit) for r in first + runs]
-    return first + runs
+    for r in first:
+        yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r
+    sampled = ((SAMPLE_ENV, str(sample)),)
+    for r in _measured(cell_list, allocators, repetitions, timeout, seed, len(first)):
+        if sample:
+            r = dataclasses.replace(r, profile=True, env=r.env + sampled)
+        yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r
 
 
 def _verifications(
@@ -338,17 +353,18 @@ def _measured(
     timeout: float,
     seed: int,
     first_seq: int,
-) -> list[RunSpec]:
+) -> Iterator[RunSpec]:
     rng = random.Random(seed)
-    order: list[tuple[Workload, Params, Verified, int]] = []
+    seq = first_seq
     for rep in range(repetitions):
         groups = list(cell_list)
         rng.shuffle(groups)
         for w, params in groups:
             allocs = list(allocators)
             rng.shuffle(allocs)
-            order.extend((w, params, a, rep) for a in allocs)
-    return [_spec(first_seq + i, w, p, a, rep, timeout) for i, (w, p, a, rep) in enumerate(order)]
+            for a in allocs:
+                yield _spec(seq, w, params, a, rep, timeout)
+                seq += 1
 
 
 def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str | None:

@@ -269,7 +269,7 @@ class Store:
         argv: Sequence[str],
         verified: Sequence[Verified],
         workloads: Iterable[Workload],
-        plan: Sequence[RunSpec],
+        plan: Iterable[RunSpec],
         baseline: str | None,
         settings: dict[str, Any] | None = None,
     ) -> int:
@@ -302,12 +302,12 @@ class Store:
             self._insert_plan(cid, plan)
         return cid
 
-    def _insert_plan(self, cid: int, plan: Sequence[RunSpec]) -> None:
+    def _insert_plan(self, cid: int, plan: Iterable[RunSpec]) -> None:
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
             "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile, "
             "memory_limit) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [_plan_row(cid, s) for s in plan],
+            (_plan_row(cid, s) for s in plan),  # one at a time: plans can be large
         )
 
     def extend_plan(self, cid: int, more: Sequence[RunSpec]) -> None:
