@@ -377,3 +377,23 @@ def test_peak_rss_equals_gnu_time_of_the_bare_command(argv: list[str], tmp_path:
     # A wrapper counted in (Python's tens of MiB, a page-touching launcher)
     # would fall far outside them.
     assert min(bare) - 64 <= ours <= max(bare) + 64, (ours, sorted(bare))
+
+
+def test_try_refuses_a_partial_allocator_for_a_program_calling_what_it_lacks(
+    tmp_path: Path, installed: dict[str, Verified]
+) -> None:
+    if "jemalloc" not in installed or "reallocarray" not in installed["jemalloc"].lacks:
+        pytest.skip("needs Debian's jemalloc, which lacks reallocarray")
+    src = tmp_path / "ra.c"
+    src.write_text("#include <stdlib.h>\nint main(void) { void *p = malloc(8);\n"
+                   "p = reallocarray(p, 4, 8); free(p); return 0; }\n")  # fmt: skip
+    subprocess.run(["cc", "-o", str(tmp_path / "ra"), str(src)], check=True)
+    r = cli("try", "-a", "glibc,jemalloc", *exactly(2), "--db", str(tmp_path / "t.db"), "--",
+            str(tmp_path / "ra"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "not recommended: jemalloc: partial: it lacks reallocarray, which this program" in (
+        r.stdout.replace("\n", " ")
+    )
+    plain = cli("try", "-a", "glibc,jemalloc", *exactly(2), "--db", str(tmp_path / "u.db"),
+                "--", "true")  # fmt: skip
+    assert "not recommended: jemalloc" not in plain.stdout  # `true` calls none of it

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,19 @@ def test_bump_is_hidden_from_all(verified_catalog: list[Verified]) -> None:
     names = [s.name for s in allocators.select(allocators.load_catalog(), [])]
     assert "bump" not in names
     assert any(v.spec.name == "bump" and v.usable for v in verified_catalog)
+
+
+def test_native_workloads_declare_the_allocation_functions_they_call() -> None:
+    # The recommendation trusts `calls` to refuse a partial allocator: check it
+    # against what each program imports.
+    from allocmark import native, who
+
+    if not shutil.which("nm"):
+        pytest.skip("needs nm (binutils)")
+    for w in workloads.load_catalog().values():
+        if w.kind != "native":
+            continue
+        nm = subprocess.run(["nm", "-D", "--undefined-only", str(native.program(w.program))],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+        imported = {line.split()[-1].split("@")[0] for line in nm.stdout.splitlines() if line}
+        assert imported & set(who.TRACKED) == set(w.calls), w.name

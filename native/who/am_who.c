@@ -19,6 +19,15 @@
 // A file per process (created O_EXCL) rather than an inherited descriptor: a
 // program may close an inherited fd and reuse its number for its own files.
 // Interpretation happens in Python (execute.py); this library never allocates.
+//
+// It also tells which of the functions a partial allocator may lack the program
+// calls. It defines them, forwarding each to the next definition (glibc's): the
+// allocator, preloaded first, wins where it has one, so a call reaches this
+// library only where the allocator lacks the function (or under glibc itself,
+// where nothing is preloaded before it). The first call of each appends a "calls"
+// record to calls.PID in AM_WHO_DIR:
+//
+//   {"am":"calls","v":1,"pid":1234,"fn":"reallocarray"}
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -126,6 +135,79 @@ static void am_put_definers(am_buf *b, const am_objects *o) {
   am_raw(b, *sep == '[' ? "[]" : "]");
 }
 
+// -- calls of the functions a partial allocator may lack ------------------------
+enum { AM_REALLOCARRAY, AM_PVALLOC, AM_VALLOC, AM_MEMALIGN, AM_ALIGNED_ALLOC,
+       AM_POSIX_MEMALIGN, AM_USABLE_SIZE, AM_TRACKED };
+static const char *const am_tracked[AM_TRACKED] = {
+    "reallocarray", "pvalloc", "valloc", "memalign", "aligned_alloc", "posix_memalign",
+    "malloc_usable_size"};
+static void *am_next[AM_TRACKED];  // glibc's definitions (dlsym RTLD_NEXT)
+static int am_seen[AM_TRACKED];
+
+static void *am_forward(int f) {
+  if (!am_next[f]) am_next[f] = dlsym(RTLD_NEXT, am_tracked[f]);
+  return am_next[f];
+}
+
+static void am_called(int f) {
+  if (__atomic_exchange_n(&am_seen[f], 1, __ATOMIC_RELAXED)) return;
+  const char *dir = getenv("AM_WHO_DIR");
+  if (dir == NULL || dir[0] == '\0') return;
+  char path[4096], line[128];
+  snprintf(path, sizeof path, "%s/calls.%d", dir, (int)getpid());
+  int n = snprintf(line, sizeof line, "{\"am\":\"calls\",\"v\":1,\"pid\":%d,\"fn\":\"%s\"}\n",
+                   (int)getpid(), am_tracked[f]);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t ignored = write(fd, line, (size_t)n);  // one write: appends stay whole lines
+  (void)ignored;
+  close(fd);
+}
+
+void *reallocarray(void *p, size_t n, size_t size) {
+  am_called(AM_REALLOCARRAY);
+  void *(*next)(void *, size_t, size_t) = (void *(*)(void *, size_t, size_t))am_forward(
+      AM_REALLOCARRAY);
+  return next ? next(p, n, size) : NULL;
+}
+
+void *pvalloc(size_t size) {
+  am_called(AM_PVALLOC);
+  void *(*next)(size_t) = (void *(*)(size_t))am_forward(AM_PVALLOC);
+  return next ? next(size) : NULL;
+}
+
+void *valloc(size_t size) {
+  am_called(AM_VALLOC);
+  void *(*next)(size_t) = (void *(*)(size_t))am_forward(AM_VALLOC);
+  return next ? next(size) : NULL;
+}
+
+void *memalign(size_t alignment, size_t size) {
+  am_called(AM_MEMALIGN);
+  void *(*next)(size_t, size_t) = (void *(*)(size_t, size_t))am_forward(AM_MEMALIGN);
+  return next ? next(alignment, size) : NULL;
+}
+
+void *aligned_alloc(size_t alignment, size_t size) {
+  am_called(AM_ALIGNED_ALLOC);
+  void *(*next)(size_t, size_t) = (void *(*)(size_t, size_t))am_forward(AM_ALIGNED_ALLOC);
+  return next ? next(alignment, size) : NULL;
+}
+
+int posix_memalign(void **out, size_t alignment, size_t size) {
+  am_called(AM_POSIX_MEMALIGN);
+  int (*next)(void **, size_t, size_t) = (int (*)(void **, size_t, size_t))am_forward(
+      AM_POSIX_MEMALIGN);
+  return next ? next(out, alignment, size) : 12;  // ENOMEM
+}
+
+size_t malloc_usable_size(void *p) {
+  am_called(AM_USABLE_SIZE);
+  size_t (*next)(void *) = (size_t (*)(void *))am_forward(AM_USABLE_SIZE);
+  return next ? next(p) : 0;
+}
+
 static int am_create(const char *dir) {
   char path[4096];
   for (int i = 0; i < 1000; i++) {
@@ -138,6 +220,8 @@ static int am_create(const char *dir) {
 }
 
 __attribute__((constructor)) static void am_who_report(void) {
+  // Resolved before main: a first call from inside a malloc must not run dlsym.
+  for (int f = 0; f < AM_TRACKED; f++) am_forward(f);
   const char *dir = getenv("AM_WHO_DIR");
   if (dir == NULL || dir[0] == '\0') return;
   static am_buf b;

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from allocmark import profile, stats
+from allocmark import profile, stats, workloads
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -84,6 +84,10 @@ class Comparison:
     margin: float = stats.DEFAULT_MARGIN  # precision target and equivalence margin of the ratios
     paired: bool = True  # ratios from blocks (else Welch on two independent samples)
     noise: Noise | None = None  # the campaign's noise sentinel, when stored
+    # What a partial allocator lacks, and which of those functions each row's program
+    # calls (None: not known), so that the recommendation can refuse it where it matters.
+    lacks: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    calls: dict[tuple[str, str], tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,36 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     fixed = dict(settings.get("fixed_time", {}))
     cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
     comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed)
-    return dataclasses.replace(comp, noise=_noise(store, cid, cells))
+    lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in store.allocator_rows(cid)}
+    return dataclasses.replace(comp, noise=_noise(store, cid, cells), lacks=lacks,
+                               calls=_calls(store, cid, comp))  # fmt: skip
+
+
+def row_key(workload: str, params: Params) -> tuple[str, str]:
+    return workload, json.dumps(params)
+
+
+def _calls(
+    store: Store, cid: int, comp: Comparison
+) -> dict[tuple[str, str], tuple[str, ...] | None]:
+    """Per row: what libam_who saw the program call in its verification runs, or what
+    a native workload declares in the catalog; None when neither is known."""
+    seen = store.verified_calls(cid)
+    catalog = workloads.load_catalog()
+    out: dict[tuple[str, str], tuple[str, ...] | None] = {}
+    for row in comp.rows:
+        key = row_key(row.workload, row.params)
+        w = catalog.get(row.workload)
+        out[key] = seen.get(key) if key in seen else (w.calls if w and w.kind == "native" else None)
+    return out
+
+
+def _json_list(text: object) -> list[str]:
+    try:
+        value = json.loads(str(text)) if text else []
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _noise(store: Store, cid: int, cells: Sequence[CellRuns]) -> Noise:

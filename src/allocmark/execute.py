@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import select
 import signal
@@ -158,6 +159,7 @@ def _run(spec: RunSpec) -> RunResult:
             )
         if _who_checked(spec) and outcome.status:
             outcome.who = who.read(room.who)
+            outcome.labels["calls"] = json.dumps(who.calls(room.who))
         if spec.profile:
             outcome.profile = _read_profile(room.profile)
     return _interpret(spec, outcome, started)

@@ -166,6 +166,7 @@ class Workload:
     input: str = ""  # app: generator of "{input}" (see inputs.py), sized by `scale`
     app: AppRun = AppRun()
     fixed_time: str = ""  # a parameter that, when not 0, sets the run's duration (larson)
+    calls: tuple[str, ...] = ()  # native: allocation functions beyond malloc/calloc/realloc/free
 
 
 @dataclass(frozen=True)

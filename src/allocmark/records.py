@@ -8,6 +8,7 @@ being half understood:
     run     am_run: the benchmark's wait status, wall time and rusage
     calib   am_run --calibrate: the fixed CPU loop's time
     who     libam_who.so: which object serves each allocation function in a process
+    calls   libam_who.so: a function a partial allocator may lack, called by the program
     probe   am_probe: what an allocator's library serves, and its version
     result  a native workload's metrics (AM_RESULT_FD)
     prof    libamprof.so: one process's profile (profile.py sums and interprets them)
@@ -21,7 +22,7 @@ from typing import Any
 
 from allocmark.errors import AllocmarkError
 
-VERSIONS = {"run": 3, "calib": 1, "who": 2, "probe": 2, "result": 2, "prof": 4}
+VERSIONS = {"run": 3, "calib": 1, "who": 2, "calls": 1, "probe": 2, "result": 2, "prof": 4}
 
 
 class RecordError(AllocmarkError):

@@ -681,6 +681,20 @@ class Store:
         except sqlite3.OperationalError:
             pass
 
+    def verified_calls(self, cid: int) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Per (workload, params JSON): the functions libam_who saw the program call in
+        the cell's verification runs (only functions a partial allocator may lack)."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for workload, params, labels in self.db.execute(
+            "SELECT workload, params_json, labels_json FROM runs WHERE campaign_id=? "
+            "AND role='verify' AND status='ok'", (cid,)
+        ):  # fmt: skip
+            calls = _loads(labels).get("calls") if labels else None
+            if calls is not None:
+                key = (str(workload), json.dumps(_params(params)))
+                out.setdefault(key, set()).update(_loads(calls))
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
     def typical_wall(self) -> dict[str, float]:
         """The median wall time of each workload's recent successful runs."""
         walls: dict[str, list[float]] = {}

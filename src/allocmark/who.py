@@ -28,7 +28,26 @@ class Report:
 
 def read(directory: Path) -> list[Report]:
     """One report per process that kept the preload (exec'd programs write again)."""
-    return [r for f in sorted(directory.iterdir()) if (r := _parse(f)) is not None]
+    return [r for f in sorted(directory.iterdir())
+            if not f.name.startswith(CALLS) and (r := _parse(f)) is not None]  # fmt: skip
+
+
+CALLS = "calls."  # files of "calls" records, one per process
+# The functions libam_who sees called where the allocator lacks them (am_who.c).
+TRACKED = ("reallocarray", "pvalloc", "valloc", "memalign", "aligned_alloc", "posix_memalign",
+           "malloc_usable_size")  # fmt: skip
+
+
+def calls(directory: Path) -> list[str]:
+    """Which of the functions a partial allocator may lack (am_who.c) the run's
+    processes called, where the allocator under test did not define them."""
+    found: set[str] = set()
+    for f in directory.glob(f"{CALLS}*"):
+        text = f.read_bytes()
+        whole = text[: text.rfind(b"\n") + 1]  # a process killed mid-line: its last is cut
+        found |= {str(r.fields.get("fn")) for r in records.parse(whole, f.name)
+                  if r.kind == "calls"}  # fmt: skip
+    return sorted(found)
 
 
 def _parse(path: Path) -> Report | None:

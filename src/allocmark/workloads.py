@@ -81,6 +81,7 @@ def _workload(name: str, t: WorkloadEntry, at: _Where) -> Workload:
         program=t.program,
         checks=tuple(_check(at, c, known) for c in _strs(t.checks)),
         fixed_time=_fixed_time(t, at, params),
+        calls=_strs(t.calls),
     )
 
 

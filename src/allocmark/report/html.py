@@ -15,10 +15,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from allocmark import exchange
+from allocmark import exchange, recommend
 from allocmark.analyze import Comparison
 from allocmark.profile import View
-from allocmark.report import data, fmt, profile_rows
+from allocmark.report import answer, data, fmt, profile_rows
 from allocmark.report.plots import Plot
 
 MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
@@ -33,11 +33,14 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         undefined=jinja2.StrictUndefined,
     )
     campaign = report.campaign
+    recommendation: list[answer.Block] = []
+    baseline = ""
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
         comp = data.comparison(report)
         tables, legend = [_table(comp, m) for m in comp.metrics], fmt.legend(comp)
+        recommendation, baseline = answer.blocks(recommend.answers(comp)), comp.baseline or ""
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),
@@ -46,6 +49,8 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         allocators=[_allocator(a) for a in report.allocators],
         tables=tables,
         legend=legend,
+        recommendation=recommendation,
+        baseline=baseline,
         plots=[{"title": p.title, "svg": _svg(p)} for p in plots],
         runs=exchange.run_rows(report.runs[:MAX_RAW_RUNS]),
         runs_total=len(report.runs),

@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from allocmark import recommend
 from allocmark.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
 from allocmark.report import data, rows
 
@@ -22,8 +23,9 @@ def render(report: data.ReportData) -> str:
         return document(PROFILE_FORMAT, report.campaign, rows.profile_table_rows(report.profiles),
                         {"profiles": views})  # fmt: skip
     comp = data.comparison(report)
+    answers = [dataclasses.asdict(a) for a in recommend.answers(comp)]
     return document(SUMMARY_FORMAT, report.campaign, rows.summary_rows(comp),
-                    rows.summary_extra(comp))  # fmt: skip
+                    rows.summary_extra(comp) | {"recommendation": answers})  # fmt: skip
 
 
 def document(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from allocmark import recommend
 from allocmark.analyze import Comparison
 from allocmark.errors import UserError
 from allocmark.profile import View
-from allocmark.report import data, fmt, profile_rows
+from allocmark.report import answer, data, fmt, profile_rows
 
 
 def render(report: data.ReportData) -> str:
@@ -17,7 +18,7 @@ def render(report: data.ReportData) -> str:
 
 
 def comparison(comp: Comparison) -> str:
-    out = []
+    out = recommendation(comp)
     for metric in comp.metrics:
         heads = ["workload", *(fmt.header(comp, a) for a in comp.allocators)]
         out.append(f"### {fmt.TITLES[metric]}\n")
@@ -32,6 +33,17 @@ def comparison(comp: Comparison) -> str:
         out.append(_row(["**geomean**", *geo]) + "\n")
     out.append(f"_{fmt.legend(comp)}_\n")
     return "\n".join(out)
+
+
+def recommendation(comp: Comparison) -> list[str]:
+    """The answer first (recommend.py), as the HTML report has it."""
+    found = answer.blocks(recommend.answers(comp))
+    if not found:
+        return []
+    out = ["## Recommendation\n", "_Against the baseline, with 95% intervals._\n"]
+    for block in found:
+        out += [f"**{block.scope}**\n", *(f"- {line}" for line in block.lines), ""]
+    return out
 
 
 def _profile(v: View) -> str:

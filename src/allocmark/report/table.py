@@ -10,12 +10,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from allocmark import profile, stats
+from allocmark import profile, recommend, stats
 from allocmark.analyze import Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
 from allocmark.model import Status, Verified
-from allocmark.report import fmt, profile_rows
+from allocmark.report import answer, fmt, profile_rows
 
 LONG_LABEL = 24
 
@@ -43,6 +43,19 @@ def comparison(console: Console, comp: Comparison) -> None:
     console.print(fmt.legend(comp), style="dim")
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
+    recommendation(console, comp)
+
+
+def recommendation(console: Console, comp: Comparison) -> None:
+    """The answer block that ends `run`, `try` and `report` (recommend.py)."""
+    found = answer.blocks(recommend.answers(comp))
+    if not found:
+        return
+    console.print(Text("Recommendation (against the baseline, 95% intervals)", style="bold"))
+    for block in found:
+        console.print(_t(f"{block.scope}:"), style="bold", highlight=False)
+        for line in block.lines:
+            console.print(_t(f"  - {line}"), highlight=False)
 
 
 def _metric_table(
@@ -127,6 +140,7 @@ def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> N
     console.print(fmt.legend(comp), style="dim")
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
+    recommendation(console, comp)
 
 
 def _try_cells(line: TryLine, baseline: str | None) -> list[str | Text]:

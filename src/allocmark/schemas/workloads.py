@@ -69,6 +69,11 @@ class WorkloadEntry(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     checks: StrList = Field(default_factory=list, description="'PARAM <= PARAM' relations")
     fixed_time: str = Field("", description="the parameter that fixes the run's duration")
+    calls: StrList = Field(
+        default_factory=list,
+        description="native: the allocation functions beyond malloc, calloc, realloc and "
+        "free that the program calls (a partial allocator lacking one is not recommended)",
+    )
     packages: StrList = Field(default_factory=list, description="Debian packages it needs")
     input: str = Field("", description="a generated input file (see inputs.py)")
     steps: list[list[str]] | None = Field(None, description="several commands, in turn")

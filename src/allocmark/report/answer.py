@@ -1,0 +1,71 @@
+"""The recommendation as sentences, the same in every format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from allocmark import stats
+from allocmark.recommend import OVERALL, Answer, Choice, Position
+
+
+@dataclass(frozen=True)
+class Block:
+    scope: str
+    lines: tuple[str, ...]
+
+
+def blocks(answers: list[Answer]) -> list[Block]:
+    """Over all workloads first (the answer most users want), then each workload."""
+    ordered = sorted(answers, key=lambda a: a.scope != OVERALL)
+    return [Block(a.scope, tuple(_lines(a))) for a in ordered]
+
+
+def _lines(a: Answer) -> list[str]:
+    out = [_pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
+    front = ", ".join(c.allocator for c in a.front)
+    if len(a.front) > 1:
+        out.append(f"trade-off (no other allocator is both faster and smaller): {front}")
+    for c in a.undecided:
+        out.append(f"inconclusive: {_choice(c)}{_more(c)}")
+    out += [f"dominated: {_choice(c)}" for c in a.others]
+    out += [f"not recommended: {name}: {why}" for name, why in a.excluded]
+    return out
+
+
+def _pick(goal: str, c: Choice | None, a: Answer) -> str:
+    if c is None:
+        what = "faster" if goal == "time" else "smaller in peak RSS"
+        return f"for {goal}: keep {a.baseline}: no allocator is significantly {what}"
+    return f"for {goal}: {_choice(c)}"
+
+
+def _choice(c: Choice) -> str:
+    return f"{c.allocator}: {_time(c.time)}, {_rss(c.rss)}"
+
+
+def _time(p: Position | None) -> str:
+    if p is None or p.verdict is stats.Verdict.SAME:
+        return _plain("time", p, f"×{p.value:.2f}" if p else "")
+    f, lo, hi = (1 / p.value, 1 / p.high, 1 / p.low) if p.value < 1 else (p.value, p.low, p.high)
+    word = "faster" if p.value < 1 else "slower"
+    return f"{f:.2f}× {word} [{lo:.2f}–{hi:.2f}]{_maybe(p)}"
+
+
+def _rss(p: Position | None) -> str:
+    if p is None or p.verdict is stats.Verdict.SAME:
+        return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "")
+    return f"peak RSS {p.value - 1:+.0%} [{p.low - 1:+.0%}–{p.high - 1:+.0%}]{_maybe(p)}"
+
+
+def _plain(axis: str, p: Position | None, value: str) -> str:
+    """No data, or the same as the baseline."""
+    return f"{axis} n/a" if p is None else f"{axis} the same ({value})"
+
+
+def _maybe(p: Position) -> str:
+    return " (not significant)" if p.verdict is stats.Verdict.INCONCLUSIVE else ""
+
+
+def _more(c: Choice) -> str:
+    need = [p.blocks_to_decide for p in (c.time, c.rss) if p and p.blocks_to_decide]
+    return f"; about {max(need)} blocks in all would decide" if need else ""

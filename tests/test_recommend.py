@@ -1,0 +1,94 @@
+"""The recommendation: the answer block on comparisons whose truth is known."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from allocmark import analyze, recommend
+from allocmark.model import RunStatus, StoredRun
+from allocmark.report import answer
+from tests.fakes import stored
+
+BLOCKS = 8
+
+
+def _runs(
+    allocator: str, time: float, rss: int, workload: str = "churn", **kw: object
+) -> list[StoredRun]:
+    rng = random.Random(f"{allocator}/{workload}")
+    return [stored(allocator, time * rng.uniform(0.99, 1.01), rss=round(rss * rng.uniform(
+                   0.999, 1.001)), workload=workload, rep=b, **kw)  # type: ignore[arg-type]
+            for b in range(BLOCKS)]  # fmt: skip
+
+
+def _comparison(
+    *sets: list[StoredRun], partial: frozenset[str] = frozenset(), **extra: object
+) -> analyze.Comparison:
+    runs = [r for s in sets for r in s]
+    names = list(dict.fromkeys(r.allocator for r in runs))
+    comp = analyze.compare(runs, names, "glibc")
+    return dataclasses.replace(comp, partial=partial or comp.partial, **extra)  # type: ignore[arg-type]
+
+
+def test_the_fastest_and_the_smallest_are_named_with_their_trade_off() -> None:
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.6, 12000),
+                       _runs("small", 1.3, 7000), _runs("worse", 1.5, 13000))  # fmt: skip
+    (a,) = recommend.answers(comp)
+    assert a.fastest is not None and a.fastest.allocator == "fast"
+    assert a.smallest is not None and a.smallest.allocator == "small"
+    assert [c.allocator for c in a.front] == ["fast", "glibc", "small"]
+    assert [c.allocator for c in a.others] == ["worse"]
+    lines = answer.blocks([a])[0].lines
+    assert lines[0].startswith("for time: fast: 1.6") and "× faster" in lines[0]
+    assert "peak RSS +20%" in lines[0]
+    assert lines[1].startswith("for memory: small: 1.30× slower") and "peak RSS -30%" in lines[1]
+
+
+def test_nothing_better_keeps_the_baseline() -> None:
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("slow", 1.5, 12000))
+    (a,) = recommend.answers(comp)
+    assert a.fastest is None and a.smallest is None
+    assert answer.blocks([a])[0].lines[0] == (
+        "for time: keep glibc: no allocator is significantly faster"
+    )
+
+
+def test_a_failed_allocator_is_never_recommended() -> None:
+    crashed = [r._replace(status=RunStatus.CRASHED) for r in _runs("boom", 0.1, 100)]
+    (a,) = recommend.answers(_comparison(_runs("glibc", 1.0, 10000), crashed))
+    assert a.fastest is None and a.excluded == (("boom", "its runs failed (crashed 8/8)"),)
+
+
+def test_a_partial_allocator_is_refused_only_for_a_program_that_calls_what_it_lacks() -> None:
+    sets = (_runs("glibc", 1.0, 10000), _runs("je", 0.5, 9000, partial=True))
+    key = analyze.row_key("churn", (("threads", 1),))
+    lacks = {"je": ("reallocarray",)}
+    calls_it = _comparison(*sets, lacks=lacks, calls={key: ("aligned_alloc", "reallocarray")})
+    (a,) = recommend.answers(calls_it)
+    assert a.fastest is None
+    assert a.excluded == (("je", "partial: it lacks reallocarray, which this program calls: "
+                           "glibc would serve (or free) blocks of it"),)  # fmt: skip
+    (b,) = recommend.answers(_comparison(*sets, lacks=lacks, calls={key: ("aligned_alloc",)}))
+    assert b.fastest is not None and b.fastest.allocator == "je"
+    (c,) = recommend.answers(_comparison(*sets, lacks=lacks))  # calls unknown
+    assert c.fastest is None and "is not known" in c.excluded[0][1]
+
+
+def test_too_little_data_says_inconclusive_and_how_many_blocks_would_decide() -> None:
+    rng = random.Random(3)
+    noisy = [stored("maybe", 0.97 * rng.uniform(0.8, 1.2), rss=10000, rep=b) for b in range(4)]
+    base = [stored("glibc", rng.uniform(0.8, 1.2), rss=10000, rep=b) for b in range(4)]
+    (a,) = recommend.answers(_comparison(base, noisy))
+    assert [c.allocator for c in a.undecided] == ["maybe"]
+    line = next(x for x in answer.blocks([a])[0].lines if x.startswith("inconclusive"))
+    assert "(not significant)" in line and "blocks in all would decide" in line
+
+
+def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.5, 10000),
+                       _runs("glibc", 2.0, 10000, workload="larson"),
+                       _runs("fast", 1.0, 10000, workload="larson"))  # fmt: skip
+    found = answer.blocks(recommend.answers(comp))
+    assert [b.scope for b in found] == [recommend.OVERALL, "churn", "larson"]
+    assert found[0].lines[0].startswith("for time: fast: 2.0")
