@@ -156,3 +156,14 @@ def test_a_new_build_drops_older_builds_of_the_same_entry_only(tmp_path: Path) -
         "snmalloc-0.7.6-bbbb",
         "snmalloc-0.7.6-checks-cccc",
     ]
+
+
+def test_unbuilt_families_are_one_line_each_unless_all(tmp_path: Path) -> None:
+    env = {"ALLOCMARK_CACHE": str(tmp_path)}  # an empty cache: nothing built
+    short = cli("allocators", env=env)
+    assert short.returncode == 0, short.stderr
+    assert "mimalloc@*" in short.stdout and "builds: allocmark alloc" in short.stdout
+    assert "mimalloc@2.1.7" not in short.stdout
+    full = cli("allocators", "--all", env=env)
+    assert "mimalloc@2.1.7" in full.stdout
+    assert full.stdout.count("\n") > short.stdout.count("\n") + 20

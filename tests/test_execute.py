@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -187,3 +188,39 @@ def test_a_run_past_its_memory_limit_is_stored_as_oom(env: tuple[tuple[str, str]
     assert small.status is RunStatus.OK, small.detail
     expected = {"watchdog"} if env else {"cgroup", "watchdog"}  # no cgroup: the watchdog
     assert small.labels["memory_limit_by"] in expected
+
+
+THP_PROBE = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(void) {  /* exit 0 if it got no huge pages after asking for them */
+  size_t n = 64 << 20;
+  char *p = aligned_alloc(2 << 20, n), buf[4096];
+  madvise(p, n, MADV_HUGEPAGE);
+  memset(p, 1, n);
+  int fd = open("/proc/self/smaps_rollup", O_RDONLY);
+  ssize_t k = read(fd, buf, sizeof buf - 1);
+  buf[k > 0 ? k : 0] = 0;
+  char *q = strstr(buf, "AnonHugePages:");
+  return q && strtoull(q + 14, NULL, 10) > 0;
+}
+"""
+
+
+def test_the_nothp_variant_turns_huge_pages_off_for_the_run(tmp_path: Path) -> None:
+    from allocmark import allocators, machine
+
+    if machine.current().thp not in ("always", "madvise"):
+        pytest.skip("transparent huge pages are off on this machine")
+    (tmp_path / "thp.c").write_text(THP_PROBE)
+    prog = str(tmp_path / "thp")
+    subprocess.run(["cc", "-O1", "-o", prog, str(tmp_path / "thp.c")], check=True)
+    (glibc,) = allocators.select(allocators.load_catalog(), ["glibc:nothp"])
+    assert glibc.name == "glibc:nothp" and ("AM_RUN_THP", "never") in glibc.env
+    off = execute.run(spec(prog, env=glibc.env))
+    assert off.status is RunStatus.OK, off.detail  # no huge page with :nothp
+    on = execute.run(spec(prog))
+    assert on.status is RunStatus.FAILED  # the probe got huge pages without it

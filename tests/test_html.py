@@ -78,8 +78,8 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     assert dom.stdout.count('class="comparison sortable"') >= 3
     assert "<svg" in dom.stdout and 'id="runs"' in dom.stdout
     # The answer first; the machine and allocator details last.
-    marks = ('id="recommendation"', 'class="comparison sortable"', 'id="runs"', 'id="machine"',
-             'id="allocators"')  # fmt: skip
+    marks = ('id="recommendation"', "<svg", 'id="verdicts"', 'class="comparison sortable"',
+             'id="runs"', 'id="machine"', 'id="allocators"')  # fmt: skip
     order = [dom.stdout.index(m) for m in marks]
     assert order == sorted(order)
     assert "for time:" in dom.stdout and "for memory:" in dom.stdout

@@ -92,3 +92,18 @@ def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
     found = answer.blocks(recommend.answers(comp))
     assert [b.scope for b in found] == [recommend.OVERALL, "churn", "larson"]
     assert found[0].lines[0].startswith("for time: fast: 2.0")
+
+
+def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> None:
+    from allocmark.report import plots
+
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.6, 12000),
+                       _runs("glibc", 1.0, 10000, workload="larson"),
+                       _runs("fast", 0.7, 9000, workload="larson"))  # fmt: skip
+    (scatter,) = plots.time_vs_rss(comp)
+    try:
+        axes = [ax for ax in scatter.figure.axes if ax.get_visible()]
+        assert [ax.get_title() for ax in axes] == ["churn", "larson"]
+        assert all(len(ax.containers) == 2 for ax in axes)  # glibc and fast, with bars
+    finally:
+        plots.close([scatter])

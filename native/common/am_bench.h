@@ -337,6 +337,20 @@ static inline uint64_t am_status_kib(const char *field) {
 }
 
 // ---------------------------------------------------------------------------
+// The transparent huge pages the process holds now (0 where the kernel does not
+// say). open/read, not stdio: stdio would allocate with the allocator under test.
+static inline uint64_t am_anon_huge_kib(void) {
+  char buf[4096];
+  int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *p = strstr(buf, "AnonHugePages:");
+  return p ? strtoull(p + 14, NULL, 10) : 0;
+}
+
 // The standard record: every workload reports these, then its own extras.
 // `--baseline 1` makes a workload report zero operations before allocating
 // anything, so allocmark can measure the allocator's baseline RSS.
@@ -349,6 +363,7 @@ static inline void am_result_standard(am_result *r, const char *workload, uint64
   am_result_f64(r, "ops_per_s", secs > 0 ? (double)ops / secs : 0.0);
   am_result_u64(r, "peak_requested_bytes", am_live_peak());
   am_result_u64(r, "threads", threads);
+  am_result_u64(r, "anon_huge_kib", am_anon_huge_kib());
   am_result_str(r, "release_fn", release_fn);
   am_result_malloc_object(r);
 }

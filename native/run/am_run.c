@@ -31,6 +31,10 @@
 // the tree's RSS every 10 ms and kills it past the limit. Address-space rlimits
 // are not used: allocators reserve far more address space than they touch.
 //
+// AM_RUN_THP=never turns transparent huge pages off for the run's processes
+// (PR_SET_THP_DISABLE: no root needed, inherited by children and kept across
+// execve); the `:nothp` variant of every allocator sets it.
+//
 // On STATUS_FD it writes one JSON line (a "run" record, see records.py):
 //   {"am":"run","v":3,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
@@ -200,6 +204,14 @@ static void am_catch_stops(void) {
 // The child: set the preload, exec, and on failure send errno up the pipe.
 static void am_child(int err_fd, char **argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const char *thp = getenv("AM_RUN_THP");
+  if (thp && strcmp(thp, "never") == 0 && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) {
+    int e = errno;  // a run that asked for no THP must not run with it
+    ssize_t ignored = write(err_fd, &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+  unsetenv("AM_RUN_THP");
   const char *preload = getenv("AM_RUN_LD_PRELOAD");
   if (preload) {
     setenv("LD_PRELOAD", preload, 1);

@@ -71,13 +71,19 @@ ParamOpt = Annotated[
 
 
 @app.command("allocators")
-def allocators_cmd(alloc: AllocOpt = None, catalog: CatalogOpt = None) -> None:
+def allocators_cmd(
+    alloc: AllocOpt = None,
+    catalog: CatalogOpt = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="a row per allocator not built yet, too")
+    ] = False,
+) -> None:
     """List the allocator catalog with what verification found on this machine."""
     specs, _ = api.selected(alloc, catalog or [])
     if not alloc:  # the whole catalog, including what allocmark can build
         specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
     verified = allocators.verify_all(specs)
-    table.allocators(out, verified)
+    table.allocators(out, verified, every or bool(alloc))
 
 
 @alloc_app.command("build")

@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Machine:
     python: str
     memory_kib: int
     governor: str
+    thp: str = "unknown"  # the system's transparent huge pages mode: always, madvise, never
 
 
 def current() -> Machine:
@@ -33,7 +35,18 @@ def current() -> Machine:
         python=platform.python_version(),
         memory_kib=_meminfo_kib("MemTotal"),
         governor=_governor(),
+        thp=_thp(),
     )
+
+
+def _thp() -> str:
+    """The bracketed choice of /sys/kernel/mm/transparent_hugepage/enabled."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return "unknown"
+    chosen = [w.strip("[]") for w in text.split() if w.startswith("[")]
+    return chosen[0] if chosen else "unknown"
 
 
 def _cpu_model() -> str:

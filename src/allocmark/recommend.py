@@ -56,7 +56,7 @@ def answers(comp: Comparison) -> list[Answer]:
     """One answer per row, then one over all rows (when there are several)."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    out = [_answer(row.label, comp, _row_positions(comp, row)) for row in comp.rows]
+    out = [_answer(row.label, comp, positions(comp, row)) for row in comp.rows]
     if len(comp.rows) > 1:
         out.append(_answer(OVERALL, comp, _overall_positions(comp)))
     return out
@@ -86,7 +86,9 @@ def _open(c: Choice) -> bool:
     return any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
 
 
-def _row_positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
+def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
+    """Each allocator's time and peak RSS against the baseline on `row`, or why it
+    has none to recommend (its runs failed; partial for this program)."""
     out: dict[str, Choice | str] = {}
     for a in comp.allocators:
         time_cell = row.cells["time_s"][a]
@@ -155,7 +157,7 @@ def _overall_positions(comp: Comparison) -> dict[str, Choice | str]:
     out: dict[str, Choice | str] = {}
     speed = "time_s" if comp.geomean.get("time_s") else "ops_per_s"
     for a in comp.allocators:
-        rows = [_row_positions(comp, row)[a] for row in comp.rows]
+        rows = [positions(comp, row)[a] for row in comp.rows]
         if failed := next((r for r in rows if isinstance(r, str)), None):
             out[a] = f"on some workloads: {failed}"
             continue

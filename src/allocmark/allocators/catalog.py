@@ -39,6 +39,20 @@ def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
     return specs
 
 
+# Every allocator has a `:nothp` variant, made when it is named (not listed in the
+# catalog, nor in "all"): the launcher turns transparent huge pages off for the run
+# (am_run.c), as benchmarkers otherwise do system-wide by hand.
+NOTHP = "nothp"
+_NOTHP = Variant(description="transparent huge pages off for this run (prctl, no root)",
+                 env={"AM_RUN_THP": "never"})  # fmt: skip
+
+
+def nothp(base: AllocatorSpec) -> AllocatorSpec:
+    """`base` (an entry or one of its variants) with transparent huge pages off."""
+    spec = _variant(base, NOTHP, _NOTHP)
+    return dataclasses.replace(spec, description=f"{base.description}; {_NOTHP.description}")
+
+
 def _strs(value: str | list[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 

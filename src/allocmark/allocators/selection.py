@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 
+from allocmark.allocators import catalog
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Verified
 
@@ -87,6 +88,9 @@ def _resolve(specs: Sequence[AllocatorSpec], name: str) -> list[AllocatorSpec]:
     by_name = {s.name: s for s in specs} | {a: s for s in specs for a in s.aliases}
     if name in by_name:
         return [by_name[name]]
+    base, _, variant = name.rpartition(":")
+    if variant == catalog.NOTHP and base:
+        return [catalog.nothp(s) for s in _resolve(specs, base)]
     family, at, version = name.partition("@")
     if at:
         return _versions(specs, family, version, name)

@@ -35,12 +35,14 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
     campaign = report.campaign
     recommendation: list[answer.Block] = []
     baseline = ""
+    verdicts: list[dict[str, Any]] = []
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
         comp = data.comparison(report)
         tables, legend = [_table(comp, m) for m in comp.metrics], fmt.legend(comp)
         recommendation, baseline = answer.blocks(recommend.answers(comp)), comp.baseline or ""
+        verdicts = _verdict_counts(comp)
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),
@@ -51,7 +53,10 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         legend=legend,
         recommendation=recommendation,
         baseline=baseline,
-        plots=[{"title": p.title, "svg": _svg(p)} for p in plots],
+        verdicts=verdicts,
+        verdict_words=VERDICT_WORDS,
+        answer_plots=[{"title": p.title, "svg": _svg(p)} for p in plots if p.name in FIRST],
+        plots=[{"title": p.title, "svg": _svg(p)} for p in plots if p.name not in FIRST],
         runs=exchange.run_rows(report.runs[:MAX_RAW_RUNS]),
         runs_total=len(report.runs),
         max_runs=MAX_RAW_RUNS,
@@ -62,6 +67,29 @@ def _when(ts: float | None) -> str:
     if ts is None:
         return ""
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+FIRST = ("time-vs-rss",)  # the plots shown with the recommendation
+
+
+def _verdict_counts(comp: Comparison) -> list[dict[str, Any]]:
+    """Per allocator, how many rows said what about time and peak RSS."""
+    out = []
+    for a in comp.allocators:
+        if a == comp.baseline:
+            continue
+        counts: dict[str, int] = {}
+        for row in comp.rows:
+            for metric in ("time_s", "peak_rss_kib"):
+                c = row.cells[metric][a]
+                if c.verdict is not None and not c.fixed:
+                    word = fmt.verdict_word(metric, c.verdict)
+                    counts[word] = counts.get(word, 0) + 1
+        out.append({"allocator": a, "counts": counts})
+    return out
+
+
+VERDICT_WORDS = ("faster", "slower", "smaller", "larger", "same", "inconclusive")
 
 
 def _allocator(row: dict[str, Any]) -> dict[str, Any]:

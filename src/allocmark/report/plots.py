@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from allocmark import recommend
 from allocmark.analyze import Comparison, Row, value_text
 from allocmark.report import fmt
 
@@ -41,6 +42,7 @@ class Plot:
 def all_plots(comp: Comparison) -> list[Plot]:
     """Every plot that the comparison has the data for."""
     makers: list[Callable[[Comparison], list[Plot]]] = [
+        time_vs_rss,
         overhead_vs_throughput,
         scaling,
         normalized,
@@ -105,6 +107,34 @@ def _grid(n: int, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list
 # ---------------------------------------------------------------------------
 # The plots
 # ---------------------------------------------------------------------------
+def time_vs_rss(comp: Comparison) -> list[Plot]:
+    """The recommendation's picture: per workload row, each allocator's time and peak
+    RSS against the baseline, with their 95 % intervals; lower left is better."""
+    if comp.baseline is None or len(comp.allocators) < 2:
+        return []
+    rows = comp.rows[:MAX_SCATTER_PANELS]
+    fig, axes = _grid(len(rows), width=4.6, height=3.8)
+    for ax, row in zip(axes, rows, strict=True):
+        for a, c in recommend.positions(comp, row).items():
+            if not isinstance(c, recommend.Choice) or c.time is None or c.rss is None:
+                continue
+            t, r = c.time, c.rss
+            ax.errorbar([r.value], [t.value], xerr=[[r.value - r.low], [r.high - r.value]],
+                        yerr=[[t.value - t.low], [t.high - t.value]], fmt="o", capsize=3,
+                        label=a)  # fmt: skip
+        ax.axhline(1, color="#999", lw=0.8)
+        ax.axvline(1, color="#999", lw=0.8)
+        ax.set(title=row.label, xlabel=f"peak RSS / {comp.baseline}",
+               ylabel=f"time / {comp.baseline}")  # fmt: skip
+    _legend(fig, axes)
+    more = f" (first {len(rows)} of {len(comp.rows)} rows)" if len(comp.rows) > len(rows) else ""
+    fig.suptitle(f"time against peak RSS, 95% intervals; lower left is better{more}")
+    return [Plot("time-vs-rss", fig.get_suptitle(), fig)]
+
+
+MAX_SCATTER_PANELS = 12
+
+
 def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
     """The micromalloc picture: x = memory overhead, y = Mops/s, a colour per
     allocator, a point per thread count, a panel per other parameter set."""

@@ -200,11 +200,17 @@ _STATUS_STYLE = {
 }
 
 
-def allocators(console: Console, verified: Sequence[Verified]) -> None:
+def allocators(console: Console, verified: Sequence[Verified], every: bool = True) -> None:
+    """A row per allocator; unless `every`, one per family of those not built yet."""
     table = Table(title="Allocators", title_justify="left")
     for col in ("name", "status", "version", "library", "sha256", "notes"):
         table.add_column(col, overflow="fold")
+    unbuilt: dict[str, int] = {}
     for v in verified:
+        if not every and v.spec.recipe and v.status is Status.MISSING:
+            family = v.spec.name.split("@")[0]
+            unbuilt[family] = unbuilt.get(family, 0) + 1
+            continue
         env = " ".join(f"{k}={val}" for k, val in v.spec.env)
         cost = v.spec.recipe.forwarding if v.spec.recipe and v.usable else ""
         baseline = "baseline" if v.spec.baseline else ""
@@ -219,6 +225,10 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
             (v.sha256 or "")[:12],
             _t(notes),
         )
+    for family, count in unbuilt.items():
+        table.add_row(_t(f"{family}@*"), "[dim]not built[/]", "", "", "",
+                      _t(f"{count} builds: allocmark alloc build {family}@* (or --all "
+                         "to list them)"))  # fmt: skip
     console.print(table)
 
 
