@@ -500,3 +500,16 @@ def test_plans_are_counted_before_they_are_built(tmp_path: Path) -> None:
     _check_refused(["run", "-w", "churn", "-a", "glibc,glibc:arena2,jemalloc", "-n", "8000",
                     "--db", "{tmp}/n.db"], "add --yes", tmp_path)  # fmt: skip
     assert not (tmp_path / "n.db").exists() or Store(tmp_path / "n.db").campaigns() == []
+
+
+def test_an_immutable_database_is_read(good_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "immutable.db"
+    shutil.copy(good_db, db)
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not allowed here")
+    try:
+        r = cli("report", "--db", str(db))
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert "Recommendation" in r.stdout
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)

@@ -107,3 +107,23 @@ def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> Non
         assert all(len(ax.containers) == 2 for ax in axes)  # glibc and fast, with bars
     finally:
         plots.close([scatter])
+
+
+def test_a_ten_allocator_report_fits_120_columns() -> None:
+    import io
+
+    from rich.console import Console
+
+    from allocmark.report import table
+
+    rng = random.Random(5)
+    names = ["glibc", *(f"allocator{i}" for i in range(9))]
+    rows = ("churn", "larson", "xthread", "samethread", "prodcons")
+    sets = [_runs(a, rng.uniform(0.5, 2), rng.randrange(5000, 20000), workload=w)
+            for a in names for w in rows]  # fmt: skip
+    comp = _comparison(*sets)
+    console = Console(file=io.StringIO(), width=120, record=True)
+    table.comparison(console, comp)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "allocator8" in text and "┃ allocator" in text  # transposed: a row per allocator

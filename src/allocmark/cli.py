@@ -544,5 +544,7 @@ def main() -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    err.print(f"ERROR: {fmt.printable(message)}", markup=False, highlight=False)
+    # Our own line breaks stay; a user's string cannot add any (or terminal escapes).
+    text = "\n".join(fmt.printable(line) for line in message.split("\n"))
+    err.print(f"ERROR: {text}", markup=False, highlight=False, soft_wrap=True)
     sys.exit(code)

@@ -27,7 +27,9 @@ def _lines(a: Answer) -> list[str]:
         out.append(f"trade-off (no other allocator is both faster and smaller): {front}")
     for c in a.undecided:
         out.append(f"inconclusive: {_choice(c)}{_more(c)}")
-    out += [f"dominated: {_choice(c)}" for c in a.others]
+    if a.others:  # their numbers are in the tables: names are enough here
+        names = ", ".join(c.allocator for c in a.others)
+        out.append(f"dominated (another allocator is both faster and smaller): {names}")
     out += [f"not recommended: {name}: {why}" for name, why in a.excluded]
     return out
 

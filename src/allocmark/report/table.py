@@ -33,6 +33,9 @@ def comparison(console: Console, comp: Comparison) -> None:
                  for a in comp.allocators] for row in comp.rows]  # fmt: skip
         # The geomean's interval goes on a line of its own, as narrow as the cells.
         geo = [fmt.geomean(comp.geomean[metric][a]).replace(" [", "\n[") for a in comp.allocators]
+        if _transpose(console, comp, labels, body, geo):
+            console.print(_transposed(comp, fmt.TITLES[metric], labels, body, geo))
+            continue
         table = _metric_table(console, comp, fmt.TITLES[metric], labels, body, geo)
         pad = "" if table.padding[3] else " "  # unpadded: the labels keep their space
         for label, cells in zip(labels, body, strict=True):
@@ -85,6 +88,34 @@ def _metric_table(
                              min_width=widest)  # fmt: skip
         else:
             table.add_column(Text(name), justify="right", overflow="fold")
+    return table
+
+
+def _transpose(
+    console: Console, comp: Comparison, labels: Sequence[str], body: Sequence[Sequence[Text]],
+    geo: Sequence[str],
+) -> bool:  # fmt: skip
+    """A column per row instead of per allocator, when allocators outnumber rows and
+    a column each would not fit the terminal (ten allocators in 120 columns)."""
+    if len(comp.allocators) <= len(comp.rows) + 1:
+        return False
+    widest = max([_width(t) for cells in body for t in cells] +
+                 [cell_len(line) for g in geo for line in g.split("\n")])  # fmt: skip
+    label_w = max(len(label) for label in [*labels, "workload"])
+    return label_w + len(comp.allocators) * (widest + 1) + 2 > console.width
+
+
+def _transposed(
+    comp: Comparison, title: str, labels: Sequence[str], body: Sequence[Sequence[Text]],
+    geo: Sequence[str],
+) -> Table:  # fmt: skip
+    table = Table(title=title, title_justify="left", padding=(0, 0, 0, 1))
+    table.add_column("allocator", no_wrap=True)
+    for label in [*labels, "geomean"]:
+        table.add_column(_t(label), justify="right", overflow="fold")
+    for i, a in enumerate(comp.allocators):
+        cells = [row[i] for row in body]
+        table.add_row(_t(fmt.header(comp, a)), *cells, Text(geo[i]))
     return table
 
 
