@@ -25,8 +25,11 @@ def _lines(a: Answer) -> list[str]:
     front = ", ".join(c.allocator for c in a.front)
     if len(a.front) > 1:
         out.append(f"trade-off (no other allocator is both faster and smaller): {front}")
+    # Over all workloads an interval spans the workloads' differences: wide there
+    # means mixed results more often than too few runs.
+    word = "mixed across workloads or inconclusive" if a.scope == OVERALL else "inconclusive"
     for c in a.undecided:
-        out.append(f"inconclusive: {_choice(c)}{_more(c)}")
+        out.append(f"{word}: {_choice(c)}{_more(c)}")
     if a.others:  # their numbers are in the tables: names are enough here
         names = ", ".join(c.allocator for c in a.others)
         out.append(f"dominated (another allocator is both faster and smaller): {names}")
