@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from allocmark import allocators, plan, workloads
+from allocmark import allocators, plan, tune, workloads
 from allocmark.errors import UserError
 from tests.conftest import cli
 
@@ -72,7 +72,7 @@ def test_catalog_errors(tmp_path: Path, text: str, message: str) -> None:
         allocators.load_catalog([cat])
 
 
-@pytest.mark.parametrize("kind", ["suite", "catalog", "workloads"])
+@pytest.mark.parametrize("kind", ["suite", "catalog", "workloads", "settings"])
 def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
     import jsonschema
 
@@ -82,12 +82,14 @@ def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     files = {"suite": sorted(plan.suites_dir().glob("*.toml")),
              "catalog": [allocators.builtin_catalog()],
-             "workloads": [workloads.builtin_catalog()]}[kind]  # fmt: skip
+             "workloads": [workloads.builtin_catalog()],
+             "settings": [tune.settings_file()]}[kind]  # fmt: skip
     assert files
     for path in files:
         jsonschema.validate(tomllib.loads(path.read_text()), schema)
     bad = {"suite": {"repetitions": 0}, "catalog": {"allocator": {"x": {"version": "git"}}},
-           "workloads": {"workload": {"w": {"kind": "shell"}}}}[kind]  # fmt: skip
+           "workloads": {"workload": {"w": {"kind": "shell"}}},
+           "settings": {"glibc": {"style": "yaml", "values": {}}}}[kind]  # fmt: skip
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
 

@@ -14,12 +14,24 @@ these functions: they parse, call, and print.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocmark import allocators, analyze, builder, campaign, compare, plan, stats, workloads
+from allocmark import (
+    allocators,
+    analyze,
+    builder,
+    campaign,
+    compare,
+    plan,
+    recommend,
+    stats,
+    tune,
+    workloads,
+)
 from allocmark.campaign import Precision, RoundDone, RunDone
 from allocmark.errors import UserError
 from allocmark.execute import Executor
@@ -57,6 +69,7 @@ class Request:
     scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
     yes: bool = False  # start a campaign of more than plan.CONFIRM_RUNS runs
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
+    tune: str = ""  # race every allocator's settings on this objective (tune.OBJECTIVES)
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,30 @@ def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None) ->
     return cid
 
 
+def tuned(db: Path, cid: int | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """A `tune` campaign's answer: per row, the Pareto front of time and peak RSS as
+    (candidate, the command line that runs the program that way)."""
+    store = Store(db, create=False)
+    cid = store.campaign(cid).id
+    comp = analyze.stored_comparison(store, cid)
+    library = {r["name"]: r.get("library") or "" for r in store.allocator_rows(cid)}
+    specs = {spec.name: spec for spec, _ in store.allocator_specs(cid)}
+    argv = {(s.allocator, s.workload, json.dumps(s.params)): s.argv
+            for s in store.plan(cid) if s.role == "measure"}  # fmt: skip
+    out = []
+    for answer in recommend.answers(comp):
+        if answer.scope == recommend.OVERALL:
+            continue
+        row = next(r for r in comp.rows if r.label == answer.scope)
+        lines = [(f"{c.allocator}  {tune.against_default(comp, row, c.allocator)}".rstrip(),
+                  tune.paste_line(specs[c.allocator], library[c.allocator],
+                                  argv.get((c.allocator, row.workload, json.dumps(row.params)),
+                                           ())))
+                 for c in answer.front if c.allocator in specs]  # fmt: skip
+        out.append((answer.scope, lines))
+    return out
+
+
 def comparison(db: Path, cid: int | None = None, speedup: bool = False) -> analyze.Comparison:
     """A stored campaign's report data: rows of cells with medians, ratios, verdicts."""
     store = Store(db, create=False)
@@ -178,6 +215,8 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
     named = list(req.allocators) or (None if suite.allocators == ("all",)
                                      else list(suite.allocators))  # fmt: skip
     specs, explicit = selected(named, req.catalogs)
+    if req.tune:
+        specs, explicit = _tuned(specs if req.allocators else None), True
     n = req.min_runs or suite.repetitions
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
@@ -217,13 +256,24 @@ def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
     return dataclasses.replace(suite, entries=entries)
 
 
+def _tuned(specs: Sequence[AllocatorSpec] | None) -> list[AllocatorSpec]:
+    """The candidates of `tune`: of the allocators named, or of every catalog entry
+    the settings catalog has settings for."""
+    families = tune.load_settings()
+    if specs is None:
+        specs = [s for s in allocators.load_catalog() if s.name in families]
+    return tune.specs_for(specs, families)
+
+
 def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:
     target = req.target_ci if req.target_ci is not None else suite.target_ci
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
     most = req.max_runs if req.max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs)
     if most < min_runs:
         raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
-    return Precision(max_runs=most, target_ci=target, budget_s=budget)
+    if req.tune and req.tune not in tune.OBJECTIVES:
+        raise UserError(f"--objective {req.tune!r}: choose {', '.join(tune.OBJECTIVES)}")
+    return Precision(max_runs=most, target_ci=target, budget_s=budget, race=req.tune)
 
 
 def selected(

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import allocators, analyze, machine, owner, plan, workloads
+from allocmark import allocators, analyze, machine, owner, plan, tune, workloads
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.execute import Executor
 from allocmark.executors import Batch, Calibrated, Check, Dispatcher
@@ -91,6 +91,7 @@ class Precision:
     max_runs: int
     target_ci: float
     budget_s: float = 0.0
+    race: str = ""  # `tune`: drop candidates dominated on this objective (tune.OBJECTIVES)
 
 
 OnRound = Callable[[float | None, int], None]  # loosest ratio half-width, blocks added
@@ -255,13 +256,16 @@ def more_runs(
     rng.shuffle(loose)
     left = settings.get("budget_s", 0.0) - store.spent(cid) if settings.get("budget_s") else None
     cost = _run_costs(store, cid)
+    # A race (`tune`): candidates another one clearly beats get no more blocks.
+    out_of_race = tune.dominated(comp, settings["race"]) if settings.get("race") else {}
     nxt = max(s.seq for s in specs) + 1
     out: list[RunSpec] = []
     for key in loose:
         group = blocks[key]
         rep = max(s.rep for s in group) + 1
         latest = {s.allocator: s for s in group}
-        members = list(latest.values())
+        members = [s for s in latest.values() if s.allocator not in out_of_race.get(
+            analyze.row_key(*key), set())]  # fmt: skip
         if left is not None:
             need = sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members)
             if need > left:

@@ -23,6 +23,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from allocmark import allocators, api, builder, compare, plan, schemas, workloads
 from allocmark.campaign import RoundDone, RunDone
@@ -132,6 +133,9 @@ def workloads_cmd(
             out.print("    " + line, markup=False, highlight=False)
 
 
+BlocksOpt = Annotated[
+    int, typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks (at least)")
+]
 MaxRunsOpt = Annotated[
     int | None,
     typer.Option("--max-runs", min=1, help=f"at most this many blocks per cell "
@@ -372,9 +376,7 @@ def profile_cmd(
 def try_cmd(
     command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
     alloc: AllocOpt = None,
-    reps: Annotated[
-        int, typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks (at least)")
-    ] = api.DEFAULT_MIN_RUNS,
+    reps: BlocksOpt = api.DEFAULT_MIN_RUNS,
     max_runs: MaxRunsOpt = None,
     target_ci: TargetOpt = None,
     budget: BudgetOpt = None,
@@ -409,9 +411,46 @@ def try_cmd(
                              "why (use -i to exit 0 anyway)")  # fmt: skip
 
 
+@app.command("tune")
+def tune_cmd(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="your program and its arguments, after --")
+    ] = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
+    alloc: AllocOpt = None,
+    objective: Annotated[
+        str, typer.Option("--objective", help="time, rss or pareto (both)")
+    ] = "pareto",
+    reps: BlocksOpt = api.DEFAULT_MIN_RUNS,
+    max_runs: MaxRunsOpt = None,
+    target_ci: TargetOpt = None,
+    budget: BudgetOpt = None,
+    timeout: TimeoutOpt = None,
+    db: DbOpt = api.DEFAULT_DB,
+    catalog: CatalogOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """Race each allocator's settings (catalog/settings.toml) for your program or a
+    workload; print the Pareto front of time and peak RSS as lines to paste."""
+    if bool(command) == bool(workload):
+        raise UserError("give the program to tune after -- or a workload with -w, not both")
+    req = api.Request(command=tuple(command or ()), workloads=_names(workload),
+                      params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
+                      max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
+                      budget_s=_duration(budget), timeout_s=timeout,
+                      catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    table.recommendation(out, api.comparison(db, cid))
+    for scope, lines in api.tuned(db, cid):
+        out.print(Text(f"Pareto front of time and peak RSS, {scope}: run it as", style="bold"))
+        for name, line in lines:
+            out.print(Text(f"  {fmt.printable(name)}:\n    {fmt.printable(line)}"), soft_wrap=True)
+
+
 @app.command("schema")
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="suite, catalog (allocators) or workloads")],
+    kind: Annotated[str, typer.Argument(help="suite, catalog (allocators), workloads or settings")],
 ) -> None:
     """Print the JSON Schema of a suite, allocator catalog or workload catalog file."""
     sys.stdout.write(json.dumps(schemas.json_schema(kind), indent=2) + "\n")

@@ -21,13 +21,15 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of the file kind `kind`: suite, catalog or workloads."""
+    """The JSON Schema of the file kind `kind`: suite, catalog, workloads or settings."""
     from allocmark.schemas.catalog import CatalogFile
+    from allocmark.schemas.settings import SettingsFile
     from allocmark.schemas.suite import SuiteFile
     from allocmark.schemas.workloads import WorkloadCatalog
 
     models: dict[str, type[BaseModel]] = {
-        "suite": SuiteFile, "catalog": CatalogFile, "workloads": WorkloadCatalog}  # fmt: skip
+        "suite": SuiteFile, "catalog": CatalogFile, "workloads": WorkloadCatalog,
+        "settings": SettingsFile}  # fmt: skip
     if kind not in models:
         raise UserError(f"schema {kind!r}: choose {', '.join(models)}")
     return models[kind].model_json_schema()

@@ -1,0 +1,146 @@
+"""`allocmark tune`: an allocator's settings searched for one program.
+
+Candidates are each allocator at its defaults, each setting of the settings
+catalog at each of its values in turn (one at a time: a full grid of five
+settings is hundreds of runs a block), and the allocator with transparent huge
+pages off. They run as one campaign, in paired blocks like any other; between
+rounds a candidate significantly dominated on the objective stops getting blocks
+(a race: successive halving), so the budget goes to those still in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from allocmark import schemas, stats, tomlfile
+from allocmark.allocators import catalog
+from allocmark.analyze import Cell, Comparison, Row
+from allocmark.errors import UserError
+from allocmark.model import AllocatorSpec
+from allocmark.recommend import Choice, Position, positions
+from allocmark.schemas.settings import Family, SettingsFile, Style
+
+OBJECTIVES = ("time", "rss", "pareto")
+_ENV = {Style.TUNABLES: "GLIBC_TUNABLES", Style.MALLOC_CONF: "MALLOC_CONF",
+        Style.OPTIONS: "SCUDO_OPTIONS"}  # fmt: skip
+_JOIN = {Style.TUNABLES: (":", "="), Style.MALLOC_CONF: (",", ":"), Style.OPTIONS: (":", "=")}
+
+
+def settings_file() -> Path:
+    return Path(str(resources.files("allocmark") / "catalog" / "settings.toml"))
+
+
+def load_settings(path: Path | None = None) -> dict[str, Family]:
+    """Catalog entry name -> its settings family."""
+    path = path or settings_file()
+    doc = schemas.validate(SettingsFile, tomlfile.load(path), str(path))
+    return {entry: f for name, f in doc.root.items() for entry in f.applies or [name]}
+
+
+def candidates(spec: AllocatorSpec, families: dict[str, Family]) -> list[AllocatorSpec]:
+    """`spec` at its defaults, then one candidate per setting value, then :nothp."""
+    family = families.get(spec.name.split(":")[0])
+    out = [spec]
+    if family is not None:
+        out += [_with(spec, family, key, value) for key, values in family.values.items()
+                for value in values]  # fmt: skip
+    return [*out, catalog.nothp(spec)]
+
+
+def _with(spec: AllocatorSpec, family: Family, key: str, value: int | str) -> AllocatorSpec:
+    env = dict(spec.env)
+    if family.style is Style.ENV:
+        env[key] = str(value)
+    else:
+        var, (sep, eq) = _ENV[family.style], _JOIN[family.style]
+        full = f"glibc.malloc.{key}" if family.style is Style.TUNABLES else key
+        env[var] = sep.join(x for x in (env.get(var, ""), f"{full}{eq}{value}") if x)
+    return dataclasses.replace(spec, name=f"{spec.name}{{{key}={value}}}", env=tuple(
+        sorted(env.items())), aliases=(), baseline=False,
+        description=f"{spec.description}; {key}={value}")  # fmt: skip
+
+
+def specs_for(specs: Sequence[AllocatorSpec], families: dict[str, Family]) -> list[AllocatorSpec]:
+    """Every candidate of every allocator named, the baseline's defaults kept first."""
+    out = [c for s in specs for c in candidates(s, families)]
+    if len({c.name for c in out}) != len(out):
+        raise UserError("name each allocator to tune once (-a), without its variants")
+    return out
+
+
+# -- the race ----------------------------------------------------------------------
+def dominated(comp: Comparison, objective: str) -> dict[tuple[str, str], set[str]]:
+    """Per row (workload, params JSON): the candidates another one beats with
+    non-overlapping intervals on the objective (on both axes for "pareto"). The
+    baseline is never dropped: every block's ratios are paired with it."""
+    from allocmark.analyze import row_key
+
+    return {row_key(r.workload, r.params): _losers(comp, r, objective) for r in comp.rows}
+
+
+def _losers(comp: Comparison, row: Row, objective: str) -> set[str]:
+    live = [c for c in positions(comp, row).values() if isinstance(c, Choice)]
+    out = set()
+    for c in live:
+        if c.allocator != comp.baseline and any(_beats(o, c, objective) for o in live):
+            out.add(c.allocator)
+    return out
+
+
+def _beats(a: Choice, b: Choice, objective: str) -> bool:
+    axes = ("time", "rss") if objective == "pareto" else (objective,)
+    return all(_clearly_lower(getattr(a, x), getattr(b, x)) for x in axes)
+
+
+def _clearly_lower(a: Position | None, b: Position | None) -> bool:
+    return a is not None and b is not None and a.high < b.low
+
+
+# -- the answer --------------------------------------------------------------------
+def default_of(candidate: str) -> str:
+    """The allocator a candidate tunes: "jemalloc{narenas=1}" -> "jemalloc"."""
+    return candidate.split("{")[0].removesuffix(":nothp")
+
+
+def against_default(comp: Comparison, row: Row, candidate: str) -> str:
+    """The candidate's time and peak RSS against its own allocator's defaults, paired
+    by block: what the setting itself changes."""
+    base = default_of(candidate)
+    if base == candidate or base not in comp.allocators:
+        return ""
+    parts = []
+    axes = (("time_s", "time", ("faster", "slower")),
+            ("peak_rss_kib", "peak RSS", ("smaller", "larger")))  # fmt: skip
+    for metric, label, (better, worse) in axes:
+        r = _paired(row.cells[metric][candidate], row.cells[metric][base])
+        if r is None:
+            continue
+        verdict = stats.verdict(r, comp.margin)
+        word = {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(
+            verdict, verdict.value
+        )
+        parts.append(f"{label} ×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}] {word}")
+    return f"against {base}'s defaults: " + ", ".join(parts) if parts else ""
+
+
+def _paired(a: Cell, b: Cell) -> stats.Ratio | None:
+    mine = dict(zip(a.blocks, a.values, strict=False))
+    theirs = dict(zip(b.blocks, b.values, strict=False))
+    common = sorted(set(mine) & set(theirs))
+    if len(common) < 2:
+        return None
+    return stats.paired_ratio([mine[k] for k in common], [theirs[k] for k in common])
+
+
+def paste_line(spec: AllocatorSpec, library: str, argv: Sequence[str]) -> str:
+    """The command line that runs `argv` the way candidate `spec` ran."""
+    env = dict(spec.env)
+    thp = env.pop("AM_RUN_THP", None)  # the launcher's: not an environment variable to paste
+    words = [f"LD_PRELOAD={shlex.quote(library)}"] if library and not spec.system else []
+    words += [f"{k}={shlex.quote(val)}" for k, val in sorted(env.items())]
+    line = " ".join([*words, shlex.join(argv)])
+    return f"{line}  # with THP off (prctl PR_SET_THP_DISABLE)" if thp else line

@@ -1,0 +1,92 @@
+"""`allocmark tune`: candidates from the settings catalog, the race, the answer."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from allocmark import analyze, tune
+from allocmark.allocators import catalog
+from allocmark.errors import UserError
+from allocmark.model import AllocatorSpec
+from tests.conftest import cli
+from tests.fakes import stored
+
+GLIBC = AllocatorSpec(name="glibc", system=True, baseline=True)
+JEMALLOC = AllocatorSpec(name="jemalloc", paths=("/x/libjemalloc.so.2",),
+                         env=(("MALLOC_CONF", "dirty_decay_ms:0"),))  # fmt: skip
+
+
+def test_candidates_try_one_setting_at_a_time_then_no_thp() -> None:
+    families = tune.load_settings()
+    names = [c.name for c in tune.candidates(GLIBC, families)]
+    assert names[0] == "glibc" and names[-1] == "glibc:nothp"
+    assert "glibc{arena_max=2}" in names
+    by_name = {c.name: c for c in tune.candidates(JEMALLOC, families)}
+    # A setting joins what the entry already sets, in the allocator's own syntax.
+    assert dict(by_name["jemalloc{narenas=1}"].env)["MALLOC_CONF"] == "dirty_decay_ms:0,narenas:1"
+    assert dict(tune.candidates(GLIBC, families)[1].env)["GLIBC_TUNABLES"].startswith(
+        "glibc.malloc."
+    )
+    assert ("AM_RUN_THP", "never") in by_name["jemalloc:nothp"].env
+
+
+def test_a_broken_settings_file_names_its_key(tmp_path: Path) -> None:
+    bad = tmp_path / "settings.toml"
+    bad.write_text('[glibc]\nstyle = "yaml"\n[glibc.values]\narena_max = [1]\n')
+    with pytest.raises(UserError, match=r"settings.toml: key 'glibc.style'"):
+        tune.load_settings(bad)
+
+
+def _rows(name: str, time: float, rss: int) -> list:  # type: ignore[type-arg]
+    return [stored(name, time * (1 + 0.01 * (b % 3)), rss=rss, rep=b) for b in range(6)]
+
+
+def test_the_race_drops_what_another_candidate_clearly_beats() -> None:
+    runs = [*_rows("glibc", 1.0, 1000), *_rows("fast", 0.5, 1000), *_rows("slow", 2.0, 900),
+            *_rows("tied", 0.5, 1000)]  # fmt: skip
+    comp = analyze.compare(runs, ["glibc", "fast", "slow", "tied"], "glibc")
+    (out,) = tune.dominated(comp, "time").values()
+    assert out == {"slow"}  # glibc stays: every block's ratios pair with it
+    (pareto,) = tune.dominated(comp, "pareto").values()
+    assert pareto == set()  # slow is smaller: on the front
+
+
+def test_a_setting_is_judged_against_its_own_allocators_defaults() -> None:
+    runs = [*_rows("glibc", 1.0, 1000), *_rows("jemalloc", 0.8, 2000),
+            *_rows("jemalloc{narenas=1}", 0.8, 1000)]  # fmt: skip
+    comp = analyze.compare(runs, ["glibc", "jemalloc", "jemalloc{narenas=1}"], "glibc")
+    text = tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}")
+    assert text.startswith("against jemalloc's defaults: time ×1.00")
+    assert "peak RSS ×0.50 [0.50–0.50] smaller" in text
+    assert tune.default_of("jemalloc:nothp") == "jemalloc"
+
+
+def test_paste_lines_run_the_program_as_the_candidate_ran() -> None:
+    (cand,) = [c for c in tune.candidates(JEMALLOC, tune.load_settings())
+               if c.name == "jemalloc{narenas=4}"]  # fmt: skip
+    line = tune.paste_line(cand, "/x/libjemalloc.so.2", ["./prog", "a b"])
+    assert (
+        line == "LD_PRELOAD=/x/libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:0,narenas:4 ./prog 'a b'"
+    )
+    off = tune.paste_line(catalog.nothp(GLIBC), "", ["./prog"])
+    assert off == "./prog  # with THP off (prctl PR_SET_THP_DISABLE)"
+
+
+@pytest.mark.integration
+def test_tune_races_and_prints_the_front_as_lines_to_paste(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    r = cli("tune", "-a", "glibc", "-w", "churn", "-p", "count=2000", "-p", "rounds=2", "-n", "2",
+            "--budget", "15s", "--db", str(db))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Pareto front of time and peak RSS, churn: run it as" in r.stdout
+    assert "am_churn --count 2000" in r.stdout
+    with sqlite3.connect(db) as con:
+        names = {n for (n,) in con.execute("SELECT name FROM allocators")}
+        settings = json.loads(con.execute("SELECT settings_json FROM campaigns").fetchone()[0])
+    assert {"glibc", "glibc{arena_max=1}", "glibc:nothp"} <= names and settings["race"] == "pareto"
+    bad = cli("tune", "--objective", "speed", "-w", "churn", "--db", str(db))
+    assert bad.returncode == 2 and "--objective 'speed'" in bad.stderr
