@@ -88,5 +88,7 @@ def test_tune_races_and_prints_the_front_as_lines_to_paste(tmp_path: Path) -> No
         names = {n for (n,) in con.execute("SELECT name FROM allocators")}
         settings = json.loads(con.execute("SELECT settings_json FROM campaigns").fetchone()[0])
     assert {"glibc", "glibc{arena_max=1}", "glibc:nothp"} <= names and settings["race"] == "pareto"
+    again = cli("report", "--db", str(db))
+    assert "Pareto front of time and peak RSS, churn: run it as" in again.stdout
     bad = cli("tune", "--objective", "speed", "-w", "churn", "--db", str(db))
     assert bad.returncode == 2 and "--objective 'speed'" in bad.stderr

@@ -442,6 +442,11 @@ def tune_cmd(
                       catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective)  # fmt: skip
     cid = _follow(api.run(req), db)
     table.recommendation(out, api.comparison(db, cid))
+    _front(db, cid)
+
+
+def _front(db: Path, cid: int) -> None:
+    """A tune campaign's Pareto front, as lines to paste."""
     for scope, lines in api.tuned(db, cid):
         out.print(Text(f"Pareto front of time and peak RSS, {scope}: run it as", style="bold"))
         for name, line in lines:
@@ -491,6 +496,8 @@ def report_cmd(
     cid = store.campaign(campaign_id).id
     if fmt == "table":
         _emit_table(data.load(store, cid, view, speedup), output)
+        if view == "summary" and store.settings(cid).get("race") and not output:
+            _front(db, cid)  # a `tune` campaign: its answer again
     else:
         _emit(render.text(store, cid, fmt, view, speedup), output)
     if plots_dir:
