@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -473,3 +474,20 @@ def test_a_run_keeps_its_raw_records_and_older_summed_profiles_still_read() -> N
     assert profile.of_stored({"records": two}) == profile.combine(two)
     summed = profile.combine(two)
     assert profile.of_stored(summed) == summed  # stored before the records were kept
+
+
+def test_your_own_program_is_profiled_side_by_side(tmp_path: Path) -> None:
+    # A program allocmark did not write, run directly (issue 18, item 5).
+    db = tmp_path / "p.db"
+    program = [sys.executable, "-c", "x = [bytes(i % 300) for i in range(100000)]"]
+    r = cli("profile", "-a", "glibc,mimalloc", "--db", str(db), "--", *program,
+            env={"PYTHONMALLOC": "malloc"})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Profile: command" in r.stdout and "Findings" in r.stdout
+    assert "mimalloc" in r.stdout and "calls" in r.stdout
+    tried = cli("try", "--profile", "-a", "glibc", "-n", "1", "--max-runs", "1", "--db",
+                str(tmp_path / "t.db"), "--", "true")  # fmt: skip
+    assert tried.returncode == 0, tried.stderr
+    assert (
+        "Your command under each allocator" in tried.stdout and "Profile: command" in tried.stdout
+    )

@@ -348,6 +348,9 @@ def _terminate(signum: int, frame: object) -> None:
 
 @app.command("profile")
 def profile_cmd(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="or your own program and its arguments, after --")
+    ] = None,
     alloc: AllocOpt = None,
     workload: WorkloadOpt = None,
     param: ParamOpt = None,
@@ -361,10 +364,14 @@ def profile_cmd(
     yes: YesOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
-    """Profile what each allocator does inside a workload (mmprof style), side by side."""
-    if not (names := _names(workload)):
-        raise UserError("name the workload(s) to profile with -w, e.g. -w xthread")
-    req = api.Request(workloads=names, allocators=tuple(alloc or ()), params=tuple(param or ()),
+    """Profile what each allocator does inside a workload or your program (mmprof style),
+    side by side."""
+    names = _names(workload)
+    if bool(names) == bool(command):
+        raise UserError("name the workload(s) to profile with -w (e.g. -w xthread), or give "
+                        "your program after --")  # fmt: skip
+    req = api.Request(workloads=names, command=tuple(command or ()), allocators=tuple(alloc or ()),
+                      params=tuple(param or ()),
                       min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
                       sample=sample, db=db, executor=executor, scheduler=scheduler,
                       yes=yes, memory_limit=_size(memory_limit))  # fmt: skip
@@ -395,16 +402,23 @@ def try_cmd(
         ),
     ] = False,
     memory_limit: MemoryOpt = None,
+    profile: Annotated[
+        bool, typer.Option("--profile", help="under the profiler (libamprof.so): its view too")
+    ] = False,
+    sample: SampleOpt = 1024,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
                       max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
                       budget_s=_duration(budget), timeout_s=timeout,
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
-                      scheduler=scheduler, yes=yes, memory_limit=_size(memory_limit))  # fmt: skip
+                      scheduler=scheduler, yes=yes, memory_limit=_size(memory_limit),
+                      sample=sample if profile else 0)  # fmt: skip
     cid = _follow(api.run(req), db)
     lines, comp = api.command_lines(db, cid)
     table.try_table(out, lines, comp)
+    if profile:
+        _emit_table(data.load(Store(db, create=False), cid, "profile"), None)
     # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
     if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
         raise AllocmarkError(f"no run succeeded under {', '.join(failed)}; the table shows "
