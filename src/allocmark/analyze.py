@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from allocmark import profile, stats, workloads
+from allocmark import profile, stats
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -122,14 +122,14 @@ def _calls(
     store: Store, cid: int, comp: Comparison
 ) -> dict[tuple[str, str], tuple[str, ...] | None]:
     """Per row: what libam_who saw the program call in its verification runs, or what
-    a native workload declares in the catalog; None when neither is known."""
+    a native workload declared when the campaign was planned; None when neither is known."""
     seen = store.verified_calls(cid)
-    catalog = workloads.load_catalog()
+    declared = store.settings(cid).get("calls", {})
     out: dict[tuple[str, str], tuple[str, ...] | None] = {}
     for row in comp.rows:
         key = row_key(row.workload, row.params)
-        w = catalog.get(row.workload)
-        out[key] = seen.get(key) if key in seen else (w.calls if w and w.kind == "native" else None)
+        native = declared.get(row.workload)
+        out[key] = seen[key] if key in seen else (tuple(native) if native is not None else None)
     return out
 
 

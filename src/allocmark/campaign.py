@@ -72,7 +72,9 @@ def start(
     settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "sample": sample,
                                    "created_by": owner.creator(), "memory_limit": memory_limit,
                                    "fixed_time": {w.name: w.fixed_time for w in used
-                                                  if w.fixed_time}}  # fmt: skip
+                                                  if w.fixed_time},
+                                   "calls": {w.name: list(w.calls) for w in used
+                                             if w.kind == "native"}}  # fmt: skip
     if precision:
         settings |= dataclasses.asdict(precision)
     return store.new_campaign(

@@ -69,24 +69,27 @@ class Streams:
 
     def pump(self, pidfd: int, deadline: float) -> bool:
         """Collect until the process behind `pidfd` exits; True if the deadline came first."""
-        while (remaining := deadline - time.monotonic()) > 0:
-            open_fds = [fd for fd in self.fds.values() if fd >= 0]
-            ready, _, _ = select.select([pidfd, *open_fds], [], [], remaining)
-            self._collect(ready)
-            if pidfd in ready:
-                return False
-        return True
+        return self._read(deadline, pidfd)
 
     def drain(self, within: float = 2.0) -> None:
         """Read what is left, to EOF, then close the read ends. Bounded in time: a
         process that escaped the kill could hold a write end open for ever."""
-        deadline = time.monotonic() + within
-        while (open_fds := [fd for fd in self.fds.values() if fd >= 0]) and (
-            remaining := deadline - time.monotonic()
-        ) > 0:
-            ready, _, _ = select.select(open_fds, [], [], remaining)
-            self._collect(ready)
+        self._read(time.monotonic() + within)
         self.close()
+
+    def _read(self, deadline: float, pidfd: int | None = None) -> bool:
+        """Collect until `pidfd` is ready (or, without one, every pipe is at EOF);
+        True if the deadline came first."""
+        while (remaining := deadline - time.monotonic()) > 0:
+            watched = [fd for fd in self.fds.values() if fd >= 0]
+            if pidfd is None and not watched:
+                return False
+            ready, _, _ = select.select([*watched, *([pidfd] if pidfd is not None else [])],
+                                        [], [], remaining)  # fmt: skip
+            self._collect(ready)
+            if pidfd is not None and pidfd in ready:
+                return False
+        return True
 
     def close(self) -> None:
         for name, fd in self.fds.items():

@@ -23,7 +23,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.text import Text
 
 from allocmark import allocators, api, builder, compare, plan, schemas, workloads
 from allocmark.campaign import RoundDone, RunDone
@@ -159,6 +158,9 @@ TimeoutOpt = Annotated[
     float | None,
     typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run"),
 ]
+RunTimeoutOpt = Annotated[  # with a default of its own (try, profile)
+    float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run")
+]
 MemoryOpt = Annotated[
     str | None,
     typer.Option(
@@ -246,6 +248,17 @@ def _names(workload: list[str] | None) -> tuple[str, ...]:
     if any(not n for n in names):  # `-w ''` must not mean "the whole suite"
         raise UserError("-w '' names no workload; e.g. -w churn,larson (see `allocmark workloads`)")
     return tuple(w for n in names for w in n)
+
+
+def _one_target(
+    workload: list[str] | None, command: list[str] | None, verb: str
+) -> tuple[str, ...]:
+    """The workloads of a verb that takes either -w or a program after --."""
+    names = _names(workload)
+    if bool(names) == bool(command):
+        raise UserError(f"name the workload(s) to {verb} with -w (e.g. -w xthread), or give "
+                        "your program after --, one of the two")  # fmt: skip
+    return names
 
 
 def _fraction(text: str | None, option: str) -> float | None:
@@ -356,7 +369,7 @@ def profile_cmd(
     param: ParamOpt = None,
     reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
     sample: SampleOpt = 1024,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT)] = 600,
+    timeout: RunTimeoutOpt = 600,
     db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
     executor: ExecutorOpt = "local",
@@ -366,10 +379,7 @@ def profile_cmd(
 ) -> None:
     """Profile what each allocator does inside a workload or your program (mmprof style),
     side by side."""
-    names = _names(workload)
-    if bool(names) == bool(command):
-        raise UserError("name the workload(s) to profile with -w (e.g. -w xthread), or give "
-                        "your program after --")  # fmt: skip
+    names = _one_target(workload, command, "profile")
     req = api.Request(workloads=names, command=tuple(command or ()), allocators=tuple(alloc or ()),
                       params=tuple(param or ()),
                       min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
@@ -387,9 +397,7 @@ def try_cmd(
     max_runs: MaxRunsOpt = None,
     target_ci: TargetOpt = None,
     budget: BudgetOpt = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run")
-    ] = 600,
+    timeout: RunTimeoutOpt = 600,
     db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
     executor: ExecutorOpt = "local",
@@ -447,9 +455,8 @@ def tune_cmd(
 ) -> None:
     """Race each allocator's settings (catalog/settings.toml) for your program or a
     workload; print the Pareto front of time and peak RSS as lines to paste."""
-    if bool(command) == bool(workload):
-        raise UserError("give the program to tune after -- or a workload with -w, not both")
-    req = api.Request(command=tuple(command or ()), workloads=_names(workload),
+    names = _one_target(workload, command, "tune")
+    req = api.Request(command=tuple(command or ()), workloads=names,
                       params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
                       max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
                       budget_s=_duration(budget), timeout_s=timeout,
@@ -460,11 +467,7 @@ def tune_cmd(
 
 
 def _front(db: Path, cid: int) -> None:
-    """A tune campaign's Pareto front, as lines to paste."""
-    for scope, lines in api.tuned(db, cid):
-        out.print(Text(f"Pareto front of time and peak RSS, {scope}: run it as", style="bold"))
-        for name, line in lines:
-            out.print(Text(f"  {fmt.printable(name)}:\n    {fmt.printable(line)}"), soft_wrap=True)
+    table.tune_front(out, api.tuned(db, cid))
 
 
 @app.command("schema")

@@ -56,9 +56,10 @@ def answers(comp: Comparison) -> list[Answer]:
     """One answer per row, then one over all rows (when there are several)."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    out = [_answer(row.label, comp, positions(comp, row)) for row in comp.rows]
+    per_row = [positions(comp, row) for row in comp.rows]
+    out = [_answer(row.label, comp, p) for row, p in zip(comp.rows, per_row, strict=True)]
     if len(comp.rows) > 1:
-        out.append(_answer(OVERALL, comp, _overall_positions(comp)))
+        out.append(_answer(OVERALL, comp, _overall_positions(comp, per_row)))
     return out
 
 
@@ -152,13 +153,14 @@ def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
     return math.ceil(needed) if needed > n else None
 
 
-def _overall_positions(comp: Comparison) -> dict[str, Choice | str]:
+def _overall_positions(
+    comp: Comparison, per_row: list[dict[str, Choice | str]]
+) -> dict[str, Choice | str]:
     """Over all rows: the geometric means of the rows' ratios, with their intervals."""
     out: dict[str, Choice | str] = {}
     speed = "time_s" if comp.geomean.get("time_s") else "ops_per_s"
     for a in comp.allocators:
-        rows = [positions(comp, row)[a] for row in comp.rows]
-        if failed := next((r for r in rows if isinstance(r, str)), None):
+        if failed := next((p[a] for p in per_row if isinstance(p[a], str)), None):
             out[a] = f"on some workloads: {failed}"
             continue
         base = a == comp.baseline

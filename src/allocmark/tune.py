@@ -18,7 +18,7 @@ from pathlib import Path
 
 from allocmark import schemas, stats, tomlfile
 from allocmark.allocators import catalog
-from allocmark.analyze import Cell, Comparison, Row
+from allocmark.analyze import Cell, Comparison, Row, row_key
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec
 from allocmark.recommend import Choice, Position, positions
@@ -77,8 +77,6 @@ def dominated(comp: Comparison, objective: str) -> dict[tuple[str, str], set[str
     """Per row (workload, params JSON): the candidates another one beats with
     non-overlapping intervals on the objective (on both axes for "pareto"). The
     baseline is never dropped: every block's ratios are paired with it."""
-    from allocmark.analyze import row_key
-
     return {row_key(r.workload, r.params): _losers(comp, r, objective) for r in comp.rows}
 
 

@@ -72,8 +72,7 @@ def _metric_table(
     """The table's columns. When every cell fits its column as it is (headers folded
     to the widest cell by hand), cells are not wrapped: rich's wrapping is most of
     the time of a report with thousands of cells. Otherwise rich folds to fit."""
-    widest = max((_width(t) for cells in body for t in cells), default=1)
-    widest = max([widest, *(cell_len(line) for g in geo for line in g.split("\n"))])
+    widest = _widest(body, geo)
     label_w = 1 + max((len(label) for label in [*labels, "workload", "geomean"]), default=8)
     n = len(comp.allocators)
     fits = label_w + n * widest + n + 2 <= console.width  # columns and their borders
@@ -99,10 +98,14 @@ def _transpose(
     a column each would not fit the terminal (ten allocators in 120 columns)."""
     if len(comp.allocators) <= len(comp.rows) + 1:
         return False
-    widest = max([_width(t) for cells in body for t in cells] +
-                 [cell_len(line) for g in geo for line in g.split("\n")])  # fmt: skip
     label_w = max(len(label) for label in [*labels, "workload"])
-    return label_w + len(comp.allocators) * (widest + 1) + 2 > console.width
+    return label_w + len(comp.allocators) * (_widest(body, geo) + 1) + 2 > console.width
+
+
+def _widest(body: Sequence[Sequence[Text]], geo: Sequence[str]) -> int:
+    """The widest line of any cell, geomeans included."""
+    cells = (_width(t) for row in body for t in row)
+    return max([*cells, *(cell_len(line) for g in geo for line in g.split("\n")), 1])
 
 
 def _transposed(
@@ -117,6 +120,15 @@ def _transposed(
         cells = [row[i] for row in body]
         table.add_row(_t(fmt.header(comp, a)), *cells, Text(geo[i]))
     return table
+
+
+def tune_front(console: Console, fronts: Sequence[tuple[str, list[tuple[str, str]]]]) -> None:
+    """A tune campaign's Pareto front per row: each point and the line that runs it."""
+    for scope, lines in fronts:
+        console.print(Text(f"Pareto front of time and peak RSS, {scope}: run it as", style="bold"))
+        for name, line in lines:
+            console.print(_t(f"  {name}:"), highlight=False)
+            console.print(_t(f"    {line}"), highlight=False, soft_wrap=True)
 
 
 def _t(text: str) -> Text:
