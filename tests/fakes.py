@@ -83,3 +83,13 @@ def stored(
         detail="",
         partial=partial,
     )
+
+
+def alive(pid: int) -> bool:
+    """A real process check for tests: a zombie has ended, and a process may
+    vanish between opening its stat file and reading it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False

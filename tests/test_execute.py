@@ -12,6 +12,7 @@ import pytest
 
 from allocmark import execute
 from allocmark.model import RunSpec, RunStatus, Verified
+from tests.fakes import alive
 
 pytestmark = pytest.mark.integration
 
@@ -28,14 +29,6 @@ def spec(*argv: str, timeout: float = 30, **kw: object) -> RunSpec:
         timeout=timeout,
         **fields,  # type: ignore[arg-type]
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_ok_run_is_measured() -> None:

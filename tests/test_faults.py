@@ -25,7 +25,7 @@ from allocmark import allocators, machine, plan, workloads
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.store import SCHEMA_VERSION, Store
 from tests.conftest import cli
-from tests.fakes import allocs, specs
+from tests.fakes import alive, allocs, specs
 
 TRIALS = int(os.environ.get("AM_FAULT_TRIALS", "50"))
 
@@ -64,14 +64,6 @@ def test_concurrent_first_opens_of_a_new_database(tmp_path: Path) -> None:
     assert failed == [], failed[:3]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _wait_for(path: Path, within: float = 60) -> None:
     deadline = time.monotonic() + within
     while not (path.exists() and path.read_text().strip()):
@@ -95,10 +87,10 @@ def test_no_process_outlives_allocmark_killed_by_sigkill(tmp_path: Path) -> None
         am.wait()
         sleeper = int(pidfile.read_text())
         deadline = time.monotonic() + 5
-        while _alive(sleeper) and time.monotonic() < deadline:
+        while alive(sleeper) and time.monotonic() < deadline:
             time.sleep(0.05)
-        orphans += _alive(sleeper)
-        if _alive(sleeper):
+        orphans += alive(sleeper)
+        if alive(sleeper):
             os.kill(sleeper, signal.SIGKILL)
     left = subprocess.run(["pgrep", "-f", "^sleep 3[12]$"], capture_output=True, text=True)
     print(f"\norphans after kill -9 of allocmark: {orphans} of {trials} runs, "
