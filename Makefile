@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python bench/report_scale.py
 	$(BIN)/python bench/forwarding.py
 	$(BIN)/python bench/profile_overhead.py
+	$(BIN)/python bench/rss_sampling.py
 
 lint: setup
 	$(BIN)/ruff check src tests bench

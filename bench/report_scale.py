@@ -2,7 +2,8 @@
 
 The database is synthetic (made here, in one transaction, through the store's
 own schema): 10 allocators x 100 cells x 100 repetitions, with the metrics a
-native workload records. The report is timed as a user runs it, as a separate
+native workload and the launcher record (RSS over time, the allocator's
+statistics). The report is timed as a user runs it, as a separate
 process: once cold (it fills the cell cache), then the median of several runs.
 Target: <= 2 s.
 
@@ -25,6 +26,7 @@ from allocmark.model import AllocatorSpec, RunSpec, Status, Verified
 from allocmark.store import Store
 
 ALLOCATORS = [f"alloc{i}" for i in range(10)]
+LABELS = json.dumps({"release_fn": "none", "alloc_stats": "glibc"})
 
 
 def cells() -> list[tuple[tuple[str, int], ...]]:
@@ -52,16 +54,22 @@ def make(path: Path, runs: int) -> None:
         wall = (1 + ALLOCATORS.index(s.allocator) / 10) * rng.lognormvariate(0, 0.05)
         params = json.dumps(s.params)
         run_rows.append((s.seq + 1, cid, s.seq, s.allocator, s.workload, params, s.rep, "ok", 0,
-                         wall, wall * 0.9, wall * 0.1, 50000, "", "", 0))  # fmt: skip
+                         wall, wall * 0.9, wall * 0.1, 50000, "", "", 0, LABELS))  # fmt: skip
         for name, value in (("ops", 1e6), ("seconds", wall), ("ops_per_s", 1e6 / wall),
                             ("peak_requested_bytes", 4e7), ("threads", 1.0),
-                            ("overhead_ratio", 1.2)):  # fmt: skip
+                            ("overhead_ratio", 1.2), ("anon_huge_kib", 0.0),
+                            ("live_bytes_end", 0.0), ("rss_end_kib", 20000.0 * wall),
+                            ("rss_mib_s", 40 * wall), ("rss_exit_kib", 20000.0),
+                            ("rss_samples", 200.0), ("rss_sample_s", 0.005),
+                            ("alloc_rss_kib", 20000.0), ("alloc_live_kib", 100.0),
+                            ("alloc_held_kib", 15000.0),
+                            ("alloc_mapped_kib", 30000.0)):  # fmt: skip
             metric_rows.append((s.seq + 1, name, value))
     with store.db:
         store.db.executemany(
             "INSERT INTO runs (id, campaign_id, seq, allocator, workload, params_json, rep, "
             "status, exit_code, wall_s, user_s, sys_s, maxrss_kib, detail, malloc_object, "
-            "partial) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "partial, labels_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             run_rows,
         )
         store.db.executemany("INSERT INTO metrics VALUES (?,?,?)", metric_rows)

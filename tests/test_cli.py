@@ -128,9 +128,10 @@ def test_try_compares_a_command(tmp_path: Path) -> None:
 
 
 def start_slow_campaign(db: Path, allocs: str, reps: int, **popen: Any) -> subprocess.Popen[str]:
-    """A campaign of ~0.3 s runs, started in the background, as a user would."""
+    """A campaign of runs of at least 0.3 s (each idles that long after its work, on
+    any machine), started in the background, as a user would."""
     args = [sys.executable, "-m", "allocmark", "run", "-w", "churn", "-p", "count=20000",
-            "-p", "rounds=12", "-a", allocs, "-n", str(reps),
+            "-p", "rounds=2", "-p", "idle_ms=300", "-a", allocs, "-n", str(reps),
             "--max-runs", str(reps), "--db", str(db)]  # fmt: skip
     return subprocess.Popen(args, text=True, **popen)
 

@@ -135,7 +135,7 @@ def test_suite_errors_name_file_and_key(tmp_path: Path, text: str, message: str)
 def test_unknown_builtin_suite_lists_the_known_ones() -> None:
     with pytest.raises(
         UserError,
-        match="built-in suites: apps, hardening, memheap, micro, micromalloc, quick, "
-        "scaling, versions",
+        match="built-in suites: aging, apps, hardening, idle, memheap, micro, micromalloc, "
+        "quick, scaling, versions",
     ):
         plan.load_suite("nosuch")

@@ -205,6 +205,20 @@ def test_compare_matches_two_single_allocator_sets() -> None:
     assert (s.worse, s.better, s.same, s.worst) == (0, 1, 0, None)
 
 
+def test_compare_matches_cells_across_a_parameter_the_catalog_added_later() -> None:
+    rng = random.Random(5)
+    old = _set("old", _sample(rng, 1.0))  # churn threads=1, from before idle_ms existed
+    later = (("idle_ms", 0), ("threads", 1))
+    new = compare.ResultSet.of_runs("new", [stored("je", w, params=later)
+                                            for w in _sample(rng, 1.3)])  # fmt: skip
+    (v,) = compare.compare(old, new)
+    assert v.params == (("threads", 1),) and v.word == "slower"
+    varied = compare.ResultSet.of_runs("v", [  # a sweep of the new parameter: no match
+        stored("je", 1.0, params=(("idle_ms", i), ("threads", 1))) for i in (0, 100)])  # fmt: skip
+    with pytest.raises(UserError, match="no cell in common"):
+        compare.compare(old, varied)
+
+
 def test_compare_without_common_cells_is_a_usage_error() -> None:
     a = _set("a", [1.0, 1.0], "x")
     b = compare.ResultSet.of_runs("b", [stored("x", 1.0, workload="other")])

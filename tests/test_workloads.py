@@ -28,14 +28,18 @@ SMALL: dict[str, dict[str, int | str]] = {
     "large": {"count": 20, "size_max": 1048576},
     "threadchurn": {"spawns": 20},
     "pareto": {"steps": 20000},
+    "aging": {"phases": 6, "ops": 20000, "live_mib": 4},
 }
-DETERMINISTIC = ["churn", "samethread", "xthread", "larson", "realloc", "large", "pareto"]
+DETERMINISTIC = ["churn", "samethread", "xthread", "larson", "realloc", "large", "pareto",
+                 "aging"]  # fmt: skip
 
 
 def run(name: str, alloc: Verified, **extra: int | str) -> tuple[RunStatus, dict[str, float],
                                                                  dict[str, str], str]:  # fmt: skip
     w = workloads.load_catalog()[name]
-    params = workloads.resolve_params(w, SMALL[name] | extra, "test")
+    known = {p.name for p in w.params}  # aging has no threads
+    params = workloads.resolve_params(w, SMALL[name] | {k: v for k, v in extra.items()
+                                                        if k in known}, "test")  # fmt: skip
     spec = RunSpec(seq=0, allocator=alloc.spec.name, workload=name, params=params, rep=0,
                    argv=workloads.expand(w, params), env=tuple(alloc.child_env().items()),
                    timeout=60, expect_malloc=alloc.malloc_object, result_fd=True)  # fmt: skip

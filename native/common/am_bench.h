@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "am_stats.h"
+
 #define AM_PAGE 4096u
 #define AM_RESULT_VERSION 2
 
@@ -131,7 +133,7 @@ static inline uint64_t am_arg_u64(int argc, char **argv, const char *name, uint6
 // unset, so a workload can be run by hand). Keys are added one by one.
 // ---------------------------------------------------------------------------
 typedef struct am_result {
-  char buf[4096];
+  char buf[8192];
   size_t len;
 } am_result;
 
@@ -195,6 +197,8 @@ typedef struct am_common {
   uint64_t threads, seed, size_min, size_max, release;
 } am_common;
 
+static uint64_t am_idle_ms;  // --idle-ms: see am_result_idle
+
 static inline am_common am_common_args(int argc, char **argv, uint64_t size_min, uint64_t size_max) {
   am_common c = {
       .threads = am_arg_u64(argc, argv, "threads", 1),
@@ -203,6 +207,8 @@ static inline am_common am_common_args(int argc, char **argv, uint64_t size_min,
       .size_max = am_arg_u64(argc, argv, "size-max", size_max),
       .release = am_arg_u64(argc, argv, "release", 0),
   };
+  am_idle_ms = am_arg_u64(argc, argv, "idle-ms", 0);
+  if (am_idle_ms > 600000) am_die("--idle-ms must be at most 600000 (10 minutes)");
   if (c.size_min > c.size_max) am_die("--size-min must not exceed --size-max");
   if (c.threads == 0 || c.threads > 1024) am_die("--threads must be in 1..1024");
   return c;
@@ -274,6 +280,48 @@ static inline void am_run_threads(uint64_t n, void *(*fn)(void *), void *args, s
   free(tids);
 }
 
+// The same, but the workers stay alive, parked, until the process exits: a
+// program's threads outlive its work, and some allocators give a thread's
+// memory back when the thread ends (jemalloc purges an arena its last thread
+// leaves), which would hide what they keep while the program idles.
+typedef struct am_kept {
+  void *(*fn)(void *);
+  void *arg;
+} am_kept;
+
+static pthread_mutex_t am_kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t am_kept_done = PTHREAD_COND_INITIALIZER;
+static uint64_t am_kept_finished;
+
+static inline void *am_kept_main(void *arg) {
+  const am_kept *k = arg;
+  k->fn(k->arg);
+  pthread_mutex_lock(&am_kept_lock);
+  am_kept_finished++;
+  pthread_cond_broadcast(&am_kept_done);
+  pthread_mutex_unlock(&am_kept_lock);
+  for (;;) pause();
+  return NULL;
+}
+
+static inline void am_run_threads_kept(uint64_t n, void *(*fn)(void *), void *args,
+                                       size_t stride) {
+  am_kept *kept = calloc(n, sizeof *kept);  // read by the parked threads: never freed
+  if (!kept) am_die("out of memory for %" PRIu64 " threads", n);
+  pthread_mutex_lock(&am_kept_lock);
+  uint64_t target = am_kept_finished + n;
+  pthread_mutex_unlock(&am_kept_lock);
+  for (uint64_t i = 0; i < n; i++) {
+    kept[i] = (am_kept){fn, (char *)args + i * stride};
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, am_kept_main, &kept[i]) != 0) am_die("pthread_create failed");
+    pthread_detach(tid);
+  }
+  pthread_mutex_lock(&am_kept_lock);
+  while (am_kept_finished < target) pthread_cond_wait(&am_kept_done, &am_kept_lock);
+  pthread_mutex_unlock(&am_kept_lock);
+}
+
 // ---------------------------------------------------------------------------
 // Giving memory back at the end of a run: the allocator's own call, looked up
 // with dlsym and used only if it lives in the object that serves malloc (so
@@ -285,36 +333,33 @@ static inline const char *am_object_of(void *sym) {
 }
 
 typedef void (*am_mi_collect_fn)(int);
-typedef int (*am_mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef void (*am_void_fn)(void);
 typedef int (*am_trim_fn)(size_t);
 
 typedef const char *(*am_release_fn)(void);
 
 static inline const char *am_release(void) {
-  const char *malloc_obj = am_object_of(dlsym(RTLD_DEFAULT, "malloc"));
+  const char *obj = am_object_of(dlsym(RTLD_DEFAULT, "malloc"));
   void *sym;
-  if ((sym = dlsym(RTLD_DEFAULT, "mi_collect")) && !strcmp(am_object_of(sym), malloc_obj)) {
+  if ((sym = am_stats_sym(obj, "mi_collect"))) {
     ((am_mi_collect_fn)sym)(1);
     return "mi_collect";
   }
   // Libraries built by `allocmark alloc build` name the call they made.
-  sym = dlsym(RTLD_DEFAULT, "am_allocator_release");
-  if (sym && !strcmp(am_object_of(sym), malloc_obj)) {
+  if ((sym = am_stats_sym(obj, "am_allocator_release"))) {
     const char *used = ((am_release_fn)sym)();
     if (used) return used;
   }
-  if ((sym = dlsym(RTLD_DEFAULT, "mallctl")) && !strcmp(am_object_of(sym), malloc_obj)) {
+  if ((sym = am_stats_sym(obj, "mallctl"))) {
     // 4096 is MALLCTL_ARENAS_ALL: purge every arena.
-    ((am_mallctl_fn)sym)("arena.4096.purge", NULL, NULL, NULL, 0);
+    ((am_mallctl_t)sym)("arena.4096.purge", NULL, NULL, NULL, 0);
     return "mallctl(arena.4096.purge)";
   }
-  sym = dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory");
-  if (sym && !strcmp(am_object_of(sym), malloc_obj)) {
+  if ((sym = am_stats_sym(obj, "MallocExtension_ReleaseFreeMemory"))) {
     ((am_void_fn)sym)();
     return "MallocExtension_ReleaseFreeMemory";
   }
-  if ((sym = dlsym(RTLD_DEFAULT, "malloc_trim")) && !strcmp(am_object_of(sym), malloc_obj)) {
+  if ((sym = am_stats_sym(obj, "malloc_trim"))) {
     ((am_trim_fn)sym)(0);
     return "malloc_trim";
   }
@@ -351,6 +396,52 @@ static inline uint64_t am_anon_huge_kib(void) {
   return p ? strtoull(p + 14, NULL, 10) : 0;
 }
 
+// ---------------------------------------------------------------------------
+// After the work: what the allocator keeps and how fast it gives memory back.
+// Every block is freed by now; the RSS is read at once, and with --idle-ms the
+// process then sleeps (no allocator call: only a background thread or a timer
+// of the allocator's own can return memory), reading RSS at 100 ms, 1 s and at
+// the end of the idle time.
+// ---------------------------------------------------------------------------
+static inline void am_sleep_until(double t) {
+  double left = t - am_now();
+  if (left <= 0) return;
+  struct timespec ts = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static inline void am_result_idle(am_result *r) {
+  double t0 = am_now();
+  am_result_u64(r, "live_bytes_end", (uint64_t)(am_live_total() > 0 ? am_live_total() : 0));
+  am_result_u64(r, "rss_end_kib", am_status_kib("VmRSS:"));
+  if (am_idle_ms == 0) return;
+  static const struct { uint64_t ms; const char *key; } marks[] = {
+      {100, "rss_idle_100ms_kib"}, {1000, "rss_idle_1s_kib"}};
+  for (size_t i = 0; i < sizeof marks / sizeof marks[0] && marks[i].ms <= am_idle_ms; i++) {
+    am_sleep_until(t0 + (double)marks[i].ms / 1000);
+    am_result_u64(r, marks[i].key, am_status_kib("VmRSS:"));
+  }
+  am_sleep_until(t0 + (double)am_idle_ms / 1000);
+  am_result_u64(r, "rss_idle_end_kib", am_status_kib("VmRSS:"));
+  am_result_u64(r, "idle_ms", am_idle_ms);
+}
+
+// The allocator's own statistics (am_stats.h) as the run ends, beside the RSS
+// read at the same moment: what that RSS is made of.
+static inline void am_result_stats(am_result *r) {
+  am_stats s = am_stats_read(am_object_of(dlsym(RTLD_DEFAULT, "malloc")));
+  am_result_str(r, "alloc_stats", s.source);
+  if (!strcmp(s.source, "none")) return;
+  am_result_u64(r, "alloc_rss_kib", am_status_kib("VmRSS:"));
+  const struct { const char *key; long long v; } fields[] = {
+      {"alloc_live_kib", s.live},         {"alloc_held_kib", s.held},
+      {"alloc_metadata_kib", s.metadata}, {"alloc_released_kib", s.released},
+      {"alloc_mapped_kib", s.mapped},     {"alloc_committed_kib", s.committed}};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (fields[i].v >= 0) am_result_u64(r, fields[i].key, (uint64_t)fields[i].v >> 10);
+}
+
 // The standard record: every workload reports these, then its own extras.
 // `--baseline 1` makes a workload report zero operations before allocating
 // anything, so allocmark can measure the allocator's baseline RSS.
@@ -366,6 +457,8 @@ static inline void am_result_standard(am_result *r, const char *workload, uint64
   am_result_u64(r, "anon_huge_kib", am_anon_huge_kib());
   am_result_str(r, "release_fn", release_fn);
   am_result_malloc_object(r);
+  am_result_idle(r);
+  am_result_stats(r);
 }
 
 static inline void am_baseline_exit(int argc, char **argv, const char *workload) {
@@ -404,7 +497,7 @@ static inline void am_run_workers(const char *workload, uint64_t n, void *(*fn)(
   }
   const char *release_fn;
   double t0 = am_now();
-  am_run_threads(n, fn, ws, stride);
+  am_run_threads_kept(n, fn, ws, stride);
   double secs = am_stop(t0, release, &release_fn);
   uint64_t ops = 0;
   int corrupt = 0;

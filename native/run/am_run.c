@@ -35,7 +35,19 @@
 // (PR_SET_THP_DISABLE: no root needed, inherited by children and kept across
 // execve); the `:nothp` variant of every allocator sets it.
 //
-// On STATUS_FD it writes one JSON line (a "run" record, see records.py):
+// RSS over time: every AM_RUN_SAMPLE_US microseconds (default 5000; 0: off) the
+// launcher reads the resident size of the run's processes from /proc (statm, a
+// counter read that takes no lock the measured process needs). It keeps at
+// most AM_SERIES_MAX points: when full, neighbouring points merge (the larger
+// RSS stays, so spikes survive) and each point then covers twice as many
+// samples. The memory-time integral is summed over every sample, not over the
+// kept points. Waiting wakes on SIGCHLD, so the benchmark's end is seen at once
+// and the wall time is not rounded to the sampling period.
+//
+// On STATUS_FD it writes an "rss" record (when sampling is on), then a "run"
+// record, one JSON line each (see records.py):
+//   {"am":"rss","v":1,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
+//    "integral_kib_s":X,"last_kib":N,"t_ms":[...],"kib":[...]}
 //   {"am":"run","v":3,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
 //    "oom":0|1,"limit_by":"none"|"cgroup"|"watchdog"}
@@ -165,31 +177,160 @@ static void am_cgroup_remove(void) {
   for (int i = 0; i < 100 && rmdir(am_cgroup) != 0 && errno == EBUSY; i++) usleep(1000);
 }
 
+// /proc files of the run's processes, kept open between samples: a pread of an
+// open /proc file costs a fraction of open+read+close. A process that ended
+// fails its read, and its entry is opened again (a reused pid is a new file).
+#define AM_PROCS_MAX 64
+static struct am_proc {
+  pid_t pid;
+  int statm, children;  // fds, -1: closed
+  int seen;             // in the last walk of the tree
+} am_procs[AM_PROCS_MAX];
+static int am_walk;
+
+static ssize_t am_pread(int *fd, const char *path, char *buf, size_t n, int keep) {
+  if (*fd < 0) *fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) return -1;
+  ssize_t got = pread(*fd, buf, n - 1, 0);
+  if (got <= 0 || !keep) {
+    close(*fd);
+    *fd = -1;
+  }
+  if (got >= 0) buf[got] = 0;
+  return got;
+}
+
+static struct am_proc *am_proc_of(pid_t pid) {
+  struct am_proc *free_slot = NULL;
+  for (int i = 0; i < AM_PROCS_MAX; i++) {
+    if (am_procs[i].pid == pid) return &am_procs[i];
+    if (!free_slot && am_procs[i].pid == 0) free_slot = &am_procs[i];
+  }
+  if (free_slot) *free_slot = (struct am_proc){.pid = pid, .statm = -1, .children = -1};
+  return free_slot;  // NULL: too many processes to keep files open for
+}
+
 // Resident bytes of `pid` and its descendants (through /proc's children lists).
-static long long am_tree_rss(pid_t pid, int depth) {
+static long long am_tree_rss(pid_t pid, int depth, int self_too) {
   char path[64], buf[4096];
   long long total = 0;
-  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (f) {
+  struct am_proc *proc = am_proc_of(pid);
+  int none = -1;
+  if (proc) proc->seen = am_walk;
+  if (self_too) {
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
     long size, resident;
-    if (fscanf(f, "%ld %ld", &size, &resident) == 2) total = resident * sysconf(_SC_PAGESIZE);
-    fclose(f);
+    if (am_pread(proc ? &proc->statm : &none, path, buf, sizeof buf, proc != NULL) > 0 &&
+        sscanf(buf, "%ld %ld", &size, &resident) == 2)
+      total = (long long)resident * sysconf(_SC_PAGESIZE);
   }
   if (depth > 64) return total;
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return total;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return total;
-  buf[n] = 0;
+  if (am_pread(proc ? &proc->children : &none, path, buf, sizeof buf, proc != NULL) <= 0)
+    return total;
   for (char *p = buf, *end; *p; p = end) {
     long child = strtol(p, &end, 10);
     if (end == p) break;
-    total += am_tree_rss((pid_t)child, depth + 1);
+    total += am_tree_rss((pid_t)child, depth + 1, 1);
   }
   return total;
+}
+
+// Resident bytes of the run: every process below the launcher, not itself.
+static long long am_run_rss(void) {
+  am_walk++;
+  long long rss = am_tree_rss(getpid(), 0, 0);
+  for (int i = 0; i < AM_PROCS_MAX; i++) {  // forget the processes that ended
+    struct am_proc *p = &am_procs[i];
+    if (p->pid == 0 || p->seen == am_walk) continue;
+    if (p->statm >= 0) close(p->statm);
+    if (p->children >= 0) close(p->children);
+    p->pid = 0;
+  }
+  return rss;
+}
+
+// -- RSS over time ---------------------------------------------------------------
+#define AM_SERIES_MAX 512
+static struct {
+  int64_t period_ns;    // 0: no sampling
+  int64_t next_ns;      // when the next sample is due
+  int64_t t0_ns;        // the run's start
+  uint32_t t_ms[AM_SERIES_MAX];
+  uint32_t kib[AM_SERIES_MAX];
+  int points;           // kept
+  uint32_t stride;      // samples per kept point
+  uint32_t in_point;    // samples already folded into the open point
+  uint64_t samples;
+  int64_t spent_ns;     // time the launcher spent sampling
+  double integral;      // KiB x s, over every sample
+  int64_t last_ns;
+  uint32_t last_kib;
+} am_series = {.stride = 1};
+
+static void am_series_fold(int64_t at_ns, uint32_t kib) {
+  if (am_series.in_point == 0) {
+    if (am_series.points == AM_SERIES_MAX) {  // full: merge neighbours
+      for (int i = 0; i < AM_SERIES_MAX / 2; i++) {
+        am_series.t_ms[i] = am_series.t_ms[2 * i];
+        uint32_t a = am_series.kib[2 * i], b = am_series.kib[2 * i + 1];
+        am_series.kib[i] = a > b ? a : b;
+      }
+      am_series.points = AM_SERIES_MAX / 2;
+      am_series.stride *= 2;
+    }
+    am_series.t_ms[am_series.points] = (uint32_t)((at_ns - am_series.t0_ns) / 1000000);
+    am_series.kib[am_series.points++] = kib;
+  } else if (kib > am_series.kib[am_series.points - 1]) {
+    am_series.kib[am_series.points - 1] = kib;
+  }
+  if (++am_series.in_point == am_series.stride) am_series.in_point = 0;
+}
+
+// One sample, if it is due; returns the RSS (bytes) read, or -1 if none was due.
+static long long am_sample(int64_t now) {
+  if (am_series.period_ns == 0 || now < am_series.next_ns) return -1;
+  long long rss = am_run_rss();
+  if (rss <= 0) {  // the processes are exiting: no reading
+    am_series.next_ns = now + am_series.period_ns;
+    return -1;
+  }
+  int64_t done = am_now_ns();
+  uint32_t kib = (uint32_t)(rss >> 10);
+  if (am_series.samples > 0)  // trapezoids between samples
+    am_series.integral += (double)(kib + am_series.last_kib) / 2 * (double)(now - am_series.last_ns) / 1e9;
+  am_series_fold(now, kib);
+  am_series.samples++;
+  am_series.last_ns = now;
+  am_series.last_kib = kib;
+  am_series.spent_ns += done - now;
+  am_series.next_ns += am_series.period_ns;
+  if (am_series.next_ns <= done) am_series.next_ns = done + am_series.period_ns;  // late: skip
+  return rss;
+}
+
+// One write: the record is a single line however many points it has.
+static void am_series_write(int fd, int64_t end_ns) {
+  static char text[64 + AM_SERIES_MAX * 24 + 256];
+  size_t n = 0;
+#define AM_PUT(...) n += (size_t)snprintf(text + n, sizeof text - n, __VA_ARGS__)
+  // The last RSS read holds until the end.
+  am_series.integral += (double)am_series.last_kib * (double)(end_ns - am_series.last_ns) / 1e9;
+  AM_PUT("{\"am\":\"rss\",\"v\":1,\"period_us\":%" PRId64 ",\"stride\":%u,\"samples\":%" PRIu64
+         ",\"sample_ns\":%" PRId64 ",\"integral_kib_s\":%.3f,\"last_kib\":%u,\"t_ms\":[",
+         am_series.period_ns / 1000, am_series.stride, am_series.samples, am_series.spent_ns,
+         am_series.integral, am_series.last_kib);
+  for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.t_ms[i]);
+  AM_PUT("],\"kib\":[");
+  for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.kib[i]);
+  AM_PUT("]}\n");
+#undef AM_PUT
+  for (size_t done = 0; done < n;) {
+    ssize_t w = write(fd, text + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += (size_t)w;
+  }
 }
 
 static void am_catch_stops(void) {
@@ -268,29 +409,47 @@ static void am_sequence(int err_fd, char **argv, const char *steps) {
 // the run.
 static int am_oom_by_watchdog;
 
+// With nothing to sample or watch it blocks in wait4; else it sleeps in
+// sigtimedwait until the next sample is due or a child ends (SIGCHLD, blocked
+// since before the fork so that none is missed).
 static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru) {
   int watch = am_limit > 0 && !am_cgroup[0];
+  int poll = watch || am_series.period_ns > 0;
+  int64_t watch_ns = am_series.period_ns ? am_series.period_ns : 10000000;
+  int64_t next_watch = 0;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
   for (;;) {
     int st;
     struct rusage r;
-    pid_t got = wait4(-1, &st, watch ? WNOHANG : 0, &r);
-    if (got == 0) {  // the watchdog's turn: all still running
-      if (!am_oom_by_watchdog && am_tree_rss(getpid(), 0) > am_limit) {
-        am_oom_by_watchdog = 1;
-        am_kill_children();
-      }
-      usleep(10000);
-      continue;
-    }
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
+    pid_t got = wait4(-1, &st, poll ? WNOHANG : 0, &r);
     if (got == main_pid) {
       *status = st;
       *ru = r;
       return 0;
     }
+    if (got > 0) continue;  // an orphan reaped
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    int64_t now = am_now_ns();  // all still running
+    long long rss = am_sample(now);
+    if (watch && now >= next_watch) {
+      if (rss < 0) rss = am_run_rss();
+      if (!am_oom_by_watchdog && rss > am_limit) {
+        am_oom_by_watchdog = 1;
+        am_kill_children();
+      }
+      next_watch = now + watch_ns;
+    }
+    int64_t due = am_series.period_ns ? am_series.next_ns : next_watch;
+    if (watch && next_watch < due) due = next_watch;
+    int64_t wait_ns = due - am_now_ns();
+    if (wait_ns <= 0) continue;
+    struct timespec ts = {.tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000};
+    sigtimedwait(&chld, NULL, &ts);  // a child ended, the time came, or a stop signal
   }
 }
 
@@ -338,12 +497,22 @@ int main(int argc, char **argv) {
   if (getppid() != parent) return 3;  // allocmark died before the line above
   int status_fd = atoi(argv[1]);
   if (am_limit > 0) am_cgroup_make();
+  const char *sample_us = getenv("AM_RUN_SAMPLE_US");
+  am_series.period_ns = (sample_us ? atoll(sample_us) : 5000) * 1000;
+  if (am_series.period_ns < 0) am_series.period_ns = 0;
+  unsetenv("AM_RUN_SAMPLE_US");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
+  sigset_t chld, before;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, &before);
   int64_t t0 = am_now_ns();
+  am_series.t0_ns = am_series.next_ns = t0;
   pid_t pid = fork();
   if (pid < 0) return 3;
   if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &before, NULL);  // the benchmark's mask is allocmark's
     signal(SIGTERM, SIG_DFL);  // the launcher's handlers are not the benchmark's
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
@@ -359,7 +528,8 @@ int main(int argc, char **argv) {
   struct rusage ru;
   if (am_stopping) am_kill_children();  // a stop that came before the fork
   if (am_wait_main(pid, &status, &ru) != 0) return 3;
-  int64_t wall = am_now_ns() - t0;
+  int64_t end = am_now_ns();
+  int64_t wall = end - t0;
   am_end_tree();
   int oom = am_oom_by_watchdog;
   const char *limit_by = "none";
@@ -371,6 +541,7 @@ int main(int argc, char **argv) {
     limit_by = "watchdog";
   }
   if (am_stopping) return 4;  // stopped: no usage to report
+  if (am_series.period_ns > 0) am_series_write(status_fd, end);
   dprintf(status_fd,
           "{\"am\":\"run\",\"v\":3,\"status\":%d,\"wall_ns\":%" PRId64
           ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64

@@ -28,6 +28,11 @@
 // record to calls.PID in AM_WHO_DIR:
 //
 //   {"am":"calls","v":1,"pid":1234,"fn":"reallocarray"}
+//
+// When a process exits normally, it writes the statistics of the allocator that
+// served its malloc (am_stats.h) and its RSS at that moment to stats.PID:
+//
+//   {"am":"stats","v":1,"pid":1234,"source":"jemalloc","rss_kib":N,"live_kib":N,...}
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -37,6 +42,8 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
+
+#include "am_stats.h"
 
 #define AM_WHO_VERSION 2
 
@@ -219,6 +226,45 @@ static int am_create(const char *dir) {
   return -1;
 }
 
+static const char *am_malloc_object;  // as found by the constructor
+
+static long long am_vmrss_kib(void) {
+  char buf[4096];
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char *at = strstr(buf, "VmRSS:");
+  return at ? atoll(at + 6) : -1;
+}
+
+__attribute__((destructor)) static void am_who_stats(void) {
+  const char *dir = getenv("AM_WHO_DIR");
+  if (dir == NULL || dir[0] == '\0' || am_malloc_object == NULL) return;
+  am_stats st = am_stats_read(am_malloc_object);
+  char line[512], path[4096];
+  int n = snprintf(line, sizeof line, "{\"am\":\"stats\",\"v\":1,\"pid\":%d,\"source\":\"%s\","
+                   "\"rss_kib\":%lld", (int)getpid(), st.source, am_vmrss_kib());
+  const struct { const char *key; long long v; } fields[] = {
+      {"live_kib", st.live},         {"held_kib", st.held},     {"metadata_kib", st.metadata},
+      {"released_kib", st.released}, {"mapped_kib", st.mapped}, {"committed_kib", st.committed}};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (fields[i].v >= 0 && n < (int)sizeof line)
+      n += snprintf(line + n, sizeof line - (size_t)n, ",\"%s\":%lld", fields[i].key,
+                    fields[i].v >> 10);
+  if (n >= (int)sizeof line - 2) return;
+  line[n++] = '}';
+  line[n++] = '\n';
+  snprintf(path, sizeof path, "%s/stats.%d", dir, (int)getpid());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // the last image's
+  if (fd < 0) return;
+  ssize_t ignored = write(fd, line, (size_t)n);
+  (void)ignored;
+  close(fd);
+}
+
 __attribute__((constructor)) static void am_who_report(void) {
   // Resolved before main: a first call from inside a malloc must not run dlsym.
   for (int f = 0; f < AM_TRACKED; f++) am_forward(f);
@@ -246,7 +292,9 @@ __attribute__((constructor)) static void am_who_report(void) {
   am_key(&b, ",", "served");
   for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++) {
     am_key(&b, i ? "," : "{", functions[i]);
-    am_str(&b, am_owner(functions[i], &objects, exe_base));
+    const char *owner = am_owner(functions[i], &objects, exe_base);
+    if (i == 0) am_malloc_object = owner;
+    am_str(&b, owner);
   }
   am_raw(&b, "}");
   am_key(&b, ",", "libc");

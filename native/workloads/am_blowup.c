@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
   uint64_t rss0 = am_status_kib("VmRSS:");
   const char *release_fn;
   double t0 = am_now();
-  am_run_threads(c.threads, am_bu_pair_main, pairs, sizeof *pairs);
+  am_run_threads_kept(c.threads, am_bu_pair_main, pairs, sizeof *pairs);
   double secs = am_stop(t0, c.release, &release_fn);
   uint64_t hwm = am_status_kib("VmHWM:"), rss_end = am_status_kib("VmRSS:");
   free(pairs);

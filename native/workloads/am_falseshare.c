@@ -77,7 +77,7 @@ static void am_fs_round(am_fs_cfg *cfg, am_fs_thread *ts, uint64_t *pairs) {
       ts[i].ops++;
     }
   }
-  am_run_threads(n, am_falseshare_main, ts, sizeof *ts);
+  am_run_threads_kept(n, am_falseshare_main, ts, sizeof *ts);
   *pairs += am_shared_pairs(cfg->objects, n);
 }
 

@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
   }
   const char *release_fn;
   double t0 = am_now();
-  am_run_threads(c.threads, am_pair_main, pairs, sizeof *pairs);
+  am_run_threads_kept(c.threads, am_pair_main, pairs, sizeof *pairs);
   double secs = am_stop(t0, c.release, &release_fn);
   int corrupt = 0;
   for (uint64_t i = 0; i < c.threads; i++) corrupt |= pairs[i].corrupt;

@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
   for (uint64_t i = 0; i < cfg.c.threads; i++) ts[i] = (am_xt_thread){.cfg = &cfg, .index = i};
   const char *release_fn;
   double t0 = am_now();
-  am_run_threads(cfg.c.threads, am_xthread_main, ts, sizeof *ts);
+  am_run_threads_kept(cfg.c.threads, am_xthread_main, ts, sizeof *ts);
   am_xt_thread drain = {.cfg = &cfg, .index = 0};  // frees what is left
   for (uint64_t i = 0; i < cfg.slots; i++) {
     if (cfg.slot[i]) {

@@ -21,11 +21,20 @@ ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed
 METRICS: dict[str, str] = {
     "time_s": "wall_s",
     "peak_rss_kib": "maxrss_kib",
+    "rss_mib_s": "rss_mib_s",  # RSS integrated over the run (the launcher's samples)
+    "end_rss_kib": "rss_end_kib",  # a native workload's RSS once every block is freed
+    "idle_rss_kib": "rss_idle_1s_kib",  # ... and after 1 s of idling (idle_ms)
     "overhead_ratio": "overhead_ratio",
     "ops_per_s": "ops_per_s",
 }
 HIGHER_IS_BETTER = frozenset({"ops_per_s"})
-METRIC_NAMES = ("overhead_ratio", "ops_per_s")  # the stored metrics METRICS reads
+MEMORY = frozenset({"peak_rss_kib", "rss_mib_s", "end_rss_kib", "idle_rss_kib", "overhead_ratio"})
+# Memory groups beyond peak RSS that a brief comparison (the terminal's) leaves
+# out above BRIEF_ROWS rows: rich takes ~0.15 s per table of 100 rows x 10 allocators.
+SECONDARY = ("rss_mib_s", "end_rss_kib", "idle_rss_kib")
+BRIEF_ROWS = 20
+# The stored metrics METRICS reads.
+METRIC_NAMES = ("rss_mib_s", "rss_end_kib", "rss_idle_1s_kib", "overhead_ratio", "ops_per_s")
 
 
 def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:
@@ -88,6 +97,7 @@ class Comparison:
     # calls (None: not known), so that the recommendation can refuse it where it matters.
     lacks: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     calls: dict[tuple[str, str], tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
+    left_out: tuple[str, ...] = ()  # groups with data left out of a brief comparison
 
 
 @dataclass(frozen=True)
@@ -99,8 +109,11 @@ class Noise:
     calibration: stats.Summary | None  # the fixed CPU loop's seconds, between blocks
 
 
-def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparison:
-    """The comparison of a stored campaign, baseline first, then the catalog order."""
+def stored_comparison(
+    store: Store, cid: int, speedup: bool = False, brief: bool = False
+) -> Comparison:
+    """The comparison of a stored campaign, baseline first, then the catalog order.
+    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows."""
     c = store.campaign(cid)
     names = [r["name"] for r in store.allocator_rows(cid)]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
@@ -108,10 +121,15 @@ def stored_comparison(store: Store, cid: int, speedup: bool = False) -> Comparis
     margin = settings.get("target_ci") or stats.DEFAULT_MARGIN
     fixed = dict(settings.get("fixed_time", {}))
     cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
-    comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed)
+    left: tuple[str, ...] = ()
+    if brief and len({(x.workload, x.params) for x in cells if x.role == "measure"}) > BRIEF_ROWS:
+        left = tuple(m for m in SECONDARY if any(
+            v is not None for x in cells for v in x.columns.get(METRICS[m], ())))  # fmt: skip
+    comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed,
+                   groups=[m for m in METRICS if m not in left])  # fmt: skip
     lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in store.allocator_rows(cid)}
     return dataclasses.replace(comp, noise=_noise(store, cid, cells), lacks=lacks,
-                               calls=_calls(store, cid, comp))  # fmt: skip
+                               calls=_calls(store, cid, comp), left_out=left)  # fmt: skip
 
 
 def row_key(workload: str, params: Params) -> tuple[str, str]:
@@ -168,21 +186,23 @@ def compare(
     margin: float = stats.DEFAULT_MARGIN,
     paired: bool = True,
     fixed_time: dict[str, str] | None = None,
+    groups: Sequence[str] | None = None,
 ) -> Comparison:
     """Rows of measured runs (baseline-RSS runs only feed the overhead ratio). Ratios
     to the baseline are paired by block unless `paired` is False (runs that were not
     taken in blocks: imports, merged campaigns); duration-bound workloads
     (`fixed_time`: workload -> the parameter that sets the duration) have no time
-    result."""
+    result. `groups`: only these of METRICS (default: all)."""
     cells = as_cells(data)
-    groups: dict[tuple[str, Params], dict[str, CellRuns]] = {}
+    by_cell: dict[tuple[str, Params], dict[str, CellRuns]] = {}
     for c in cells:
         if c.role == "measure":
-            groups.setdefault((c.workload, c.params), {})[c.allocator] = c
-    keys = sorted(groups, key=_row_order)
+            by_cell.setdefault((c.workload, c.params), {})[c.allocator] = c
+    keys = sorted(by_cell, key=_row_order)
     labels = label_rows(keys)
     how = _How(baseline, speedup, margin, paired)
-    raws = [_raw(groups[key], allocators, time_is_fixed(fixed_time or {}, *key))
+    wanted = {m: c for m, c in METRICS.items() if groups is None or m in groups}
+    raws = [_raw(by_cell[key], allocators, time_is_fixed(fixed_time or {}, *key), wanted)
             for key in keys]  # fmt: skip
     _summarize(raws)
     ratios = _paired(raws, how)
@@ -193,8 +213,8 @@ def compare(
         allocators=tuple(allocators),
         partial=frozenset(c.allocator for c in cells if c.partial),
         rows=rows,
-        geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in METRICS},
-        metrics=tuple(m for m in METRICS if m in ALWAYS or _has_numbers(rows, m)),
+        geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in wanted},
+        metrics=tuple(m for m in wanted if m in ALWAYS or _has_numbers(rows, m)),
         speedup=speedup,
         margin=margin,
         paired=paired,
@@ -224,10 +244,11 @@ def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
 Raw = dict[str, dict[str, Cell]]  # metric -> allocator -> cell, before its ratio
 
 
-def _raw(by_alloc: dict[str, CellRuns], allocators: Sequence[str], fixed_time: bool) -> Raw:
+def _raw(by_alloc: dict[str, CellRuns], allocators: Sequence[str], fixed_time: bool,
+         groups: dict[str, str]) -> Raw:  # fmt: skip
     """A row's cells with their values (not summarised yet)."""
     raw: Raw = {}
-    for metric, column in METRICS.items():
+    for metric, column in groups.items():
         cells = {a: _values_of(by_alloc.get(a), column) for a in allocators}
         if fixed_time and metric == "time_s":
             cells = {a: dataclasses.replace(c, fixed=True) for a, c in cells.items()}

@@ -28,7 +28,7 @@ from allocmark import allocators, api, builder, compare, plan, schemas, workload
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
-from allocmark.report import data, fmt, render, table
+from allocmark.report import data, extra, fmt, render, table
 from allocmark.store import Store
 
 app = typer.Typer(
@@ -238,7 +238,7 @@ def run_cmd(
         )  # fmt: skip
         cid = _follow(api.run(req), db)
     store = Store(db, create=False)
-    _emit_table(data.load(store, cid), None)
+    _emit_table(data.load(store, cid, brief=True), None)
     if store.sample(cid):
         _emit_table(data.load(store, cid, "profile"), None)
 
@@ -425,6 +425,7 @@ def try_cmd(
     cid = _follow(api.run(req), db)
     lines, comp = api.command_lines(db, cid)
     table.try_table(out, lines, comp)
+    table.extra(out, extra.extras(data.load(Store(db, create=False), cid)))
     if profile:
         _emit_table(data.load(Store(db, create=False), cid, "profile"), None)
     # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
@@ -512,7 +513,7 @@ def report_cmd(
     store = Store(db, create=False)
     cid = store.campaign(campaign_id).id
     if fmt == "table":
-        _emit_table(data.load(store, cid, view, speedup), output)
+        _emit_table(data.load(store, cid, view, speedup, brief=True), output)
         if view == "summary" and store.settings(cid).get("race") and not output:
             _front(db, cid)  # a `tune` campaign: its answer again
     else:
@@ -534,6 +535,7 @@ def _emit_table(report: data.ReportData, output: Path | None) -> None:
             table.profiles(console, report.profiles)
         else:
             table.comparison(console, data.comparison(report))
+            table.extra(console, extra.extras(report))
     if output:
         err.print(f"wrote {output}")
 
@@ -547,12 +549,23 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
+_METRIC_NAMES = {
+    "time": "time_s",
+    "rss": "peak_rss_kib",
+    "memory-time": "rss_mib_s",
+    "end-rss": "end_rss_kib",
+    "idle-rss": "idle_rss_kib",
+    "overhead": "overhead_ratio",
+    "throughput": "ops_per_s",
+}
+
+
 @app.command("compare")
 def compare_cmd(
     old: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
     new: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
     metric: Annotated[
-        str, typer.Option("--metric", help="time, rss, overhead or throughput")
+        str, typer.Option("--metric", help=f"one of: {', '.join(_METRIC_NAMES)}")
     ] = "time",
     fail_above: Annotated[
         str | None,
@@ -580,14 +593,6 @@ def compare_cmd(
     if limit is not None and (bad := compare.failing(verdicts, limit)):
         err.print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}", highlight=False)
         raise typer.Exit(1)
-
-
-_METRIC_NAMES = {
-    "time": "time_s",
-    "rss": "peak_rss_kib",
-    "overhead": "overhead_ratio",
-    "throughput": "ops_per_s",
-}
 
 
 def main() -> None:

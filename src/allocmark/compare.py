@@ -62,7 +62,7 @@ class Verdict:
     @property
     def word(self) -> str:
         """The verdict in the metric's own terms: slower/faster or larger/smaller."""
-        memory = self.metric in ("peak_rss_kib", "overhead_ratio")
+        memory = self.metric in analyze.MEMORY
         words = {"worse": "larger" if memory else "slower",
                  "better": "smaller" if memory else "faster"}  # fmt: skip
         return words.get(self.verdict, self.verdict)
@@ -99,7 +99,7 @@ def compare(
     """Match cells by allocator, workload and parameters; when each side holds a single
     allocator and they differ, match by workload and parameters alone."""
     column = analyze.METRICS[metric]
-    a_old, a_new = _cells(old.cells), _cells(new.cells)
+    a_old, a_new = _aligned(_cells(old.cells), _cells(new.cells))
     names_old = {k[0] for k in a_old}
     names_new = {k[0] for k in a_new}
     rename = len(names_old) == len(names_new) == 1 and names_old != names_new
@@ -118,6 +118,26 @@ def compare(
 
 def _cells(cells: Sequence[CellRuns]) -> dict[Key, CellRuns]:
     return {(c.allocator, c.workload, c.params): c for c in cells if c.role == "measure"}
+
+
+def _aligned(
+    old: dict[Key, CellRuns], new: dict[Key, CellRuns]
+) -> tuple[dict[Key, CellRuns], dict[Key, CellRuns]]:
+    """Both sides keyed without the parameters only one of them has, where that side
+    gives them one value throughout: a parameter a later catalog added (idle_ms, at
+    its default) does not keep a database from being compared with an older one."""
+    names = [{(w, k) for (_, w, p) in side for k, _ in p} for side in (old, new)]
+    drop = set()
+    for side, mine, theirs in ((old, names[0], names[1]), (new, names[1], names[0])):
+        for w, k in mine - theirs:
+            if len({dict(p)[k] for (_, wl, p) in side if wl == w}) == 1:
+                drop.add((w, k))
+
+    def rekey(side: dict[Key, CellRuns]) -> dict[Key, CellRuns]:
+        return {(a, w, tuple(kv for kv in p if (w, kv[0]) not in drop)): c
+                for (a, w, p), c in side.items()}  # fmt: skip
+
+    return rekey(old), rekey(new)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from allocmark import capture, native, profile, records, who, workloads
-from allocmark.model import RunResult, RunSpec, RunStatus, Service
+from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
 
@@ -134,6 +134,9 @@ class _Outcome:
     profile: list[dict[str, Any]] | str | None = None  # its records, or why there are none
     who: list[who.Report] = field(default_factory=list)  # libam_who's, one per process
     output: dict[str, float] = field(default_factory=dict)  # sizes of streams cut short
+    rss: RssSeries | None = None  # the launcher's samples of the run's RSS
+    rss_metrics: dict[str, float] = field(default_factory=dict)
+    alloc_stats: dict[str, float] = field(default_factory=dict)  # libam_who's, at exit
 
 
 def run(spec: RunSpec) -> RunResult:
@@ -160,6 +163,8 @@ def _run(spec: RunSpec) -> RunResult:
         if _who_checked(spec) and outcome.status:
             outcome.who = who.read(room.who)
             outcome.labels["calls"] = json.dumps(who.calls(room.who))
+            source, outcome.alloc_stats = who.stats(room.who)
+            outcome.labels["alloc_stats"] = source
         if spec.profile:
             outcome.profile = _read_profile(room.profile)
     return _interpret(spec, outcome, started)
@@ -216,8 +221,10 @@ def _wants(spec: RunSpec, source: str) -> bool:
 def _run_plain(spec: RunSpec, room: _Room) -> _Outcome:
     with _Launched(room.fill(spec.argv), _env(spec, room), spec) as child:
         timed_out = child.wait(time.monotonic() + spec.timeout)
+    series, sampled = _parse_rss(child.streams.kept["status"].data())
     return _Outcome(child.status, child.record, timed_out, stdout=child.streams.text("stdout"),
-                    stderr=child.streams.text("stderr"), output=child.output_bytes())  # fmt: skip
+                    stderr=child.streams.text("stderr"), output=child.output_bytes(),
+                    rss=series, rss_metrics=sampled)  # fmt: skip
 
 
 def _keep(spec: RunSpec, source: str) -> int:
@@ -315,6 +322,7 @@ def _run_service(spec: RunSpec, room: _Room) -> _Outcome:
     with _Launched(room.fill(spec.argv, port), _env(spec, room), spec, merged=True) as server:
         outcome = _drive(spec, service, room, server, port, deadline)
     outcome.status = server.status
+    outcome.rss, outcome.rss_metrics = _parse_rss(server.streams.kept["status"].data())
     outcome.stderr = outcome.stderr or server.streams.text("stderr")
     outcome.output |= {f"server_{k}": v for k, v in server.output_bytes().items()}
     if outcome.server_quit and outcome.status.get("status") == 0:
@@ -456,6 +464,26 @@ def _parse_status(line: bytes) -> dict[str, int]:
 LIMIT_BY = ("none", "cgroup", "watchdog")  # am_run: how a memory limit was held
 
 
+def _parse_rss(text: bytes) -> tuple[RssSeries | None, dict[str, float]]:
+    """am_run's "rss" record: the series, and the metrics derived from every sample
+    (the memory-time integral, the last RSS read, what sampling cost the launcher)."""
+    try:
+        found = [r.fields for r in records.parse(text, "am_run") if r.kind == "rss"]
+    except records.RecordError:
+        return None, {}  # the "run" record's reader says what is wrong
+    if not found or not found[0].get("samples"):
+        return None, {}
+    r = found[0]
+    series = RssSeries(tuple(int(t) for t in r["t_ms"]), tuple(int(k) for k in r["kib"]),
+                       int(r["period_us"]), int(r["stride"]))  # fmt: skip
+    return series, {
+        "rss_mib_s": float(r["integral_kib_s"]) / 1024,
+        "rss_exit_kib": float(r["last_kib"]),
+        "rss_samples": float(r["samples"]),
+        "rss_sample_s": float(r["sample_ns"]) / 1e9,
+    }
+
+
 def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
     st = o.status
     status, detail = o.verdict or _judge(spec, st, o.timed_out, o.stderr[-STDERR_TAIL:].strip())
@@ -505,11 +533,12 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         exit_code=os.WEXITSTATUS(wait) if st and os.WIFEXITED(wait) else None,
         signal=os.WTERMSIG(wait) if st and os.WIFSIGNALED(wait) else None,
         started=started,
-        metrics=metrics | o.output,
+        metrics=metrics | o.output | o.rss_metrics | o.alloc_stats,
         labels=labels,
         malloc_object=malloc_object,
         detail=detail,
         profile=prof,
+        rss=o.rss,
     )
 
 

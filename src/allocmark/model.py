@@ -191,6 +191,17 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class RssSeries:
+    """A run's resident size over time, sampled by the launcher: each point is the
+    largest RSS of `stride` samples taken `period_us` apart, from `t_ms` on."""
+
+    t_ms: tuple[int, ...]
+    kib: tuple[int, ...]
+    period_us: int
+    stride: int = 1
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What one child did, measured from outside and (for native workloads) inside."""
 
@@ -211,6 +222,7 @@ class RunResult:
     malloc_object: str | None = None
     detail: str = ""  # why it is not OK: stderr tail, timeout, ...
     profile: dict[str, Any] | None = None  # {"records": the profiler's records, one per process}
+    rss: RssSeries | None = None  # the launcher's samples (None: sampling off, or no record)
 
 
 @dataclass(frozen=True)

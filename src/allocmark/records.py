@@ -6,9 +6,11 @@ from another build of allocmark is refused with a clear message instead of
 being half understood:
 
     run     am_run: the benchmark's wait status, wall time and rusage
+    rss     am_run: the run's resident size over time (before its "run" record)
     calib   am_run --calibrate: the fixed CPU loop's time
     who     libam_who.so: which object serves each allocation function in a process
     calls   libam_who.so: a function a partial allocator may lack, called by the program
+    stats   libam_who.so: the allocator's own statistics as a process exits
     probe   am_probe: what an allocator's library serves, and its version
     result  a native workload's metrics (AM_RESULT_FD)
     prof    libamprof.so: one process's profile (profile.py sums and interprets them)
@@ -22,7 +24,10 @@ from typing import Any
 
 from allocmark.errors import AllocmarkError
 
-VERSIONS = {"run": 3, "calib": 1, "who": 2, "calls": 1, "probe": 2, "result": 2, "prof": 4}
+VERSIONS = {
+    "run": 3, "rss": 1, "calib": 1, "who": 2, "calls": 1, "stats": 1, "probe": 2, "result": 2,
+    "prof": 4,
+}  # fmt: skip
 
 
 class RecordError(AllocmarkError):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import json
 import os
 import sqlite3
 import statistics
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -21,6 +23,7 @@ from allocmark.model import (
     Campaign,
     CellRuns,
     Params,
+    RssSeries,
     RunResult,
     RunSpec,
     RunStatus,
@@ -31,7 +34,7 @@ from allocmark.model import (
 )
 from allocmark.schemas import stored
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
 
@@ -127,6 +130,13 @@ CREATE TABLE cell_cache (
     8: """
 ALTER TABLE campaigns ADD COLUMN owner_json TEXT;
 ALTER TABLE plan ADD COLUMN memory_limit INTEGER NOT NULL DEFAULT 0;
+""",
+    # 10: a run's RSS over time, sampled by the launcher (little-endian uint32
+    # arrays: at most 512 points of time in ms and RSS in KiB).
+    9: """
+CREATE TABLE rss_series (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id), period_us INTEGER NOT NULL,
+  stride INTEGER NOT NULL, t_ms BLOB NOT NULL, kib BLOB NOT NULL);
 """,
 }
 
@@ -399,6 +409,12 @@ class Store:
                     "INSERT INTO profiles VALUES (?,?)",
                     (cur.lastrowid, json.dumps(result.profile)),
                 )
+            if result.rss is not None:
+                r = result.rss
+                self.db.execute(
+                    "INSERT INTO rss_series VALUES (?,?,?,?,?)",
+                    (cur.lastrowid, r.period_us, r.stride, _packed(r.t_ms), _packed(r.kib)),
+                )
 
     def profiles(self, cid: int) -> list[tuple[str, str, Params, dict[str, Any]]]:
         """(allocator, workload, params, profile) of every profiled run, in run order."""
@@ -408,6 +424,78 @@ class Store:
             (cid,),
         ).fetchall()
         return [(a, w, _params(pj), _loads(prof)) for a, w, pj, prof in rows]
+
+    def rss_series(self, cid: int) -> list[tuple[str, str, Params, RssSeries]]:
+        """(allocator, workload, params, series) of every OK measured run that has one."""
+        rows = self.db.execute(
+            "SELECT r.allocator, r.workload, r.params_json, s.period_us, s.stride, s.t_ms, s.kib "
+            "FROM rss_series s JOIN runs r ON r.id = s.run_id "
+            "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' ORDER BY r.seq",
+            (cid,),
+        ).fetchall()
+        found = []
+        for a, w, pj, period, stride, t, kib in rows:
+            series = RssSeries(_unpacked(t), _unpacked(kib), int(period), int(stride))
+            if len(series.t_ms) != len(series.kib):
+                raise StoreError(f"damaged RSS series of a {a} run of {w}: {self.path}")
+            found.append((a, w, _params(pj), series))
+        return found
+
+    def phased(self, cid: int) -> list[tuple[str, str, Params, dict[str, float]]]:
+        """(allocator, workload, params, phase metrics) of every OK measured run of a
+        phased workload (one that reports "phases"), in run order."""
+        mark = self._fingerprint(cid)
+        rows = self._cached(cid, '["phased"]', mark)
+        if rows is None:
+            rows = self.db.execute(
+                "SELECT r.id, r.allocator, r.workload, r.params_json, m.name, m.value "
+                "FROM runs r JOIN metrics m ON m.run_id = r.id "
+                "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' "
+                "AND r.id IN (SELECT run_id FROM metrics WHERE name='phases') "
+                "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
+                (cid,),
+            ).fetchall()
+            if self.campaign(cid).status != "running":
+                self._keep(cid, '["phased"]', mark, rows)
+        runs: dict[int, tuple[str, str, Params, dict[str, float]]] = {}
+        for rid, a, w, pj, name, value in rows:
+            runs.setdefault(rid, (a, w, _params(pj), {}))[3][name] = value
+        return list(runs.values())
+
+    def alloc_stats(
+        self, cid: int
+    ) -> list[tuple[str, str, Params, str, tuple[str, ...], dict[str, list[float]]]]:
+        """Per (allocator, workload, params, role) of OK measured or verification runs
+        (not the baseline runs, which allocate nothing) that have the allocator's
+        statistics: their sources and {alloc_* metric: the runs' values}."""
+        # Grouped by SQLite, and kept like the cells: a campaign of native runs has
+        # statistics in every run.
+        mark = self._fingerprint(cid)
+        rows = self._cached(cid, '["alloc_stats"]', mark)
+        if rows is None:
+            rows = self._alloc_stat_rows(cid)
+            if self.campaign(cid).status != "running":
+                self._keep(cid, '["alloc_stats"]', mark, rows)
+        cells: dict[tuple[str, str, str, str], tuple[set[str], dict[str, list[float]]]] = {}
+        for a, w, pj, role, name, values, low, high in rows:
+            sources, metrics = cells.setdefault((a, w, pj, role), (set(), {}))
+            sources |= {str(low or "?"), str(high or "?")}
+            metrics[name] = [float(v) for v in str(values).split(",")]
+        return [(a, w, _params(pj), role, tuple(sorted(src)), m)
+                for (a, w, pj, role), (src, m) in cells.items()
+                if "alloc_rss_kib" in m]  # fmt: skip
+
+    def _alloc_stat_rows(self, cid: int) -> list[Any]:
+        return self.db.execute(
+            "SELECT r.allocator, r.workload, r.params_json, r.role, m.name, "
+            "group_concat(m.value), min(json_extract(r.labels_json, '$.alloc_stats')), "
+            "max(json_extract(r.labels_json, '$.alloc_stats')) "
+            "FROM runs r JOIN metrics m ON m.run_id = r.id "
+            "WHERE r.campaign_id=? AND r.status='ok' AND r.role IN ('measure', 'verify') "
+            "AND m.name LIKE 'alloc\\_%' ESCAPE '\\' "
+            "GROUP BY r.allocator, r.workload, r.params_json, r.role, m.name",
+            (cid,),
+        ).fetchall()
 
     def add_spent(self, cid: int, seconds: float) -> None:
         """Count time spent running the campaign against its budget."""
@@ -768,6 +856,23 @@ def _params(text: str) -> tuple[tuple[str, int | str], ...]:
         return tuple((k, v) for k, v in _loads(text))
     except (TypeError, ValueError):
         raise _damaged(text) from None
+
+
+def _packed(values: tuple[int, ...]) -> bytes:
+    """Little-endian uint32s, so that a database moves between machines."""
+    a = array.array("I", values)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a.tobytes()
+
+
+def _unpacked(blob: object) -> tuple[int, ...]:
+    if not isinstance(blob, bytes) or len(blob) % 4:
+        raise _damaged(blob)
+    a = array.array("I", blob)
+    if sys.byteorder == "big":
+        a.byteswap()
+    return tuple(a)
 
 
 def _loads(text: str) -> Any:

@@ -29,10 +29,33 @@ class Report:
 def read(directory: Path) -> list[Report]:
     """One report per process that kept the preload (exec'd programs write again)."""
     return [r for f in sorted(directory.iterdir())
-            if not f.name.startswith(CALLS) and (r := _parse(f)) is not None]  # fmt: skip
+            if not f.name.startswith((CALLS, STATS)) and (r := _parse(f)) is not None]  # fmt: skip
 
 
 CALLS = "calls."  # files of "calls" records, one per process
+STATS = "stats."  # files of "stats" records: one per process that exited normally
+STATS_FIELDS = ("rss_kib", "live_kib", "held_kib", "metadata_kib", "released_kib",
+                "mapped_kib", "committed_kib")  # fmt: skip
+
+
+def stats(directory: Path) -> tuple[str, dict[str, float]]:
+    """The allocator's statistics at exit, summed over the run's processes (as its
+    RSS is): (their source, or "mixed"; {alloc_FIELD: KiB}). A field counts only
+    if every process has it."""
+    found = []
+    for f in sorted(directory.glob(f"{STATS}*")):
+        text = f.read_bytes()
+        if text.endswith(b"\n"):  # else its process died writing it
+            found += [r.fields for r in records.parse(text, f.name) if r.kind == "stats"]
+    found = [r for r in found if r.get("source") != "none"]
+    if not found:
+        return "none", {}
+    sources = {str(r.get("source")) for r in found}
+    totals = {f"alloc_{k}": float(sum(r[k] for r in found)) for k in STATS_FIELDS
+              if all(isinstance(r.get(k), int) and r[k] >= 0 for r in found)}  # fmt: skip
+    return (sources.pop() if len(sources) == 1 else "mixed"), totals
+
+
 # The functions libam_who sees called where the allocator lacks them (am_who.c).
 TRACKED = ("reallocarray", "pvalloc", "valloc", "memalign", "aligned_alloc", "posix_memalign",
            "malloc_usable_size")  # fmt: skip

@@ -1,5 +1,5 @@
-// C-level checks of am_bench.h: PRNG determinism and ranges, touching, and
-// the JSON result record. Prints "N passed, N failed"; exits non-zero on failure.
+// C-level checks of am_bench.h: PRNG determinism and ranges, touching, the
+// JSON result record, the allocator statistics (am_stats.h) and kept threads. Prints "N passed, N failed"; exits non-zero on failure.
 #include "am_bench.h"
 
 static int am_passed, am_failed;
@@ -67,11 +67,48 @@ static void test_result(void) {
                                      "\"seconds\": 0.5, \"s\": \"a?b\"}") == 0);
 }
 
+// Under glibc (no preload in ctest), the statistics come from mallinfo2 in
+// libc, and a live block shows in them; nothing is read from another object.
+static void test_stats(void) {
+  const char *libc = am_object_of(dlsym(RTLD_DEFAULT, "malloc"));
+  am_stats before = am_stats_read(libc);
+  char *volatile p = malloc(4 << 20);  // volatile: the compiler may not elide the pair
+  p[0] = 1;
+  am_stats during = am_stats_read(libc);
+  free(p);
+  CHECK("glibc source", strcmp(before.source, "glibc") == 0);
+  CHECK("live grows by the block", during.live - before.live >= (4 << 20));
+  CHECK("held and mapped known", during.held >= 0 && during.mapped >= during.live);
+  CHECK("glibc has no metadata figure", during.metadata == -1 && during.committed == -1);
+  CHECK("no object, no statistics", strcmp(am_stats_read("").source, "none") == 0);
+  CHECK("a symbol of another object is not taken",
+        am_stats_sym(libc, "am_stats_read") == NULL && am_stats_sym(libc, "mallinfo2") != NULL);
+}
+
+static uint64_t am_ran;
+static void *am_count(void *arg) {
+  (void)arg;
+  __atomic_add_fetch(&am_ran, 1, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+// Kept workers have all finished their function when am_run_threads_kept returns,
+// and it can be called again.
+static void test_kept_threads(void) {
+  char args[4];
+  am_run_threads_kept(4, am_count, args, 1);
+  CHECK("every kept worker ran", __atomic_load_n(&am_ran, __ATOMIC_RELAXED) == 4);
+  am_run_threads_kept(2, am_count, args, 1);
+  CHECK("a second round waits for its own", __atomic_load_n(&am_ran, __ATOMIC_RELAXED) == 6);
+}
+
 int main(void) {
   test_rng_determinism();
   test_size_bounds();
   test_touch();
   test_result();
+  test_stats();
+  test_kept_threads();
   printf("%d passed, %d failed\n", am_passed, am_failed);
   return am_failed != 0;
 }

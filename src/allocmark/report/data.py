@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import analyze, profile
+from allocmark import aging, analyze, composition, profile
 from allocmark.errors import UserError
-from allocmark.model import StoredRun
+from allocmark.model import Params, RssSeries, StoredRun
 from allocmark.store import Store
 
 VIEWS = ("summary", "runs", "profile")
@@ -23,23 +23,32 @@ class ReportData:
     allocators: tuple[dict[str, Any], ...]  # provenance rows
     runs: tuple[StoredRun, ...]  # loaded for the runs view and html only
     profiles: tuple[profile.View, ...]  # the profile view
+    # (allocator, workload, params, RSS over time) of each OK run: html only
+    series: tuple[tuple[str, str, Params, RssSeries], ...] = ()
+    aging: tuple[aging.Steady, ...] = ()  # phased workloads' steady state (summary view)
+    made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
 
 
 def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
-         with_runs: bool = False) -> ReportData:  # fmt: skip
-    """The report of campaign `cid` as `view` needs it (with_runs: every run too)."""
+         with_runs: bool = False, brief: bool = False) -> ReportData:  # fmt: skip
+    """The report of campaign `cid` as `view` needs it (with_runs: every run too;
+    brief: a terminal's, see analyze.stored_comparison)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.sample(cid):
         raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
                         "`allocmark run --profile`")  # fmt: skip
+    comp = analyze.stored_comparison(store, cid, speedup, brief) if view == "summary" else None
     return ReportData(
         view=view,
         campaign=store.campaign_info(cid),
-        comparison=analyze.stored_comparison(store, cid, speedup) if view == "summary" else None,
+        comparison=comp,
         allocators=tuple(store.allocator_rows(cid)),
         runs=tuple(store.runs(cid)) if view == "runs" or with_runs else (),
         profiles=tuple(analyze.stored_profiles(store, cid)) if view == "profile" else (),
+        series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
+        aging=tuple(aging.stored(store, cid, comp.allocators)) if comp else (),
+        made=tuple(composition.stored(store, cid, comp.allocators)) if comp else (),
     )
 
 

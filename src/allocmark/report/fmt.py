@@ -5,17 +5,33 @@ from __future__ import annotations
 import math
 
 from allocmark import stats
-from allocmark.analyze import Cell, Comparison
+from allocmark.analyze import MEMORY, Cell, Comparison
+from allocmark.composition import Made
 
 TITLES = {
     "time_s": "Time",
     "peak_rss_kib": "Peak RSS",
+    "rss_mib_s": "Memory × time (RSS integrated over the run)",
+    "end_rss_kib": "RSS when the work ends, every block freed (what the allocator keeps)",
+    "idle_rss_kib": "RSS after 1 s idle, every block freed (what the allocator gives back)",
     "overhead_ratio": "Memory overhead (peak RSS - baseline RSS) / peak requested bytes",
     "ops_per_s": (
         "Throughput (operations per second as the workload counts them: "
         "allocator calls, or an application's requests)"
     ),
 }
+
+
+# What the RSS is made of (composition.Made): column key -> heading.
+MADE_COLUMNS = {"rss": "RSS", "live": "live", "held": "held free", "metadata": "metadata",
+                "rest": "rest", "released": "released", "committed": "committed"}  # fmt: skip
+
+
+def made_cells(m: Made) -> list[str]:
+    """A Made's numbers in MiB, "-" where its allocator does not say."""
+    values = {**m.kib, "rest": m.rest}
+    return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-"
+            for k in MADE_COLUMNS]  # fmt: skip
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
@@ -28,13 +44,22 @@ def printable(text: str) -> str:
 
 
 def quantity(metric: str, value: float) -> str:
-    if metric == "peak_rss_kib":
+    if metric in ("peak_rss_kib", "end_rss_kib", "idle_rss_kib"):
         return size_kib(value)
+    if metric == "rss_mib_s":
+        return mib_s(value)
     if metric == "overhead_ratio":
         return f"{value:.2f}"
     if metric == "ops_per_s":
         return rate(value)
     return seconds(value)
+
+
+def mib_s(v: float) -> str:
+    """Three significant digits: 12.3 MiB·s, 1.50 GiB·s."""
+    if v >= 1024:
+        return f"{v / 1024:#.3g} GiB·s".replace(". ", " ")
+    return f"{v:#.3g} MiB·s".replace(". ", " ")
 
 
 def rate(per_s: float) -> str:
@@ -104,8 +129,6 @@ def ratio_interval(r: stats.Ratio | None) -> str:
 _WORDS = {
     "time_s": ("faster", "slower"),
     "ops_per_s": ("faster", "slower"),
-    "peak_rss_kib": ("smaller", "larger"),
-    "overhead_ratio": ("smaller", "larger"),
 }
 
 
@@ -113,7 +136,8 @@ def verdict_word(metric: str, v: stats.Verdict | None) -> str:
     """better/worse in the metric's own words: faster/slower, smaller/larger."""
     if v is None:
         return ""
-    better, worse = _WORDS.get(metric, ("better", "worse"))
+    words = ("smaller", "larger") if metric in MEMORY else ("better", "worse")
+    better, worse = _WORDS.get(metric, words)
     return {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(v, v.value)
 
 

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from allocmark import exchange, recommend
 from allocmark.analyze import Comparison
 from allocmark.profile import View
-from allocmark.report import answer, data, fmt, profile_rows
+from allocmark.report import answer, data, extra, fmt, profile_rows
 from allocmark.report.plots import Plot
 
 MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
@@ -41,6 +41,7 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
     else:
         comp = data.comparison(report)
         tables, legend = [_table(comp, m) for m in comp.metrics], fmt.legend(comp)
+        tables += [_extra(t) for t in extra.extras(report)]
         recommendation, baseline = answer.blocks(recommend.answers(comp)), comp.baseline or ""
         verdicts = _verdict_counts(comp)
     return env.get_template("report.html.j2").render(
@@ -119,6 +120,20 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
     heads = [fmt.header(comp, a) for a in comp.allocators]
     return {"title": fmt.TITLES[metric], "first": "workload", "heads": heads, "rows": rows,
             "geomean": geo, "findings": []}  # fmt: skip
+
+
+def _extra(t: extra.Extra) -> dict[str, Any]:
+    rows = [{"label": r[0], "cells": [{"text": c, "sort": _number(c), "failed": False}
+                                      for c in r[1:]]} for r in t.rows]  # fmt: skip
+    return {"title": t.title, "first": t.heads[0], "heads": list(t.heads[1:]), "rows": rows,
+            "geomean": [], "findings": list(t.notes)}  # fmt: skip
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _profile_table(v: View) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark import recommend
+from allocmark import aging, recommend
 from allocmark.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
 from allocmark.report import data, rows
 
@@ -24,8 +24,15 @@ def render(report: data.ReportData) -> str:
                         {"profiles": views})  # fmt: skip
     comp = data.comparison(report)
     answers = [dataclasses.asdict(a) for a in recommend.answers(comp)]
+    made = [dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest}
+            for m in report.made]  # fmt: skip
+    memory = {"aging": [_steady(s) for s in report.aging], "made_of": made}
     return document(SUMMARY_FORMAT, report.campaign, rows.summary_rows(comp),
-                    rows.summary_extra(comp) | {"recommendation": answers})  # fmt: skip
+                    rows.summary_extra(comp) | {"recommendation": answers} | memory)  # fmt: skip
+
+
+def _steady(s: aging.Steady) -> dict[str, Any]:
+    return dataclasses.asdict(s) | {"params": dict(s.params), "text": s.text}
 
 
 def document(

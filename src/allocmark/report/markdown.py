@@ -6,7 +6,7 @@ from allocmark import recommend
 from allocmark.analyze import Comparison
 from allocmark.errors import UserError
 from allocmark.profile import View
-from allocmark.report import answer, data, fmt, profile_rows
+from allocmark.report import answer, data, extra, fmt, profile_rows
 
 
 def render(report: data.ReportData) -> str:
@@ -14,7 +14,8 @@ def render(report: data.ReportData) -> str:
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     if report.view == "profile":
         return "\n".join(_profile(v) for v in report.profiles)
-    return comparison(data.comparison(report))
+    return "\n".join([comparison(data.comparison(report)),
+                      *(_extra(t) for t in extra.extras(report))])  # fmt: skip
 
 
 def comparison(comp: Comparison) -> str:
@@ -59,6 +60,13 @@ def _profile(v: View) -> str:
         out.append(_row([label.strip(), *cells]))
     out += ["", *(f"_note: {n}_" for n in v.notes), "", "**Findings**", ""]
     out += [f"- {line}" for line in v.findings] + [""]
+    return "\n".join(out)
+
+
+def _extra(t: extra.Extra) -> str:
+    out = [f"### {t.title}\n", _row(list(t.heads)), "|---|" + "---:|" * (len(t.heads) - 1)]
+    out += [_row(list(r)) for r in t.rows]
+    out += ["", *(f"- {n}" if i else f"_{n}_" for i, n in enumerate(t.notes)), ""]
     return "\n".join(out)
 
 

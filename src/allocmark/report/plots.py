@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # files only: never needs a display
 
@@ -18,6 +20,7 @@ from matplotlib.ticker import FuncFormatter
 
 from allocmark import recommend
 from allocmark.analyze import Comparison, Row, value_text
+from allocmark.model import Params, RssSeries
 from allocmark.report import fmt
 
 plt.rcParams.update(
@@ -39,8 +42,11 @@ class Plot:
     figure: Figure
 
 
-def all_plots(comp: Comparison) -> list[Plot]:
-    """Every plot that the comparison has the data for."""
+Series = Sequence[tuple[str, str, Params, RssSeries]]  # (allocator, workload, params, series)
+
+
+def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
+    """Every plot that the comparison (and the runs' RSS series) has the data for."""
     makers: list[Callable[[Comparison], list[Plot]]] = [
         time_vs_rss,
         overhead_vs_throughput,
@@ -48,7 +54,7 @@ def all_plots(comp: Comparison) -> list[Plot]:
         normalized,
         distributions,
     ]
-    return [p for make in makers for p in make(comp)]
+    return [p for make in makers for p in make(comp)] + rss_over_time(comp, series)
 
 
 def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
@@ -124,7 +130,8 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
                         label=a)  # fmt: skip
         ax.axhline(1, color="#999", lw=0.8)
         ax.axvline(1, color="#999", lw=0.8)
-        ax.set(title=row.label, xlabel=f"peak RSS / {comp.baseline}",
+        ax.set_title(_wrapped(row.label), fontsize=9)
+        ax.set(xlabel=f"peak RSS / {comp.baseline}",
                ylabel=f"time / {comp.baseline}")  # fmt: skip
     _legend(fig, axes)
     more = f" (first {len(rows)} of {len(comp.rows)} rows)" if len(comp.rows) > len(rows) else ""
@@ -133,6 +140,47 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
 
 
 MAX_SCATTER_PANELS = 12
+
+
+def rss_over_time(comp: Comparison, series: Series) -> list[Plot]:
+    """Per row, each allocator's RSS against the share of its run that has passed:
+    the median of its runs, and a band from the smallest to the largest."""
+    cells: dict[tuple[str, Params], dict[str, list[RssSeries]]] = {}
+    for a, w, params, s in series:
+        cells.setdefault((w, params), {}).setdefault(a, []).append(s)
+    rows = [r for r in comp.rows if (r.workload, r.params) in cells][:MAX_SCATTER_PANELS]
+    if not rows:
+        return []
+    fig, axes = _grid(len(rows), width=4.6, height=3.4)
+    at = np.linspace(0.0, 1.0, 101)
+    for ax, row in zip(axes, rows, strict=True):
+        by_alloc = cells[(row.workload, row.params)]
+        for a in [a for a in comp.allocators if a in by_alloc]:
+            curves = np.array([_share_of_run(s, at) for s in by_alloc[a]]) / 1024
+            (line,) = ax.plot(at * 100, np.median(curves, axis=0), label=a, lw=1.2)
+            ax.fill_between(at * 100, curves.min(axis=0), curves.max(axis=0),
+                            color=line.get_color(), alpha=0.15, lw=0)  # fmt: skip
+        ax.set_title(_wrapped(row.label), fontsize=9)
+        ax.set(xlabel="% of the run", ylabel="RSS (MiB)")
+        ax.set_ylim(bottom=0)
+    _legend(fig, axes)
+    more = f" (first {len(rows)} of {len(comp.rows)} rows)" if len(comp.rows) > len(rows) else ""
+    fig.suptitle(f"RSS over the run: median of the runs, band from smallest to largest{more}")
+    return [Plot("rss-over-time", fig.get_suptitle(), fig)]
+
+
+def _wrapped(label: str) -> str:
+    """A row label on lines narrow enough for a panel's title."""
+    return "\n".join(textwrap.wrap(label, 48)) or label
+
+
+def _share_of_run(s: RssSeries, at: np.ndarray) -> np.ndarray:
+    """The series' RSS (KiB) at each share `at` of its run; runs of different
+    lengths line up from start to end."""
+    t = np.asarray(s.t_ms, dtype=float)
+    length = t[-1] + s.stride * s.period_us / 1000  # the last point covers a stride
+    kib: np.ndarray = np.interp(at * length, t, np.asarray(s.kib, dtype=float))
+    return kib
 
 
 def overhead_vs_throughput(comp: Comparison) -> list[Plot]:

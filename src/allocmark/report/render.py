@@ -34,7 +34,7 @@ def _html(report: data.ReportData) -> str:
 
     if report.view == "runs":
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
-    figures = plots.all_plots(report.comparison) if report.comparison else []
+    figures = plots.all_plots(report.comparison, report.series) if report.comparison else []
     try:
         return html.render(report, figures)
     finally:
@@ -45,7 +45,8 @@ def plot_files(store: Store, cid: int, directory: Path, speedup: bool = False) -
     """Every plot of the campaign as SVG and PNG files in `directory`."""
     from allocmark.report import plots
 
-    figures = plots.all_plots(analyze.stored_comparison(store, cid, speedup))
+    comp = analyze.stored_comparison(store, cid, speedup)
+    figures = plots.all_plots(comp, store.rss_series(cid))
     try:
         return plots.save(figures, directory)
     finally:

@@ -11,11 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from allocmark import profile, recommend, stats
-from allocmark.analyze import Cell, Comparison, TryLine
+from allocmark.analyze import MEMORY, Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
 from allocmark.model import Status, Verified
 from allocmark.report import answer, fmt, profile_rows
+from allocmark.report import extra as extra_
 
 LONG_LABEL = 24
 
@@ -44,6 +45,10 @@ def comparison(console: Console, comp: Comparison) -> None:
         table.add_row(pad + "geomean", *geo)
         console.print(table)
     console.print(fmt.legend(comp), style="dim")
+    if comp.left_out:
+        names = ", ".join(fmt.TITLES[m].split(" (")[0] for m in comp.left_out)
+        console.print(f"{len(comp.rows)} rows: the tables of {names} are left to "
+                      "`--format md`, csv, json or html", style="dim", highlight=False)  # fmt: skip
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
     recommendation(console, comp)
@@ -129,6 +134,32 @@ def tune_front(console: Console, fronts: Sequence[tuple[str, list[tuple[str, str
         for name, line in lines:
             console.print(_t(f"  {name}:"), highlight=False)
             console.print(_t(f"    {line}"), highlight=False, soft_wrap=True)
+
+
+MAX_EXTRA_ROWS = 60  # a longer extra table is left to the other formats
+
+
+def extra(console: Console, tables: Sequence[extra_.Extra]) -> None:
+    """The tables beyond the comparison: phased workloads, what the RSS is made of."""
+    for t in tables:
+        if len(t.rows) > MAX_EXTRA_ROWS:
+            console.print(f"{t.title}: {len(t.rows)} rows, see `allocmark report --format md` "
+                          "(or html)", style="dim", highlight=False)  # fmt: skip
+            continue
+        console.print(Text(fmt.printable(t.title), style="bold"))  # as wide as it needs
+        table = Table()
+        for i, head in enumerate(t.heads):
+            numeric = all(_numeric(r[i]) for r in t.rows)
+            table.add_column(_t(head), justify="right" if numeric else "left")
+        for r in t.rows:
+            table.add_row(*(_t(c) for c in r))
+        console.print(table)
+        for note in t.notes:
+            console.print(_t(note), highlight=False)
+
+
+def _numeric(text: str) -> bool:
+    return text.replace(".", "", 1).replace("-", "", 1).isdigit() or text in ("", "-")
 
 
 def _t(text: str) -> Text:
@@ -325,7 +356,7 @@ def _verdict_text(v: Verdict) -> str:
 
 
 def verdict_summary(s: CompareSummary, metric: str, control: str | None, margin: float) -> str:
-    memory = metric in ("peak_rss_kib", "overhead_ratio")
+    memory = metric in MEMORY
     worse, better = ("larger", "smaller") if memory else ("slower", "faster")
     parts = [f"{s.worse} {worse}", f"{s.better} {better}", f"{s.same} same",
              f"{s.inconclusive} inconclusive"]  # fmt: skip
