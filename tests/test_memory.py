@@ -49,6 +49,8 @@ def test_every_run_has_an_rss_series_that_sees_its_memory() -> None:
     assert 50 * 0.25 <= r.metrics["rss_mib_s"] <= r.maxrss_kib / 1024 * r.wall_s
     assert 0 < r.metrics["rss_exit_kib"] <= r.maxrss_kib  # read while Python tears down
     assert 0 < r.metrics["rss_sample_s"] < r.wall_s
+    # Its transparent huge pages, read from smaps_rollup (this VM's kernel gives none).
+    assert r.metrics["anon_huge_kib"] >= 0
 
 
 @pytest.mark.integration

@@ -47,7 +47,9 @@
 // On STATUS_FD it writes an "rss" record (when sampling is on), then a "run"
 // record, one JSON line each (see records.py):
 //   {"am":"rss","v":1,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
-//    "integral_kib_s":X,"last_kib":N,"t_ms":[...],"kib":[...]}
+//    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"t_ms":[...],"kib":[...]}
+// thp_kib: the AnonHugePages of the benchmark's first process when last read
+// (-1: never; see am_read_thp).
 //   {"am":"run","v":3,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
 //    "oom":0|1,"limit_by":"none"|"cgroup"|"watchdog"}
@@ -266,7 +268,27 @@ static struct {
   double integral;      // KiB x s, over every sample
   int64_t last_ns;
   uint32_t last_kib;
-} am_series = {.stride = 1};
+  pid_t main_pid;       // the benchmark's first process
+  long long thp_kib;    // its AnonHugePages when last read (-1: never read)
+} am_series = {.stride = 1, .thp_kib = -1};
+
+// The transparent huge pages the benchmark's first process holds. smaps_rollup
+// walks every mapping under the process's mmap lock, so it is read rarely:
+// at samples 1, 2, 4, ... 64, then every 64th (about every 320 ms).
+static void am_read_thp(void) {
+  uint64_t n = am_series.samples;
+  if (n == 0 || ((n & (n - 1)) != 0 && n % 64 != 0)) return;
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)am_series.main_pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return;
+  buf[got] = 0;
+  const char *at = strstr(buf, "AnonHugePages:");
+  if (at) am_series.thp_kib = atoll(at + 14);
+}
 
 static void am_series_fold(int64_t at_ns, uint32_t kib) {
   if (am_series.in_point == 0) {
@@ -295,14 +317,15 @@ static long long am_sample(int64_t now) {
     am_series.next_ns = now + am_series.period_ns;
     return -1;
   }
-  int64_t done = am_now_ns();
   uint32_t kib = (uint32_t)(rss >> 10);
   if (am_series.samples > 0)  // trapezoids between samples
     am_series.integral += (double)(kib + am_series.last_kib) / 2 * (double)(now - am_series.last_ns) / 1e9;
   am_series_fold(now, kib);
   am_series.samples++;
+  am_read_thp();
   am_series.last_ns = now;
   am_series.last_kib = kib;
+  int64_t done = am_now_ns();
   am_series.spent_ns += done - now;
   am_series.next_ns += am_series.period_ns;
   if (am_series.next_ns <= done) am_series.next_ns = done + am_series.period_ns;  // late: skip
@@ -317,9 +340,10 @@ static void am_series_write(int fd, int64_t end_ns) {
   // The last RSS read holds until the end.
   am_series.integral += (double)am_series.last_kib * (double)(end_ns - am_series.last_ns) / 1e9;
   AM_PUT("{\"am\":\"rss\",\"v\":1,\"period_us\":%" PRId64 ",\"stride\":%u,\"samples\":%" PRIu64
-         ",\"sample_ns\":%" PRId64 ",\"integral_kib_s\":%.3f,\"last_kib\":%u,\"t_ms\":[",
+         ",\"sample_ns\":%" PRId64 ",\"integral_kib_s\":%.3f,\"last_kib\":%u,\"thp_kib\":%lld"
+         ",\"t_ms\":[",
          am_series.period_ns / 1000, am_series.stride, am_series.samples, am_series.spent_ns,
-         am_series.integral, am_series.last_kib);
+         am_series.integral, am_series.last_kib, am_series.thp_kib);
   for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.t_ms[i]);
   AM_PUT("],\"kib\":[");
   for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.kib[i]);
@@ -511,6 +535,7 @@ int main(int argc, char **argv) {
   am_series.t0_ns = am_series.next_ns = t0;
   pid_t pid = fork();
   if (pid < 0) return 3;
+  am_series.main_pid = pid;
   if (pid == 0) {
     sigprocmask(SIG_SETMASK, &before, NULL);  // the benchmark's mask is allocmark's
     signal(SIGTERM, SIG_DFL);  // the launcher's handlers are not the benchmark's

@@ -466,7 +466,9 @@ LIMIT_BY = ("none", "cgroup", "watchdog")  # am_run: how a memory limit was held
 
 def _parse_rss(text: bytes) -> tuple[RssSeries | None, dict[str, float]]:
     """am_run's "rss" record: the series, and the metrics derived from every sample
-    (the memory-time integral, the last RSS read, what sampling cost the launcher)."""
+    (the memory-time integral, the last RSS read, what sampling cost the launcher),
+    and the transparent huge pages the program held when last read (a native
+    workload's own figure, read as it ends, takes precedence)."""
     try:
         found = [r.fields for r in records.parse(text, "am_run") if r.kind == "rss"]
     except records.RecordError:
@@ -476,12 +478,13 @@ def _parse_rss(text: bytes) -> tuple[RssSeries | None, dict[str, float]]:
     r = found[0]
     series = RssSeries(tuple(int(t) for t in r["t_ms"]), tuple(int(k) for k in r["kib"]),
                        int(r["period_us"]), int(r["stride"]))  # fmt: skip
+    thp = int(r.get("thp_kib", -1))
     return series, {
         "rss_mib_s": float(r["integral_kib_s"]) / 1024,
         "rss_exit_kib": float(r["last_kib"]),
         "rss_samples": float(r["samples"]),
         "rss_sample_s": float(r["sample_ns"]) / 1e9,
-    }
+    } | ({"anon_huge_kib": float(thp)} if thp >= 0 else {})
 
 
 def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
@@ -533,7 +536,7 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         exit_code=os.WEXITSTATUS(wait) if st and os.WIFEXITED(wait) else None,
         signal=os.WTERMSIG(wait) if st and os.WIFSIGNALED(wait) else None,
         started=started,
-        metrics=metrics | o.output | o.rss_metrics | o.alloc_stats,
+        metrics=o.rss_metrics | metrics | o.output | o.alloc_stats,
         labels=labels,
         malloc_object=malloc_object,
         detail=detail,
