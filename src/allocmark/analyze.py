@@ -14,6 +14,8 @@ from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
 ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed
+# The hardening battery's runs are outcomes (harden.py), not times to compare.
+BATTERY = "harden"
 
 # Column groups of the report, in order, and the column of CellRuns each reads.
 # Beyond ALWAYS, a group none of whose cells has a number (e.g. overhead for a
@@ -196,7 +198,7 @@ def compare(
     cells = as_cells(data)
     by_cell: dict[tuple[str, Params], dict[str, CellRuns]] = {}
     for c in cells:
-        if c.role == "measure":
+        if c.role == "measure" and c.workload != BATTERY:
             by_cell.setdefault((c.workload, c.params), {})[c.allocator] = c
     keys = sorted(by_cell, key=_row_order)
     labels = label_rows(keys)

@@ -26,6 +26,7 @@ from allocmark import (
     builder,
     campaign,
     compare,
+    harden,
     plan,
     recommend,
     stats,
@@ -177,6 +178,41 @@ def comparison(db: Path, cid: int | None = None, speedup: bool = False) -> analy
     """A stored campaign's report data: rows of cells with medians, ratios, verdicts."""
     store = Store(db, create=False)
     return analyze.stored_comparison(store, store.campaign(cid).id, speedup)
+
+
+def harden_request(
+    tests: Sequence[str] = (),
+    reps: int = 3,
+    names: Sequence[str] = (),
+    catalogs: Sequence[Path] = (),
+    **fields: object,
+) -> Request:
+    """The hardening battery (harden.py) as a campaign: every test, or `tests`, in
+    `reps` runs each under the allocators `names` (default: every entry `all` selects
+    and every crate-built one already built: the hardened builds beside their plain
+    builds); fields: the rest of the Request."""
+    known = harden.tests()
+    if unknown := [t for t in tests if t not in known]:
+        raise UserError(f"--tests: no test {', '.join(map(repr, unknown))}; the tests: "
+                        f"{', '.join(known)} (catalog/hardening.toml)")  # fmt: skip
+    if not names:
+        specs = allocators.load_catalog(list(catalogs))
+        chosen = allocators.select(specs, ["all"])
+        chosen += [s for s in specs if s.recipe and not s.hidden and builder.is_built(s)]
+        names = [s.name for s in chosen]
+    return Request(workloads=(harden.WORKLOAD,), params=(f"test={','.join(tests or known)}",),
+                   min_runs=reps, max_runs=reps, budget_s=0, allocators=tuple(names),
+                   catalogs=tuple(catalogs), **fields)  # type: ignore[arg-type]  # fmt: skip
+
+
+def cost_request(battery: Sequence[str], **fields: object) -> Request | None:
+    """The `hardening` suite for every hardened build and its plain build among the
+    `battery`'s allocators (None: no such pair); fields: the rest of the Request."""
+    pairs = harden.pairs(battery)
+    if not pairs:
+        return None
+    names = tuple(dict.fromkeys(a for pair in pairs for a in pair))
+    return Request(suite="hardening", allocators=names, **fields)  # type: ignore[arg-type]
 
 
 def command_lines(

@@ -24,7 +24,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from allocmark import allocators, api, builder, compare, plan, schemas, workloads
+from allocmark import allocators, api, builder, compare, harden, plan, schemas, workloads
 from allocmark.campaign import RoundDone, RunDone
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 from allocmark.model import RunStatus
@@ -326,7 +326,8 @@ class _Progress:
             spec, result = event.spec, event.result
             what = f"{self.precision} | {spec.allocator} {spec.workload}"
             self.bar.update(self.task, completed=event.done, total=event.total, description=what)
-            if result.status is not RunStatus.OK:
+            # The battery's crashes are its findings (its matrix shows them).
+            if result.status is not RunStatus.OK and spec.workload != harden.WORKLOAD:
                 self.bar.console.print(
                     f"{result.status.value}: {spec.allocator} {spec.workload} "
                     f"{dict(spec.params)}: {result.detail[:300]}",
@@ -469,6 +470,50 @@ def tune_cmd(
 
 def _front(db: Path, cid: int) -> None:
     table.tune_front(out, api.tuned(db, cid))
+
+
+@app.command("harden")
+def harden_cmd(
+    alloc: AllocOpt = None,
+    reps: Annotated[
+        int, typer.Option("-n", "--repetitions", min=1, help="runs of each test per allocator")
+    ] = 3,
+    tests: Annotated[
+        str | None, typer.Option("--tests", help="TEST[,TEST...] (default: every test)")
+    ] = None,
+    cost: Annotated[
+        bool,
+        typer.Option(
+            "--cost/--no-cost", help="also time each hardened build against its plain one"
+        ),
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="seconds a test may run (then: hang)")
+    ] = 5.0,
+    db: DbOpt = api.DEFAULT_DB,
+    catalog: CatalogOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """The hardening battery: what each allocator does about each heap error, its
+    score, and what hardening costs."""
+    chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
+    catalogs = tuple(catalog or ())
+    req = api.harden_request(chosen, reps, tuple(alloc or ()), catalogs, timeout_s=timeout,
+                             db=db, yes=yes)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    report = data.load(Store(db, create=False), cid)
+    table.extra(out, extra.extras(report))
+    if not cost or report.battery is None:
+        return
+    more = api.cost_request(report.battery.allocators, db=db, catalogs=catalogs, yes=yes)
+    if more is None:
+        err.print("no hardened build beside its plain build to cost: e.g. `allocmark alloc "
+                  "build mimalloc@2.1.7 mimalloc@2.1.7+secure`", style="dim")  # fmt: skip
+        return
+    cost_cid = _follow(api.run(more), db)
+    comp = data.load(Store(db, create=False), cost_cid).comparison
+    if comp is not None:
+        table.extra(out, [extra.cost_table(harden.costs(comp), comp.margin)])
 
 
 @app.command("schema")

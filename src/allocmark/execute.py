@@ -33,6 +33,7 @@ from allocmark import capture, native, profile, records, who, workloads
 from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Service
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
+STDERR_NOTE = 400  # bytes of a successful run's stderr kept with it (a label)
 
 
 class Executor(Protocol):
@@ -507,6 +508,10 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         metrics, problem = workloads.parse_metrics(spec.app.parsers, o.stdout, o.stderr)
         if problem:
             status, detail = RunStatus.FAILED, problem
+    if spec.result_fd and (stage := _last_stage(o.record)):
+        labels["stage"] = stage  # how far a run got, also one that crashed
+    if status is RunStatus.OK and (said := o.stderr.strip()):
+        labels["stderr"] = said[-STDERR_NOTE:]  # e.g. an allocator's warning
     if spec.memory_limit and st:
         labels["memory_limit_by"] = LIMIT_BY[st.get("limit_by", 0)]
     if _who_checked(spec) and st:
@@ -594,6 +599,15 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
     if os.WIFEXITED(wait) and os.WEXITSTATUS(wait) != 0:
         return RunStatus.FAILED, f"exit code {os.WEXITSTATUS(wait)}: {tail}".strip(": ")
     return RunStatus.OK, ""
+
+
+def _last_stage(record: bytes) -> str:
+    """The last "stage" record a native program wrote (the hardening battery's)."""
+    try:
+        found = [r.fields for r in records.parse(record, "AM_RESULT_FD") if r.kind == "stage"]
+    except records.RecordError:
+        return ""
+    return str(found[-1].get("stage", "")) if found else ""
 
 
 def _parse_record(record: bytes) -> tuple[dict[str, float], dict[str, str], str | None]:

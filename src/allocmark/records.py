@@ -13,6 +13,7 @@ being half understood:
     stats   libam_who.so: the allocator's own statistics as a process exits
     probe   am_probe: what an allocator's library serves, and its version
     result  a native workload's metrics (AM_RESULT_FD)
+    stage   native/harden: how far a test got (AM_RESULT_FD, before its "result")
     prof    libamprof.so: one process's profile (profile.py sums and interprets them)
 """
 
@@ -26,7 +27,7 @@ from allocmark.errors import AllocmarkError
 
 VERSIONS = {
     "run": 3, "rss": 1, "calib": 1, "who": 2, "calls": 1, "stats": 1, "probe": 2, "result": 2,
-    "prof": 4,
+    "stage": 1, "prof": 4,
 }  # fmt: skip
 
 

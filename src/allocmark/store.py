@@ -441,6 +441,13 @@ class Store:
             found.append((a, w, _params(pj), series))
         return found
 
+    def has_workload(self, cid: int, workload: str) -> bool:
+        """Did the campaign plan any run of `workload`? (One indexed lookup.)"""
+        row = self.db.execute(
+            "SELECT 1 FROM workloads WHERE campaign_id=? AND name=?", (cid, workload)
+        ).fetchone()
+        return row is not None
+
     def phased(self, cid: int) -> list[tuple[str, str, Params, dict[str, float]]]:
         """(allocator, workload, params, phase metrics) of every OK measured run of a
         phased workload (one that reports "phases"), in run order."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import aging, analyze, composition, profile
+from allocmark import aging, analyze, composition, harden, profile
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
 from allocmark.store import Store
@@ -27,6 +27,7 @@ class ReportData:
     series: tuple[tuple[str, str, Params, RssSeries], ...] = ()
     aging: tuple[aging.Steady, ...] = ()  # phased workloads' steady state (summary view)
     made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
+    battery: harden.Matrix | None = None  # the hardening battery's outcomes (summary view)
 
 
 def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
@@ -49,6 +50,7 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
         series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp else (),
+        battery=harden.stored(store, cid, comp.allocators) if comp else None,
     )
 
 

@@ -1,13 +1,14 @@
 """The report's tables beyond the comparison, in one form every format renders:
-phased workloads' RSS per phase with their steady-state verdicts (aging.py), and
-what the RSS is made of (composition.py)."""
+the hardening battery's matrix, scores and costs (harden.py), phased workloads'
+RSS per phase with their steady-state verdicts (aging.py), and what the RSS is
+made of (composition.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allocmark import aging, analyze, composition
+from allocmark import aging, analyze, composition, harden, stats
 from allocmark.report import data, fmt
 
 
@@ -17,10 +18,18 @@ class Extra:
     heads: tuple[str, ...]  # the first names the row labels
     rows: tuple[tuple[str, ...], ...]  # label, then one text per further head
     notes: tuple[str, ...] = ()  # lines shown under the table
+    classes: tuple[tuple[str, ...], ...] = ()  # a style class per cell ("o-caught"), or none
+    keep: int = 1  # label columns, repeated when a terminal cuts the table into parts
 
 
 def extras(report: data.ReportData) -> list[Extra]:
-    found = aging_tables(report.aging)
+    found = []
+    if report.battery is not None:
+        found += [battery_table(report.battery), score_table(report.battery)]
+    cost = harden.costs(report.comparison) if report.comparison is not None else []
+    if any(c.label != "geomean" for c in cost) and report.comparison is not None:
+        found.append(cost_table(cost, report.comparison.margin))
+    found += aging_tables(report.aging)
     if report.made:
         found.append(made_table(report.made))
     return found
@@ -58,3 +67,79 @@ def made_table(made: Sequence[composition.Made]) -> Extra:
          "and stacks, and what the allocator does not count; released: mapped but given "
          "back to the OS; -: the allocator does not say",),
     )  # fmt: skip
+
+
+_CLASS = {harden.Outcome.AT_ERROR: "o-caught", harden.Outcome.LATER: "o-later",
+          harden.Outcome.REPORTED: "o-message", harden.Outcome.MISSED: "o-missed",
+          harden.Outcome.CORRUPTED: "o-corrupt", harden.Outcome.HANG: "o-hang",
+          harden.Outcome.CONFORMING: "o-ok", harden.Outcome.NONCONFORMING: "o-no",
+          harden.Outcome.NOT_RUN: "o-na"}  # fmt: skip
+
+
+def battery_table(m: harden.Matrix) -> Extra:
+    """Tests x allocators: what each allocator did about each error."""
+    kinds = harden.tests()
+    rows, classes = [], []
+    for t in m.tests:
+        cells = [m.cells.get((t, a)) for a in m.allocators]
+        rows.append((t, kinds[t].kind.value, *(c.text if c else "" for c in cells)))
+        classes.append(("", "", *(_cell_class(c) for c in cells)))
+    runs = max((len(c.seen) for c in m.cells.values()), default=0)
+    return Extra(
+        f"Hardening battery: what each allocator does about each error ({runs} "
+        f"run{'s' if runs != 1 else ''} a cell)",
+        ("test", "kind", *m.allocators),
+        tuple(rows),
+        (
+            "; ".join(f"{code}: {o.value}" for o, code in harden.SHORT.items()),
+            "caught N of M: a randomised check caught the error in N of the M runs",
+        ),
+        tuple(classes),
+        keep=2,
+    )
+
+
+def _cell_class(c: harden.Cell | None) -> str:
+    if c is None:
+        return ""
+    return "o-mixed" if len({s.outcome for s in c.seen}) > 1 else _CLASS[c.outcome]
+
+
+def score_table(m: harden.Matrix) -> Extra:
+    rows = []
+    for a in m.allocators:
+        s = m.score(a)
+        rows.append((a, f"{s.caught} of {s.misuse}", str(s.corrupted), f"{s.kept} of {s.contract}",
+                     f"{s.points:.0%}"))  # fmt: skip
+    return Extra(
+        "Hardening score per allocator",
+        ("allocator", "misuses caught (every run)", "misuses with damage", "contracts kept",
+         "score"),
+        tuple(rows),
+        ("score: the share of points over all tests: 1 for a misuse caught or a contract "
+         "kept, 1/2 for a misuse reported without stopping; randomised checks count by run",),
+    )  # fmt: skip
+
+
+def cost_table(costs: Sequence[harden.Cost], margin: float) -> Extra:
+    rows = []
+    for c in costs:
+        cells = [_cost_text(c.ratios[m], c.verdicts[m], m) for m in harden.COST_METRICS]
+        rows.append((f"{c.hardened} / {c.plain}", c.label, *cells))
+    return Extra(
+        "What hardening costs: each hardened build against its plain build (95% intervals)",
+        ("hardened / plain", "workload", "time", "peak RSS"),
+        tuple(rows),
+        (
+            f"ratios paired by block; slower/faster, larger/smaller: the interval excludes 1; "
+            f"same: within ±{margin:.0%}",
+        ),
+    )
+
+
+def _cost_text(r: stats.Ratio | stats.GeoMean | None, v: stats.Verdict | None, m: str) -> str:
+    if r is None:
+        return "-"
+    if isinstance(r, stats.GeoMean):
+        return fmt.geomean(r)
+    return f"×{r.value:.2f} {fmt.ratio_interval(r)} {fmt.verdict_word(m, v)}".strip()

@@ -40,7 +40,8 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
         comp = data.comparison(report)
-        tables, legend = [_table(comp, m) for m in comp.metrics], fmt.legend(comp)
+        tables = [_table(comp, m) for m in comp.metrics] if comp.rows else []
+        legend = fmt.legend(comp) if comp.rows else ""
         tables += [_extra(t) for t in extra.extras(report)]
         recommendation, baseline = answer.blocks(recommend.answers(comp)), comp.baseline or ""
         verdicts = _verdict_counts(comp)
@@ -114,7 +115,7 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
             c = row.cells[metric][a]
             sort = c.summary.median if c.summary else None
             cells.append({"text": fmt.cell(metric, c, a == comp.baseline), "sort": sort,
-                          "failed": c.summary is None})  # fmt: skip
+                          "failed": c.summary is None, "cls": ""})  # fmt: skip
         rows.append({"label": row.label, "cells": cells})
     geo = [fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators]
     heads = [fmt.header(comp, a) for a in comp.allocators]
@@ -123,8 +124,10 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
 
 
 def _extra(t: extra.Extra) -> dict[str, Any]:
-    rows = [{"label": r[0], "cells": [{"text": c, "sort": _number(c), "failed": False}
-                                      for c in r[1:]]} for r in t.rows]  # fmt: skip
+    classes = t.classes or tuple(("",) * len(r) for r in t.rows)
+    rows = [{"label": r[0], "cells": [{"text": c, "sort": _number(c), "failed": False, "cls": k}
+                                      for c, k in zip(r[1:], cls[1:], strict=True)]}
+            for r, cls in zip(t.rows, classes, strict=True)]  # fmt: skip
     return {"title": t.title, "first": t.heads[0], "heads": list(t.heads[1:]), "rows": rows,
             "geomean": [], "findings": list(t.notes)}  # fmt: skip
 
@@ -140,7 +143,7 @@ def _profile_table(v: View) -> dict[str, Any]:
     params = " ".join(f"{k}={val}" for k, val in v.params)
     rows = []
     for section, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs):
-        texts = [{"text": c, "sort": None, "failed": False} for c in cells]
+        texts = [{"text": c, "sort": None, "failed": False, "cls": ""} for c in cells]
         rows.append({"label": f"{section}: {label.strip()}", "cells": texts})
     return {
         "title": f"Profile: {v.workload} {params}".rstrip(),

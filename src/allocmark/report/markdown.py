@@ -20,7 +20,7 @@ def render(report: data.ReportData) -> str:
 
 def comparison(comp: Comparison) -> str:
     out = recommendation(comp)
-    for metric in comp.metrics:
+    for metric in comp.metrics if comp.rows else ():
         heads = ["workload", *(fmt.header(comp, a) for a in comp.allocators)]
         out.append(f"### {fmt.TITLES[metric]}\n")
         out.append(_row(heads))
@@ -32,7 +32,8 @@ def comparison(comp: Comparison) -> str:
             out.append(_row([row.label, *cells]))
         geo = [fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators]
         out.append(_row(["**geomean**", *geo]) + "\n")
-    out.append(f"_{fmt.legend(comp)}_\n")
+    if comp.rows:
+        out.append(f"_{fmt.legend(comp)}_\n")
     return "\n".join(out)
 
 

@@ -47,6 +47,8 @@ Series = Sequence[tuple[str, str, Params, RssSeries]]  # (allocator, workload, p
 
 def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
     """Every plot that the comparison (and the runs' RSS series) has the data for."""
+    if not comp.rows:  # e.g. only the hardening battery: outcomes, not numbers
+        return []
     makers: list[Callable[[Comparison], list[Plot]]] = [
         time_vs_rss,
         overhead_vs_throughput,

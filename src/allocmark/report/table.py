@@ -23,6 +23,8 @@ LONG_LABEL = 24
 
 def comparison(console: Console, comp: Comparison) -> None:
     """One table per metric: a row per workload and parameter set, a column per allocator."""
+    if not comp.rows:  # e.g. only the hardening battery, which has its own tables
+        return
     labels = [row.label for row in comp.rows]
     if any(len(label) > LONG_LABEL for label in labels):
         # Long parameter lists would squeeze the allocator columns: number the rows.
@@ -140,22 +142,57 @@ MAX_EXTRA_ROWS = 60  # a longer extra table is left to the other formats
 
 
 def extra(console: Console, tables: Sequence[extra_.Extra]) -> None:
-    """The tables beyond the comparison: phased workloads, what the RSS is made of."""
+    """The tables beyond the comparison: the hardening battery, phased workloads,
+    what the RSS is made of. A table wider than the terminal is cut into parts by
+    columns, each repeating the label columns."""
     for t in tables:
         if len(t.rows) > MAX_EXTRA_ROWS:
             console.print(f"{t.title}: {len(t.rows)} rows, see `allocmark report --format md` "
                           "(or html)", style="dim", highlight=False)  # fmt: skip
             continue
-        console.print(Text(fmt.printable(t.title), style="bold"))  # as wide as it needs
-        table = Table()
-        for i, head in enumerate(t.heads):
-            numeric = all(_numeric(r[i]) for r in t.rows)
-            table.add_column(_t(head), justify="right" if numeric else "left")
-        for r in t.rows:
-            table.add_row(*(_t(c) for c in r))
-        console.print(table)
+        parts = _column_parts(t, console.width)
+        for i, columns in enumerate(parts, 1):
+            more = f" ({i} of {len(parts)})" if len(parts) > 1 else ""
+            console.print(Text(fmt.printable(t.title + more), style="bold"))
+            table = Table()
+            for c in columns:
+                numeric = all(_numeric(r[c]) for r in t.rows)
+                table.add_column(_t(t.heads[c]), justify="right" if numeric else "left",
+                                 no_wrap=c < t.keep)  # fmt: skip
+            for r, row in enumerate(t.rows):
+                styles = t.classes[r] if t.classes else ()
+                table.add_row(*(Text(fmt.printable(row[c]),
+                                     style=_CLASS_STYLE.get(styles[c] if styles else "", ""))
+                                for c in columns))  # fmt: skip
+            console.print(table)
         for note in t.notes:
             console.print(_t(note), highlight=False)
+
+
+# The hardening battery's outcome classes (report/extra.py) in the terminal.
+_CLASS_STYLE = {"o-caught": "green", "o-ok": "green", "o-later": "green", "o-message": "yellow",
+                "o-mixed": "yellow", "o-missed": "", "o-corrupt": "bold red",
+                "o-no": "bold red", "o-hang": "magenta", "o-na": "dim"}  # fmt: skip
+
+
+def _column_parts(t: extra_.Extra, width: int) -> list[list[int]]:
+    """Column indexes of each part: the label columns, then as many others as fit."""
+
+    def need(c: int) -> int:
+        return max([len(t.heads[c]), *(len(r[c]) for r in t.rows)]) + 3
+
+    keep = list(range(min(t.keep, len(t.heads))))
+    base = sum(need(c) for c in keep) + 1
+    parts: list[list[int]] = []
+    current: list[int] = []
+    used = base
+    for c in range(len(keep), len(t.heads)):
+        if current and used + need(c) > width:
+            parts.append(keep + current)
+            current, used = [], base
+        current.append(c)
+        used += need(c)
+    return [*parts, keep + current] if current or not parts else parts
 
 
 def _numeric(text: str) -> bool:
