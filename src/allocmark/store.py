@@ -11,7 +11,7 @@ import statistics
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -451,19 +451,14 @@ class Store:
     def phased(self, cid: int) -> list[tuple[str, str, Params, dict[str, float]]]:
         """(allocator, workload, params, phase metrics) of every OK measured run of a
         phased workload (one that reports "phases"), in run order."""
-        mark = self._fingerprint(cid)
-        rows = self._cached(cid, '["phased"]', mark)
-        if rows is None:
-            rows = self.db.execute(
-                "SELECT r.id, r.allocator, r.workload, r.params_json, m.name, m.value "
-                "FROM runs r JOIN metrics m ON m.run_id = r.id "
-                "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' "
-                "AND r.id IN (SELECT run_id FROM metrics WHERE name='phases') "
-                "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
-                (cid,),
-            ).fetchall()
-            if self.campaign(cid).status != "running":
-                self._keep(cid, '["phased"]', mark, rows)
+        rows = self._kept_rows(cid, '["phased"]', lambda: self.db.execute(
+            "SELECT r.id, r.allocator, r.workload, r.params_json, m.name, m.value "
+            "FROM runs r JOIN metrics m ON m.run_id = r.id "
+            "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' "
+            "AND r.id IN (SELECT run_id FROM metrics WHERE name='phases') "
+            "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
+            (cid,),
+        ).fetchall())  # fmt: skip
         runs: dict[int, tuple[str, str, Params, dict[str, float]]] = {}
         for rid, a, w, pj, name, value in rows:
             runs.setdefault(rid, (a, w, _params(pj), {}))[3][name] = value
@@ -477,12 +472,7 @@ class Store:
         statistics: their sources and {alloc_* metric: the runs' values}."""
         # Grouped by SQLite, and kept like the cells: a campaign of native runs has
         # statistics in every run.
-        mark = self._fingerprint(cid)
-        rows = self._cached(cid, '["alloc_stats"]', mark)
-        if rows is None:
-            rows = self._alloc_stat_rows(cid)
-            if self.campaign(cid).status != "running":
-                self._keep(cid, '["alloc_stats"]', mark, rows)
+        rows = self._kept_rows(cid, '["alloc_stats"]', lambda: self._alloc_stat_rows(cid))
         cells: dict[tuple[str, str, str, str], tuple[set[str], dict[str, list[float]]]] = {}
         for a, w, pj, role, name, values, low, high in rows:
             sources, metrics = cells.setdefault((a, w, pj, role), (set(), {}))
@@ -711,14 +701,7 @@ class Store:
         if not set(columns) <= set(CELL_COLUMNS):
             raise ValueError(f"columns must be among {CELL_COLUMNS}")
         query = json.dumps(["floats", list(metrics), list(columns)])
-        mark = self._fingerprint(cid)
-        rows = self._cached(cid, query, mark)
-        if rows is None:
-            rows = self._cell_rows(cid, metrics, columns)
-            # A running campaign reads its cells every precision round and gains runs
-            # in between: caching them then would only write what the next round drops.
-            if self.campaign(cid).status != "running":
-                self._keep(cid, query, mark, rows)
+        rows = self._kept_rows(cid, query, lambda: self._cell_rows(cid, metrics, columns))
         names = (*columns, *metrics)
         hosts = self._hosts({r[6] for r in rows})
         return [
@@ -758,6 +741,21 @@ class Store:
             "SELECT count(*), max(id) FROM runs WHERE campaign_id=?", (cid,)
         ).fetchone()
         return f"{n}:{last}"
+
+    def _kept_rows(
+        self, cid: int, query: str, compute: Callable[[], list[Any]]
+    ) -> list[Sequence[Any]]:
+        """`compute()`'s rows, or the rows kept for `query` while the campaign has no
+        new run."""
+        mark = self._fingerprint(cid)
+        rows = self._cached(cid, query, mark)
+        if rows is None:
+            rows = compute()
+            # A running campaign reads its cells every precision round and gains runs
+            # in between: caching them then would only write what the next round drops.
+            if self.campaign(cid).status != "running":
+                self._keep(cid, query, mark, rows)
+        return rows
 
     def _cached(self, cid: int, query: str, mark: str) -> list[Sequence[Any]] | None:
         row = self.db.execute(
