@@ -272,22 +272,35 @@ static struct {
   long long thp_kib;    // its AnonHugePages when last read (-1: never read)
 } am_series = {.stride = 1, .thp_kib = -1};
 
-// The transparent huge pages the benchmark's first process holds. smaps_rollup
-// walks every mapping under the process's mmap lock, so it is read rarely:
-// at samples 1, 2, 4, ... 64, then every 64th (about every 320 ms).
-static void am_read_thp(void) {
-  uint64_t n = am_series.samples;
-  if (n == 0 || ((n & (n - 1)) != 0 && n % 64 != 0)) return;
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)am_series.main_pid);
+// A "Name: N kB" field of a /proc file (-1: not there).
+static long long am_proc_kib(const char *path, const char *field) {
+  char buf[4096];
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) return -1;
   ssize_t got = read(fd, buf, sizeof buf - 1);
   close(fd);
-  if (got <= 0) return;
+  if (got <= 0) return -1;
   buf[got] = 0;
-  const char *at = strstr(buf, "AnonHugePages:");
-  if (at) am_series.thp_kib = atoll(at + 14);
+  const char *at = strstr(buf, field);
+  return at ? atoll(at + strlen(field)) : -1;
+}
+
+// The transparent huge pages the benchmark's first process holds. smaps_rollup
+// walks every mapping under the process's mmap lock (~0.2 ms for a Python), so
+// it is read at samples 2, 8, 32, 64, then every 64th (about every 320 ms),
+// and only when the system holds any huge page at all (/proc/meminfo, ~10 us):
+// with none in the system, the process holds none either.
+static void am_read_thp(void) {
+  uint64_t n = am_series.samples;
+  if (n != 2 && n != 8 && n != 32 && (n == 0 || n % 64 != 0)) return;
+  if (am_proc_kib("/proc/meminfo", "AnonHugePages:") == 0) {
+    am_series.thp_kib = 0;
+    return;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)am_series.main_pid);
+  long long kib = am_proc_kib(path, "AnonHugePages:");
+  if (kib >= 0) am_series.thp_kib = kib;
 }
 
 static void am_series_fold(int64_t at_ns, uint32_t kib) {
