@@ -44,13 +44,13 @@ def test_a_request_that_cannot_run_is_a_usage_error(req: api.Request, message: s
         next(iter(api.run(req)))
 
 
-def test_dask_without_bench_workers_is_refused() -> None:
+def test_dask_without_bench_workers_is_refused(tmp_path: Path) -> None:
     from distributed import LocalCluster
 
     with LocalCluster(
         n_workers=1, processes=True, dashboard_address=None, host="127.0.0.1"
     ) as cluster:
-        req = api.Request(workloads=("churn",), executor="dask",
+        req = api.Request(workloads=("churn",), executor="dask", db=tmp_path / "d.db",
                           scheduler=cluster.scheduler_address)  # fmt: skip
         with pytest.raises(UserError, match="no worker offers resource 'bench'"):
             list(api.run(req))
