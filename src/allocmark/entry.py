@@ -7,8 +7,11 @@ import sys
 
 
 def main() -> None:
+    from allocmark import interrupts  # small: nothing to interrupt yet
+
     try:
-        from allocmark import cli
+        with interrupts.held():  # pydantic builds its validators at import
+            from allocmark import cli
     except KeyboardInterrupt:
         sys.stderr.write("interrupted while starting: nothing was run\n")
         sys.exit(130)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from allocmark import owner
+from allocmark import interrupts, owner
 from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
@@ -212,23 +212,28 @@ class Store:
             )
         level = self.db.isolation_level
         self.db.isolation_level = None  # BEGIN/COMMIT below are ours alone
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
+        # Ctrl-C waits the few ms until the schema is whole: interrupted inside a
+        # statement, SQLite may roll back by itself, and our ROLLBACK would then fail
+        # and report a sound (empty) database as unusable.
+        with interrupts.held():
             try:
-                version = self._schema_state()
-                if version == 0:
-                    _script(self.db, _SCHEMA_V1)
-                    self._set_version(1)
-                    version = 1
-                for v in range(version, SCHEMA_VERSION):
-                    _script(self.db, _MIGRATIONS[v])
-                    self._set_version(v + 1)
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-        finally:
-            self.db.isolation_level = level
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    version = self._schema_state()
+                    if version == 0:
+                        _script(self.db, _SCHEMA_V1)
+                        self._set_version(1)
+                        version = 1
+                    for v in range(version, SCHEMA_VERSION):
+                        _script(self.db, _MIGRATIONS[v])
+                        self._set_version(v + 1)
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    if self.db.in_transaction:
+                        self.db.execute("ROLLBACK")
+                    raise
+            finally:
+                self.db.isolation_level = level
         self._use_wal()
 
     def _use_wal(self) -> None:

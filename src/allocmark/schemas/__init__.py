@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from allocmark import interrupts
 from allocmark.errors import UserError
 
 M = TypeVar("M", bound=BaseModel)
@@ -38,7 +39,8 @@ def json_schema(kind: str) -> dict[str, Any]:
 def validate(model: type[M], data: dict[str, Any], file: str) -> M:
     """`data` (a parsed TOML file) as `model`; the first problem as a UserError."""
     try:
-        return model.model_validate(data)
+        with interrupts.held():
+            return model.model_validate(data)
     except ValidationError as e:
         raise error(file, _first(e.errors()), model) from None
 
