@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from allocmark import (
     allocators,
@@ -185,7 +186,7 @@ def harden_request(
     reps: int = 3,
     names: Sequence[str] = (),
     catalogs: Sequence[Path] = (),
-    **fields: object,
+    **fields: Any,
 ) -> Request:
     """The hardening battery (harden.py) as a campaign: every test, or `tests`, in
     `reps` runs each under the allocators `names` (default: every entry `all` selects
@@ -202,17 +203,17 @@ def harden_request(
         names = [s.name for s in chosen]
     return Request(workloads=(harden.WORKLOAD,), params=(f"test={','.join(tests or known)}",),
                    min_runs=reps, max_runs=reps, budget_s=0, allocators=tuple(names),
-                   catalogs=tuple(catalogs), **fields)  # type: ignore[arg-type]  # fmt: skip
+                   catalogs=tuple(catalogs), **fields)  # fmt: skip
 
 
-def cost_request(battery: Sequence[str], **fields: object) -> Request | None:
+def cost_request(battery: Sequence[str], **fields: Any) -> Request | None:
     """The `hardening` suite for every hardened build and its plain build among the
     `battery`'s allocators (None: no such pair); fields: the rest of the Request."""
     pairs = harden.pairs(battery)
     if not pairs:
         return None
     names = tuple(dict.fromkeys(a for pair in pairs for a in pair))
-    return Request(suite="hardening", allocators=names, **fields)  # type: ignore[arg-type]
+    return Request(suite="hardening", allocators=names, **fields)
 
 
 def command_lines(

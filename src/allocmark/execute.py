@@ -222,8 +222,8 @@ def _wants(spec: RunSpec, source: str) -> bool:
 def _run_plain(spec: RunSpec, room: _Room) -> _Outcome:
     with _Launched(room.fill(spec.argv), _env(spec, room), spec) as child:
         timed_out = child.wait(time.monotonic() + spec.timeout)
-    series, sampled = _parse_rss(child.streams.kept["status"].data())
-    return _Outcome(child.status, child.record, timed_out, stdout=child.streams.text("stdout"),
+    status, series, sampled = child.launcher()
+    return _Outcome(status, child.record, timed_out, stdout=child.streams.text("stdout"),
                     stderr=child.streams.text("stderr"), output=child.output_bytes(),
                     rss=series, rss_metrics=sampled)  # fmt: skip
 
@@ -296,9 +296,9 @@ class _Launched:
             self.streams.close()
             os.close(self.pidfd)
 
-    @property
-    def status(self) -> dict[str, int]:
-        return _parse_status(self.streams.kept["status"].data())
+    def launcher(self) -> tuple[dict[str, int], RssSeries | None, dict[str, float]]:
+        """What am_run reported once the run ended (see _parse_launcher)."""
+        return _parse_launcher(self.streams.kept["status"].data())
 
     @property
     def record(self) -> bytes:
@@ -322,8 +322,7 @@ def _run_service(spec: RunSpec, room: _Room) -> _Outcome:
     deadline = time.monotonic() + spec.timeout
     with _Launched(room.fill(spec.argv, port), _env(spec, room), spec, merged=True) as server:
         outcome = _drive(spec, service, room, server, port, deadline)
-    outcome.status = server.status
-    outcome.rss, outcome.rss_metrics = _parse_rss(server.streams.kept["status"].data())
+    outcome.status, outcome.rss, outcome.rss_metrics = server.launcher()
     outcome.stderr = outcome.stderr or server.streams.text("stderr")
     outcome.output |= {f"server_{k}": v for k, v in server.output_bytes().items()}
     if outcome.server_quit and outcome.status.get("status") == 0:
@@ -452,12 +451,21 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _parse_status(line: bytes) -> dict[str, int]:
-    """am_run's "run" record; {} when the launcher was killed before writing it.
-    Its one text field, how the memory limit was held, becomes a code (LIMIT_BY)."""
-    if not line.strip():
-        return {}
-    found = records.one(line, "run", "am_run")
+def _parse_launcher(text: bytes) -> tuple[dict[str, int], RssSeries | None, dict[str, float]]:
+    """am_run's records, parsed once: its "run" record ({} when the launcher was killed
+    before writing it), and the RSS series of its "rss" record with the metrics derived
+    from every sample (see _rss)."""
+    if not text.strip():
+        return {}, None, {}
+    found = records.parse(text, "am_run")
+    rss = [r.fields for r in found if r.kind == "rss"]
+    return (_status(records.only(found, "run", "am_run")),
+            *_rss(rss[0] if rss else {}))  # fmt: skip
+
+
+def _status(found: dict[str, Any]) -> dict[str, int]:
+    """The "run" record's numbers; its one text field, how the memory limit was held,
+    becomes a code (LIMIT_BY)."""
     by = LIMIT_BY.index(found.pop("limit_by")) if found.get("limit_by") in LIMIT_BY else 0
     return {k: int(v) for k, v in found.items()} | {"limit_by": by}
 
@@ -465,18 +473,13 @@ def _parse_status(line: bytes) -> dict[str, int]:
 LIMIT_BY = ("none", "cgroup", "watchdog")  # am_run: how a memory limit was held
 
 
-def _parse_rss(text: bytes) -> tuple[RssSeries | None, dict[str, float]]:
-    """am_run's "rss" record: the series, and the metrics derived from every sample
-    (the memory-time integral, the last RSS read, what sampling cost the launcher),
-    and the transparent huge pages the program held when last read (a native
-    workload's own figure, read as it ends, takes precedence)."""
-    try:
-        found = [r.fields for r in records.parse(text, "am_run") if r.kind == "rss"]
-    except records.RecordError:
-        return None, {}  # the "run" record's reader says what is wrong
-    if not found or not found[0].get("samples"):
+def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
+    """The series and the metrics derived from every sample (the memory-time integral,
+    the last RSS read, what sampling cost the launcher), and the transparent huge
+    pages the program held when last read (a native workload's own figure, read as it
+    ends, takes precedence)."""
+    if not r.get("samples"):
         return None, {}
-    r = found[0]
     series = RssSeries(tuple(int(t) for t in r["t_ms"]), tuple(int(k) for k in r["kib"]),
                        int(r["period_us"]), int(r["stride"]))  # fmt: skip
     thp = int(r.get("thp_kib", -1))

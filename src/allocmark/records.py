@@ -50,7 +50,12 @@ def parse(text: str | bytes, source: str) -> list[Record]:
 
 def one(text: str | bytes, kind: str, source: str) -> dict[str, Any]:
     """The fields of the single record of `kind` that `source` must have written."""
-    found = [r for r in parse(text, source) if r.kind == kind]
+    return only(parse(text, source), kind, source)
+
+
+def only(parsed: list[Record], kind: str, source: str) -> dict[str, Any]:
+    """The fields of the single record of `kind` among records already parsed."""
+    found = [r for r in parsed if r.kind == kind]
     if len(found) != 1:
         raise RecordError(f"{source}: expected one '{kind}' record, found {len(found)}")
     return found[0].fields

@@ -9,6 +9,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from allocmark import records
 
@@ -42,12 +43,7 @@ def stats(directory: Path) -> tuple[str, dict[str, float]]:
     """The allocator's statistics at exit, summed over the run's processes (as its
     RSS is): (their source, or "mixed"; {alloc_FIELD: KiB}). A field counts only
     if every process has it."""
-    found = []
-    for f in sorted(directory.glob(f"{STATS}*")):
-        text = f.read_bytes()
-        if text.endswith(b"\n"):  # else its process died writing it
-            found += [r.fields for r in records.parse(text, f.name) if r.kind == "stats"]
-    found = [r for r in found if r.get("source") != "none"]
+    found = [r for r in _lines(directory, STATS, "stats") if r.get("source") != "none"]
     if not found:
         return "none", {}
     sources = {str(r.get("source")) for r in found}
@@ -64,13 +60,17 @@ TRACKED = ("reallocarray", "pvalloc", "valloc", "memalign", "aligned_alloc", "po
 def calls(directory: Path) -> list[str]:
     """Which of the functions a partial allocator may lack (am_who.c) the run's
     processes called, where the allocator under test did not define them."""
-    found: set[str] = set()
-    for f in directory.glob(f"{CALLS}*"):
+    return sorted({str(r.get("fn")) for r in _lines(directory, CALLS, "calls")})
+
+
+def _lines(directory: Path, prefix: str, kind: str) -> list[dict[str, Any]]:
+    """The fields of every `kind` record in the files named PREFIX.PID."""
+    found = []
+    for f in sorted(directory.glob(f"{prefix}*")):
         text = f.read_bytes()
         whole = text[: text.rfind(b"\n") + 1]  # a process killed mid-line: its last is cut
-        found |= {str(r.fields.get("fn")) for r in records.parse(whole, f.name)
-                  if r.kind == "calls"}  # fmt: skip
-    return sorted(found)
+        found += [r.fields for r in records.parse(whole, f.name) if r.kind == kind]
+    return found
 
 
 def _parse(path: Path) -> Report | None:

@@ -55,13 +55,25 @@ def aging_tables(steadies: Sequence[aging.Steady]) -> list[Extra]:
     return out
 
 
+# What the RSS is made of (composition.Made): column key -> heading.
+MADE_COLUMNS = {"rss": "RSS", "live": "live", "held": "held free", "metadata": "metadata",
+                "rest": "rest", "released": "released", "committed": "committed"}  # fmt: skip
+
+
+def _made_cells(m: composition.Made) -> list[str]:
+    """A Made's numbers in MiB, "-" where its allocator does not say."""
+    values = {**m.kib, "rest": m.rest}
+    return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-"
+            for k in MADE_COLUMNS]  # fmt: skip
+
+
 def made_table(made: Sequence[composition.Made]) -> Extra:
     labels = analyze.label_rows(list(dict.fromkeys((m.workload, m.params) for m in made)))
-    rows = tuple((labels[(m.workload, m.params)], m.allocator, m.source, *fmt.made_cells(m))
+    rows = tuple((labels[(m.workload, m.params)], m.allocator, m.source, *_made_cells(m))
                  for m in made)  # fmt: skip
     return Extra(
         "What the RSS is made of at the end of the run (the allocator's statistics, MiB)",
-        ("workload", "allocator", "stats", *fmt.MADE_COLUMNS.values()),
+        ("workload", "allocator", "stats", *MADE_COLUMNS.values()),
         rows,
         ("held: free memory the allocator keeps resident; rest: the program, its libraries "
          "and stacks, and what the allocator does not count; released: mapped but given "

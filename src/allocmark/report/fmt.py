@@ -6,7 +6,6 @@ import math
 
 from allocmark import stats
 from allocmark.analyze import MEMORY, Cell, Comparison
-from allocmark.composition import Made
 
 TITLES = {
     "time_s": "Time",
@@ -22,16 +21,12 @@ TITLES = {
 }
 
 
-# What the RSS is made of (composition.Made): column key -> heading.
-MADE_COLUMNS = {"rss": "RSS", "live": "live", "held": "held free", "metadata": "metadata",
-                "rest": "rest", "released": "released", "committed": "committed"}  # fmt: skip
-
-
-def made_cells(m: Made) -> list[str]:
-    """A Made's numbers in MiB, "-" where its allocator does not say."""
-    values = {**m.kib, "rest": m.rest}
-    return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-"
-            for k in MADE_COLUMNS]  # fmt: skip
+def number(text: str) -> float | None:
+    """A table cell's text as a number, if it is one (for sorting and alignment)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}

@@ -125,18 +125,11 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
 
 def _extra(t: extra.Extra) -> dict[str, Any]:
     classes = t.classes or tuple(("",) * len(r) for r in t.rows)
-    rows = [{"label": r[0], "cells": [{"text": c, "sort": _number(c), "failed": False, "cls": k}
+    rows = [{"label": r[0], "cells": [{"text": c, "sort": fmt.number(c), "failed": False, "cls": k}
                                       for c, k in zip(r[1:], cls[1:], strict=True)]}
             for r, cls in zip(t.rows, classes, strict=True)]  # fmt: skip
     return {"title": t.title, "first": t.heads[0], "heads": list(t.heads[1:]), "rows": rows,
             "geomean": [], "findings": list(t.notes)}  # fmt: skip
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
 
 
 def _profile_table(v: View) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def _column_parts(t: extra_.Extra, width: int) -> list[list[int]]:
 
 
 def _numeric(text: str) -> bool:
-    return text.replace(".", "", 1).replace("-", "", 1).isdigit() or text in ("", "-")
+    return text in ("", "-") or fmt.number(text) is not None
 
 
 def _t(text: str) -> Text:
