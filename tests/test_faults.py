@@ -303,7 +303,7 @@ HOSTILE = {
     "deep runs JSON": (["compare", "{x}", "{db}"],
                        _file("deep.json", b"[" * 100000 + b"]" * 100000), "nested too deeply"),
     "rows not a list": (["compare", "{x}", "{db}"], _file("rows.json", json.dumps(
-        {"format": "allocmark-runs", "version": 1, "rows": 5}).encode()), "not a list"),
+        {"format": "allocmark-runs", "version": 1, "rows": 5}).encode()), "key 'rows'"),
     "invalid UTF-8 suite": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
                             _file("u.toml", b'description = "\xff"\n'), "not UTF-8"),
     "5000-deep TOML": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"],

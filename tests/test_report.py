@@ -9,6 +9,8 @@ import json
 import math
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -371,10 +373,8 @@ def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
     runs_path = tmp_path / "runs.json"
     runs = [stored("je", 0.5), stored("je", 0.6, status=RunStatus.CRASHED)]
     runs_path.write_text(jsonfile.render(_report(None, "runs", tuple(runs), {"id": 1})))
-    loaded = exchange.runs_from_rows(exchange.load(runs_path, exchange.RUNS_FORMAT)["rows"])
-    assert [(r.allocator, r.wall_s, r.status, r.params) for r in loaded] == [
-        (r.allocator, r.wall_s, r.status, r.params) for r in runs
-    ]
+    campaign, loaded = exchange.load_runs(runs_path)
+    assert campaign == {"id": 1} and loaded == runs
     future = dict(json.loads(runs_path.read_text()), version=99)
     runs_path.write_text(json.dumps(future))
     with pytest.raises(UserError, match="version 99 is not one this allocmark reads"):
@@ -478,3 +478,65 @@ def test_batched_paired_ratios_equal_one_at_a_time(seed: int) -> None:
         for field in dataclasses.fields(stats.Ratio):
             x, y = getattr(one, field.name), getattr(batched, field.name)
             assert x == pytest.approx(y, rel=1e-12, abs=1e-15) or (x != x and y != y), field.name
+
+
+def test_the_report_path_imports_neither_scipy_stats_nor_matplotlib() -> None:
+    # Each costs a third of a second at start-up: a report over 100,000 runs has 2 s.
+    code = ("import sys, allocmark.cli, allocmark.report.data, allocmark.report.table; "
+            "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules "
+            "if m.startswith(('scipy.stats', 'matplotlib.'))}))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _runs_export(tmp_path: Path, runs: list[StoredRun]) -> Path:
+    path = tmp_path / "runs.json"
+    path.write_text(jsonfile.render(_report(None, "runs", tuple(runs), {"baseline": "je"})))
+    return path
+
+
+def test_a_runs_export_keeps_metrics_labels_and_roles(tmp_path: Path) -> None:
+    runs = [stored("je", 0.5, metrics={"ops": 10.0}),
+            stored("je", 0.6, status=RunStatus.TIMEOUT)._replace(
+                role="verify", labels={"host": "a"}, detail="timed out")]  # fmt: skip
+    campaign, loaded = exchange.load_runs(_runs_export(tmp_path, runs))
+    assert campaign == {"baseline": "je"} and loaded == runs
+
+
+def test_the_runs_export_schema_validates_an_export(tmp_path: Path) -> None:
+    import jsonschema
+
+    from allocmark import schemas
+
+    schema = schemas.json_schema("runs")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    doc = json.loads(_runs_export(tmp_path, [stored("je", 0.5, metrics={"ops": 1.0})]).read_text())
+    jsonschema.validate(doc, schema)
+    doc["rows"][0]["status"] = "fine"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"status": "fine"}, r"key 'rows\[1\].status': 'fine': choose 'ok'"),
+        ({"wall_s": "fast"}, r"key 'rows\[1\].wall_s': input should be a valid number"),
+        ({"wall_s": -1}, r"key 'rows\[1\].wall_s': must be at least 0"),
+        ({"params": "[1]"}, r"key 'rows\[1\].params': must be a JSON object"),
+        ({"params": "{"}, r"key 'rows\[1\].params': not JSON"),
+        ({"metric.ops": "many"}, r"key 'rows\[1\]': column 'metric.ops' must be a number"),
+        ({"label.host": 3}, r"key 'rows\[1\]': column 'label.host' must be text"),
+        ({"colour": "red"}, r"key 'rows\[1\]': unknown column 'colour'"),
+        ({"seq": None}, r"key 'rows\[1\].seq': input should be a valid integer"),
+    ],
+)  # fmt: skip
+def test_a_malformed_runs_export_names_row_and_column(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    path = _runs_export(tmp_path, [stored("je", 0.5), stored("je", 0.6)])
+    doc = json.loads(path.read_text())
+    doc["rows"][1].update(change)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UserError, match=f"^{re.escape(str(path))}: {message}"):
+        exchange.load_runs(path)

@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from allocmark.model import Params
 from allocmark.store import Store
@@ -113,6 +112,9 @@ def _slope(late: Sequence[Sequence[float]]) -> tuple[float | None, float | None,
     """Mean slope (per phase) of the runs' RSS and its 95 % interval."""
     if not late or len(late[0]) < 2:
         return None, None, None
+    # scipy.stats takes a third of a second to import: every report would pay it.
+    from scipy import stats as sps
+
     fits = [sps.linregress(np.arange(len(r)), r) for r in late]
     slopes = [float(f.slope) for f in fits]
     mean = float(np.mean(slopes))

@@ -518,9 +518,14 @@ def harden_cmd(
 
 @app.command("schema")
 def schema_cmd(
-    kind: Annotated[str, typer.Argument(help="suite, catalog (allocators), workloads or settings")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="suite, catalog (allocators), workloads, settings or runs (a runs export)"
+        ),
+    ],
 ) -> None:
-    """Print the JSON Schema of a suite, allocator catalog or workload catalog file."""
+    """Print the JSON Schema of a suite, catalog, settings file or runs export."""
     sys.stdout.write(json.dumps(schemas.json_schema(kind), indent=2) + "\n")
 
 

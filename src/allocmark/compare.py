@@ -73,10 +73,9 @@ def load(spec: str) -> ResultSet:
     path_text, _, cid_text = spec.partition("#")
     path = Path(path_text)
     if path.suffix == ".json":
-        doc = exchange.load(path, exchange.RUNS_FORMAT)
-        campaign = doc.get("campaign")
-        baseline = campaign.get("baseline") if isinstance(campaign, dict) else None
-        return ResultSet.of_runs(spec, exchange.runs_from_rows(doc.get("rows")), baseline)
+        about, runs = exchange.load_runs(path)
+        baseline = about.get("baseline")
+        return ResultSet.of_runs(spec, runs, baseline if isinstance(baseline, str) else None)
     if cid_text and not cid_text.isdigit():
         raise UserError(f"{spec!r}: the campaign after '#' must be a number, e.g. results.db#3")
     store = Store(path, create=False)

@@ -22,15 +22,17 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of the file kind `kind`: suite, catalog, workloads or settings."""
+    """The JSON Schema of the file kind `kind`: suite, catalog, workloads, settings or
+    runs (the runs export that `compare` reads)."""
     from allocmark.schemas.catalog import CatalogFile
+    from allocmark.schemas.exchange import RunsExport
     from allocmark.schemas.settings import SettingsFile
     from allocmark.schemas.suite import SuiteFile
     from allocmark.schemas.workloads import WorkloadCatalog
 
     models: dict[str, type[BaseModel]] = {
         "suite": SuiteFile, "catalog": CatalogFile, "workloads": WorkloadCatalog,
-        "settings": SettingsFile}  # fmt: skip
+        "settings": SettingsFile, "runs": RunsExport}  # fmt: skip
     if kind not in models:
         raise UserError(f"schema {kind!r}: choose {', '.join(models)}")
     return models[kind].model_json_schema()
@@ -89,6 +91,9 @@ def error(file: str, detail: ErrorDetails, model: type[BaseModel]) -> UserError:
         problem = f"must be {least} {bound}, got {value!r}"
     elif kind == "string_pattern_mismatch" and "[key]" in detail["loc"]:
         problem = f"name {value!r} may only use letters, digits and _ . + -"
+    elif kind == "value_error":  # our validators' own words
+        shown = "" if isinstance(value, dict | list) else f", got {json.dumps(value)}"
+        problem = detail["msg"].removeprefix("Value error, ") + shown
     elif kind == "enum":
         problem = f"{value!r}: choose {ctx.get('expected', '')}"
     elif kind == "string_pattern_mismatch" and (expected := _expected(model, loc)):
