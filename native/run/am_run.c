@@ -26,10 +26,14 @@
 // and exit; allocmark's timeout sends SIGTERM too.
 //
 // With --memory-limit, the run's processes together may use at most BYTES of
-// memory: a memory cgroup of its own where the launcher can make one (cgroup v1
-// memory controller; the kernel kills at the limit), else a watchdog that reads
-// the tree's RSS every 10 ms and kills it past the limit. Address-space rlimits
-// are not used: allocators reserve far more address space than they touch.
+// memory: a memory cgroup of its own where the launcher can make one (the kernel
+// kills at the limit) -- below its own cgroup in a cgroup v1 memory hierarchy, or
+// in cgroup v2 at <root>/allocmark/run-PID (v2 hands a controller down only
+// through cgroups that hold no process, so the run cannot sit below the
+// launcher's own, which does; the "allocmark" parent is left for later runs) --
+// else a watchdog that reads the tree's RSS every 10 ms and kills it past the
+// limit. Address-space rlimits are not used: allocators reserve far more address
+// space than they touch.
 //
 // AM_RUN_THP=never turns transparent huge pages off for the run's processes
 // (PR_SET_THP_DISABLE: no root needed, inherited by children and kept across
@@ -52,7 +56,7 @@
 // (-1: never; see am_read_thp).
 //   {"am":"run","v":3,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
-//    "oom":0|1,"limit_by":"none"|"cgroup"|"watchdog"}
+//    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog"}
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -127,22 +131,27 @@ static void am_end_tree(void) {
 // -- the memory limit ----------------------------------------------------------
 static long long am_limit;   // bytes; 0: none
 static char am_cgroup[512];  // the run's memory cgroup directory, or ""
+static int am_cgroup_v;      // its cgroup version: 1 or 2
 
-static int am_write_file(const char *dir, const char *name, long long value) {
+static int am_write_text(const char *dir, const char *name, const char *text) {
   char path[600];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  char text[32];
-  int n = snprintf(text, sizeof text, "%lld\n", value);
+  ssize_t n = (ssize_t)strlen(text);
   int ok = write(fd, text, (size_t)n) == n;
   close(fd);
   return ok ? 0 : -1;
 }
 
+static int am_write_file(const char *dir, const char *name, long long value) {
+  char text[32];
+  snprintf(text, sizeof text, "%lld\n", value);
+  return am_write_text(dir, name, text);
+}
+
 // A memory cgroup (v1) below the launcher's own, limited to am_limit.
-static void am_cgroup_make(void) {
-  if (getenv("AM_RUN_NO_CGROUP")) return;  // tests of the watchdog
+static void am_cgroup1_make(void) {
   FILE *f = fopen("/proc/self/cgroup", "re");
   if (!f) return;
   char line[512], own[400] = "";
@@ -161,12 +170,54 @@ static void am_cgroup_make(void) {
     return;
   }
   am_write_file(am_cgroup, "memory.memsw.limit_in_bytes", am_limit);  // no swapping past it
+  am_cgroup_v = 1;
+}
+
+// Whether the cgroup v2 directory `dir` offers the memory controller.
+static int am_cgroup2_has_memory(const char *dir) {
+  char path[600], word[64];
+  snprintf(path, sizeof path, "%s/cgroup.controllers", dir);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  int found = 0;
+  while (!found && fscanf(f, "%63s", word) == 1) found = strcmp(word, "memory") == 0;
+  fclose(f);
+  return found;
+}
+
+// A memory cgroup (v2) at <root>/allocmark/run-PID, limited to am_limit.
+static void am_cgroup2_make(void) {
+  const char *root = "/sys/fs/cgroup";
+  char parent[480];
+  snprintf(parent, sizeof parent, "%s/allocmark", root);
+  if (!am_cgroup2_has_memory(root)) return;  // not v2, or memory is not offered
+  if (mkdir(parent, 0755) != 0 && errno != EEXIST) return;
+  am_write_text(root, "cgroup.subtree_control", "+memory");  // often on already
+  if (am_write_text(parent, "cgroup.subtree_control", "+memory") != 0) {
+    rmdir(parent);  // of no use here (e.g. a container's root holds processes); fails if in use
+    return;
+  }
+  snprintf(am_cgroup, sizeof am_cgroup, "%s/run-%d", parent, (int)getpid());
+  if (mkdir(am_cgroup, 0755) != 0 || am_write_file(am_cgroup, "memory.max", am_limit) != 0) {
+    rmdir(am_cgroup);
+    am_cgroup[0] = 0;
+    return;
+  }
+  am_write_text(am_cgroup, "memory.swap.max", "0");  // no swapping past it
+  am_cgroup_v = 2;
+}
+
+static void am_cgroup_make(void) {
+  if (getenv("AM_RUN_NO_CGROUP")) return;  // tests of the watchdog
+  am_cgroup1_make();
+  if (!am_cgroup[0]) am_cgroup2_make();
 }
 
 // How many processes the kernel killed in the cgroup for want of memory.
 static long am_cgroup_oom_kills(void) {
   char path[600], line[128];
-  snprintf(path, sizeof path, "%s/memory.oom_control", am_cgroup);
+  snprintf(path, sizeof path, "%s/%s", am_cgroup,
+           am_cgroup_v == 1 ? "memory.oom_control" : "memory.events");
   FILE *f = fopen(path, "re");
   long kills = 0;
   if (!f) return 0;
@@ -574,7 +625,7 @@ int main(int argc, char **argv) {
   if (am_cgroup[0]) {
     oom = am_cgroup_oom_kills() > 0;
     am_cgroup_remove();
-    limit_by = "cgroup";
+    limit_by = am_cgroup_v == 1 ? "cgroup" : "cgroup2";
   } else if (am_limit > 0) {
     limit_by = "watchdog";
   }

@@ -470,7 +470,7 @@ def _status(found: dict[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in found.items()} | {"limit_by": by}
 
 
-LIMIT_BY = ("none", "cgroup", "watchdog")  # am_run: how a memory limit was held
+LIMIT_BY = ("none", "cgroup", "watchdog", "cgroup2")  # am_run: how a memory limit was held
 
 
 def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
