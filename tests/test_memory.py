@@ -144,15 +144,35 @@ def test_libam_who_reports_statistics_of_a_program_we_did_not_write(
     assert r.metrics["alloc_live_kib"] >= 20 * 1024 and r.metrics["alloc_metadata_kib"] > 0
 
 
-def test_who_sums_statistics_over_processes(tmp_path: Path) -> None:
+def test_who_reports_the_largest_process_not_a_sum(tmp_path: Path) -> None:
     line = '{{"am":"stats","v":1,"pid":{},"source":"{}","rss_kib":{},"live_kib":10}}\n'
     (tmp_path / "stats.1").write_text(line.format(1, "jemalloc", 100))
-    (tmp_path / "stats.2").write_text(line.format(2, "jemalloc", 50).replace(',"live_kib":10', ""))
-    (tmp_path / "stats.3").write_text(line.format(3, "jemalloc", 7)[:-5])  # cut short
-    assert who.stats(tmp_path) == ("jemalloc", {"alloc_rss_kib": 150.0})
-    (tmp_path / "stats.4").write_text(line.format(4, "glibc", 1))
-    assert who.stats(tmp_path)[0] == "mixed"
+    (tmp_path / "stats.2").write_text(line.format(2, "glibc", 50).replace(',"live_kib":10', ""))
+    (tmp_path / "stats.3").write_text(line.format(3, "jemalloc", 700)[:-5])  # cut short
+    assert who.stats(tmp_path) == ("jemalloc", {"alloc_rss_kib": 100.0, "alloc_live_kib": 10.0,
+                                                "alloc_processes": 2.0})  # fmt: skip
+    (tmp_path / "stats.4").write_text(line.format(4, "glibc", 200).replace(',"live_kib":10', ""))
+    assert who.stats(tmp_path) == ("glibc", {"alloc_rss_kib": 200.0, "alloc_processes": 3.0})
     assert who.read(tmp_path) == []  # stats files are not "who" reports
+
+
+@pytest.mark.integration
+def test_the_statistics_of_a_script_are_its_largest_process(
+    installed: dict[str, Verified],
+) -> None:
+    # A shell that runs five short commands and a Python holding 30 MiB: summing
+    # what each reported at its exit would count memory never resident together.
+    script = (" ; ".join(["/bin/true"] * 5) + f" ; {sys.executable} -c "
+              "'import ctypes; ctypes.CDLL(None).malloc(30 << 20); import time'")  # fmt: skip
+    glibc = installed["glibc"]
+    r = execute.run(command("sh", "-c", script, env=tuple(glibc.child_env().items()),
+                            expect_malloc=glibc.malloc_object))  # fmt: skip
+    assert r.status is RunStatus.OK, r.detail
+    assert r.metrics["alloc_processes"] >= 2
+    assert r.metrics["alloc_live_kib"] >= 30 * 1024
+    # One process's RSS as it exited (VmRSS: within a few pages of the peak counter);
+    # the five /bin/true would add at least 2.5 MiB to a sum.
+    assert r.metrics["alloc_rss_kib"] <= r.maxrss_kib + 256
 
 
 def test_rest_is_what_the_allocator_does_not_account_for() -> None:

@@ -2,9 +2,10 @@
 
 Native workloads report them in their record, and libam_who in the processes of
 other programs as they exit (am_stats.h has the schema and what each allocator
-gives). Per cell and allocator, the median of each quantity over its measured
-runs, or over its verification run where measured runs do not carry them (an
-application's measured runs run without libam_who).
+gives; of several processes, who.stats keeps the largest). Per cell and
+allocator, the median of each quantity over its measured runs, or over its
+verification run where measured runs do not carry them (an application's
+measured runs run without libam_who).
 """
 
 from __future__ import annotations

@@ -40,16 +40,19 @@ STATS_FIELDS = ("rss_kib", "live_kib", "held_kib", "metadata_kib", "released_kib
 
 
 def stats(directory: Path) -> tuple[str, dict[str, float]]:
-    """The allocator's statistics at exit, summed over the run's processes (as its
-    RSS is): (their source, or "mixed"; {alloc_FIELD: KiB}). A field counts only
-    if every process has it."""
-    found = [r for r in _lines(directory, STATS, "stats") if r.get("source") != "none"]
+    """The allocator's statistics of the run's largest process (by its RSS as it
+    exited): (its source; {alloc_FIELD: KiB} and alloc_processes, how many processes
+    reported). Not a sum: each process reports as it exits, so the records of a
+    pipeline or a launcher script (a pyenv shim runs a dozen commands before
+    Python) were never resident together."""
+    found = [r for r in _lines(directory, STATS, "stats") if r.get("source") != "none"
+             and isinstance(r.get("rss_kib"), int)]  # fmt: skip
     if not found:
         return "none", {}
-    sources = {str(r.get("source")) for r in found}
-    totals = {f"alloc_{k}": float(sum(r[k] for r in found)) for k in STATS_FIELDS
-              if all(isinstance(r.get(k), int) and r[k] >= 0 for r in found)}  # fmt: skip
-    return (sources.pop() if len(sources) == 1 else "mixed"), totals
+    top = max(found, key=lambda r: int(r["rss_kib"]))
+    fields = {f"alloc_{k}": float(top[k]) for k in STATS_FIELDS
+              if isinstance(top.get(k), int) and top[k] >= 0}  # fmt: skip
+    return str(top.get("source")), fields | {"alloc_processes": float(len(found))}
 
 
 # The functions libam_who sees called where the allocator lacks them (am_who.c).

@@ -77,7 +77,8 @@ def made_table(made: Sequence[composition.Made]) -> Extra:
         rows,
         ("held: free memory the allocator keeps resident; rest: the program, its libraries "
          "and stacks, and what the allocator does not count; released: mapped but given "
-         "back to the OS; -: the allocator does not say",),
+         "back to the OS; -: the allocator does not say; a command of several processes: "
+         "the one with the largest RSS as it exited",),
     )  # fmt: skip
 
 
