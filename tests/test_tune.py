@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 from allocmark import analyze, tune
 from allocmark.allocators import catalog
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec
+from allocmark.model import AllocatorSpec, Status, Verified
+from allocmark.schemas.settings import Check, Family, ShownBy, Style
 from tests.conftest import cli
 from tests.fakes import stored
 
@@ -92,3 +94,79 @@ def test_tune_races_and_prints_the_front_as_lines_to_paste(tmp_path: Path) -> No
     assert "Pareto front of time and peak RSS, churn: run it as" in again.stdout
     bad = cli("tune", "--objective", "speed", "-w", "churn", "--db", str(db))
     assert bad.returncode == 2 and "--objective 'speed'" in bad.stderr
+
+
+def _fake(family: Family, *settings: tuple[str, str]) -> list[Verified]:
+    """A system allocator at its defaults and with each setting, as verified."""
+    base = AllocatorSpec(name="fake", system=True)
+    out = [Verified(base, Status.OK, version="1.0")]
+    for key, value in settings:
+        (cand,) = [c for c in tune.candidates(base, {"fake": family})
+                   if c.name == f"fake{{{key}={value}}}"]  # fmt: skip
+        out.append(Verified(cand, Status.OK, version="1.0"))
+    return out
+
+
+def test_a_setting_that_changes_nothing_the_allocator_shows_is_left_out() -> None:
+    shown = ShownBy(command=["sh", "-c", 'echo "opt.a: ${FAKE_A:-5}"; echo "opt.b: 7"'],
+                    lines="^opt")  # fmt: skip
+    family = Family(style=Style.ENV, values={"FAKE_A": [1, 5], "FAKE_OLD": [1]}, shown_by=shown)
+    usable = _fake(family, ("FAKE_A", "1"), ("FAKE_A", "5"), ("FAKE_OLD", "1"))
+    out = tune.untaken(usable, {"fake": family})
+    assert set(out) == {"fake{FAKE_A=5}", "fake{FAKE_OLD=1}"}  # its default; a name it ignores
+    assert out["fake{FAKE_OLD=1}"].startswith("fake (1.0) shows the same settings with FAKE_OLD=1")
+    assert tune.unchecked(usable, {"fake": family}) == []
+    blind = Family(style=Style.ENV, values={"FAKE_A": [1]})
+    assert tune.untaken(usable[:2], {"fake": blind}) == {}
+    assert tune.unchecked(usable[:2], {"fake": blind}) == ["fake"]
+
+
+def test_a_setting_whose_name_no_line_shows_is_left_out() -> None:
+    # glibc's way: an unset tunable shows as 0, so only the name can be checked.
+    shown = ShownBy(command=["sh", "-c", "echo glibc.malloc.arena_max: 0x0"], lines="^glibc",
+                    check=Check.NAME)  # fmt: skip
+    family = Family(style=Style.TUNABLES, values={"arena_max": [0], "arena_mux": [1]},
+                    shown_by=shown)  # fmt: skip
+    usable = _fake(family, ("arena_max", "0"), ("arena_mux", "1"))
+    assert tune.untaken(usable, {"fake": family}) == {
+        "fake{arena_mux=1}": "fake (1.0) does not know arena_mux"
+    }
+
+
+@pytest.mark.integration
+def test_the_shipped_checks_see_what_real_allocators_take(installed: dict[str, Verified]) -> None:
+    families = tune.load_settings()
+    glibc = installed["glibc"]
+    wanted = {"glibc{trim_threshold=0}", "glibc{arena_max=2}"}
+    usable = [glibc] + [Verified(c, Status.OK) for c in tune.candidates(glibc.spec, families)
+                        if c.name in wanted]  # fmt: skip
+    bogus = families["glibc"].model_copy(update={"values": {"no_such_tunable": [1]}})
+    (cand,) = tune.candidates(glibc.spec, {"glibc": bogus})[1:2]
+    assert tune.untaken([*usable, Verified(cand, Status.OK)], families | {"glibc": bogus}) == {
+        "glibc{no_such_tunable=1}": f"glibc ({glibc.version}) does not know no_such_tunable"
+    }
+    if "jemalloc" in installed:
+        j = installed["jemalloc"]
+        cands = {c.name: c for c in tune.candidates(j.spec, families)}
+        picked = [dataclasses.replace(j, spec=cands[n])
+                  for n in ("jemalloc{narenas=1}", "jemalloc{tcache_max=4096}")]  # fmt: skip
+        assert tune.untaken([j, *picked], families) == {}
+        odd = families["jemalloc"].model_copy(update={"values": {"no_such_opt": [1]}})
+        (cand,) = tune.candidates(j.spec, {"jemalloc": odd})[1:2]
+        assert list(tune.untaken([j, dataclasses.replace(j, spec=cand)], {"jemalloc": odd})) == [
+            "jemalloc{no_such_opt=1}"
+        ]
+    assert tune.family_of("mimalloc@2.1.7+secure", families) is families["mimalloc"]
+
+
+def test_a_partial_allocator_is_warned_of_once_with_its_candidates() -> None:
+    from allocmark import api
+    from allocmark.campaign import Prepared
+
+    base = Verified(JEMALLOC, Status.OK, lacks=("pvalloc",), reason="lacks pvalloc")
+    usable = [dataclasses.replace(base, spec=c)
+              for c in tune.candidates(JEMALLOC, tune.load_settings())]  # fmt: skip
+    notes = api.unusable_notes(Prepared(tuple(usable), (), None))
+    assert [n.text for n in notes] == [
+        f"warning: jemalloc and its {len(usable) - 1} tuned variants are partial: lacks pvalloc"
+    ]

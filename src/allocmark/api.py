@@ -258,6 +258,8 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
     notes += unusable_notes(prepared)
+    if req.tune:
+        prepared = _taken(prepared, notes)
     seed = req.seed if req.seed is not None else suite.seed
     precision = None if req.sample else _precision(req, n, suite)
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
@@ -302,6 +304,18 @@ def _tuned(specs: Sequence[AllocatorSpec] | None) -> list[AllocatorSpec]:
     return tune.specs_for(specs, families)
 
 
+def _taken(prepared: campaign.Prepared, notes: list[Note]) -> campaign.Prepared:
+    """Only the candidates whose setting the allocator takes (tune.untaken)."""
+    families = tune.load_settings()
+    left_out = tune.untaken(prepared.usable, families)
+    notes += [Note("info", f"left out: {name}: {why}") for name, why in left_out.items()]
+    notes += [Note("info", f"{name}'s settings are raced unchecked: the settings catalog "
+                           "has no way to see whether it takes them (shown_by)")
+              for name in tune.unchecked(prepared.usable, families)]  # fmt: skip
+    usable = tuple(v for v in prepared.usable if v.spec.name not in left_out)
+    return dataclasses.replace(prepared, usable=usable)
+
+
 def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:
     target = req.target_ci if req.target_ci is not None else suite.target_ci
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
@@ -337,9 +351,19 @@ def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
 def unusable_notes(prepared: campaign.Prepared) -> list[Note]:
     out = [Note("warning", f"not used: {v.spec.name} is {v.status.value}: {v.reason}")
            for v in prepared.unusable]  # fmt: skip
-    out += [Note("warning", f"warning: {v.spec.name} is partial: {v.reason}")
-            for v in prepared.usable if v.lacks]  # fmt: skip
+    # tune's candidates share their allocator's library: one warning for all of them
+    partial: dict[tuple[str, str], list[str]] = {}
+    for v in prepared.usable:
+        if v.lacks:
+            partial.setdefault((tune.default_of(v.spec.name), v.reason), []).append(v.spec.name)
+    out += [Note("warning", f"warning: {_who(names)} partial: {why}")
+            for (_, why), names in partial.items()]  # fmt: skip
     return out
+
+
+def _who(names: Sequence[str]) -> str:
+    more = len(names) - 1
+    return f"{names[0]} and its {more} tuned variants are" if more else f"{names[0]} is"
 
 
 def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request) -> Planned:

@@ -6,13 +6,21 @@ settings is hundreds of runs a block), and the allocator with transparent huge
 pages off. They run as one campaign, in paired blocks like any other; between
 rounds a candidate significantly dominated on the objective stops getting blocks
 (a race: successive halving), so the budget goes to those still in it.
+
+Before the race, a candidate whose allocator shows the same settings with it as
+without (the family's `shown_by`) is left out: a setting another version knows
+by that name, or the allocator's default, would only be noise in the race, and a
+line to paste that changes nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import shlex
-from collections.abc import Sequence
+import subprocess
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -20,9 +28,9 @@ from allocmark import schemas, stats, tomlfile
 from allocmark.allocators import catalog
 from allocmark.analyze import Cell, Comparison, Row, row_key
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec
+from allocmark.model import AllocatorSpec, Verified
 from allocmark.recommend import Choice, Position, positions
-from allocmark.schemas.settings import Family, SettingsFile, Style
+from allocmark.schemas.settings import Check, Family, SettingsFile, ShownBy, Style
 
 OBJECTIVES = ("time", "rss", "pareto")
 _ENV = {Style.TUNABLES: "GLIBC_TUNABLES", Style.MALLOC_CONF: "MALLOC_CONF",
@@ -41,9 +49,16 @@ def load_settings(path: Path | None = None) -> dict[str, Family]:
     return {entry: f for name, f in doc.root.items() for entry in f.applies or [name]}
 
 
+def family_of(name: str, families: Mapping[str, Family]) -> Family | None:
+    """The settings of an entry: "jemalloc:nodecay" and "mimalloc@2.1.7+secure" take
+    their family's ("jemalloc", "mimalloc")."""
+    base = name.split(":")[0]
+    return families.get(base) or families.get(base.split("@")[0])
+
+
 def candidates(spec: AllocatorSpec, families: dict[str, Family]) -> list[AllocatorSpec]:
     """`spec` at its defaults, then one candidate per setting value, then :nothp."""
-    family = families.get(spec.name.split(":")[0])
+    family = family_of(spec.name, families)
     out = [spec]
     if family is not None:
         out += [_with(spec, family, key, value) for key, values in family.values.items()
@@ -52,16 +67,19 @@ def candidates(spec: AllocatorSpec, families: dict[str, Family]) -> list[Allocat
 
 
 def _with(spec: AllocatorSpec, family: Family, key: str, value: int | str) -> AllocatorSpec:
-    env = dict(spec.env)
-    if family.style is Style.ENV:
-        env[key] = str(value)
-    else:
-        var, (sep, eq) = _ENV[family.style], _JOIN[family.style]
-        full = f"glibc.malloc.{key}" if family.style is Style.TUNABLES else key
-        env[var] = sep.join(x for x in (env.get(var, ""), f"{full}{eq}{value}") if x)
+    env = _set(dict(spec.env), family.style, key, value)
     return dataclasses.replace(spec, name=f"{spec.name}{{{key}={value}}}", env=tuple(
         sorted(env.items())), aliases=(), baseline=False,
         description=f"{spec.description}; {key}={value}")  # fmt: skip
+
+
+def _set(env: dict[str, str], style: Style, key: str, value: int | str) -> dict[str, str]:
+    """`env` with the setting added in the allocator's own syntax."""
+    if style is Style.ENV:
+        return env | {key: str(value)}
+    var, (sep, eq) = _ENV[style], _JOIN[style]
+    full = f"glibc.malloc.{key}" if style is Style.TUNABLES else key
+    return env | {var: sep.join(x for x in (env.get(var, ""), f"{full}{eq}{value}") if x)}
 
 
 def specs_for(specs: Sequence[AllocatorSpec], families: dict[str, Family]) -> list[AllocatorSpec]:
@@ -70,6 +88,75 @@ def specs_for(specs: Sequence[AllocatorSpec], families: dict[str, Family]) -> li
     if len({c.name for c in out}) != len(out):
         raise UserError("name each allocator to tune once (-a), without its variants")
     return out
+
+
+# -- does the allocator take the setting? ---------------------------------------------
+def untaken(usable: Sequence[Verified], families: Mapping[str, Family]) -> dict[str, str]:
+    """Candidate -> why it is left out: its allocator shows the same settings with it
+    as at its defaults. Defaults, :nothp and families without `shown_by` stay."""
+    by_name = {v.spec.name: v for v in usable}
+    shown: dict[str, tuple[str, ...] | None] = {}
+    out = {}
+    for v in usable:
+        base = default_of(v.spec.name)
+        family = family_of(base, families)
+        if "{" not in v.spec.name or base not in by_name or not family or not family.shown_by:
+            continue
+        for name in (base, v.spec.name):
+            if name not in shown:
+                shown[name] = settings_shown(by_name[name], family.style, family.shown_by)
+        if why := _not_taken(v.spec.name, by_name[base], family.shown_by.check, shown):
+            out[v.spec.name] = why
+    return out
+
+
+def _not_taken(candidate: str, base: Verified, check: Check,
+               shown: Mapping[str, tuple[str, ...] | None]) -> str:  # fmt: skip
+    """Why the candidate's setting is not taken, or "" (taken, or it cannot be told)."""
+    before, after = shown[base.spec.name], shown[candidate]
+    setting = candidate[candidate.index("{") + 1 : -1]
+    key = setting.split("=")[0]
+    who = f"{base.spec.name} ({base.version or 'version unknown'})"
+    if not before or after is None:
+        return ""
+    if check is Check.NAME and not any(re.search(rf"\b{re.escape(key)}\b", x) for x in after):
+        return f"{who} does not know {key}"
+    if check is Check.VALUE and before == after:
+        return (f"{who} shows the same settings with {setting} as without: it does not "
+                "know that name, or that value is its default")  # fmt: skip
+    return ""
+
+
+def unchecked(usable: Sequence[Verified], families: Mapping[str, Family]) -> list[str]:
+    """The allocators whose settings are raced without a check (no `shown_by`)."""
+    names = {default_of(v.spec.name) for v in usable if "{" in v.spec.name}
+    return sorted(n for n in names if (f := family_of(n, families)) and not f.shown_by)
+
+
+def settings_shown(v: Verified, style: Style, show: ShownBy) -> tuple[str, ...] | None:
+    """The lines in which the allocator, running `show.command` as `v` runs programs,
+    shows its settings (None: the command did not run)."""
+    env = os.environ | v.child_env()
+    for key, value in show.set.items():
+        env = _set(env, style, key, value)
+    argv = [_loader() if a == "{ld.so}" else a for a in show.command]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace",
+                              timeout=30, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    pattern = re.compile(show.lines)
+    return tuple(line for line in (done.stdout + done.stderr).splitlines()
+                 if pattern.search(line))  # fmt: skip
+
+
+def _loader() -> str:
+    """The system's dynamic loader: the one this (dynamically linked) Python runs on."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        if re.fullmatch(r".*/ld-linux[^/]*\.so\.\d+", path):
+            return path
+    return "/lib64/ld-linux-x86-64.so.2"
 
 
 # -- the race ----------------------------------------------------------------------

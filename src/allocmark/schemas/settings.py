@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 Value = int | str
 
@@ -19,6 +20,40 @@ class Style(StrEnum):
     ENV = "env"  # KEY is an environment variable
 
 
+class Check(StrEnum):
+    """What tells that the allocator takes a setting."""
+
+    VALUE = "value"  # the shown lines differ from those at the defaults
+    NAME = "name"  # a shown line names the setting (where an unset value shows as 0)
+
+
+class ShownBy(BaseModel):
+    """How the allocator shows the settings it runs with: a command run under it (with
+    `set` added, in the family's style) whose output lines matching `lines` list them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    command: list[str] = Field(
+        default_factory=lambda: ["/bin/true"], min_length=1,
+        description='the program to run; "{ld.so}" is the system\'s dynamic loader')  # fmt: skip
+    set: dict[str, Value] = Field(
+        default_factory=dict, description="settings that make the allocator print its own"
+    )
+    lines: str = Field(description="a regular expression: the lines that show a setting")
+    check: Annotated[Check, Field(strict=False)] = Field(
+        Check.VALUE, description="value: a setting must change the lines; name: a line must "
+        "name it")  # fmt: skip
+
+    @field_validator("lines")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"not a regular expression ({e})") from None
+        return pattern
+
+
 class Family(BaseModel):
     """[NAME]: the settings of one allocator (and the entries they apply to)."""
 
@@ -27,6 +62,9 @@ class Family(BaseModel):
     applies: list[str] = Field(default_factory=list, description="catalog entries (default: NAME)")
     style: Annotated[Style, Field(strict=False)]
     values: dict[str, list[Value]] = Field(description="setting -> the values to try")
+    shown_by: ShownBy | None = Field(
+        None, description="how to check that the allocator takes a setting (none: unchecked)"
+    )
 
 
 class SettingsFile(RootModel[dict[str, Family]]):
