@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -170,3 +171,22 @@ def test_a_partial_allocator_is_warned_of_once_with_its_candidates() -> None:
     assert [n.text for n in notes] == [
         f"warning: jemalloc and its {len(usable) - 1} tuned variants are partial: lacks pvalloc"
     ]
+
+
+def test_settings_judged_together_get_wider_intervals() -> None:
+    def rows(name: str, time: float) -> list:  # type: ignore[type-arg]
+        step = 3 if "{" in name else 7  # candidates vary unlike their defaults
+        return [stored(name, time * (1 + 0.03 * ((b * step) % 5)), rep=b) for b in range(6)]
+
+    one = [*rows("glibc", 1.0), *rows("jemalloc", 1.0), *rows("jemalloc{narenas=1}", 0.9)]
+    many = one + [r for n in ("jemalloc{a=1}", "jemalloc{b=1}", "jemalloc{c=1}")
+                  for r in rows(n, 1.0)]  # fmt: skip
+    texts = []
+    for runs in (one, many):
+        names = list(dict.fromkeys(r.allocator for r in runs))
+        comp = analyze.compare(runs, names, "glibc")
+        texts.append(tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}"))
+        assert tune.judged(comp) == len(names) - 2
+    bounds = [tuple(map(float, re.search(r"time ×[\d.]+ \[([\d.]+)–([\d.]+)\]", t).groups()))
+              for t in texts]  # type: ignore[union-attr]  # fmt: skip
+    assert bounds[1][0] < bounds[0][0] and bounds[1][1] > bounds[0][1]

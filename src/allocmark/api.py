@@ -151,7 +151,7 @@ def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None) ->
     return cid
 
 
-def tuned(db: Path, cid: int | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
     """A `tune` campaign's answer: per row, the Pareto front of time and peak RSS as
     (candidate, the command line that runs the program that way)."""
     store = Store(db, create=False)
@@ -166,12 +166,12 @@ def tuned(db: Path, cid: int | None = None) -> list[tuple[str, list[tuple[str, s
         if answer.scope == recommend.OVERALL:
             continue
         row = next(r for r in comp.rows if r.label == answer.scope)
-        lines = [(f"{c.allocator}  {tune.against_default(comp, row, c.allocator)}".rstrip(),
-                  tune.paste_line(specs[c.allocator], library[c.allocator],
-                                  argv.get((c.allocator, row.workload, json.dumps(row.params)),
-                                           ())))
-                 for c in answer.front if c.allocator in specs]  # fmt: skip
-        out.append((answer.scope, lines))
+        lines = tuple((f"{c.allocator}  {tune.against_default(comp, row, c.allocator)}".rstrip(),
+                       tune.paste_line(specs[c.allocator], library[c.allocator],
+                                       argv.get((c.allocator, row.workload,
+                                                 json.dumps(row.params)), ())))
+                      for c in answer.front if c.allocator in specs)  # fmt: skip
+        out.append(tune.Front(answer.scope, lines, tune.judged(comp)))
     return out
 
 

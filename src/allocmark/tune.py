@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -186,6 +187,16 @@ def _clearly_lower(a: Position | None, b: Position | None) -> bool:
 
 
 # -- the answer --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Front:
+    """One row's Pareto front: (candidate and what its setting changes, the line that
+    runs the program that way), and how many settings were judged together."""
+
+    scope: str
+    lines: tuple[tuple[str, str], ...]
+    judged: int
+
+
 def default_of(candidate: str) -> str:
     """The allocator a candidate tunes: "jemalloc{narenas=1}" -> "jemalloc"."""
     return candidate.split("{")[0].removesuffix(":nothp")
@@ -193,10 +204,13 @@ def default_of(candidate: str) -> str:
 
 def against_default(comp: Comparison, row: Row, candidate: str) -> str:
     """The candidate's time and peak RSS against its own allocator's defaults, paired
-    by block: what the setting itself changes."""
+    by block: what the setting itself changes. Every candidate is judged so, so each
+    interval is widened for all of them together (Bonferroni): with two dozen
+    settings, 95 % intervals alone would call about one of them different by chance."""
     base = default_of(candidate)
     if base == candidate or base not in comp.allocators:
         return ""
+    family = judged(comp)
     parts = []
     axes = (("time_s", "time", ("faster", "slower")),
             ("peak_rss_kib", "peak RSS", ("smaller", "larger")))  # fmt: skip
@@ -204,12 +218,20 @@ def against_default(comp: Comparison, row: Row, candidate: str) -> str:
         r = _paired(row.cells[metric][candidate], row.cells[metric][base])
         if r is None:
             continue
+        r = stats.for_family(r, family)
         verdict = stats.verdict(r, comp.margin)
         word = {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(
             verdict, verdict.value
         )
         parts.append(f"{label} ×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}] {word}")
     return f"against {base}'s defaults: " + ", ".join(parts) if parts else ""
+
+
+def judged(comp: Comparison) -> int:
+    """How many candidates are judged against their allocator's defaults."""
+    return sum(
+        1 for a in comp.allocators if default_of(a) != a and default_of(a) in comp.allocators
+    )
 
 
 def _paired(a: Cell, b: Cell) -> stats.Ratio | None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from allocmark import profile, recommend, stats
+from allocmark import profile, recommend, stats, tune
 from allocmark.analyze import MEMORY, Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
@@ -129,13 +129,18 @@ def _transposed(
     return table
 
 
-def tune_front(console: Console, fronts: Sequence[tuple[str, list[tuple[str, str]]]]) -> None:
+def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
     """A tune campaign's Pareto front per row: each point and the line that runs it."""
-    for scope, lines in fronts:
-        console.print(Text(f"Pareto front of time and peak RSS, {scope}: run it as", style="bold"))
-        for name, line in lines:
+    for front in fronts:
+        console.print(Text(f"Pareto front of time and peak RSS, {front.scope}: run it as",
+                           style="bold"))  # fmt: skip
+        for name, line in front.lines:
             console.print(_t(f"  {name}:"), highlight=False)
             console.print(_t(f"    {line}"), highlight=False, soft_wrap=True)
+        if front.judged > 1:
+            console.print(f"(against its allocator's defaults: each interval is widened for "
+                          f"the {front.judged} settings judged together, Bonferroni)",
+                          style="dim", highlight=False)  # fmt: skip
 
 
 MAX_EXTRA_ROWS = 60  # a longer extra table is left to the other formats
