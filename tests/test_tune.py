@@ -49,13 +49,17 @@ def _rows(name: str, time: float, rss: int) -> list:  # type: ignore[type-arg]
 
 
 def test_the_race_drops_what_another_candidate_clearly_beats() -> None:
-    runs = [*_rows("glibc", 1.0, 1000), *_rows("fast", 0.5, 1000), *_rows("slow", 2.0, 900),
-            *_rows("tied", 0.5, 1000)]  # fmt: skip
-    comp = analyze.compare(runs, ["glibc", "fast", "slow", "tied"], "glibc")
+    names = ["glibc", "je{fast=1}", "je{slow=1}", "je{tied=1}", "je", "je:nothp"]
+    runs = [*_rows("glibc", 1.0, 1000), *_rows("je{fast=1}", 0.5, 1000),
+            *_rows("je{slow=1}", 2.0, 900), *_rows("je{tied=1}", 0.5, 1000),
+            *_rows("je", 2.0, 1000), *_rows("je:nothp", 2.0, 1000)]  # fmt: skip
+    comp = analyze.compare(runs, names, "glibc")
     (out,) = tune.dominated(comp, "time").values()
-    assert out == {"slow"}  # glibc stays: every block's ratios pair with it
+    # glibc stays: every block's ratios pair with it; je stays: its settings are
+    # judged against it
+    assert out == {"je{slow=1}", "je:nothp"}
     (pareto,) = tune.dominated(comp, "pareto").values()
-    assert pareto == set()  # slow is smaller: on the front
+    assert pareto == set()  # slow is smaller, :nothp ties on RSS: both on the front
 
 
 def test_a_setting_is_judged_against_its_own_allocators_defaults() -> None:

@@ -164,7 +164,9 @@ def _loader() -> str:
 def dominated(comp: Comparison, objective: str) -> dict[tuple[str, str], set[str]]:
     """Per row (workload, params JSON): the candidates another one beats with
     non-overlapping intervals on the objective (on both axes for "pareto"). The
-    baseline is never dropped: every block's ratios are paired with it."""
+    baseline is never dropped: every block's ratios are paired with it; nor is an
+    allocator at its defaults: each of its settings is judged against it, block by
+    block, and a default dropped after three blocks left [0.05–5.9] intervals."""
     return {row_key(r.workload, r.params): _losers(comp, r, objective) for r in comp.rows}
 
 
@@ -172,7 +174,9 @@ def _losers(comp: Comparison, row: Row, objective: str) -> set[str]:
     live = [c for c in positions(comp, row).values() if isinstance(c, Choice)]
     out = set()
     for c in live:
-        if c.allocator != comp.baseline and any(_beats(o, c, objective) for o in live):
+        if c.allocator not in (comp.baseline, default_of(c.allocator)) and any(
+            _beats(o, c, objective) for o in live
+        ):
             out.add(c.allocator)
     return out
 
