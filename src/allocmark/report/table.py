@@ -342,9 +342,9 @@ def allocators(console: Console, verified: Sequence[Verified], every: bool = Tru
             _t(notes),
         )
     for family, count in unbuilt.items():
-        table.add_row(_t(f"{family}@*"), "[dim]not built[/]", "", "", "",
-                      _t(f"{count} builds: allocmark alloc build {family}@* (or --all "
-                         "to list them)"))  # fmt: skip
+        them = f"{count} builds" if count > 1 else "1 build"
+        how = f"{them}: allocmark alloc build {family}@* (or --all to list)"
+        table.add_row(_t(f"{family}@*"), "[dim]not built[/]", "", "", "", _t(how))
     console.print(table)
 
 

@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from allocmark.model import RunStatus
 
-FORMAT_VERSION = 1
-
 
 class RunRow(BaseModel):
     """One stored run."""
@@ -80,7 +78,7 @@ class RunsExport(BaseModel):
     model_config = ConfigDict(title="allocmark runs export")
 
     format: Literal["allocmark-runs"]
-    version: Literal[1]
+    version: Literal[1]  # exchange.FORMAT_VERSION: load() refuses others first
     campaign: dict[str, Any] = Field(
         default_factory=dict, description="the campaign's name, baseline, machine, ..."
     )
