@@ -161,6 +161,7 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
     specs = {spec.name: spec for spec, _ in store.allocator_specs(cid)}
     argv = {(s.allocator, s.workload, json.dumps(s.params)): s.argv
             for s in store.plan(cid) if s.role == "measure"}  # fmt: skip
+    left_out = tuple(store.settings(cid).get("left_out", {}).items())
     out = []
     for answer in recommend.answers(comp):
         if answer.scope == recommend.OVERALL:
@@ -171,7 +172,7 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
                                        argv.get((c.allocator, row.workload,
                                                  json.dumps(row.params)), ())))
                       for c in answer.front if c.allocator in specs)  # fmt: skip
-        out.append(tune.Front(answer.scope, lines, tune.judged(comp)))
+        out.append(tune.Front(answer.scope, lines, tune.judged(comp), left_out))
     return out
 
 
@@ -313,7 +314,7 @@ def _taken(prepared: campaign.Prepared, notes: list[Note]) -> campaign.Prepared:
                            "has no way to see whether it takes them (shown_by)")
               for name in tune.unchecked(prepared.usable, families)]  # fmt: skip
     usable = tuple(v for v in prepared.usable if v.spec.name not in left_out)
-    return dataclasses.replace(prepared, usable=usable)
+    return dataclasses.replace(prepared, usable=usable, left_out=tuple(left_out.items()))
 
 
 def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:

@@ -36,6 +36,7 @@ class Prepared:
     usable: tuple[Verified, ...]
     unusable: tuple[Verified, ...]
     baseline: str | None
+    left_out: tuple[tuple[str, str], ...] = ()  # tune: (candidate, why), before the race
 
 
 def prepare(specs: Sequence[AllocatorSpec], explicit: bool) -> Prepared:
@@ -77,6 +78,8 @@ def start(
                                              if w.kind == "native"}}  # fmt: skip
     if precision:
         settings |= dataclasses.asdict(precision)
+    if prepared.left_out:
+        settings["left_out"] = dict(prepared.left_out)
     return store.new_campaign(
         name, seed, machine.current(), argv, prepared.usable, used, runs, prepared.baseline,
         settings,

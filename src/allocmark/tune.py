@@ -96,7 +96,7 @@ def untaken(usable: Sequence[Verified], families: Mapping[str, Family]) -> dict[
     """Candidate -> why it is left out: its allocator shows the same settings with it
     as at its defaults. Defaults, :nothp and families without `shown_by` stay."""
     by_name = {v.spec.name: v for v in usable}
-    shown: dict[str, tuple[str, ...] | None] = {}
+    shown: dict[str, Shown | None] = {}
     out = {}
     for v in usable:
         base = default_of(v.spec.name)
@@ -112,17 +112,20 @@ def untaken(usable: Sequence[Verified], families: Mapping[str, Family]) -> dict[
 
 
 def _not_taken(candidate: str, base: Verified, check: Check,
-               shown: Mapping[str, tuple[str, ...] | None]) -> str:  # fmt: skip
+               shown: Mapping[str, Shown | None]) -> str:  # fmt: skip
     """Why the candidate's setting is not taken, or "" (taken, or it cannot be told)."""
     before, after = shown[base.spec.name], shown[candidate]
     setting = candidate[candidate.index("{") + 1 : -1]
     key = setting.split("=")[0]
     who = f"{base.spec.name} ({base.version or 'version unknown'})"
-    if not before or after is None:
+    if before is None or before.status != 0 or not before.lines or after is None:
         return ""
-    if check is Check.NAME and not any(re.search(rf"\b{re.escape(key)}\b", x) for x in after):
+    if after.status != 0:
+        return f"{who} fails with {setting} (exit status {after.status})"
+    if check is Check.NAME and not any(re.search(rf"\b{re.escape(key)}\b", x)
+                                       for x in after.lines):  # fmt: skip
         return f"{who} does not know {key}"
-    if check is Check.VALUE and before == after:
+    if check is Check.VALUE and before.lines == after.lines:
         return (f"{who} shows the same settings with {setting} as without: it does not "
                 "know that name, or that value is its default")  # fmt: skip
     return ""
@@ -134,9 +137,18 @@ def unchecked(usable: Sequence[Verified], families: Mapping[str, Family]) -> lis
     return sorted(n for n in names if (f := family_of(n, families)) and not f.shown_by)
 
 
-def settings_shown(v: Verified, style: Style, show: ShownBy) -> tuple[str, ...] | None:
-    """The lines in which the allocator, running `show.command` as `v` runs programs,
-    shows its settings (None: the command did not run)."""
+@dataclass(frozen=True)
+class Shown:
+    """What `shown_by`'s command said: its exit status (negative: a signal) and the
+    lines that show the allocator's settings."""
+
+    status: int
+    lines: tuple[str, ...]
+
+
+def settings_shown(v: Verified, style: Style, show: ShownBy) -> Shown | None:
+    """How the allocator, running `show.command` as `v` runs programs, shows its
+    settings (None: the command could not be started or did not end)."""
     env = os.environ | v.child_env()
     for key, value in show.set.items():
         env = _set(env, style, key, value)
@@ -147,8 +159,8 @@ def settings_shown(v: Verified, style: Style, show: ShownBy) -> tuple[str, ...] 
     except (OSError, subprocess.TimeoutExpired):
         return None
     pattern = re.compile(show.lines)
-    return tuple(line for line in (done.stdout + done.stderr).splitlines()
-                 if pattern.search(line))  # fmt: skip
+    return Shown(done.returncode, tuple(line for line in (done.stdout + done.stderr).splitlines()
+                                        if pattern.search(line)))  # fmt: skip
 
 
 def _loader() -> str:
@@ -194,11 +206,13 @@ def _clearly_lower(a: Position | None, b: Position | None) -> bool:
 @dataclass(frozen=True)
 class Front:
     """One row's Pareto front: (candidate and what its setting changes, the line that
-    runs the program that way), and how many settings were judged together."""
+    runs the program that way), how many settings were judged together, and those
+    left out because the allocator does not take them."""
 
     scope: str
     lines: tuple[tuple[str, str], ...]
     judged: int
+    left_out: tuple[tuple[str, str], ...] = ()  # (candidate, why) before the race
 
 
 def default_of(candidate: str) -> str:

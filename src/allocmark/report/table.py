@@ -141,6 +141,8 @@ def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
             console.print(f"(against its allocator's defaults: each interval is widened for "
                           f"the {front.judged} settings judged together, Bonferroni)",
                           style="dim", highlight=False)  # fmt: skip
+        for name, why in front.left_out:
+            console.print(_t(f"(not raced: {name}: {why})"), style="dim", highlight=False)
 
 
 MAX_EXTRA_ROWS = 60  # a longer extra table is left to the other formats
