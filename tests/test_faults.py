@@ -21,7 +21,7 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocmark import allocators, machine, plan, workloads
+from allocmark import allocators, compare, machine, plan, workloads
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.store import SCHEMA_VERSION, Store
 from tests.conftest import cli
@@ -235,6 +235,46 @@ def test_fuzzed_catalog_files_load_or_say_why(tmp_path: Path, doc: dict[str, obj
                                               damage: bytes) -> None:  # fmt: skip
     path = _as_file(tmp_path, doc, damage)
     _try("catalog", lambda: allocators.load_catalog([path]))
+
+
+_good_row = {"seq": 0, "allocator": "glibc", "workload": "churn", "params": '{"threads": 1}',
+             "rep": 0, "status": "ok", "wall_s": 1.0, "user_s": 1.0, "sys_s": 0.0,
+             "maxrss_kib": 1000, "metric.ops": 5.0, "label.host": "a"}  # fmt: skip
+_row = st.one_of(
+    st.just(_good_row), st.just(_good_row | {"allocator": "jemalloc", "wall_s": 0.8}),
+    st.just(_good_row | {"rep": 1, "wall_s": 1.1}),
+    # a good row with some of its values replaced, dropped or added to
+    st.builds(lambda changes, drop: {k: v for k, v in (_good_row | changes).items()
+                                     if k not in drop},
+              st.dictionaries(st.sampled_from([*_good_row, "metric.x", "label.y", "colour"]),
+                              st.one_of(_value, st.sampled_from(
+                                  ["ok", "crashed", "{}", "[1]", "{", '{"threads": 2}'])),
+                              max_size=3),
+              st.sets(st.sampled_from(list(_good_row)), max_size=2)),
+    _value,
+)  # fmt: skip
+_runs_doc = st.fixed_dictionaries(
+    {"format": st.sampled_from(["allocmark-runs"] * 5 + ["allocmark-summary", ""]),
+     "version": st.sampled_from([1] * 5 + [2, "1", None]),
+     "rows": st.one_of(st.lists(_row, max_size=4), st.lists(_row, max_size=4), _value)},
+    optional={"campaign": st.one_of(st.fixed_dictionaries(
+        {}, optional={"baseline": st.one_of(st.just("glibc"), _scalar)}), _value)},
+)  # fmt: skip
+_outcomes["runs export"] = [0, 0, 0]
+
+
+@settings(
+    max_examples=FUZZ,
+    deadline=5000,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(doc=_runs_doc)
+def test_fuzzed_runs_exports_compare_or_say_why(tmp_path: Path, doc: dict[str, object]) -> None:
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(doc))
+    _try("runs export", lambda: compare.compare(compare.load(str(path)),
+                                                compare.load(str(path)), "time_s"))  # fmt: skip
 
 
 def test_fuzz_figures() -> None:
