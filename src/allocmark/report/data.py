@@ -31,9 +31,12 @@ class ReportData:
 
 
 def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
-         with_runs: bool = False, brief: bool = False) -> ReportData:  # fmt: skip
+         with_runs: bool = False, brief: bool = False,
+         extras: bool = True) -> ReportData:  # fmt: skip
     """The report of campaign `cid` as `view` needs it (with_runs: every run too;
-    brief: a terminal's, see analyze.stored_comparison)."""
+    brief: a terminal's, see analyze.stored_comparison; extras: the tables beyond the
+    comparison, which CSV has no place for: reading the allocator statistics of
+    100,000 runs takes most of a second)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.sample(cid):
@@ -48,9 +51,9 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
         runs=tuple(store.runs(cid)) if view == "runs" or with_runs else (),
         profiles=tuple(analyze.stored_profiles(store, cid)) if view == "profile" else (),
         series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
-        aging=tuple(aging.stored(store, cid, comp.allocators)) if comp else (),
-        made=tuple(composition.stored(store, cid, comp.allocators)) if comp else (),
-        battery=harden.stored(store, cid, comp.allocators) if comp else None,
+        aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
+        made=tuple(composition.stored(store, cid, comp.allocators)) if comp and extras else (),
+        battery=harden.stored(store, cid, comp.allocators) if comp and extras else None,
     )
 
 

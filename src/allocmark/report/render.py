@@ -21,7 +21,7 @@ def text(store: Store, cid: int, fmt: str, view: str = "summary", speedup: bool 
     """The report's `view` (summary, runs or profile) as md, csv, json or html."""
     if fmt not in TEXT_FORMATS:
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(TEXT_FORMATS)}")
-    report = data.load(store, cid, view, speedup, with_runs=fmt == "html")
+    report = data.load(store, cid, view, speedup, with_runs=fmt == "html", extras=fmt != "csv")
     if fmt == "html":
         return _html(report)
     exporters: dict[str, Callable[[data.ReportData], str]] = {
