@@ -135,14 +135,16 @@ def test_a_setting_that_changes_nothing_the_allocator_shows_is_left_out() -> Non
 
 
 def test_a_setting_whose_name_no_line_shows_is_left_out() -> None:
-    # glibc's way: an unset tunable shows as 0, so only the name can be checked.
-    shown = ShownBy(command=["sh", "-c", "echo glibc.malloc.arena_max: 0x0"], lines="^glibc",
-                    check=Check.NAME)  # fmt: skip
-    family = Family(style=Style.TUNABLES, values={"arena_max": [0], "arena_mux": [1]},
+    # glibc's way: an unset tunable shows as 0, so the name and the range are checked
+    line = "glibc.malloc.arena_max: 0x0 (min: 0x1, max: 0xffff)"
+    shown = ShownBy(command=["sh", "-c", f"echo '{line}'"], lines="^glibc", check=Check.NAME)
+    family = Family(style=Style.TUNABLES, values={"arena_max": [0, 2], "arena_mux": [1]},
                     shown_by=shown)  # fmt: skip
-    usable = _fake(family, ("arena_max", "0"), ("arena_mux", "1"))
+    usable = _fake(family, ("arena_max", "0"), ("arena_max", "2"), ("arena_mux", "1"))
     assert tune.untaken(usable, {"fake": family}) == {
-        "fake{arena_mux=1}": "fake (1.0) does not know arena_mux"
+        "fake{arena_mux=1}": "fake (1.0) does not know arena_mux",
+        # out of its range: glibc ignores it and shows it as unset
+        "fake{arena_max=0}": "fake (1.0) ignores arena_max=0: arena_max takes 0x1–0xffff",
     }
 
 
@@ -150,14 +152,17 @@ def test_a_setting_whose_name_no_line_shows_is_left_out() -> None:
 def test_the_shipped_checks_see_what_real_allocators_take(installed: dict[str, Verified]) -> None:
     families = tune.load_settings()
     glibc = installed["glibc"]
-    wanted = {"glibc{trim_threshold=0}", "glibc{arena_max=2}"}
+    wanted = {"glibc{trim_threshold=0}", "glibc{arena_max=2}", "glibc{tcache_count=0}"}
     usable = [glibc] + [Verified(c, Status.OK) for c in tune.candidates(glibc.spec, families)
                         if c.name in wanted]  # fmt: skip
-    bogus = families["glibc"].model_copy(update={"values": {"no_such_tunable": [1]}})
-    (cand,) = tune.candidates(glibc.spec, {"glibc": bogus})[1:2]
-    assert tune.untaken([*usable, Verified(cand, Status.OK)], families | {"glibc": bogus}) == {
-        "glibc{no_such_tunable=1}": f"glibc ({glibc.version}) does not know no_such_tunable"
-    }
+    bogus = families["glibc"].model_copy(
+        update={"values": {"no_such_tunable": [1], "arena_max": [0]}}
+    )
+    odd = [Verified(c, Status.OK) for c in tune.candidates(glibc.spec, {"glibc": bogus})[1:3]]
+    assert tune.untaken([*usable, *odd], families | {"glibc": bogus}) == {
+        "glibc{no_such_tunable=1}": f"glibc ({glibc.version}) does not know no_such_tunable",
+        "glibc{arena_max=0}": f"glibc ({glibc.version}) ignores arena_max=0: arena_max takes "
+                              "0x1–0xffffffffffffffff"}  # fmt: skip
     if "jemalloc" in installed:
         j = installed["jemalloc"]
         cands = {c.name: c for c in tune.candidates(j.spec, families)}

@@ -122,13 +122,34 @@ def _not_taken(candidate: str, base: Verified, check: Check,
         return ""
     if after.status != 0:
         return f"{who} fails with {setting} (exit status {after.status})"
-    if check is Check.NAME and not any(re.search(rf"\b{re.escape(key)}\b", x)
-                                       for x in after.lines):  # fmt: skip
-        return f"{who} does not know {key}"
+    if check is Check.NAME:
+        named = [x for x in after.lines if re.search(rf"\b{re.escape(key)}\b", x)]
+        if not named:
+            return f"{who} does not know {key}"
+        if (outside := _outside(named[0], setting.split("=", 1)[1])) is not None:
+            return f"{who} ignores {setting}: {key} takes {outside}"
+        return ""
     if check is Check.VALUE and before.lines == after.lines:
         return (f"{who} shows the same settings with {setting} as without: it does not "
                 "know that name, or that value is its default")  # fmt: skip
     return ""
+
+
+_RANGE = re.compile(r"\(min: (\S+), max: (\S+)\)")
+
+
+def _outside(line: str, value: str) -> str | None:
+    """The range a line shows as "(min: A, max: B)" (glibc's way) when the numeric
+    `value` lies outside it, else None. glibc ignores such a value and shows it as
+    unset."""
+    m = _RANGE.search(line)
+    if m is None:
+        return None
+    try:
+        low, high, v = int(m.group(1), 0), int(m.group(2), 0), int(value, 0)
+    except ValueError:
+        return None
+    return None if low <= v <= high else f"{m.group(1)}–{m.group(2)}"
 
 
 def unchecked(usable: Sequence[Verified], families: Mapping[str, Family]) -> list[str]:

@@ -24,7 +24,8 @@ class Check(StrEnum):
     """What tells that the allocator takes a setting."""
 
     VALUE = "value"  # the shown lines differ from those at the defaults
-    NAME = "name"  # a shown line names the setting (where an unset value shows as 0)
+    NAME = "name"  # a shown line names the setting, its value within the line's
+    # "(min: A, max: B)" if any (where an unset value shows as 0: glibc)
 
 
 class ShownBy(BaseModel):
