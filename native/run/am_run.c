@@ -230,6 +230,28 @@ static void am_cgroup_remove(void) {
   for (int i = 0; i < 100 && rmdir(am_cgroup) != 0 && errno == EBUSY; i++) usleep(1000);
 }
 
+// The launcher moves the benchmark's first process into the cgroup while it
+// waits, before it runs anything: a process that joined by itself could not
+// tell the launcher that it failed to, and would run unlimited under a label
+// saying otherwise. If the move fails, the watchdog holds the limit instead.
+static void am_join(pid_t pid, const int go[2]) {
+  if (am_write_file(am_cgroup, "cgroup.procs", pid) != 0) {
+    am_cgroup_remove();
+    am_cgroup[0] = 0;
+  }
+  ssize_t ignored = write(go[1], "g", 1);
+  (void)ignored;
+  close(go[0]);
+  close(go[1]);
+}
+
+static void am_wait_go(const int go[2]) {
+  char c;
+  close(go[1]);
+  while (read(go[0], &c, 1) < 0 && errno == EINTR) continue;  // 0: the launcher died
+  close(go[0]);
+}
+
 // /proc files of the run's processes, kept open between samples: a pread of an
 // open /proc file costs a fraction of open+read+close. A process that ended
 // fails its read, and its entry is opened again (a reused pid is a new file).
@@ -591,6 +613,8 @@ int main(int argc, char **argv) {
   unsetenv("AM_RUN_SAMPLE_US");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
+  int gopipe[2] = {-1, -1};  // with a cgroup: the child waits until it is in it
+  if (am_cgroup[0] && pipe2(gopipe, O_CLOEXEC) != 0) return 3;
   sigset_t chld, before;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -607,11 +631,12 @@ int main(int argc, char **argv) {
     signal(SIGHUP, SIG_DFL);
     close(errpipe[0]);
     close(status_fd);
-    if (am_cgroup[0]) am_write_file(am_cgroup, "cgroup.procs", getpid());  // before exec
+    if (gopipe[0] >= 0) am_wait_go(gopipe);
     if (steps) am_sequence(errpipe[1], argv + first, steps);
     am_child(errpipe[1], argv + first);
   }
   close(errpipe[1]);
+  if (gopipe[0] >= 0) am_join(pid, gopipe);
   int exec_errno = am_exec_errno(errpipe[0]);
   int status = 0;
   struct rusage ru;
