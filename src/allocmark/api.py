@@ -306,15 +306,13 @@ def _tuned(specs: Sequence[AllocatorSpec] | None) -> list[AllocatorSpec]:
 
 
 def _taken(prepared: campaign.Prepared, notes: list[Note]) -> campaign.Prepared:
-    """Only the candidates whose setting the allocator takes (tune.untaken)."""
-    families = tune.load_settings()
-    left_out = tune.untaken(prepared.usable, families)
-    notes += [Note("info", f"left out: {name}: {why}") for name, why in left_out.items()]
-    notes += [Note("info", f"{name}'s settings are raced unchecked: the settings catalog "
-                           "has no way to see whether it takes them (shown_by)")
-              for name in tune.unchecked(prepared.usable, families)]  # fmt: skip
-    usable = tuple(v for v in prepared.usable if v.spec.name not in left_out)
-    return dataclasses.replace(prepared, usable=usable, left_out=tuple(left_out.items()))
+    """Only the candidates whose setting the allocator takes (tune.check)."""
+    checked = tune.check(prepared.usable, tune.load_settings())
+    notes += [Note("info", f"left out: {name}: {why}") for name, why in checked.left_out.items()]
+    notes += [Note("info", f"{name}'s settings are raced unchecked: {why}")
+              for name, why in checked.unchecked.items()]  # fmt: skip
+    usable = tuple(v for v in prepared.usable if v.spec.name not in checked.left_out)
+    return dataclasses.replace(prepared, usable=usable, left_out=tuple(checked.left_out.items()))
 
 
 def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:

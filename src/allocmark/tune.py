@@ -92,23 +92,49 @@ def specs_for(specs: Sequence[AllocatorSpec], families: dict[str, Family]) -> li
 
 
 # -- does the allocator take the setting? ---------------------------------------------
-def untaken(usable: Sequence[Verified], families: Mapping[str, Family]) -> dict[str, str]:
-    """Candidate -> why it is left out: its allocator shows the same settings with it
-    as at its defaults. Defaults, :nothp and families without `shown_by` stay."""
+@dataclass(frozen=True)
+class Checked:
+    """What the settings check found before the race."""
+
+    left_out: dict[str, str]  # candidate -> why: the allocator does not take its setting
+    unchecked: dict[str, str]  # allocator -> why its settings race unchecked
+
+
+def check(usable: Sequence[Verified], families: Mapping[str, Family]) -> Checked:
+    """Each candidate's setting against what its allocator shows it runs with (the
+    family's `shown_by`); defaults and :nothp are not checked."""
     by_name = {v.spec.name: v for v in usable}
     shown: dict[str, Shown | None] = {}
-    out = {}
+    left_out, unchecked = {}, {}
     for v in usable:
         base = default_of(v.spec.name)
         family = family_of(base, families)
-        if "{" not in v.spec.name or base not in by_name or not family or not family.shown_by:
+        if "{" not in v.spec.name or base not in by_name or not family:
+            continue
+        if not family.shown_by:
+            unchecked[base] = "the settings catalog has no way to see whether it takes them"
             continue
         for name in (base, v.spec.name):
             if name not in shown:
                 shown[name] = settings_shown(by_name[name], family.style, family.shown_by)
-        if why := _not_taken(v.spec.name, by_name[base], family.shown_by.check, shown):
-            out[v.spec.name] = why
-    return out
+        if blind := _blind(shown[base], family.shown_by):
+            unchecked[base] = blind
+        elif why := _not_taken(v.spec.name, by_name[base], family.shown_by.check, shown):
+            left_out[v.spec.name] = why
+    return Checked(left_out, unchecked)
+
+
+def _blind(at_defaults: Shown | None, show: ShownBy) -> str:
+    """Why the allocator's account at its defaults cannot judge a setting, or ""."""
+    command = " ".join(show.command)
+    if at_defaults is None:
+        return f"{command} did not run under it"
+    if at_defaults.status != 0:
+        return f"{command} failed under it (exit status {at_defaults.status})"
+    if not at_defaults.lines:
+        # e.g. a build that reads its options under another name (a prefixed jemalloc)
+        return f"it showed no settings (no line matching {show.lines!r})"
+    return ""
 
 
 def _not_taken(candidate: str, base: Verified, check: Check,
@@ -118,8 +144,8 @@ def _not_taken(candidate: str, base: Verified, check: Check,
     setting = candidate[candidate.index("{") + 1 : -1]
     key = setting.split("=")[0]
     who = f"{base.spec.name} ({base.version or 'version unknown'})"
-    if before is None or before.status != 0 or not before.lines or after is None:
-        return ""
+    if before is None or after is None:  # (before: see _blind)
+        return f"{who}'s check did not end with {setting} (30 s)" if before else ""
     if after.status != 0:
         return f"{who} fails with {setting} (exit status {after.status})"
     if check is Check.NAME:
@@ -150,12 +176,6 @@ def _outside(line: str, value: str) -> str | None:
     except ValueError:
         return None
     return None if low <= v <= high else f"{m.group(1)}–{m.group(2)}"
-
-
-def unchecked(usable: Sequence[Verified], families: Mapping[str, Family]) -> list[str]:
-    """The allocators whose settings are raced without a check (no `shown_by`)."""
-    names = {default_of(v.spec.name) for v in usable if "{" in v.spec.name}
-    return sorted(n for n in names if (f := family_of(n, families)) and not f.shown_by)
 
 
 @dataclass(frozen=True)
