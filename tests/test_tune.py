@@ -37,6 +37,17 @@ def test_candidates_try_one_setting_at_a_time_then_no_thp() -> None:
     assert ("AM_RUN_THP", "never") in by_name["jemalloc:nothp"].env
 
 
+def test_a_crate_built_jemalloc_gets_its_settings_in_the_variable_it_reads() -> None:
+    crate = AllocatorSpec(name="jemalloc@5.3.0", paths=("/x/libam_preload.so",),
+                          env=(("_RJEM_MALLOC_CONF", "dirty_decay_ms:0"),))  # fmt: skip
+    families = tune.load_settings()
+    env = dict(next(c for c in tune.candidates(crate, families)
+                    if c.name == "jemalloc@5.3.0{narenas=1}").env)  # fmt: skip
+    assert env == {"_RJEM_MALLOC_CONF": "dirty_decay_ms:0,narenas:1"}  # prefixed build
+    assert tune.family_of("jemalloc@5.2.1:nodecay", families) is families["jemalloc@*"]
+    assert tune.family_of("jemalloc:nodecay", families) is families["jemalloc"]
+
+
 def test_a_broken_settings_file_names_its_key(tmp_path: Path) -> None:
     bad = tmp_path / "settings.toml"
     bad.write_text('[glibc]\nstyle = "yaml"\n[glibc.values]\narena_max = [1]\n')
@@ -230,3 +241,19 @@ def test_an_allocator_that_shows_nothing_at_its_defaults_is_raced_unchecked() ->
                         shown_by=ShownBy(command=command, lines="^opt"))  # fmt: skip
         usable = _fake(family, ("FAKE_A", "1"))
         assert tune.check(usable, {"fake": family}) == tune.Checked({}, {"fake": why})
+
+
+@pytest.mark.integration
+def test_a_built_crate_jemalloc_takes_its_settings() -> None:
+    from allocmark import allocators, builder
+    from allocmark.allocators import verification
+
+    built = [s for s in allocators.load_catalog()
+             if s.name.startswith("jemalloc@") and builder.is_built(s)]  # fmt: skip
+    if not built:
+        pytest.skip("no crate-built jemalloc (allocmark alloc build jemalloc@5.3.0)")
+    families = tune.load_settings()
+    usable = [v for v in verification.verify_all(tune.candidates(built[0], families)[:3])
+              if v.usable]  # fmt: skip
+    # MALLOC_CONF would be ignored by this prefixed build: the check would be blind
+    assert tune.check(usable, families) == tune.Checked({}, {})

@@ -51,10 +51,11 @@ def load_settings(path: Path | None = None) -> dict[str, Family]:
 
 
 def family_of(name: str, families: Mapping[str, Family]) -> Family | None:
-    """The settings of an entry: "jemalloc:nodecay" and "mimalloc@2.1.7+secure" take
-    their family's ("jemalloc", "mimalloc")."""
+    """The settings of an entry: "jemalloc:nodecay" takes "jemalloc"'s;
+    "mimalloc@2.1.7+secure" takes "mimalloc@*"'s if there are any, else "mimalloc"'s."""
     base = name.split(":")[0]
-    return families.get(base) or families.get(base.split("@")[0])
+    recipe = base.split("@")[0]
+    return families.get(base) or families.get(f"{recipe}@*") or families.get(recipe)
 
 
 def candidates(spec: AllocatorSpec, families: dict[str, Family]) -> list[AllocatorSpec]:
@@ -68,17 +69,18 @@ def candidates(spec: AllocatorSpec, families: dict[str, Family]) -> list[Allocat
 
 
 def _with(spec: AllocatorSpec, family: Family, key: str, value: int | str) -> AllocatorSpec:
-    env = _set(dict(spec.env), family.style, key, value)
+    env = _set(dict(spec.env), family.style, key, value, family.variable)
     return dataclasses.replace(spec, name=f"{spec.name}{{{key}={value}}}", env=tuple(
         sorted(env.items())), aliases=(), baseline=False,
         description=f"{spec.description}; {key}={value}")  # fmt: skip
 
 
-def _set(env: dict[str, str], style: Style, key: str, value: int | str) -> dict[str, str]:
+def _set(env: dict[str, str], style: Style, key: str, value: int | str,
+         variable: str | None = None) -> dict[str, str]:  # fmt: skip
     """`env` with the setting added in the allocator's own syntax."""
     if style is Style.ENV:
         return env | {key: str(value)}
-    var, (sep, eq) = _ENV[style], _JOIN[style]
+    var, (sep, eq) = variable or _ENV[style], _JOIN[style]
     full = f"glibc.malloc.{key}" if style is Style.TUNABLES else key
     return env | {var: sep.join(x for x in (env.get(var, ""), f"{full}{eq}{value}") if x)}
 
@@ -116,7 +118,7 @@ def check(usable: Sequence[Verified], families: Mapping[str, Family]) -> Checked
             continue
         for name in (base, v.spec.name):
             if name not in shown:
-                shown[name] = settings_shown(by_name[name], family.style, family.shown_by)
+                shown[name] = settings_shown(by_name[name], family)
         if blind := _blind(shown[base], family.shown_by):
             unchecked[base] = blind
         elif why := _not_taken(v.spec.name, by_name[base], family.shown_by.check, shown):
@@ -187,12 +189,15 @@ class Shown:
     lines: tuple[str, ...]
 
 
-def settings_shown(v: Verified, style: Style, show: ShownBy) -> Shown | None:
-    """How the allocator, running `show.command` as `v` runs programs, shows its
+def settings_shown(v: Verified, family: Family) -> Shown | None:
+    """How the allocator, running `shown_by.command` as `v` runs programs, shows its
     settings (None: the command could not be started or did not end)."""
+    show = family.shown_by
+    if show is None:
+        return None
     env = os.environ | v.child_env()
     for key, value in show.set.items():
-        env = _set(env, style, key, value)
+        env = _set(env, family.style, key, value, family.variable)
     argv = [_loader() if a == "{ld.so}" else a for a in show.command]
     try:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace",

@@ -60,8 +60,15 @@ class Family(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    applies: list[str] = Field(default_factory=list, description="catalog entries (default: NAME)")
+    applies: list[str] = Field(
+        default_factory=list,
+        description='catalog entries (default: NAME); "FAMILY@*": every build of a recipe',
+    )
     style: Annotated[Style, Field(strict=False)]
+    variable: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="the environment variable the settings go in (default: the style's "
+        "GLIBC_TUNABLES, MALLOC_CONF or SCUDO_OPTIONS)")  # fmt: skip
     values: dict[str, list[Value]] = Field(description="setting -> the values to try")
     shown_by: ShownBy | None = Field(
         None, description="how to check that the allocator takes a setting (none: unchecked)"
