@@ -146,8 +146,10 @@ def _not_taken(candidate: str, base: Verified, check: Check,
     setting = candidate[candidate.index("{") + 1 : -1]
     key = setting.split("=")[0]
     who = f"{base.spec.name} ({base.version or 'version unknown'})"
-    if before is None or after is None:  # (before: see _blind)
-        return f"{who}'s check did not end with {setting} (30 s)" if before else ""
+    if before is None:  # the allocator cannot be judged at all: _blind says why
+        return ""
+    if after is None:
+        return f"{who}'s check did not run to its end with {setting}"
     if after.status != 0:
         return f"{who} fails with {setting} (exit status {after.status})"
     if check is Check.NAME:
