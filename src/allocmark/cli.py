@@ -426,9 +426,10 @@ def try_cmd(
     cid = _follow(api.run(req), db)
     lines, comp = api.command_lines(db, cid)
     table.try_table(out, lines, comp)
-    table.extra(out, extra.extras(data.load(Store(db, create=False), cid)))
+    store = Store(db, create=False)
+    table.extra(out, extra.extras(data.load(store, cid, known=comp)))
     if profile:
-        _emit_table(data.load(Store(db, create=False), cid, "profile"), None)
+        _emit_table(data.load(store, cid, "profile"), None)
     # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
     if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
         raise AllocmarkError(f"no run succeeded under {', '.join(failed)}; the table shows "

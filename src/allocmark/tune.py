@@ -16,6 +16,7 @@ line to paste that changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import shlex
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from allocmark import schemas, stats, tomlfile
 from allocmark.allocators import catalog
-from allocmark.analyze import Cell, Comparison, Row, row_key
+from allocmark.analyze import Comparison, Row, paired_ratio, row_key
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Verified
 from allocmark.recommend import Choice, Position, positions
@@ -211,6 +212,7 @@ def settings_shown(v: Verified, family: Family) -> Shown | None:
                                         if pattern.search(line)))  # fmt: skip
 
 
+@functools.cache
 def _loader() -> str:
     """The system's dynamic loader: the one this (dynamically linked) Python runs on."""
     for line in Path("/proc/self/maps").read_text().splitlines():
@@ -281,7 +283,7 @@ def against_default(comp: Comparison, row: Row, candidate: str) -> str:
     axes = (("time_s", "time", ("faster", "slower")),
             ("peak_rss_kib", "peak RSS", ("smaller", "larger")))  # fmt: skip
     for metric, label, (better, worse) in axes:
-        r = _paired(row.cells[metric][candidate], row.cells[metric][base])
+        r = paired_ratio(row.cells[metric][candidate], row.cells[metric][base])
         if r is None:
             continue
         r = stats.for_family(r, family)
@@ -298,15 +300,6 @@ def judged(comp: Comparison) -> int:
     return sum(
         1 for a in comp.allocators if default_of(a) != a and default_of(a) in comp.allocators
     )
-
-
-def _paired(a: Cell, b: Cell) -> stats.Ratio | None:
-    mine = dict(zip(a.blocks, a.values, strict=False))
-    theirs = dict(zip(b.blocks, b.values, strict=False))
-    common = sorted(set(mine) & set(theirs))
-    if len(common) < 2:
-        return None
-    return stats.paired_ratio([mine[k] for k in common], [theirs[k] for k in common])
 
 
 def paste_line(spec: AllocatorSpec, library: str, argv: Sequence[str]) -> str:

@@ -31,18 +31,21 @@ class ReportData:
 
 
 def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
-         with_runs: bool = False, brief: bool = False,
-         extras: bool = True) -> ReportData:  # fmt: skip
+         with_runs: bool = False, brief: bool = False, extras: bool = True,
+         known: analyze.Comparison | None = None) -> ReportData:  # fmt: skip
     """The report of campaign `cid` as `view` needs it (with_runs: every run too;
     brief: a terminal's, see analyze.stored_comparison; extras: the tables beyond the
     comparison, which CSV has no place for: reading the allocator statistics of
-    100,000 runs takes most of a second)."""
+    100,000 runs takes most of a second; known: the summary view's comparison, when the
+    caller has already made it)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.sample(cid):
         raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
                         "`allocmark run --profile`")  # fmt: skip
-    comp = analyze.stored_comparison(store, cid, speedup, brief) if view == "summary" else None
+    comp = None
+    if view == "summary":
+        comp = known or analyze.stored_comparison(store, cid, speedup, brief)
     return ReportData(
         view=view,
         campaign=store.campaign_info(cid),
