@@ -10,7 +10,7 @@ STAMP_APPS := $(VENV)/.apps
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
              \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' -o -name '*.rb' -o -name '*.lua' \) 2>/dev/null)
 
-.PHONY: demo test lint setup setup-apps bench faults clean
+.PHONY: demo test lint setup setup-apps bench faults neighbour clean
 
 # `make demo APPS=1` also installs the real applications and runs the apps suite.
 demo: setup $(if $(APPS),setup-apps)
@@ -26,7 +26,12 @@ test: setup setup-apps lint
 
 # The fault battery (also part of `make test`, with fewer trials), printing its figures.
 faults: setup
-	AM_FAULT_TRIALS=100 AM_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q -s tests/test_faults.py
+	AM_FAULT_TRIALS=100 AM_FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q -s tests/test_faults.py tests/test_trust.py
+
+# The whole suite 5 times in a row beside a CPU-busy process it starts and stops itself;
+# prints `passed N of 5`. A failure there is a bug to fix, never a re-run.
+neighbour: setup setup-apps
+	$(BIN)/python bench/neighbour.py 5
 
 bench: setup
 	bash scripts/install-system-deps.sh heaptrack

@@ -210,14 +210,17 @@ def test_resume_refuses_a_plan_the_catalog_would_not_make(tmp_path: Path) -> Non
 
 def test_resume_of_a_campaign_planned_elsewhere_shows_what_it_runs(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
-    _killed_campaign(db)
+    _killed_campaign(db)  # signed by this user's key (seal.py)
     with sqlite3.connect(db) as con:
         con.execute("UPDATE campaigns SET settings_json=json_set(settings_json, "
                     "'$.created_by.host', 'elsewhere')")  # fmt: skip
-    r = cli("run", "--resume", "--db", str(db))
+    # Planned elsewhere means signed with another key: this user's key verifies nothing.
+    other = {"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")}
+    r = cli("run", "--resume", "--db", str(db), env=other)
     assert r.returncode == 2 and "planned by user" in r.stderr and "on elsewhere" in r.stderr
     assert "am_churn --count" in r.stderr and "--yes" in r.stderr
-    assert cli("run", "--resume", "--yes", "--db", str(db)).returncode == 0
+    assert "LD_PRELOAD=" in r.stderr  # every variable it sets is shown
+    assert cli("run", "--resume", "--yes", "--db", str(db), env=other).returncode == 0
 
 
 def test_ctrl_c_stops_cleanly(tmp_path: Path) -> None:

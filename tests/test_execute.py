@@ -234,3 +234,30 @@ def test_the_nothp_variant_turns_huge_pages_off_for_the_run(tmp_path: Path) -> N
     assert off.status is RunStatus.OK, off.detail  # no huge page with :nothp
     on = execute.run(spec(prog))
     assert on.status is RunStatus.FAILED  # the probe got huge pages without it
+
+
+def _reporting(**fields: float) -> RunSpec:
+    """A 'native workload' that writes its own metrics record, as `fields` say."""
+    record = '{"am":"result","v":2,"workload":"w","ops":1' + "".join(
+        f',"{k}":{v}' for k, v in fields.items()) + "}"  # fmt: skip
+    return spec("bash", "-c", f"echo '{record}' >&$AM_RESULT_FD", result_fd=True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"seconds": 99.0}, "the workload reported 99.000000 s, more than the"),
+        ({"seconds": 0.0001, "idle_ms": 60000}, "the workload reported 60.000100 s"),
+        ({"seconds": 0.0001, "rss_end_kib": 10**9}, "rss_end_kib 1000000000 KiB, above the peak"),
+    ],
+)
+def test_a_workload_record_that_contradicts_the_launcher_fails_its_run(
+    fields: dict[str, float], said: str
+) -> None:
+    r = execute.run(_reporting(**fields))
+    assert r.status is RunStatus.FAILED and said in r.detail, r.detail
+
+
+def test_a_workload_record_within_the_launchers_figures_counts() -> None:
+    r = execute.run(_reporting(seconds=0.0001, rss_end_kib=100))
+    assert r.status is RunStatus.OK and r.metrics["seconds"] == 0.0001, r.detail

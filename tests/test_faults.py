@@ -319,6 +319,7 @@ def _edited(name: str, *statements: str) -> Callable[[Path, Path], Path]:
 _hostile_values = _edited(
     "hostile.db",
     "UPDATE runs SET status='weird' WHERE id=1",
+    "UPDATE runs SET status='failed', detail='\x1b]0;TITLE\x07\x1b[31mboom' WHERE id=4",
     *(f"UPDATE {table} SET {column}='[/]\x1b[31mred' WHERE {column}='glibc:arena2'"
       for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))),
 )  # fmt: skip
@@ -370,6 +371,16 @@ PLAIN = {
     "-w ''": (["run", "-w", "", "--db", "{tmp}/n.db"], "names no workload"),
     "suite without runs": (["run", "--suite", "{tmp}/empty.toml", "--db", "{tmp}/n.db"],
                            "nothing to run"),
+    "-a NAME=DIR": (["run", "-a", "d={tmp}", "-w", "churn", "--db", "{tmp}/n.db"],
+                    "is a directory, not a shared library"),
+    "-a non-ASCII name": (["run", "-a", "é=/usr/lib/x86_64-linux-gnu/libc.so.6", "-w", "churn",
+                           "--db", "{tmp}/n.db"], "may hold only ASCII"),
+    "-a 100-character name": (["run", "-a", "x" * 100 + "=/usr/lib/x86_64-linux-gnu/libc.so.6",
+                               "-w", "churn", "--db", "{tmp}/n.db"], "at most 64"),
+    "--timeout nan": (["try", "--timeout", "nan", "--", "true"], "not a number of seconds"),
+    "--timeout 0": (["try", "--timeout", "0", "--", "true"], "outside 0.1 s"),
+    "resume of a new file": (["run", "--resume", "--db", "{tmp}/n.db"], "no such results"),
+    "unknown workload": (["run", "-w", "nosuch", "--db", "{tmp}/n.db"], "nosuch"),
 }  # fmt: skip
 
 
@@ -397,6 +408,7 @@ def test_bad_arguments_are_refused_cleanly(case: str, good_db: Path, tmp_path: P
     (tmp_path / "empty.toml").write_text("runs = []\n")
     args, message = PLAIN[case]
     _check_refused(args, message, tmp_path, db=str(good_db))
+    assert not (tmp_path / "n.db").exists()  # a refused command creates no file
 
 
 def test_hostile_values_in_a_database_are_shown_as_text(good_db: Path, tmp_path: Path) -> None:
@@ -407,8 +419,11 @@ def test_hostile_values_in_a_database_are_shown_as_text(good_db: Path, tmp_path:
                  ["compare", str(db), str(good_db)]):  # fmt: skip
         r = cli(*args)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-        if "csv" not in args:  # an export keeps the data as stored
-            assert "\x1b[31m" not in r.stdout  # the escape is printed, not obeyed
+        assert "\x1b" not in r.stdout  # the escape is printed, not obeyed
+    kept = tmp_path / "runs.csv"  # a file keeps the data as stored
+    r = cli("report", "--db", str(db), "--runs", "--format", "csv", "-o", str(kept))
+    assert r.returncode == 0, r.stderr
+    assert "\x1b]0;TITLE" in kept.read_text()
     table = cli("report", "--db", str(db)).stdout  # headers fold to the cells' width
     assert "[/]\\x1b" in table and "[31mred" in table and "\x1b" not in table
 

@@ -21,7 +21,7 @@ def test_a_record_is_read_with_its_kind_and_version() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"am": "run", "v": 1}', "'run' record version 1, this allocmark reads version 3"),
+        ('{"am": "run", "v": 1}', "'run' record version 1, this allocmark reads version 4"),
         ('{"am": "nope", "v": 1}', "no such kind"),
         ("am_run 1 status=0", "not a JSON record"),
         ('{"status": 0}', 'needs "am"'),

@@ -223,3 +223,44 @@ def test_a_database_that_cannot_be_written_is_read_without_writing(
     assert len(ro.cells(cid, ("wall_s",))) == 1  # its cell cache is simply not kept
     ro.close()
     assert (tmp_path / "r.db").read_bytes() == before
+
+
+def _signed(path: Path, plan_id: str = "p1") -> tuple[Store, int]:
+    s = Store(path)
+    cid = s.new_campaign("t", 1, machine.current(), ["x"], fake_allocs("a", "b"), [], specs(4),
+                         "b", {"plan_id": plan_id})  # fmt: skip
+    return s, cid
+
+
+def test_every_planned_run_is_signed_and_a_change_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    s, cid = _signed(tmp_path / "s.db")
+    assert s.unsigned(cid) == []  # read back as planned (timeout 5 reads back as 5.0)
+    edits = ("UPDATE plan SET argv_json='[\"sh\"]' WHERE seq=1",
+             "UPDATE plan SET env_json='[[\"BASH_ENV\",\"x\"]]' WHERE seq=2",
+             "UPDATE plan SET seq=9 WHERE seq=3")  # fmt: skip
+    for edit in edits:
+        s.db.execute(edit)
+    assert [r.seq for r in s.unsigned(cid)] == [1, 2, 9]
+    # Another campaign's plan_id: its runs cannot be moved into this one.
+    s.db.execute("UPDATE campaigns SET settings_json=json_set(settings_json, '$.plan_id', 'p2')")
+    assert len(s.unsigned(cid)) == 4
+
+
+def test_a_key_others_can_read_signs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from allocmark import seal
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    s, cid = _signed(tmp_path / "s.db")
+    key = seal.key_path()
+    assert key.stat().st_mode & 0o777 == 0o600 and s.unsigned(cid) == []
+    key.chmod(0o644)  # a key others can read could sign for them
+    assert seal.key(create=False) is None and len(s.unsigned(cid)) == 4
+    key.chmod(0o600)
+    assert s.unsigned(cid) == []
+    key.write_text("not hex\n")
+    assert seal.key(create=False) is None and len(s.unsigned(cid)) == 4

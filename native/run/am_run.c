@@ -48,15 +48,27 @@
 // kept points. Waiting wakes on SIGCHLD, so the benchmark's end is seen at once
 // and the wall time is not rounded to the sampling period.
 //
+// The measured program is not trusted: it runs as the same user and could reach
+// the launcher's STATUS_FD through /proc/PID/fd, or stop or kill the launcher.
+// The launcher makes itself non-dumpable first (PR_SET_DUMPABLE 0, as ssh-agent
+// does), which closes its /proc/PID/fd and memory to processes of the same user
+// without CAP_SYS_PTRACE; the benchmark becomes dumpable again at its execve.
+// allocmark counts a run only when the launcher exited with status 0 having
+// written exactly one "run" record, so a program that kills the launcher after
+// writing a record of its own gets an error, not a result. Stopped by SIGTERM,
+// SIGINT or SIGHUP, the launcher ends the tree and exits with 100 + the signal,
+// writing nothing. Stopped (SIGSTOP) and continued, it says so ("stopped":1): its
+// wall time and samples then include time it did not watch the benchmark.
+//
 // On STATUS_FD it writes an "rss" record (when sampling is on), then a "run"
 // record, one JSON line each (see records.py):
 //   {"am":"rss","v":1,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
 //    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"t_ms":[...],"kib":[...]}
 // thp_kib: the AnonHugePages of the benchmark's first process when last read
 // (-1: never; see am_read_thp).
-//   {"am":"run","v":3,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
+//   {"am":"run","v":4,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
-//    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog"}
+//    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog","stopped":0|1}
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -113,9 +125,15 @@ static int am_kill_children(void) {
 }
 
 static void am_on_stop(int sig) {
-  (void)sig;
-  am_stopping = 1;
+  am_stopping = sig;
   am_kill_children();
+}
+
+static volatile sig_atomic_t am_continued;  // SIGCONT came: the launcher was stopped
+
+static void am_on_continue(int sig) {
+  (void)sig;
+  am_continued = 1;
 }
 
 // After the benchmark: kill and reap every process left in its tree.
@@ -450,6 +468,8 @@ static void am_catch_stops(void) {
   sigemptyset(&sa.sa_mask);
   static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
   for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) sigaction(stops[i], &sa, NULL);
+  sa.sa_handler = am_on_continue;
+  sigaction(SIGCONT, &sa, NULL);
 }
 
 // The child: set the preload, exec, and on failure send errno up the pipe.
@@ -598,6 +618,8 @@ int main(int argc, char **argv) {
             "[ARGS...]\n");
     return 2;
   }
+  // Before anything else: the benchmark must never reach STATUS_FD through /proc.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return 3;
   pid_t parent = getppid();
   snprintf(am_children_path, sizeof am_children_path, "/proc/%d/task/%d/children", getpid(),
            getpid());
@@ -629,6 +651,7 @@ int main(int argc, char **argv) {
     signal(SIGTERM, SIG_DFL);  // the launcher's handlers are not the benchmark's
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
+    signal(SIGCONT, SIG_DFL);
     close(errpipe[0]);
     close(status_fd);
     if (gopipe[0] >= 0) am_wait_go(gopipe);
@@ -654,14 +677,14 @@ int main(int argc, char **argv) {
   } else if (am_limit > 0) {
     limit_by = "watchdog";
   }
-  if (am_stopping) return 4;  // stopped: no usage to report
+  if (am_stopping) return 100 + am_stopping;  // stopped: no usage to report
   if (am_series.period_ns > 0) am_series_write(status_fd, end);
   dprintf(status_fd,
-          "{\"am\":\"run\",\"v\":3,\"status\":%d,\"wall_ns\":%" PRId64
+          "{\"am\":\"run\",\"v\":4,\"status\":%d,\"wall_ns\":%" PRId64
           ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64
           ",\"maxrss_kib\":%ld,\"minflt\":%ld,\"majflt\":%ld,\"nvcsw\":%ld,\"nivcsw\":%ld"
-          ",\"exec_errno\":%d,\"oom\":%d,\"limit_by\":\"%s\"}\n",
+          ",\"exec_errno\":%d,\"oom\":%d,\"limit_by\":\"%s\",\"stopped\":%d}\n",
           status, wall, am_us(ru.ru_utime), am_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
-          ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno, oom, limit_by);
+          ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno, oom, limit_by, (int)am_continued);
   return 0;
 }

@@ -110,12 +110,27 @@ def run(req: Request, machine: Executor | None = None) -> Iterator[Event]:
     """Start the campaign `req` describes and run it, yielding progress. `machine`
     replaces the real child processes of the local executor (tests, dry runs)."""
     _check(req)
+    new = not req.db.exists()
     store = Store(req.db)
     notes: list[Note] = []
-    cid, prepared = _start(store, req, notes)
+    try:
+        cid, prepared = _start(store, req, notes)
+    except BaseException:
+        if new:  # a refused command leaves no file behind
+            _discard_if_empty(store)
+        raise
     yield from notes
     yield _planned(store, cid, prepared.usable, req)
     yield from _execute(store, cid, list(prepared.usable), req, machine)
+
+
+def _discard_if_empty(store: Store) -> None:
+    """Remove a database this command created, while it holds no campaign."""
+    if store.campaigns():
+        return
+    store.close()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{store.path}{suffix}").unlink(missing_ok=True)
 
 
 def resume(
@@ -128,10 +143,10 @@ def resume(
     """Finish the newest unfinished campaign in `db` (allocators verified again, its
     plan checked against the catalog). Refused while another live process runs it;
     `take_over` when its owner is on another machine and known to be gone; `yes` to
-    run a campaign another user or machine planned (the refusal lists its commands)."""
+    run runs that are not signed by this user (seal.py; the refusal lists them)."""
     req = Request(db=db, executor=executor, scheduler=scheduler)
     _check(req)
-    store = Store(db)
+    store = Store(db, create=False)  # a resume of nothing leaves no file behind
     cid = store.campaign(unfinished=True).id
     verified = campaign.reverify(store, cid)
     campaign.check_resume(store, cid, verified, yes)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import allocators, analyze, machine, owner, plan, tune, workloads
+from allocmark import allocators, analyze, machine, owner, plan, seal, tune, workloads
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.execute import Executor
 from allocmark.executors import Batch, Calibrated, Check, Dispatcher
@@ -25,6 +25,7 @@ from allocmark.model import (
     Workload,
 )
 from allocmark.store import Store
+from allocmark.text import printable
 
 OnRun = Callable[[int, int, RunSpec, RunResult], None]
 
@@ -72,6 +73,7 @@ def start(
     used = {w.name: w for w, _ in cell_list}.values()
     settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "sample": sample,
                                    "created_by": owner.creator(), "memory_limit": memory_limit,
+                                   "plan_id": seal.new_plan_id(),
                                    "fixed_time": {w.name: w.fixed_time for w in used
                                                   if w.fixed_time},
                                    "calls": {w.name: list(w.calls) for w in used
@@ -337,33 +339,54 @@ def with_overhead(
 
 
 def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed: bool) -> None:
-    """A resume runs what the database says: each pending run of a catalog workload
-    must be what the catalog makes of its cell, and a campaign planned by another
-    user or machine shows its commands and runs them only when confirmed."""
+    """A resume runs what the database says, so it checks what that is. Each pending run
+    must be what the catalog (or the campaign's own command) makes of its cell, a run of
+    a workload neither knows is refused, and all runs of a cell share one command.
+    Then every planned run's signature is verified under this user's key (seal.py):
+    anything unsigned, whatever `created_by` claims, is listed with its whole command
+    and environment and runs only when confirmed."""
     pending = store.pending(cid)
-    catalog = workloads.load_catalog()
+    catalog = dict(workloads.load_catalog())
+    if (command := store.command_argv(cid)) is not None:
+        catalog[workloads.COMMAND] = workloads.command_workload(command)
     by_name = {v.spec.name: v for v in verified}
-    for spec in pending:
-        a = by_name.get(spec.allocator)
-        problem = (f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign "
-                   "does not have") if a is None else plan.differs(spec, catalog, a)  # fmt: skip
-        if problem:
-            raise UserError(f"{store.path}: campaign {cid} cannot be resumed: {problem}; it "
-                            "was changed since it was planned: start a new campaign")  # fmt: skip
-    origin = store.settings(cid).get("created_by")
-    if origin == owner.creator() or confirmed or not pending:
+    problems = [_changed(spec, catalog, by_name) for spec in pending]
+    if problem := next((p for p in problems if p), None) or plan.mixed(store.plan(cid)):
+        raise UserError(f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
+                        "changed since it was planned: start a new campaign")  # fmt: skip
+    unsigned = store.unsigned(cid)
+    if not pending or not unsigned or confirmed:
         return
-    where = (f"by user {origin.get('uid')} on {origin.get('host')}" if isinstance(origin, dict)
-             else "by an unknown user or machine")  # fmt: skip
-    commands = sorted({_shown(s) for s in pending})
+    origin = store.settings(cid).get("created_by")
+    where = (f"says it was planned by user {origin.get('uid')} on {origin.get('host')}"
+             if isinstance(origin, dict) else "does not say who planned it")  # fmt: skip
+    commands = sorted({shown(s) for s in unsigned})
     more = f"\n  ... and {len(commands) - 20} more" if len(commands) > 20 else ""
-    raise UserError(f"campaign {cid} in {store.path} was planned {where}; resuming it runs:\n  "
+    raise UserError(f"campaign {cid} in {store.path} {where}, and {len(unsigned)} of its runs "
+                    f"are not signed by you ({seal.key_path()}): changed since they were "
+                    "planned, or planned elsewhere. Resuming it runs:\n  "
                     + "\n  ".join(commands[:20]) + more + "\nadd --yes to run them")  # fmt: skip
 
 
-def _shown(spec: RunSpec) -> str:
-    preload = dict(spec.env).get("LD_PRELOAD")
-    return (f"LD_PRELOAD={shlex.quote(preload)} " if preload else "") + shlex.join(spec.argv)
+def _changed(spec: RunSpec, catalog: dict[str, Workload], by_name: dict[str, Verified]) -> str:
+    a = by_name.get(spec.allocator)
+    if a is None:
+        return (f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign "
+                "does not have")  # fmt: skip
+    if spec.workload not in catalog:
+        return (f"run {spec.seq} names workload {spec.workload!r}, which neither the catalog "
+                "nor the campaign has")  # fmt: skip
+    return plan.differs(spec, catalog, a) or ""
+
+
+def shown(spec: RunSpec) -> str:
+    """A run as a shell line: every variable it sets, then its command (and a service's
+    client, an app's steps are in its argv)."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env)
+    line = f"{env} {shlex.join(spec.argv)}".strip()
+    if spec.app.service:
+        line += f"  (client: {shlex.join(spec.app.service.client)})"
+    return printable(line)  # a database must not drive the terminal
 
 
 def reverify(store: Store, cid: int) -> list[Verified]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import signal
 import sqlite3
 import sys
@@ -154,12 +155,26 @@ SampleOpt = Annotated[
     int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
 ]
 MAX_TIMEOUT = 7 * 86400.0  # a week: a larger timeout is a typo (and inf breaks a resume)
+
+
+def _seconds(value: float | None) -> float | None:
+    """--timeout checked here, not by click's range: NaN passes every comparison, and
+    click then named the wrong bound."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a number of seconds; give e.g. 60")
+    if not 0.1 <= value <= MAX_TIMEOUT:
+        raise typer.BadParameter(f"{value:g} s is outside 0.1 s … {MAX_TIMEOUT:g} s (a week)")
+    return value
+
+
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run"),
+    typer.Option("--timeout", callback=_seconds, help="seconds per run"),
 ]
 RunTimeoutOpt = Annotated[  # with a default of its own (try, profile)
-    float, typer.Option("--timeout", min=0.1, max=MAX_TIMEOUT, help="seconds per run")
+    float, typer.Option("--timeout", callback=_seconds, help="seconds per run")
 ]
 MemoryOpt = Annotated[
     str | None,
@@ -489,7 +504,8 @@ def harden_cmd(
         ),
     ] = True,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="seconds a test may run (then: hang)")
+        float,
+        typer.Option("--timeout", callback=_seconds, help="seconds a test may run (then: hang)"),
     ] = 5.0,
     db: DbOpt = api.DEFAULT_DB,
     catalog: CatalogOpt = None,
@@ -596,8 +612,8 @@ def _emit(text: str, output: Path | None) -> None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
         err.print(f"wrote {output}")
-    else:
-        sys.stdout.write(text)
+    else:  # a stored message must not drive the terminal; -o keeps the data as stored
+        sys.stdout.write("\n".join(fmt.printable(line) for line in text.split("\n")))
 
 
 _METRIC_NAMES = {

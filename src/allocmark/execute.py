@@ -16,6 +16,7 @@ asked to shut down, and it is killed if it does not.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import json
 import os
@@ -25,12 +26,14 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from allocmark import capture, native, profile, records, who, workloads
+from allocmark import capture, machine, native, profile, records, who, workloads
 from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Service
+from allocmark.text import printable
 
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
 STDERR_NOTE = 400  # bytes of a successful run's stderr kept with it (a label)
@@ -111,6 +114,26 @@ class _Sentinel:
                 "noise_steal_s": (end.steal - self.steal) * _TICK_S}  # fmt: skip
 
 
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
+
+
+@contextlib.contextmanager
+def undumpable() -> Iterator[None]:
+    """allocmark's own process is non-dumpable while a run is in flight: the measured
+    program runs as the same user, and a dumpable parent's /proc/PID/fd would hand it
+    the read ends of the launcher's pipes (opened for writing through /proc, they
+    take a forged record). Root and CAP_SYS_PTRACE pass through this; the launcher's
+    exit status and its one record are the check that holds there (see _launcher)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    try:
+        yield
+    finally:
+        if before > 0:
+            libc.prctl(_PR_SET_DUMPABLE, before, 0, 0, 0)
+
+
 def child_environment(additions: tuple[tuple[str, str], ...]) -> dict[str, str]:
     """Our environment without any LD_PRELOAD of the caller's, plus the run's own."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
@@ -138,11 +161,13 @@ class _Outcome:
     rss: RssSeries | None = None  # the launcher's samples of the run's RSS
     rss_metrics: dict[str, float] = field(default_factory=dict)
     alloc_stats: dict[str, float] = field(default_factory=dict)  # libam_who's, at exit
+    launcher_problem: str = ""  # why the launcher's report cannot count (see _launcher)
 
 
 def run(spec: RunSpec) -> RunResult:
     sentinel = _Sentinel.now()
-    result = _run(spec)
+    with undumpable():
+        result = _run(spec)
     if result.status is RunStatus.ERROR:
         return result
     noise = sentinel.metrics()
@@ -221,11 +246,13 @@ def _wants(spec: RunSpec, source: str) -> bool:
 
 def _run_plain(spec: RunSpec, room: _Room) -> _Outcome:
     with _Launched(room.fill(spec.argv), _env(spec, room), spec) as child:
-        timed_out = child.wait(time.monotonic() + spec.timeout)
-    status, series, sampled = child.launcher()
-    return _Outcome(status, child.record, timed_out, stdout=child.streams.text("stdout"),
+        # A launcher found stopped at the deadline is the run's error, not its timeout.
+        timed_out = child.wait(time.monotonic() + spec.timeout) and not child.stopped
+    report = child.launcher()
+    return _Outcome(report.status, child.record, timed_out, stdout=child.streams.text("stdout"),
                     stderr=child.streams.text("stderr"), output=child.output_bytes(),
-                    rss=series, rss_metrics=sampled)  # fmt: skip
+                    rss=report.series, rss_metrics=report.metrics,
+                    launcher_problem=report.problem)  # fmt: skip
 
 
 def _keep(spec: RunSpec, source: str) -> int:
@@ -270,6 +297,8 @@ class _Launched:
                 os.close(w)
         self.pidfd = os.pidfd_open(self.proc.pid)
         self.closed = False
+        self.stopped = False  # found stopped (SIGSTOP) at the deadline
+        self.ended_by_us = False  # still running when the run was over: we stopped it
 
     def __enter__(self) -> _Launched:
         return self
@@ -278,8 +307,12 @@ class _Launched:
         self.close()
 
     def wait(self, deadline: float) -> bool:
-        """Collect the output until the launcher exits; True if the deadline came first."""
-        return self.streams.pump(self.pidfd, deadline)
+        """Collect the output until the launcher exits; True if the deadline came first
+        (and then whether the launcher sat stopped, by SIGSTOP, is noted)."""
+        late = self.streams.pump(self.pidfd, deadline)
+        if late and _process_state(self.proc.pid) in ("T", "t"):
+            self.stopped = True
+        return late
 
     def exited(self) -> bool:
         return bool(select.select([self.pidfd], [], [], 0)[0])
@@ -288,6 +321,7 @@ class _Launched:
         if self.closed:
             return
         self.closed = True
+        self.ended_by_us = self.proc.poll() is None
         try:
             _end(self.proc)  # on timeout or Ctrl-C; after a normal end there is nothing left
             self.proc.wait()
@@ -296,9 +330,14 @@ class _Launched:
             self.streams.close()
             os.close(self.pidfd)
 
-    def launcher(self) -> tuple[dict[str, int], RssSeries | None, dict[str, float]]:
-        """What am_run reported once the run ended (see _parse_launcher)."""
-        return _parse_launcher(self.streams.kept["status"].data())
+    def launcher(self) -> LauncherReport:
+        """What am_run reported once the run ended, judged by how it ended (_launcher)."""
+        if self.stopped:
+            return LauncherReport({}, None, {}, "the launcher was stopped (SIGSTOP) and never "
+                                  "reported; it was killed at the timeout")  # fmt: skip
+        if self.ended_by_us:  # a timeout, a server that never listened: judged by that
+            return LauncherReport({}, None, {})
+        return _launcher(self.streams.kept["status"].data(), self.proc.returncode)
 
     @property
     def record(self) -> bytes:
@@ -322,7 +361,9 @@ def _run_service(spec: RunSpec, room: _Room) -> _Outcome:
     deadline = time.monotonic() + spec.timeout
     with _Launched(room.fill(spec.argv, port), _env(spec, room), spec, merged=True) as server:
         outcome = _drive(spec, service, room, server, port, deadline)
-    outcome.status, outcome.rss, outcome.rss_metrics = server.launcher()
+    report = server.launcher()
+    outcome.status, outcome.rss, outcome.rss_metrics = report.status, report.series, report.metrics
+    outcome.launcher_problem = report.problem
     outcome.stderr = outcome.stderr or server.streams.text("stderr")
     outcome.output |= {f"server_{k}": v for k, v in server.output_bytes().items()}
     if outcome.server_quit and outcome.status.get("status") == 0:
@@ -438,6 +479,7 @@ def _end(launcher: subprocess.Popen[bytes]) -> None:
     if launcher.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             launcher.send_signal(signal.SIGTERM)
+            launcher.send_signal(signal.SIGCONT)  # a stopped launcher must act on it now
         with contextlib.suppress(subprocess.TimeoutExpired):
             launcher.wait(LAUNCHER_GRACE)
     _kill_group(launcher.pid)
@@ -451,16 +493,72 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _parse_launcher(text: bytes) -> tuple[dict[str, int], RssSeries | None, dict[str, float]]:
-    """am_run's records, parsed once: its "run" record ({} when the launcher was killed
-    before writing it), and the RSS series of its "rss" record with the metrics derived
-    from every sample (see _rss)."""
-    if not text.strip():
-        return {}, None, {}
-    found = records.parse(text, "am_run")
-    rss = [r.fields for r in found if r.kind == "rss"]
-    return (_status(records.only(found, "run", "am_run")),
-            *_rss(rss[0] if rss else {}))  # fmt: skip
+@dataclass(frozen=True)
+class LauncherReport:
+    """am_run's "run" record as numbers ({} when it cannot count), the RSS series of its
+    "rss" record with the metrics derived from every sample, and why the report cannot
+    count ("" when it can)."""
+
+    status: dict[str, int]
+    series: RssSeries | None
+    metrics: dict[str, float]
+    problem: str = ""
+
+
+_CONTINUED = ("the launcher was stopped (SIGSTOP) and continued while the program ran: its "
+              "times and samples are not the run's")  # fmt: skip
+STOPPED = 100  # am_run's exit status when SIGTERM, SIGINT or SIGHUP stopped it: 100 + signal
+
+
+def _launcher(text: bytes, code: int | None) -> LauncherReport:
+    """A run counts only when am_run exited by itself with status 0 having written one
+    "run" record (and at most one "rss" record) that parse: the measured program can
+    write into the launcher's pipe as root (or kill the launcher after it did), and
+    what it wrote must never become a result. Anything else is the run's own error,
+    never the campaign's."""
+    if code != 0:
+        return LauncherReport({}, None, {}, _launcher_end(code))
+    try:
+        found = records.parse(text, "the launcher's pipe")
+        status = _status(records.only(found, "run", "the launcher's pipe"))
+        rss = [r.fields for r in found if r.kind == "rss"]
+        if len(rss) > 1 or len(found) != 1 + len(rss):
+            kinds = ", ".join(r.kind for r in found)
+            raise records.RecordError(f"the launcher's pipe held records {kinds}")
+        series, metrics = _rss(rss[0] if rss else {})
+    except (records.RecordError, KeyError, TypeError, ValueError) as e:
+        said = printable(str(e))[:300]
+        return LauncherReport({}, None, {}, "the launcher's report is not its own (did the "
+                              f"program write into its pipe?): {said}")  # fmt: skip
+    if status.get("stopped"):
+        return LauncherReport({}, None, {}, _CONTINUED)
+    return LauncherReport(status, series, metrics)
+
+
+def _launcher_end(code: int | None) -> str:
+    """Why a launcher that did not exit with status 0 has no report."""
+    if code is None:
+        return "the launcher did not end"
+    if code < 0:
+        return f"the launcher was killed by {_signame(-code)} before it reported"
+    if code > STOPPED and code - STOPPED < signal.NSIG:
+        return f"the launcher was stopped by {_signame(code - STOPPED)} before it reported"
+    return f"the launcher failed (exit status {code}) before it reported"
+
+
+def _signame(n: int) -> str:
+    with contextlib.suppress(ValueError):
+        return f"signal {n} ({signal.Signals(n).name})"
+    return f"signal {n}"
+
+
+def _process_state(pid: int) -> str:
+    """A process's state letter from /proc/PID/stat ("" if gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :][:1]
 
 
 def _status(found: dict[str, Any]) -> dict[str, int]:
@@ -475,7 +573,7 @@ LIMIT_BY = ("none", "cgroup", "watchdog", "cgroup2")  # am_run: how a memory lim
 
 def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
     """The series and the metrics derived from every sample (the memory-time integral,
-    the last RSS read, what sampling cost the launcher), and the transparent huge
+    the last RSS sampled, what sampling cost the launcher), and the transparent huge
     pages the program held when last read (a native workload's own figure, read as it
     ends, takes precedence)."""
     if not r.get("samples"):
@@ -485,7 +583,7 @@ def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
     thp = int(r.get("thp_kib", -1))
     return series, {
         "rss_mib_s": float(r["integral_kib_s"]) / 1024,
-        "rss_exit_kib": float(r["last_kib"]),
+        "rss_last_sample_kib": float(r["last_kib"]),
         "rss_samples": float(r["samples"]),
         "rss_sample_s": float(r["sample_ns"]) / 1e9,
     } | ({"anon_huge_kib": float(thp)} if thp >= 0 else {})
@@ -494,6 +592,8 @@ def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
 def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
     st = o.status
     status, detail = o.verdict or _judge(spec, st, o.timed_out, o.stderr[-STDERR_TAIL:].strip())
+    if o.launcher_problem and not o.timed_out:  # at a timeout, allocmark stopped it
+        status, detail = RunStatus.ERROR, o.launcher_problem
     metrics: dict[str, float] = {}
     labels = dict(o.labels)
     malloc_object = None
@@ -502,6 +602,7 @@ def _interpret(spec: RunSpec, o: _Outcome, started: float) -> RunResult:
         metrics, record_labels, problem = _parse_record(o.record)
         labels |= record_labels
         malloc_object = labels.pop("malloc_object", None)
+        problem = problem or _disagrees(metrics, st)
         if problem:
             status, detail = RunStatus.FAILED, problem
         elif seen and who.real(malloc_object) != who.real(seen):
@@ -602,6 +703,30 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
     if os.WIFEXITED(wait) and os.WEXITSTATUS(wait) != 0:
         return RunStatus.FAILED, f"exit code {os.WEXITSTATUS(wait)}: {tail}".strip(": ")
     return RunStatus.OK, ""
+
+
+# A native workload's own RSS reads: each must fit under the launcher's peak.
+_SELF_RSS = ("rss_end_kib", "rss_idle_100ms_kib", "rss_idle_1s_kib", "rss_idle_end_kib",
+             "alloc_rss_kib")  # fmt: skip
+
+
+def _disagrees(metrics: dict[str, float], st: dict[str, int]) -> str | None:
+    """Where a native workload's self-reported figures contradict the launcher's: its
+    clock runs inside the launcher's (the same CLOCK_MONOTONIC), so it cannot report
+    more seconds than the launcher measured; its RSS reads cannot exceed the peak by
+    more than two reads of the kernel's counters may differ (machine.py)."""
+    wall = st.get("wall_ns", 0) / 1e9
+    own = metrics.get("seconds", 0.0) + metrics.get("idle_ms", 0.0) / 1000
+    if own > wall + 1e-6:
+        return (f"the workload reported {own:.6f} s, more than the {wall:.6f} s the launcher "
+                "measured: its record is not trustworthy")  # fmt: skip
+    limit = st.get("maxrss_kib", 0) + 2 * machine.rss_read_error_kib()
+    for key in _SELF_RSS:
+        if metrics.get(key, 0.0) > limit:
+            return (f"the workload reported {key} {metrics[key]:.0f} KiB, above the peak RSS "
+                    f"of {st.get('maxrss_kib', 0)} KiB the kernel gave the launcher: its record "
+                    "is not trustworthy")  # fmt: skip
+    return None
 
 
 def _last_stage(record: bytes) -> str:

@@ -22,6 +22,7 @@ class Machine:
     memory_kib: int
     governor: str
     thp: str = "unknown"  # the system's transparent huge pages mode: always, madvise, never
+    rss_read_error_kib: int = 0  # how far one read of a process's RSS may be off (see below)
 
 
 def current() -> Machine:
@@ -36,7 +37,25 @@ def current() -> Machine:
         memory_kib=_meminfo_kib("MemTotal"),
         governor=_governor(),
         thp=_thp(),
+        rss_read_error_kib=rss_read_error_kib(),
     )
+
+
+def rss_read_error_kib() -> int:
+    """How far one read of a process's RSS counters may be from the exact count.
+
+    Linux (6.2 on) keeps each process's RSS in per-CPU counters: a CPU adds pages to
+    its own part and folds it into the shared total only past a batch of
+    max(32, 2 x CPUs) pages. `/proc/PID/statm` (the launcher's samples) and the
+    high-water mark behind `ru_maxrss` (peak RSS) both read the shared total alone, so
+    each may be off by up to CPUs x batch pages, and the last sample of a run may
+    read above its peak by up to twice that. Both figures are stored as the kernel
+    gave them; this bound is stored with the machine so that a reader can tell a
+    real difference from the counters' own. (Kernels before 6.2 cached up to 64
+    events per thread instead: the same order.)"""
+    cpus = os.sysconf("SC_NPROCESSORS_CONF") or os.cpu_count() or 1
+    batch = max(32, 2 * (os.sysconf("SC_NPROCESSORS_ONLN") or cpus))
+    return cpus * batch * (os.sysconf("SC_PAGE_SIZE") // 1024)
 
 
 def _thp() -> str:

@@ -370,10 +370,12 @@ def _measured(
 def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str | None:
     """How a stored run of a catalog workload differs from what the catalog makes of
     its cell today (None: it does not), so that a resume never runs a command the
-    database alone decided. Runs of the user's own command cannot be checked here."""
+    database alone decided. The user's own command is checked against the campaign's
+    (`catalog` holds it as workload "command"); a workload `catalog` lacks, like one
+    that differs."""
     w = catalog.get(spec.workload)
-    if w is None or w.kind == workloads.COMMAND:
-        return None
+    if w is None:
+        return f"run {spec.seq} names workload {spec.workload!r}, which is not in the catalog"
     made = (_baseline(spec.seq, w, a, spec.timeout) if spec.role == "baseline"
             else _spec(spec.seq, w, spec.params, a, spec.rep, spec.timeout))  # fmt: skip
     # The profiler's sampling rate is a setting of the run, not part of its command.
@@ -382,6 +384,20 @@ def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str 
         if (old := getattr(stored, field)) != (new := getattr(made, field)):
             where = f"run {spec.seq} ({spec.workload} on {spec.allocator})"
             return f"{where} would use {field} {old!r}, not the catalog's {new!r}"
+    return None
+
+
+def mixed(specs: Sequence[RunSpec]) -> str | None:
+    """Where the runs of one cell (allocator, workload, parameters and role) do not all
+    share one command: every block of a cell runs the same thing, so a plan that
+    differs within a cell was changed after it was made."""
+    seen: dict[tuple[str, str, Params, str], RunSpec] = {}
+    for s in specs:
+        first = seen.setdefault((s.allocator, s.workload, s.params, s.role), s)
+        for field in ("argv", "env", "app", "expect_malloc", "result_fd", "memory_limit"):
+            if getattr(first, field) != getattr(s, field):
+                return (f"runs {first.seq} and {s.seq} of one cell ({s.workload} on "
+                        f"{s.allocator}) differ in {field}")  # fmt: skip
     return None
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from allocmark import interrupts, owner
+from allocmark import interrupts, owner, seal
 from allocmark.errors import StoreError
 from allocmark.machine import Machine
 from allocmark.model import (
@@ -34,7 +34,7 @@ from allocmark.model import (
 )
 from allocmark.schemas import stored
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
 
@@ -137,6 +137,11 @@ ALTER TABLE plan ADD COLUMN memory_limit INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE rss_series (
   run_id INTEGER PRIMARY KEY REFERENCES runs(id), period_us INTEGER NOT NULL,
   stride INTEGER NOT NULL, t_ms BLOB NOT NULL, kib BLOB NOT NULL);
+""",
+    # 11: each planned run's signature (seal.py): a resume runs without a question only
+    # what verifies under this user's key.
+    10: """
+ALTER TABLE plan ADD COLUMN mac TEXT;
 """,
 }
 
@@ -318,12 +323,41 @@ class Store:
         return cid
 
     def _insert_plan(self, cid: int, plan: Iterable[RunSpec]) -> None:
+        """Each run signed by this user as it is planned (seal.py)."""
+        secret, plan_id = seal.key(), str(self.settings(cid).get("plan_id", ""))
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
             "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile, "
-            "memory_limit) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (_plan_row(cid, s) for s in plan),  # one at a time: plans can be large
+            "memory_limit, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            # one at a time: plans can be large
+            ((*_plan_row(cid, s), seal.sign(secret, plan_id, s)) for s in plan),
         )
+
+    def unsigned(self, cid: int) -> list[RunSpec]:
+        """The planned runs, done or not, whose signature does not verify under this
+        user's key: changed since they were planned, or planned by someone else."""
+        secret, plan_id = seal.key(create=False), self.settings(cid).get("plan_id")
+        rows = self.db.execute(f"SELECT {_PLAN_COLUMNS}, mac FROM plan WHERE campaign_id=? "
+                               "ORDER BY seq", (cid,))  # fmt: skip
+        out = []
+        for r in rows:
+            spec = _spec_from_row(r)
+            if not seal.verifies(secret, plan_id, spec, r[-1]):
+                out.append(spec)
+        return out
+
+    def command_argv(self, cid: int) -> tuple[str, ...] | None:
+        """The user's own command of a `try` campaign, as stored with its workloads."""
+        from allocmark.workloads import COMMAND  # the run stack, not the report's
+
+        row = self.db.execute(
+            "SELECT argv_json FROM workloads WHERE campaign_id=? AND name=? AND kind='command'",
+            (cid, COMMAND),
+        ).fetchone()
+        argv = _loads(row[0]) if row else None
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return None
+        return tuple(argv)
 
     def extend_plan(self, cid: int, more: Sequence[RunSpec]) -> None:
         """Add runs to a campaign's plan (adaptive repetitions), in one transaction."""
@@ -606,20 +640,13 @@ class Store:
     def plan(self, cid: int) -> list[RunSpec]:
         """The whole plan, done or not, in order."""
         rows = self.db.execute(
-            "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role, app_json, profile, memory_limit FROM plan "
-            "WHERE campaign_id=? "
-            "ORDER BY seq",
-            (cid,),
+            f"SELECT {_PLAN_COLUMNS} FROM plan WHERE campaign_id=? ORDER BY seq", (cid,)
         ).fetchall()
         return [_spec_from_row(r) for r in rows]
 
     def pending(self, cid: int) -> list[RunSpec]:
         rows = self.db.execute(
-            "SELECT seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-            "expect_malloc, result_fd, role, app_json, profile, memory_limit FROM plan "
-            "WHERE campaign_id=? "
-            "AND seq NOT IN "
+            f"SELECT {_PLAN_COLUMNS} FROM plan WHERE campaign_id=? AND seq NOT IN "
             "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
             (cid, cid),
         ).fetchall()
@@ -937,6 +964,11 @@ def _plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         int(s.profile),
         s.memory_limit,
     )
+
+
+# The plan's columns in the order _spec_from_row reads them.
+_PLAN_COLUMNS = ("seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
+                 "expect_malloc, result_fd, role, app_json, profile, memory_limit")  # fmt: skip
 
 
 def _spec_from_row(r: tuple[Any, ...]) -> RunSpec:

@@ -32,6 +32,13 @@ def parse_selection(values: Iterable[str]) -> tuple[list[str], list[AllocatorSpe
     return names, adhoc
 
 
+# A user's allocator name: it is a column header, a file name in --plots, a key in a
+# suite; 64 characters of these are plenty (a 100,000-character name made the HTML
+# report take 16 s).
+NAME_PATTERN = r"[A-Za-z0-9_.+-]{1,64}"
+NAME_RULE = "may hold only ASCII letters, digits and _ . + - (at most 64 of them)"
+
+
 def _split_tokens(value: str) -> list[str]:
     # "mine=/x.so:A=1,B=2,glibc": "B=2" has no path, so it continues mine's env.
     tokens: list[str] = []
@@ -51,8 +58,10 @@ def _looks_like_adhoc(token: str) -> bool:
 def _adhoc(token: str) -> AllocatorSpec:
     name, _, rest = token.partition("=")
     path, _, env_text = rest.partition(":")
-    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", name) or not path:
+    if not name or not path:
         raise UserError(f"-a {token!r}: expected NAME=/path/to/lib.so[:ENV=VAL,...]")
+    if not re.fullmatch(NAME_PATTERN, name, re.ASCII):
+        raise UserError(f"-a {token[:80]!r}: the name {name[:80]!r} {NAME_RULE}")
     env = []
     for pair in filter(None, env_text.split(",")):
         key, eq, val = pair.partition("=")
@@ -94,8 +103,9 @@ def _resolve(specs: Sequence[AllocatorSpec], name: str) -> list[AllocatorSpec]:
     family, at, version = name.partition("@")
     if at:
         return _versions(specs, family, version, name)
+    known = ", ".join(s.name for s in specs if s.recipe is None)
     raise UserError(
-        f"unknown allocator {name!r}; known: {', '.join(s.name for s in specs if s.recipe is None)}"
+        f"unknown allocator {name[:80]!r}; known: {known}"
         f"{_recipe_hint(specs)} (or give a library: -a NAME=/path/to/lib.so)"
     )
 

@@ -75,6 +75,9 @@ def _missing_reason(spec: AllocatorSpec) -> str:
     if spec.package:
         sudo = "" if os.geteuid() == 0 else "sudo "
         return f"not installed; install with: {sudo}apt-get install -y {spec.package}"
+    dirs = [p for p in spec.paths if os.path.isdir(os.path.expanduser(p))]
+    if dirs:
+        return f"{dirs[0]} is a directory, not a shared library: give the .so file in it"
     return f"{' or '.join(spec.paths)} does not exist; fix the path"
 
 

@@ -6,6 +6,7 @@ import math
 
 from allocmark import stats
 from allocmark.analyze import MEMORY, Cell, Comparison
+from allocmark.text import printable as printable  # shown where numbers are
 
 TITLES = {
     "time_s": "Time",
@@ -27,15 +28,6 @@ def number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
-
-
-def printable(text: str) -> str:
-    """A user's string (a name, a path, a parameter value) as it can be shown in a
-    terminal: control characters, ANSI escapes among them, written as \\xNN."""
-    return text.translate(_CONTROL)
 
 
 def quantity(metric: str, value: float) -> str:

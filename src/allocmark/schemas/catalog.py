@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]+$")]
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,64}$")]  # selection.NAME_RULE
 StrList = list[str] | str
 
 

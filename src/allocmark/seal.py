@@ -1,0 +1,110 @@
+"""Plans signed by the user who made them: a resume runs without a question only the
+commands this user planned.
+
+A campaign's database may come from anywhere, and anyone who can write it can change
+what a pending run executes (its argv, its environment, its preload, an app's steps or
+client) and also the `created_by` that says who planned it. So every planned run is
+signed as it is planned, with HMAC-SHA256 under a random key that only this user can
+read (`plan.key`, mode 0600, in $XDG_CONFIG_HOME/allocmark or ~/.config/allocmark),
+the way Jupyter decides whether a notebook is trusted. The signature covers every
+field of the run that decides what executes, and the campaign's random `plan_id`,
+so that a run cannot be moved between campaigns. A resume verifies each pending
+run; one that does not verify (changed, planned elsewhere, or the key is gone) is
+listed with its whole command and environment and runs only after `--yes`.
+
+The standard library's hmac and secrets do the cryptography; this module only
+decides what is signed and where the key lives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from allocmark.model import RunSpec
+from allocmark.schemas import stored
+
+KEY_NAME = "plan.key"
+
+
+def key_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "allocmark" / KEY_NAME
+
+
+def key(create: bool = True) -> bytes | None:
+    """This user's signing key, made on first use; None when there is none that only
+    this user can read (then nothing verifies, and a resume asks)."""
+    path = key_path()
+    found = _read(path)
+    if found is not None or not create:
+        return found
+    with contextlib.suppress(OSError):
+        _make(path)
+    return _read(path)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        # A key others can read or write, or another user's, signs nothing of ours.
+        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+            return None
+        text = f.read(200).strip()
+    return bytes.fromhex(text.decode()) if len(text) == 64 and _hex(text) else None
+
+
+def _hex(text: bytes) -> bool:
+    return all(c in b"0123456789abcdef" for c in text)
+
+
+def _make(path: Path) -> None:
+    """Write a new key under a temporary name, then link it into place: two processes
+    making one at once both end up with the one that was linked first."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{KEY_NAME}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        tmp.unlink()
+
+
+def new_plan_id() -> str:
+    return secrets.token_hex(16)
+
+
+def _message(plan_id: str, s: RunSpec) -> bytes:
+    """Everything about a run that decides what executes, in one canonical form: typed
+    as the store gives it back (a timeout planned as 600 reads back as 600.0)."""
+    fields = [plan_id, int(s.seq), s.allocator, s.workload, list(s.params), int(s.rep),
+              list(s.argv), [list(kv) for kv in s.env], float(s.timeout), s.expect_malloc,
+              bool(s.result_fd), s.role, stored.dump(s.app), bool(s.profile),
+              int(s.memory_limit)]  # fmt: skip
+    return json.dumps(fields, separators=(",", ":")).encode()
+
+
+def sign(secret: bytes | None, plan_id: str, s: RunSpec) -> str | None:
+    if secret is None:
+        return None
+    return hmac.new(secret, _message(plan_id, s), hashlib.sha256).hexdigest()
+
+
+def verifies(secret: bytes | None, plan_id: object, s: RunSpec, tag: object) -> bool:
+    if secret is None or not isinstance(plan_id, str) or not isinstance(tag, str):
+        return False
+    return hmac.compare_digest(hmac.new(secret, _message(plan_id, s), hashlib.sha256)
+                               .hexdigest(), tag)  # fmt: skip

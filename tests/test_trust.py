@@ -1,0 +1,245 @@
+"""The fault battery's hostile cases (`make faults` prints their figures): a program that
+forges the launcher's record or stops or kills the launcher, a campaign database
+crafted to run an unplanned command on --resume, and an allocator library whose
+constructor reports where it runs. Each case is tried as a user would, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import build_so, cli
+
+pytestmark = pytest.mark.integration
+
+# A hostile benchmark: walks up to its launcher, writes a forged "run" record into every
+# pipe of the launcher's and of allocmark's it can open (root can, whatever the
+# dumpable flag), then does to the launcher what MODE says.
+FORGE = r"""
+import os, signal, sys, time
+mode = sys.argv[1]
+line = (b'{"am":"run","v":4,"status":0,"wall_ns":1000,"utime_us":0,"stime_us":0,'
+        b'"maxrss_kib":1,"minflt":0,"majflt":0,"nvcsw":0,"nivcsw":0,"exec_errno":0,'
+        b'"oom":0,"limit_by":"none","stopped":0}\n')
+if mode == "garbage":
+    line = b"garbage from the program\n"
+
+def field(pid, name):
+    with open(f"/proc/{pid}/{name}") as f:
+        return f.read()
+
+def parent(pid):
+    stat = field(pid, "stat")
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+launcher = os.getppid()
+while launcher > 1 and field(launcher, "comm").strip() != "am_run":
+    launcher = parent(launcher)
+wrote = 0
+for owner in ((launcher, parent(launcher)) if not mode.startswith("stop") else ()):
+    try:
+        fds = os.listdir(f"/proc/{owner}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{owner}/fd/{fd}").startswith("pipe:"):
+                w = os.open(f"/proc/{owner}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+                wrote += os.write(w, line) > 0
+                os.close(w)
+        except OSError:
+            pass
+sig = {"term": signal.SIGTERM, "kill": signal.SIGKILL, "stop": signal.SIGSTOP,
+       "stopcont": signal.SIGSTOP}.get(mode)
+if sig:
+    os.kill(launcher, sig)
+if mode == "stopcont":
+    time.sleep(0.2)
+    os.kill(launcher, signal.SIGCONT)
+time.sleep(0.3)
+"""
+FORGERIES = {
+    "forged record, then SIGTERM to the launcher": ("term", "stopped by signal 15 (SIGTERM)"),
+    "forged record, then SIGKILL to the launcher": ("kill", "killed by signal 9 (SIGKILL)"),
+    "forged record beside the launcher's own": ("double", "expected one 'run' record"),
+    "a garbage line in the launcher's pipe": ("garbage", "not a JSON record"),
+    "launcher stopped (SIGSTOP), then continued": ("stopcont", "stopped (SIGSTOP) and continued"),
+    "launcher stopped (SIGSTOP) for good": ("stop", "stopped (SIGSTOP) and never reported"),
+}
+
+
+def _runs(db: Path) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT role, status, detail FROM runs ORDER BY seq").fetchall()
+
+
+def test_a_program_cannot_forge_its_result(tmp_path: Path) -> None:
+    script = tmp_path / "forge.py"
+    script.write_text(FORGE)
+    forged = total = 0
+    for case, (mode, reason) in FORGERIES.items():
+        db = tmp_path / f"{mode}.db"
+        r = cli("try", "-a", "glibc", "-n", "2", "--timeout", "3", "--db", str(db), "--",
+                sys.executable, str(script), mode)  # fmt: skip
+        assert "Traceback" not in r.stderr, r.stderr
+        runs = _runs(db)
+        total += len(runs)
+        forged += sum(status == "ok" for _, status, _ in runs)
+        # The campaign goes on to its end: every planned run is stored, as the run's error.
+        assert len(runs) == 3 and {s for _, s, _ in runs} == {"error"}, (case, runs)
+        assert all(reason in detail for _, _, detail in runs), (case, runs)
+        assert r.returncode == 1 and "no run succeeded" in r.stderr, (case, r.stderr)
+    print(f"\nforged results stored: {forged} of {total} runs of {len(FORGERIES)} forging "
+          "programs (each run stored as error with the reason)")  # fmt: skip
+    assert forged == 0
+
+
+# -- a crafted database on --resume ------------------------------------------------
+@pytest.fixture(scope="module")
+def command_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished `try` campaign of `true`: cases reopen copies of it as interrupted."""
+    db = tmp_path_factory.mktemp("try") / "try.db"
+    r = cli("try", "-a", "glibc,glibc:arena2", "-n", "2", "--max-runs", "2", "--db", str(db),
+            "--", "true")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return db
+
+
+def _interrupted(db: Path, out: Path, *statements: str) -> Path:
+    """A copy of `db` whose last two runs are pending again, `statements` applied."""
+    out.write_bytes(db.read_bytes())
+    with sqlite3.connect(out) as con:
+        last = "SELECT id FROM runs WHERE seq >= (SELECT max(seq) - 1 FROM runs)"
+        for table in ("metrics", "rss_series", "profiles"):
+            con.execute(f"DELETE FROM {table} WHERE run_id IN ({last})")
+        con.execute(f"DELETE FROM runs WHERE id IN ({last})")
+        con.execute("UPDATE campaigns SET status='interrupted', owner_json=NULL")
+        for statement in statements:
+            con.execute(statement)
+    return out
+
+
+def _touch(marker: Path) -> str:
+    return json.dumps(["sh", "-c", f"touch {marker}"])
+
+
+PENDING = "seq >= (SELECT max(seq) - 1 FROM plan)"
+ELSEWHERE = ("UPDATE campaigns SET settings_json=json_set(settings_json, '$.created_by.host', "
+             "'elsewhere')")  # fmt: skip
+# Each case: the edits, and what the refusal says.
+CRAFTED = {
+    "changed argv of one pending run": (
+        lambda m: [f"UPDATE plan SET argv_json='{_touch(m)}' "
+                   "WHERE seq=(SELECT max(seq) FROM plan)"],
+        "cannot be resumed"),
+    "changed argv of the whole campaign": (
+        lambda m: [f"UPDATE plan SET argv_json='{_touch(m)}'",
+                   f"UPDATE workloads SET argv_json='{_touch(m)}'"], "add --yes"),
+    "BASH_ENV added to a pending run": (
+        lambda m: [f"UPDATE plan SET argv_json='[\"bash\",\"-c\",\"true\"]', env_json=json_insert("
+                   f"env_json, '$[#]', json_array('BASH_ENV', '{m}.sh')) WHERE {PENDING}"],
+        "cannot be resumed"),
+    "pending run renamed to an unknown workload": (
+        lambda m: [f"UPDATE plan SET workload='zzz', argv_json='{_touch(m)}' WHERE {PENDING}"],
+        "which neither the catalog nor the campaign has"),
+}  # fmt: skip
+
+
+def test_a_crafted_plan_runs_nothing_without_yes(command_db: Path, tmp_path: Path) -> None:
+    ran = tried = 0
+    for n, (case, (edits, said)) in enumerate(CRAFTED.items()):
+        for where in ("here", "elsewhere"):
+            marker = tmp_path / f"ran{n}{where}"
+            Path(f"{marker}.sh").write_text(f"touch {marker}\n")
+            statements = [*edits(marker), *([ELSEWHERE] if where == "elsewhere" else [])]
+            db = _interrupted(command_db, tmp_path / f"c{n}{where}.db", *statements)
+            r = cli("run", "--resume", "--db", str(db))
+            tried += 1
+            ran += marker.exists()
+            assert r.returncode == 2 and said in r.stderr, (case, where, r.stderr)
+            assert "Traceback" not in r.stderr
+            if said == "add --yes":  # what it would run is shown whole
+                assert f"touch {marker}" in r.stderr and "LD_PRELOAD=" in r.stderr, r.stderr
+    print(f"\nunplanned commands run: {ran} of {tried} crafted resumes "
+          f"({len(CRAFTED)} crafts, each with created_by here and elsewhere)")  # fmt: skip
+    assert ran == 0
+
+
+def test_a_resume_asks_for_runs_another_key_signed(tmp_path: Path, command_db: Path) -> None:
+    db = _interrupted(command_db, tmp_path / "k.db")
+    # Signed by this user's key: resumed without a question.
+    ok = cli("run", "--resume", "--db", str(db))
+    assert ok.returncode == 0, ok.stderr
+    # Under another user's key (another config directory), the same plan asks first,
+    # whatever created_by says, and runs once confirmed.
+    db = _interrupted(command_db, tmp_path / "k2.db")
+    other = {"XDG_CONFIG_HOME": str(tmp_path / "other")}
+    asked = cli("run", "--resume", "--db", str(db), env=other)
+    assert asked.returncode == 2 and "not signed by you" in asked.stderr, asked.stderr
+    assert "LD_PRELOAD=" in asked.stderr and "true" in asked.stderr
+    assert cli("run", "--resume", "--yes", "--db", str(db), env=other).returncode == 0
+    key = tmp_path / "other" / "allocmark" / "plan.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+
+
+def test_report_compare_and_export_run_nothing_from_a_database(
+    command_db: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    edit = f"UPDATE plan SET argv_json='{_touch(marker)}'"
+    db = _interrupted(command_db, tmp_path / "r.db", edit)
+    for args in (["report", "--db", str(db)], ["report", "--db", str(db), "--runs", "--format",
+                                                "csv"],
+                 ["compare", str(db), str(command_db)],
+                 ["report", "--db", str(db), "--format", "json"]):  # fmt: skip
+        r = cli(*args)
+        assert "Traceback" not in r.stderr, (args, r.stderr)
+    assert not marker.exists()
+
+
+# -- an allocator library's constructor ---------------------------------------------
+def test_an_allocator_constructor_never_runs_inside_allocmark(tmp_path: Path) -> None:
+    log = tmp_path / "where"
+    so = build_so(
+        tmp_path,
+        "spy",
+        f'''
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+void *malloc(size_t n) {{ return __libc_malloc(n); }}
+void *calloc(size_t n, size_t m) {{ return __libc_calloc(n, m); }}
+void *realloc(void *p, size_t n) {{ return __libc_realloc(p, n); }}
+void free(void *p) {{ __libc_free(p); }}
+__attribute__((constructor)) static void am_spy(void) {{
+  char exe[256] = "", line[320];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) exe[n] = 0;
+  int fd = open("{log}", O_WRONLY | O_CREAT | O_APPEND, 0600);
+  int len = snprintf(line, sizeof line, "%d %s\\n", (int)getpid(), exe);
+  if (fd >= 0 && write(fd, line, (size_t)len) == len) close(fd);
+}}
+''',
+    )
+    proc = subprocess.Popen([sys.executable, "-m", "allocmark", "try", "-a", f"spy={so}", "-n",
+                             "1", "--db", str(tmp_path / "s.db"), "--", "true"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err
+    seen = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    inside = [exe for pid, exe in seen if int(pid) == proc.pid or "python" in Path(exe).name]
+    print(f"\nallocator constructors run inside allocmark: {len(inside)} of {len(seen)} "
+          "processes it ran in")  # fmt: skip
+    assert seen and inside == [], seen
+    assert os.getpid() not in {int(pid) for pid, _ in seen}
