@@ -60,7 +60,7 @@ def make(path: Path, runs: int) -> None:
                             ("peak_requested_bytes", 4e7), ("threads", 1.0),
                             ("overhead_ratio", 1.2), ("anon_huge_kib", 0.0),
                             ("live_bytes_end", 0.0), ("rss_end_kib", 20000.0 * wall),
-                            ("rss_mib_s", 40 * wall), ("rss_exit_kib", 20000.0),
+                            ("rss_mib_s", 40 * wall), ("rss_last_sample_kib", 20000.0),
                             ("rss_samples", 200.0), ("rss_sample_s", 0.005),
                             ("alloc_rss_kib", 20000.0), ("alloc_live_kib", 100.0),
                             ("alloc_held_kib", 15000.0),

@@ -261,3 +261,27 @@ def test_a_workload_record_that_contradicts_the_launcher_fails_its_run(
 def test_a_workload_record_within_the_launchers_figures_counts() -> None:
     r = execute.run(_reporting(seconds=0.0001, rss_end_kib=100))
     assert r.status is RunStatus.OK and r.metrics["seconds"] == 0.0001, r.detail
+
+
+def test_allocmark_is_not_dumpable_while_a_run_is_in_flight(tmp_path: Path) -> None:
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    started, done = tmp_path / "started", tmp_path / "done"
+    seen: list[int] = []
+
+    def watch() -> None:  # reads the flag while the program waits for it to
+        deadline = time.monotonic() + 120  # a run that never starts fails below
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(libc.prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+        done.touch()
+
+    t = threading.Thread(target=watch)
+    t.start()
+    script = f"touch {started}; while [ ! -e {done} ]; do sleep 0.01; done"
+    r = execute.run(spec("sh", "-c", script, timeout=120))
+    t.join()
+    assert r.status is RunStatus.OK and seen == [0]
+    assert libc.prctl(3, 0, 0, 0, 0) == 1  # dumpable again once it ended

@@ -141,6 +141,13 @@ CRAFTED = {
     "changed argv of the whole campaign": (
         lambda m: [f"UPDATE plan SET argv_json='{_touch(m)}'",
                    f"UPDATE workloads SET argv_json='{_touch(m)}'"], "add --yes"),
+    "changed argv of the pending runs and of the stored command": (
+        lambda m: [
+            f"UPDATE plan SET argv_json='{_touch(m)}' WHERE {PENDING}",
+            f"UPDATE workloads SET argv_json='{_touch(m)}'",
+        ],
+        "of one cell",
+    ),
     "BASH_ENV added to a pending run": (
         lambda m: [f"UPDATE plan SET argv_json='[\"bash\",\"-c\",\"true\"]', env_json=json_insert("
                    f"env_json, '$[#]', json_array('BASH_ENV', '{m}.sh')) WHERE {PENDING}"],
