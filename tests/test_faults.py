@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -567,3 +568,22 @@ def test_an_immutable_database_is_read(good_db: Path, tmp_path: Path) -> None:
         assert "Recommendation" in r.stdout
     finally:
         subprocess.run(["chattr", "-i", str(db)], check=True)
+
+
+_long_name = _edited(
+    "long.db",
+    *(f"UPDATE {table} SET {column}='{'x' * 100_000}' WHERE {column}='glibc:arena2'"
+      for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))),
+)  # fmt: skip
+
+
+def test_a_100000_character_name_is_cut_in_the_plots(good_db: Path, tmp_path: Path) -> None:
+    from allocmark.report.plots import TEXT_MAX
+
+    db, html = _long_name(good_db, tmp_path), tmp_path / "long.html"
+    r = cli("report", "--db", str(db), "--format", "html", "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    svgs = re.findall(r"<svg.*?</svg>", html.read_text(), re.S)
+    texts = [t for svg in svgs for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    assert svgs and texts and max(len(t) for t in texts) <= TEXT_MAX
+    assert any("…" in t for t in texts)  # the name is there, cut in the middle

@@ -16,7 +16,8 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, FuncFormatter
 
 from allocmark import recommend
 from allocmark.analyze import Comparison, Row, value_text
@@ -56,7 +57,29 @@ def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
         normalized,
         distributions,
     ]
-    return [p for make in makers for p in make(comp)] + rss_over_time(comp, series)
+    plots = [p for make in makers for p in make(comp)] + rss_over_time(comp, series)
+    for p in plots:
+        _bounded_text(p.figure)
+    return plots
+
+
+TEXT_MAX = 80  # characters of one label; names are at most 64, a crafted database's may not be
+
+
+def _bounded_text(fig: Figure) -> None:
+    """Cut every label longer than TEXT_MAX, keeping its start and end: laying out the
+    text of a 100,000-character name (a database from elsewhere) took matplotlib 15 s."""
+    for t in fig.findobj(Text):
+        if len(t.get_text()) > TEXT_MAX:
+            t.set_text(_cut(t.get_text()))
+    for ax in fig.axes:  # tick labels are set again from their formatter at each draw
+        for axis in (ax.xaxis, ax.yaxis):
+            if isinstance(f := axis.get_major_formatter(), FixedFormatter):
+                f.seq = [_cut(str(x)) for x in f.seq]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_MAX else f"{text[: TEXT_MAX - 12]}…{text[-11:]}"
 
 
 def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
@@ -129,12 +152,12 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
             t, r = c.time, c.rss
             ax.errorbar([r.value], [t.value], xerr=[[r.value - r.low], [r.high - r.value]],
                         yerr=[[t.value - t.low], [t.high - t.value]], fmt="o", capsize=3,
-                        label=a)  # fmt: skip
+                        label=_cut(a))  # fmt: skip
         ax.axhline(1, color="#999", lw=0.8)
         ax.axvline(1, color="#999", lw=0.8)
         ax.set_title(_wrapped(row.label), fontsize=9)
-        ax.set(xlabel=f"peak RSS / {comp.baseline}",
-               ylabel=f"time / {comp.baseline}")  # fmt: skip
+        ax.set(xlabel=f"peak RSS / {_cut(comp.baseline or '')}",
+               ylabel=f"time / {_cut(comp.baseline or '')}")  # fmt: skip
     _legend(fig, axes)
     more = f" (first {len(rows)} of {len(comp.rows)} rows)" if len(comp.rows) > len(rows) else ""
     fig.suptitle(f"time against peak RSS, 95% intervals; lower left is better{more}")
@@ -159,7 +182,7 @@ def rss_over_time(comp: Comparison, series: Series) -> list[Plot]:
         by_alloc = cells[(row.workload, row.params)]
         for a in [a for a in comp.allocators if a in by_alloc]:
             curves = np.array([_share_of_run(s, at) for s in by_alloc[a]]) / 1024
-            (line,) = ax.plot(at * 100, np.median(curves, axis=0), label=a, lw=1.2)
+            (line,) = ax.plot(at * 100, np.median(curves, axis=0), label=_cut(a), lw=1.2)
             ax.fill_between(at * 100, curves.min(axis=0), curves.max(axis=0),
                             color=line.get_color(), alpha=0.15, lw=0)  # fmt: skip
         ax.set_title(_wrapped(row.label), fontsize=9)
@@ -205,7 +228,7 @@ def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
                     and (y := _median(r, "ops_per_s", a)) is not None
                 ]
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=a)
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=_cut(a))
                     for x, y, t in pts:
                         ax.annotate(f"{t}", (x, y), fontsize=7, xytext=(3, 3),
                                     textcoords="offset points")  # fmt: skip
@@ -234,7 +257,7 @@ def scaling(comp: Comparison) -> list[Plot]:
                 xs = [int(dict(r.params)["threads"]) for r in prow if _median(r, "ops_per_s", a)]
                 ys = [m / 1e6 for r in prow if (m := _median(r, "ops_per_s", a))]
                 if xs:
-                    ax.plot(xs, ys, "o-", label=a)
+                    ax.plot(xs, ys, "o-", label=_cut(a))
             ax.set(title=f"{workload} {title}".strip(), xlabel="threads", ylabel="Mops/s")
         _legend(fig, axes)
         fig.suptitle(f"{workload}: thread scaling")
@@ -266,7 +289,7 @@ def normalized(comp: Comparison) -> list[Plot]:
                     lo.append(r.value - r.low)
                     hi.append(r.high - r.value)
             values += ys
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=a)
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=_cut(a))
         ax.axhline(1.0, color="black", linewidth=0.8)
         if values and max(values) / max(min(values), 1e-9) > 10:
             ax.set_yscale("log")
@@ -274,10 +297,10 @@ def normalized(comp: Comparison) -> list[Plot]:
             plain = FuncFormatter(lambda v, _pos: f"{v:g}")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
-        ax.set_xticks(range(len(comp.rows)), [r.label for r in comp.rows], rotation=30,
+        ax.set_xticks(range(len(comp.rows)), [_cut(r.label) for r in comp.rows], rotation=30,
                       ha="right", fontsize=8)  # fmt: skip
         word = "speed-up" if comp.speedup and metric == "time_s" else "ratio"
-        ax.set_ylabel(f"{fmt.TITLES[metric].lower()} {word} to {comp.baseline}")
+        ax.set_ylabel(f"{fmt.TITLES[metric].lower()} {word} to {_cut(comp.baseline or '')}")
         ax.legend(fontsize=7, ncols=2)
         title = f"{fmt.TITLES[metric]} relative to {comp.baseline} (95% interval)"
         ax.set_title(title)
@@ -294,7 +317,7 @@ def distributions(comp: Comparison) -> list[Plot]:
         for i, a in enumerate(comp.allocators):
             vals = row.cells["time_s"][a].values
             ax.plot([i] * len(vals), vals, "o", alpha=0.6, markersize=4)
-        ax.set_xticks(range(len(comp.allocators)), list(comp.allocators), rotation=45,
+        ax.set_xticks(range(len(comp.allocators)), [_cut(a) for a in comp.allocators], rotation=45,
                       ha="right", fontsize=7)  # fmt: skip
         ax.set(title=row.label, ylabel="seconds")
         ax.title.set_fontsize(8)
