@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from allocmark import analyze, recommend
+from allocmark import analyze, recommend, stats
 from allocmark.model import RunStatus, StoredRun
 from allocmark.report import answer
 from tests.fakes import stored
@@ -40,18 +40,19 @@ def test_the_fastest_and_the_smallest_are_named_with_their_trade_off() -> None:
     assert [c.allocator for c in a.front] == ["fast", "glibc", "small"]
     assert [c.allocator for c in a.others] == ["worse"]
     lines = answer.blocks([a])[0].lines
-    assert lines[0].startswith("for time: fast: 1.6") and "× faster" in lines[0]
-    assert "peak RSS +20%" in lines[0]
-    assert lines[1].startswith("for memory: small: 1.30× slower") and "peak RSS -30%" in lines[1]
+    assert lines[0].startswith("Use fast for time (1.6") and ", small for memory (" in lines[0]
+    assert lines[1].startswith("for time: fast: 1.6") and "× faster" in lines[1]
+    assert "peak RSS +20%" in lines[1]
+    assert lines[2].startswith("for memory: small: 1.30× slower") and "peak RSS -30%" in lines[2]
 
 
 def test_nothing_better_keeps_the_baseline() -> None:
     comp = _comparison(_runs("glibc", 1.0, 10000), _runs("slow", 1.5, 12000))
     (a,) = recommend.answers(comp)
     assert a.fastest is None and a.smallest is None
-    assert answer.blocks([a])[0].lines[0] == (
-        "for time: keep glibc: no allocator is significantly faster"
-    )
+    lines = answer.blocks([a])[0].lines
+    assert lines[0] == "Keep glibc: no allocator is faster or smaller by more than 3%."
+    assert lines[1] == "for time: keep glibc: no allocator is significantly faster by more than 3%"
 
 
 def test_a_failed_allocator_is_never_recommended() -> None:
@@ -91,7 +92,8 @@ def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
                        _runs("fast", 1.0, 10000, workload="larson"))  # fmt: skip
     found = answer.blocks(recommend.answers(comp))
     assert [b.scope for b in found] == [recommend.OVERALL, "churn", "larson"]
-    assert found[0].lines[0].startswith("for time: fast: 2.0")
+    assert found[0].lines[0].startswith("Use fast for time: 2.0")
+    assert found[0].lines[1].startswith("for time: fast: 2.0")
 
 
 def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> None:
@@ -127,3 +129,43 @@ def test_a_ten_allocator_report_fits_120_columns() -> None:
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 120
     assert "allocator8" in text and "┃ allocator" in text  # transposed: a row per allocator
+
+
+def test_a_difference_inside_the_margin_is_the_same_and_recommends_nothing() -> None:
+    # 1 % faster and 1 % smaller, every block: significant, and too small to matter.
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("twin", 0.99, 9900))
+    cell = comp.rows[0].cells["time_s"]["twin"]
+    assert cell.ratio is not None and cell.ratio.high < 1  # the interval excludes 1 ...
+    assert cell.verdict is stats.Verdict.SAME  # ... and lies inside ±3 %: same
+    (a,) = recommend.answers(comp)
+    assert a.fastest is None and a.smallest is None and a.others == ()
+    assert (
+        answer.blocks([a])[0]
+        .lines[0]
+        .startswith("Keep glibc: no allocator is faster or smaller by more than 3% (at most 1.0")
+    )
+
+
+def test_the_recommended_allocator_is_never_called_dominated() -> None:
+    # `fast` is picked for time; `small` for memory; neither may appear as dominated,
+    # and `both` (faster and smaller than glibc, clearly beaten by neither) is on the front.
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.5, 10500),
+                       _runs("small", 0.98, 6000), _runs("both", 0.7, 8000),
+                       _runs("worse", 1.5, 13000))  # fmt: skip
+    (a,) = recommend.answers(comp)
+    picked = {a.fastest.allocator if a.fastest else "", a.smallest.allocator if a.smallest else ""}
+    assert picked == {"fast", "small"}
+    assert not picked & {c.allocator for c in a.others}
+    assert [c.allocator for c in a.others] == ["worse"]
+    assert "both" in {c.allocator for c in a.front}
+    dominated = [x for x in answer.blocks([a])[0].lines if x.startswith("dominated")]
+    assert dominated == ["dominated (another allocator is both faster and smaller): worse"]
+
+
+def test_two_winners_not_clearly_apart_are_a_tie() -> None:
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("one", 0.60, 10000),
+                       _runs("two", 0.605, 10000), _runs("three", 0.8, 10000))  # fmt: skip
+    (a,) = recommend.answers(comp)
+    assert a.fastest is not None and a.fastest.allocator == "one"
+    assert [c.allocator for c in a.tied_time] == ["two"]  # 1 % apart: within the margin
+    assert answer.blocks([a])[0].lines[0].endswith("; a tie for time: two.")

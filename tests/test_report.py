@@ -90,7 +90,9 @@ def test_paired_ratio_and_its_interval() -> None:
         (0.80, 0.90, stats.Verdict.BETTER),
         (0.99, 1.02, stats.Verdict.SAME),
         (0.90, 1.02, stats.Verdict.INCONCLUSIVE),
-        (1.001, 1.02, stats.Verdict.WORSE),  # significant, however small
+        (1.001, 1.02, stats.Verdict.SAME),  # significant, and inside the margin: same
+        (1.001, 1.05, stats.Verdict.WORSE),  # excludes 1, not inside the margin
+        (0.95, 0.999, stats.Verdict.BETTER),
     ],
 )
 def test_four_verdicts(low: float, high: float, expected: stats.Verdict) -> None:

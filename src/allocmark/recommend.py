@@ -45,11 +45,14 @@ class Answer:
     scope: str  # a row's label, or OVERALL
     baseline: str
     front: tuple[Choice, ...]  # not dominated on (time, peak RSS), baseline included
-    fastest: Choice | None  # significantly faster than the baseline, the most
-    smallest: Choice | None  # significantly smaller peak RSS, the most
+    fastest: Choice | None  # faster than the baseline beyond the margin, the most
+    smallest: Choice | None  # smaller peak RSS beyond the margin, the most
     undecided: tuple[Choice, ...]  # inconclusive on time or RSS: more runs could decide
     others: tuple[Choice, ...]  # the rest: off the front and decided
     excluded: tuple[tuple[str, str], ...]  # allocator, why it is not recommended
+    margin: float = stats.DEFAULT_MARGIN  # what "beyond the margin" means here
+    tied_time: tuple[Choice, ...] = ()  # winners `fastest` is not clearly better than
+    tied_rss: tuple[Choice, ...] = ()
 
 
 def answers(comp: Comparison) -> list[Answer]:
@@ -67,18 +70,25 @@ def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str]) ->
     assert comp.baseline is not None
     excluded = [(a, why) for a, why in positions.items() if isinstance(why, str)]
     usable = [c for c in positions.values() if isinstance(c, Choice)]
-    front = _front(usable)
+    front = _front(usable, comp.margin)
     undecided = [c for c in usable if c.allocator != comp.baseline and _open(c)]
-    named = {c.allocator for c in [*front, *undecided]} | {comp.baseline}
+    fastest, tied_time = _best(usable, "time", comp.margin)
+    smallest, tied_rss = _best(usable, "rss", comp.margin)
+    # What is recommended is never called dominated, whatever the front says.
+    picked = {c.allocator for c in (fastest, smallest) if c}
+    named = {c.allocator for c in [*front, *undecided]} | {comp.baseline} | picked
     return Answer(
         scope=scope,
         baseline=comp.baseline,
         front=tuple(front),
-        fastest=_best(usable, "time"),
-        smallest=_best(usable, "rss"),
+        fastest=fastest,
+        smallest=smallest,
         undecided=tuple(undecided),
         others=tuple(c for c in usable if c.allocator not in named),
         excluded=tuple(sorted(excluded)),
+        margin=comp.margin,
+        tied_time=tied_time,
+        tied_rss=tied_rss,
     )
 
 
@@ -177,26 +187,41 @@ def _geo_position(comp: Comparison, metric: str, a: str, base: bool) -> Position
         return None
     invert = metric == "ops_per_s" or (metric == "time_s" and comp.speedup)
     value, low, high = (1 / g.value, 1 / g.high, 1 / g.low) if invert else (g.value, g.low, g.high)
-    if high < 1:
-        verdict = stats.Verdict.BETTER
-    elif low > 1:
-        verdict = stats.Verdict.WORSE
-    elif 1 / (1 + comp.margin) <= low and high <= 1 + comp.margin:
-        verdict = stats.Verdict.SAME
-    else:
-        verdict = stats.Verdict.INCONCLUSIVE
-    return Position(value, low, high, verdict)
+    return Position(value, low, high, stats.judge(low, high, comp.margin))
 
 
-def _front(choices: Sequence[Choice]) -> list[Choice]:
-    """Allocators no other one beats on both time and peak RSS (point estimates)."""
-    points = [(c, c.time.value, c.rss.value) for c in choices if c.time and c.rss]
-    front = [(c, t, r) for c, t, r in points if not any(
-        t2 <= t and r2 <= r and (t2, r2) != (t, r) for _, t2, r2 in points)]  # fmt: skip
-    return [c for c, _, _ in sorted(front, key=lambda p: p[1])]
+def beats(p: Position, q: Position, margin: float) -> bool:
+    """`p` is clearly better (lower) than `q`: their intervals do not overlap and the
+    estimates differ by more than the margin. The same rule decides the front, the
+    dominated and ties, so that no answer says one thing with significance and
+    another with point estimates."""
+    return p.high < q.low and p.value * (1 + margin) < q.value
 
 
-def _best(choices: Sequence[Choice], axis: str) -> Choice | None:
-    winners = [c for c in choices if (p := getattr(c, axis)) is not None
-               and p.verdict is stats.Verdict.BETTER]  # fmt: skip
-    return min(winners, key=lambda c: getattr(c, axis).value, default=None)
+def _dominated(c: Choice, by: Choice, margin: float) -> bool:
+    """Another allocator is clearly better on one axis and not clearly worse on the other."""
+    assert c.time and c.rss and by.time and by.rss
+    return (beats(by.time, c.time, margin) and not beats(c.rss, by.rss, margin)) or (
+        beats(by.rss, c.rss, margin) and not beats(c.time, by.time, margin))  # fmt: skip
+
+
+def _front(choices: Sequence[Choice], margin: float) -> list[Choice]:
+    """Allocators that no other one dominates (see _dominated), fastest first."""
+    both = [c for c in choices if c.time and c.rss]
+    front = [c for c in both if not any(_dominated(c, o, margin) for o in both if o is not c)]
+    return sorted(front, key=lambda c: c.time.value if c.time else 0.0)
+
+
+def _best(
+    choices: Sequence[Choice], axis: str, margin: float
+) -> tuple[Choice | None, tuple[Choice, ...]]:
+    """The allocator to recommend on `axis`: better than the baseline (its verdict) and
+    by more than the margin (its estimate: practical significance), the lowest such;
+    with the others it does not clearly beat (ties)."""
+    winners = sorted((c for c in choices if (p := getattr(c, axis)) is not None
+                      and p.verdict is stats.Verdict.BETTER and p.value * (1 + margin) < 1),
+                     key=lambda c: getattr(c, axis).value)  # fmt: skip
+    if not winners:
+        return None, ()
+    best = getattr(winners[0], axis)
+    return winners[0], tuple(c for c in winners[1:] if not beats(best, getattr(c, axis), margin))

@@ -21,7 +21,7 @@ def blocks(answers: list[Answer]) -> list[Block]:
 
 
 def _lines(a: Answer) -> list[str]:
-    out = [_pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
+    out = [lead(a), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
     front = ", ".join(c.allocator for c in a.front)
     if len(a.front) > 1:
         out.append(f"trade-off (no other allocator is both faster and smaller): {front}")
@@ -37,10 +37,42 @@ def _lines(a: Answer) -> list[str]:
     return out
 
 
+def lead(a: Answer) -> str:
+    """The answer in one sentence a user can act on; the lines after it are the detail."""
+    f, s = a.fastest, a.smallest
+    if f and s and f.allocator == s.allocator:
+        text = f"Use {f.allocator}: {_time(f.time)}, {_rss(f.rss)}"
+    elif f and s:
+        text = (f"Use {f.allocator} for time ({_time(f.time)}, {_rss(f.rss)}), "
+                f"{s.allocator} for memory ({_rss(s.rss)}, {_time(s.time)})")  # fmt: skip
+    elif f:
+        text = f"Use {f.allocator} for time: {_time(f.time)}, {_rss(f.rss)}"
+    elif s:
+        text = f"Use {s.allocator} for memory: {_rss(s.rss)}, {_time(s.time)}"
+    else:
+        text = (f"Keep {a.baseline}: no allocator is faster or smaller by more than "
+                f"{a.margin:.0%}{_at_most(a)}")  # fmt: skip
+    for axis, tied in (("time", a.tied_time), ("memory", a.tied_rss)):
+        if tied:
+            text += f"; a tie for {axis}: {', '.join(c.allocator for c in tied)}"
+    return text + "."
+
+
+def _at_most(a: Answer) -> str:
+    """How much better anything could be, by the best ends of the 95 % intervals."""
+    rest = [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
+    time = min((c.time.low for c in rest if c.time), default=1.0)
+    rss = min((c.rss.low for c in rest if c.rss), default=1.0)
+    if time >= 1 and rss >= 1:
+        return ""
+    return f" (at most {1 / min(time, 1.0):.2f}× faster, {1 - min(rss, 1.0):.0%} smaller)"
+
+
 def _pick(goal: str, c: Choice | None, a: Answer) -> str:
     if c is None:
         what = "faster" if goal == "time" else "smaller in peak RSS"
-        return f"for {goal}: keep {a.baseline}: no allocator is significantly {what}"
+        return (f"for {goal}: keep {a.baseline}: no allocator is significantly {what} by "
+                f"more than {a.margin:.0%}")  # fmt: skip
     return f"for {goal}: {_choice(c)}"
 
 

@@ -172,10 +172,10 @@ def legend(comp: Comparison) -> str:
            "back to back), ± half its 95% interval (Student t over blocks)" if comp.paired else
            "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)")  # fmt: skip
     parts = [
-        f"median of the runs; ×ratio to the baseline: {how}; faster/slower (smaller/larger): "
-        f"the interval excludes 1; same: it lies within ±{comp.margin:.0%}; inconclusive: "
-        "neither, and 'detects ≥X%' is the smallest difference these runs would have found "
-        "(80% power)"
+        f"median of the runs; ×ratio to the baseline: {how}; same: the interval lies within "
+        f"±{comp.margin:.0%} (even if it excludes 1); faster/slower (smaller/larger): it "
+        "excludes 1 and is not within that; inconclusive: neither, and 'detects ≥X%' is the "
+        "smallest difference these runs would have found (80% power)"
     ]
     if comp.speedup:
         parts.append("time ratios are speed-ups: baseline time / allocator time")
