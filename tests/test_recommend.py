@@ -159,7 +159,8 @@ def test_the_recommended_allocator_is_never_called_dominated() -> None:
     assert [c.allocator for c in a.others] == ["worse"]
     assert "both" in {c.allocator for c in a.front}
     dominated = [x for x in answer.blocks([a])[0].lines if x.startswith("dominated")]
-    assert dominated == ["dominated (another allocator is both faster and smaller): worse"]
+    assert dominated == ["dominated (another allocator beats each on one axis without losing "
+                         "on the other): worse"]  # fmt: skip
 
 
 def test_two_winners_not_clearly_apart_are_a_tie() -> None:
@@ -168,4 +169,5 @@ def test_two_winners_not_clearly_apart_are_a_tie() -> None:
     (a,) = recommend.answers(comp)
     assert a.fastest is not None and a.fastest.allocator == "one"
     assert [c.allocator for c in a.tied_time] == ["two"]  # 1 % apart: within the margin
+    assert "two" not in {c.allocator for c in a.others}  # a tie is never called dominated
     assert answer.blocks([a])[0].lines[0].endswith("; a tie for time: two.")

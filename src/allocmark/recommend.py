@@ -75,7 +75,7 @@ def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str]) ->
     fastest, tied_time = _best(usable, "time", comp.margin)
     smallest, tied_rss = _best(usable, "rss", comp.margin)
     # What is recommended is never called dominated, whatever the front says.
-    picked = {c.allocator for c in (fastest, smallest) if c}
+    picked = {c.allocator for c in (fastest, smallest, *tied_time, *tied_rss) if c}
     named = {c.allocator for c in [*front, *undecided]} | {comp.baseline} | picked
     return Answer(
         scope=scope,

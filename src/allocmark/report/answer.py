@@ -24,7 +24,8 @@ def _lines(a: Answer) -> list[str]:
     out = [lead(a), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
     front = ", ".join(c.allocator for c in a.front)
     if len(a.front) > 1:
-        out.append(f"trade-off (no other allocator is both faster and smaller): {front}")
+        out.append(f"trade-off (no other allocator beats these on one axis without losing "
+                   f"on the other): {front}")  # fmt: skip
     # Over all workloads an interval spans the workloads' differences: wide there
     # means mixed results more often than too few runs.
     word = "mixed across workloads or inconclusive" if a.scope == OVERALL else "inconclusive"
@@ -32,7 +33,8 @@ def _lines(a: Answer) -> list[str]:
         out.append(f"{word}: {_choice(c)}{_more(c)}")
     if a.others:  # their numbers are in the tables: names are enough here
         names = ", ".join(c.allocator for c in a.others)
-        out.append(f"dominated (another allocator is both faster and smaller): {names}")
+        out.append(f"dominated (another allocator beats each on one axis without losing on "
+                   f"the other): {names}")  # fmt: skip
     out += [f"not recommended: {name}: {why}" for name, why in a.excluded]
     return out
 
@@ -63,9 +65,9 @@ def _at_most(a: Answer) -> str:
     rest = [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
     time = min((c.time.low for c in rest if c.time), default=1.0)
     rss = min((c.rss.low for c in rest if c.rss), default=1.0)
-    if time >= 1 and rss >= 1:
-        return ""
-    return f" (at most {1 / min(time, 1.0):.2f}× faster, {1 - min(rss, 1.0):.0%} smaller)"
+    parts = ([f"{1 / time:.2f}× faster"] if time < 0.995 else []) + (
+        [f"{1 - rss:.0%} smaller"] if rss < 0.995 else [])  # fmt: skip
+    return f" (at most {' or '.join(parts)})" if parts else ""
 
 
 def _pick(goal: str, c: Choice | None, a: Answer) -> str:
