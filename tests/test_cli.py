@@ -58,6 +58,10 @@ def test_run_then_report_in_every_format(tmp_path: Path, installed: dict[str, Ve
     n = len(names.split(","))
     assert doc["campaign"]["done"] == doc["campaign"]["planned"] == n * 2 * 2 + n  # + baselines
     assert doc["campaign"]["machine"]["cores"] == os.cpu_count()
+    # Each answer carries its one sentence and its pick in named fields.
+    assert doc["recommendation"] and all(
+        a["lead"].startswith(("Use ", "Keep ")) and "fastest" in a for a in doc["recommendation"]
+    )
 
 
 def test_every_run_records_what_it_ran_on(tmp_path: Path, installed: dict[str, Verified]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from allocmark import aging, recommend
 from allocmark.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
-from allocmark.report import data, rows
+from allocmark.report import answer, data, rows
 
 PROFILE_FORMAT = "allocmark-profile"
 
@@ -23,7 +23,8 @@ def render(report: data.ReportData) -> str:
         return document(PROFILE_FORMAT, report.campaign, rows.profile_table_rows(report.profiles),
                         {"profiles": views})  # fmt: skip
     comp = data.comparison(report)
-    answers = [dataclasses.asdict(a) for a in recommend.answers(comp)]
+    # Fields were added (lead, margin, tied_*), none changed: the version stays.
+    answers = [dataclasses.asdict(a) | {"lead": answer.lead(a)} for a in recommend.answers(comp)]
     made = [dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest}
             for m in report.made]  # fmt: skip
     memory = {"aging": [_steady(s) for s in report.aging], "made_of": made}
