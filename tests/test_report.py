@@ -69,17 +69,22 @@ def test_geomean_interval() -> None:
 
 
 def test_paired_ratio_and_its_interval() -> None:
-    # log ratios ln 0.5, ln 0.5 * 1.1, ln 0.5 / 1.1: mean ln 0.5, sd = ln 1.1
+    # log ratios ln 0.5, ln 0.5 * 1.1, ln 0.5 / 1.1: centre ln 0.5, sd = ln 1.1
     r = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1], [1.0, 1.0, 1.0])
     assert r is not None and r.paired and r.df == 2
-    assert r.value == pytest.approx(0.5)
+    assert r.value == pytest.approx(0.5)  # Hodges–Lehmann: the median Walsh average
     se = math.log(1.1) / math.sqrt(3)
     assert r.se == pytest.approx(se)
-    assert math.log(r.high / r.value) == pytest.approx(4.302653 * se, rel=1e-5)
-    assert r.half_width == pytest.approx(math.exp(4.302653 * se) - 1, rel=1e-5)
-    # 80 % power: t(0.975, 2) + t(0.80, 2) = 4.302653 + 1.060660
+    # Three blocks: the exact test cannot reach 5 % (2 * 2^-3), so no interval yet.
+    assert (r.low, r.high, r.half_width, r.blocks_needed) == (0.0, math.inf, math.inf, 6)
+    # 80 % power, for the blocks a verdict would need: t(0.975, 2) + t(0.80, 2)
     assert r.detectable == pytest.approx(math.exp(5.363313 * se) - 1, rel=1e-5)
-    assert stats.paired_ratio([1.0], [2.0]) == stats.Ratio(0.5, 0.5, 0.5, 1.0, paired=True)
+    # Six blocks: the interval runs from the smallest to the largest Walsh average.
+    six = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1, 0.51, 0.49, 0.5], [1.0] * 6)
+    assert six is not None
+    assert (six.low, six.high) == (pytest.approx(0.5 / 1.1), pytest.approx(0.55))
+    one = stats.paired_ratio([1.0], [2.0])
+    assert one is not None and (one.value, one.low, one.high, one.df) == (0.5, 0.5, 0.5, 0)
     assert stats.paired_ratio([1.0, 0.0], [1.0, 1.0]) is None
 
 
@@ -288,8 +293,8 @@ def test_an_undecided_ratio_is_inconclusive_with_what_it_could_detect() -> None:
 
 
 def test_loose_cells_are_those_whose_ratio_is_wider_than_the_target() -> None:
-    runs = [stored("glibc", w, rep=i) for i, w in enumerate((1.0, 2.0, 3.0))] + [
-        stored("je", w, rep=i) for i, w in enumerate((1.0, 2.2, 2.7))
+    runs = [stored("glibc", w, rep=i) for i, w in enumerate((1.0, 2.0, 3.0, 1.5, 2.5, 2.0))] + [
+        stored("je", w, rep=i) for i, w in enumerate((1.0, 2.2, 2.7, 1.6, 2.4, 2.1))
     ]
     comp = analyze.compare(runs, ["glibc", "je"], "glibc", margin=0.02)
     cell = comp.rows[0].cells["time_s"]["je"]
@@ -303,10 +308,10 @@ def test_loose_cells_are_those_whose_ratio_is_wider_than_the_target() -> None:
 
 
 def test_blocks_are_paired_so_that_what_a_block_shares_cancels() -> None:
-    # The machine's speed changes from block to block by up to 3x; within a block
+    # The machine's speed changes from block to block by up to 8x; within a block
     # je is always half of glibc. Paired: exactly 0.5 and "faster"; Welch on the same
     # values could not tell.
-    speed = [1.0, 3.0, 1.5, 2.5]
+    speed = [1.0, 6.0, 1.5, 5.0, 2.0, 8.0]  # six blocks: the fewest an exact verdict needs
     runs = [stored("glibc", s, rep=i) for i, s in enumerate(speed)] + [
         stored("je", s / 2 * (1.01 if i % 2 else 0.99), rep=i) for i, s in enumerate(speed)
     ]
@@ -387,8 +392,9 @@ def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
 
 
 def test_try_lines_carry_the_paired_ratios() -> None:
-    runs = [stored("glibc", w, rep=i) for i, w in enumerate((1.0, 1.2))] + [
-        stored("je", w, rep=i, rss=2048) for i, w in enumerate((0.5, 0.6))
+    times = (1.0, 1.2, 1.1, 0.9, 1.3, 1.0)  # six blocks: the fewest an exact verdict needs
+    runs = [stored("glibc", w, rep=i) for i, w in enumerate(times)] + [
+        stored("je", w / 2, rep=i, rss=2048) for i, w in enumerate(times)
     ]
     comp = analyze.compare(runs, ["glibc", "je"], "glibc")
     lines = analyze.try_lines(runs, comp)
@@ -437,8 +443,11 @@ def test_numpy_and_plain_summaries_agree(seed: int) -> None:
     plain_mean, plain_sd = stats._mean_sd(
         [math.log(x / y) for x, y in zip(values, other, strict=True)]
     )
-    assert fast_ratio is not None and math.log(fast_ratio.value) == pytest.approx(plain_mean)
+    logs = [math.log(x / y) for x, y in zip(values, other, strict=True)]
+    centre = stats.signed_rank_interval(logs)[0]
+    assert fast_ratio is not None and math.log(fast_ratio.value) == pytest.approx(centre)
     assert fast_ratio.se == pytest.approx(plain_sd / math.sqrt(n))
+    assert min(logs) <= plain_mean <= max(logs)
 
 
 def _two_allocator_cells(name: str) -> list[CellRuns]:

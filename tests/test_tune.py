@@ -205,7 +205,7 @@ def test_a_partial_allocator_is_warned_of_once_with_its_candidates() -> None:
 def test_settings_judged_together_get_wider_intervals() -> None:
     def rows(name: str, time: float) -> list:  # type: ignore[type-arg]
         step = 3 if "{" in name else 7  # candidates vary unlike their defaults
-        return [stored(name, time * (1 + 0.03 * ((b * step) % 5)), rep=b) for b in range(6)]
+        return [stored(name, time * (1 + 0.03 * ((b * step) % 5)), rep=b) for b in range(10)]
 
     one = [*rows("glibc", 1.0), *rows("jemalloc", 1.0), *rows("jemalloc{narenas=1}", 0.9)]
     many = one + [r for n in ("jemalloc{a=1}", "jemalloc{b=1}", "jemalloc{c=1}")

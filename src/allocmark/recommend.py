@@ -138,7 +138,8 @@ def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool) -> 
     if cell is None or cell.ratio is None or cell.verdict is None:
         return None
     r = cell.ratio
-    value, low, high = (1 / r.value, 1 / r.high, 1 / r.low) if invert else (r.value, r.low, r.high)
+    bounds = (r.value, r.low, r.high)
+    value, low, high = stats.inverted(*bounds) if invert else bounds
     verdict = cell.verdict
     if invert and verdict in (stats.Verdict.BETTER, stats.Verdict.WORSE):
         # A speed-up or throughput ratio says better when it is above 1; here lower is better.
@@ -186,7 +187,8 @@ def _geo_position(comp: Comparison, metric: str, a: str, base: bool) -> Position
     if g is None:
         return None
     invert = metric == "ops_per_s" or (metric == "time_s" and comp.speedup)
-    value, low, high = (1 / g.value, 1 / g.high, 1 / g.low) if invert else (g.value, g.low, g.high)
+    bounds = (g.value, g.low, g.high)
+    value, low, high = stats.inverted(*bounds) if invert else bounds
     return Position(value, low, high, stats.judge(low, high, comp.margin))
 
 

@@ -65,6 +65,8 @@ def _at_most(a: Answer) -> str:
     rest = [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
     time = min((c.time.low for c in rest if c.time), default=1.0)
     rss = min((c.rss.low for c in rest if c.rss), default=1.0)
+    if time <= 0 or rss <= 0:
+        return " (too few blocks to bound how much)"
     parts = ([f"{1 / time:.2f}× faster"] if time < 0.995 else []) + (
         [f"{1 - rss:.0%} smaller"] if rss < 0.995 else [])  # fmt: skip
     return f" (at most {' or '.join(parts)})" if parts else ""
@@ -85,7 +87,7 @@ def _choice(c: Choice) -> str:
 def _time(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
         return _plain("time", p, f"×{p.value:.2f}" if p else "")
-    f, lo, hi = (1 / p.value, 1 / p.high, 1 / p.low) if p.value < 1 else (p.value, p.low, p.high)
+    f, lo, hi = stats.inverted(p.value, p.low, p.high) if p.value < 1 else (p.value, p.low, p.high)
     word = "faster" if p.value < 1 else "slower"
     return f"{f:.2f}× {word} [{lo:.2f}–{hi:.2f}]{_maybe(p)}"
 

@@ -105,11 +105,15 @@ def margin(r: stats.Ratio) -> str:
     """ "±2.1%", "±15%": two significant digits keep ten columns in a terminal."""
     if r.df <= 0:
         return ""
+    if r.half_width == math.inf:  # fewer blocks than the exact test needs
+        return f"(needs ≥{r.blocks_needed} blocks)"
     w = min(r.half_width, 9.99)
     return f"±{w:.1%}" if w < 0.1 else f"±{w:.0%}"
 
 
 def ratio_interval(r: stats.Ratio | None) -> str:
+    if r is not None and r.df > 0 and r.half_width == math.inf:
+        return f"(needs ≥{r.blocks_needed} blocks)"
     return f"[{r.low:.2f}–{r.high:.2f}]" if r is not None and r.low != r.high else ""
 
 
@@ -132,6 +136,8 @@ def detectable(r: stats.Ratio | None) -> str:
     """What an inconclusive ratio could have seen: "detects ≥9%"."""
     if r is None or r.detectable == math.inf:
         return "one block: no interval"
+    if r.half_width == math.inf:
+        return f"needs ≥{r.blocks_needed} blocks"
     return f"detects ≥{min(r.detectable, 9.99):.0%}"
 
 
@@ -168,8 +174,9 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
-    how = ("the geometric mean of its per-block ratios (paired: each block ran every allocator "
-           "back to back), ± half its 95% interval (Student t over blocks)" if comp.paired else
+    how = ("the Hodges–Lehmann estimate of its per-block ratios (paired: each block ran every "
+           "allocator back to back, in random order), ± half its exact 95% interval (Wilcoxon "
+           "signed-rank over blocks, inverted; 6 blocks at least)" if comp.paired else
            "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)")  # fmt: skip
     parts = [
         f"median of the runs; ×ratio to the baseline: {how}; same: the interval lies within "

@@ -286,7 +286,7 @@ def _speed_text(c: Cell | None) -> str:
     r = c.ratio
     word = fmt.verdict_word("time_s", c.verdict)
     if word in ("faster", "slower"):
-        f, lo, hi = (1 / r.value, 1 / r.high, 1 / r.low) if word == "faster" else (
+        f, lo, hi = stats.inverted(r.value, r.low, r.high) if word == "faster" else (
             r.value, r.low, r.high)  # fmt: skip
         return f"[bold]{f:.2f}× {word}[/] [{lo:.2f}–{hi:.2f}]"
     return _plain_verdict("time_s", c)
