@@ -160,7 +160,7 @@ def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
         return None
     n = r.df + 1
     effect = max(abs(math.log(r.value)), math.log1p(margin))
-    needed = n * (math.log1p(seen) / effect) ** 2
+    needed = max(n * (math.log1p(seen) / effect) ** 2, r.blocks_needed)  # the exact test's least
     return math.ceil(needed) if needed > n else None
 
 
