@@ -347,14 +347,15 @@ def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed
     and environment and runs only when confirmed."""
     pending = store.pending(cid)
     catalog = dict(workloads.load_catalog())
-    if (command := store.command_argv(cid)) is not None:
+    if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
         catalog[workloads.COMMAND] = workloads.command_workload(command)
     by_name = {v.spec.name: v for v in verified}
+    signed = store.signed_plan(cid)  # read once: checked for mixed cells, then verified
     problems = [_changed(spec, catalog, by_name) for spec in pending]
-    if problem := next((p for p in problems if p), None) or plan.mixed(store.plan(cid)):
+    if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
         raise UserError(f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
                         "changed since it was planned: start a new campaign")  # fmt: skip
-    unsigned = store.unsigned(cid)
+    unsigned = seal.unsigned(signed, store.settings(cid).get("plan_id"))
     if not pending or not unsigned or confirmed:
         return
     origin = store.settings(cid).get("created_by")
@@ -373,9 +374,6 @@ def _changed(spec: RunSpec, catalog: dict[str, Workload], by_name: dict[str, Ver
     if a is None:
         return (f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign "
                 "does not have")  # fmt: skip
-    if spec.workload not in catalog:
-        return (f"run {spec.seq} names workload {spec.workload!r}, which neither the catalog "
-                "nor the campaign has")  # fmt: skip
     return plan.differs(spec, catalog, a) or ""
 
 

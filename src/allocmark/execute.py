@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import json
 import os
 import select
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from allocmark import capture, machine, native, profile, records, who, workloads
+from allocmark import capture, machine, native, owner, profile, records, who, workloads
 from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Service
 from allocmark.text import printable
 
@@ -117,6 +118,11 @@ class _Sentinel:
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 @contextlib.contextmanager
 def undumpable() -> Iterator[None]:
     """allocmark's own process is non-dumpable while a run is in flight: the measured
@@ -124,7 +130,7 @@ def undumpable() -> Iterator[None]:
     the read ends of the launcher's pipes (opened for writing through /proc, they
     take a forged record). Root and CAP_SYS_PTRACE pass through this; the launcher's
     exit status and its one record are the check that holds there (see _launcher)."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     before = libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     try:
@@ -554,11 +560,8 @@ def _signame(n: int) -> str:
 
 def _process_state(pid: int) -> str:
     """A process's state letter from /proc/PID/stat ("" if gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat[stat.rindex(")") + 2 :][:1]
+    fields = owner.stat_fields(pid)
+    return fields[0] if fields else ""
 
 
 def _status(found: dict[str, Any]) -> dict[str, int]:

@@ -60,12 +60,17 @@ def _boot_id() -> str:
 
 
 def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after it.
-    fields = stat[stat.rindex(")") + 2 :].split()
+    fields = stat_fields(pid)
     if len(fields) < 20 or fields[0] in ("Z", "X"):  # a zombie has ended
         return None
     return int(fields[19])
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (the state letter) on; [] when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    # The command name (field 2) may hold spaces and parentheses: split after it.
+    return stat[stat.rindex(")") + 2 :].split()

@@ -375,7 +375,8 @@ def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str 
     that differs."""
     w = catalog.get(spec.workload)
     if w is None:
-        return f"run {spec.seq} names workload {spec.workload!r}, which is not in the catalog"
+        return (f"run {spec.seq} names workload {spec.workload!r}, which neither the catalog "
+                "nor the campaign has")  # fmt: skip
     made = (_baseline(spec.seq, w, a, spec.timeout) if spec.role == "baseline"
             else _spec(spec.seq, w, spec.params, a, spec.rep, spec.timeout))  # fmt: skip
     # The profiler's sampling rate is a setting of the run, not part of its command.

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from allocmark.model import RunSpec
@@ -101,6 +102,13 @@ def sign(secret: bytes | None, plan_id: str, s: RunSpec) -> str | None:
     if secret is None:
         return None
     return hmac.new(secret, _message(plan_id, s), hashlib.sha256).hexdigest()
+
+
+def unsigned(plan: Sequence[tuple[RunSpec, str | None]], plan_id: object) -> list[RunSpec]:
+    """The runs of a stored plan whose signature does not verify under this user's key:
+    changed since they were planned, or planned by someone else."""
+    secret = key(create=False)
+    return [s for s, tag in plan if not verifies(secret, plan_id, s, tag)]
 
 
 def verifies(secret: bytes | None, plan_id: object, s: RunSpec, tag: object) -> bool:

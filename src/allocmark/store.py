@@ -333,26 +333,21 @@ class Store:
             ((*_plan_row(cid, s), seal.sign(secret, plan_id, s)) for s in plan),
         )
 
-    def unsigned(self, cid: int) -> list[RunSpec]:
-        """The planned runs, done or not, whose signature does not verify under this
-        user's key: changed since they were planned, or planned by someone else."""
-        secret, plan_id = seal.key(create=False), self.settings(cid).get("plan_id")
+    def signed_plan(self, cid: int) -> list[tuple[RunSpec, str | None]]:
+        """The whole plan, done or not, in order, each run with its stored signature."""
         rows = self.db.execute(f"SELECT {_PLAN_COLUMNS}, mac FROM plan WHERE campaign_id=? "
                                "ORDER BY seq", (cid,))  # fmt: skip
-        out = []
-        for r in rows:
-            spec = _spec_from_row(r)
-            if not seal.verifies(secret, plan_id, spec, r[-1]):
-                out.append(spec)
-        return out
+        return [(_spec_from_row(r), r[-1]) for r in rows]
 
-    def command_argv(self, cid: int) -> tuple[str, ...] | None:
-        """The user's own command of a `try` campaign, as stored with its workloads."""
-        from allocmark.workloads import COMMAND  # the run stack, not the report's
+    def unsigned(self, cid: int) -> list[RunSpec]:
+        """The planned runs whose signature does not verify under this user's key."""
+        return seal.unsigned(self.signed_plan(cid), self.settings(cid).get("plan_id"))
 
+    def command_argv(self, cid: int, name: str) -> tuple[str, ...] | None:
+        """The user's own command of a `try` campaign (workload `name`), as stored."""
         row = self.db.execute(
             "SELECT argv_json FROM workloads WHERE campaign_id=? AND name=? AND kind='command'",
-            (cid, COMMAND),
+            (cid, name),
         ).fetchone()
         argv = _loads(row[0]) if row else None
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
