@@ -1,37 +1,57 @@
-"""Calibration: are allocmark's verdicts right as often as they claim? (issue 14)
+"""Calibration: are allocmark's verdicts right as often as they claim? (issues 14, 26)
 
-A/A: the quick suite with glibc and `twin`, libc.so.6 again under a second name
-(a symlink: the same file, so the same pages; a copy of the file is not the same
-software for memory: fully in the page cache, its mapping faults in ~116 KiB more
-and every peak RSS comparison rightly calls it larger), K campaigns at the
-suite's default precision and budget. Every
-faster/slower verdict for twin is false: inside each campaign (time and peak RSS
-cells) and through `compare` between campaigns (with glibc as the control).
-Target: at most 5 %.
+Two conditions: the machine as it is ("quiet"), and beside a CPU-busy process
+this bench starts and stops itself ("busy": one core spinning).
 
-A/B: glibc against `burn` (glibc plus a set amount of busy work in every k-th
-malloc, native/burn), k chosen from a paired run of its own (every malloc
-burning) to make samethread 5 % and 10 % slower, over N cells (samethread, seeds 1..N),
-at the default precision and budget. Target: at least 90 % of the +10 % cells
-judged slower.
+A/A, where every faster/slower verdict is false and every recommendation of the
+twin is false:
+- real commands under `try` at its default margin and budget: gzip, sort,
+  /usr/bin/python3 (PYTHONMALLOC=malloc) and ruby, each 0.05-0.25 s here, under
+  glibc against `twin` (libc.so.6 again under a second name) and under mimalloc
+  against `mtwin` (Debian's libmimalloc.so.2 again). A twin is a symlink: the same
+  file, so the same pages (a copy is not the same software for memory: its mapping
+  faults in ~116 KiB more and every peak RSS comparison rightly calls it larger);
+- the quick suite (nine microbenchmark rows, two of them two-threaded with bimodal
+  peak RSS) under glibc and twin, and `compare` across those campaigns (glibc the
+  control).
 
-usage: .venv/bin/python bench/calibration.py [K] [N]
+A/B: glibc against `burn` (glibc plus busy work in every k-th malloc, native/burn),
+k chosen from paired runs of its own to make samethread 5 % and 10 % slower, over
+several cells (seeds), at the default margin and budget: detected when judged slower.
+
+It prints each rate with its 95 % Clopper-Pearson interval, and the median blocks a
+verdict took: what the anytime-valid interval costs. Targets (issue 26): false
+verdicts and false recommendations <= 5 % over N >= 100 cells, "same" reached in
+>= 70 % of A/A time cells of programs under 0.5 s, +10 % detected >= 90 %.
+
+usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS]
+  REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
+  per condition); CELLS: A/B cells (default 10); CONDITIONS: quiet,busy (default).
 """
 
 from __future__ import annotations
 
+import contextlib
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from allocmark import analyze, compare, native, stats
+from scipy.stats import beta
+
+from allocmark import analyze, compare, native, recommend, stats
 from allocmark.store import Store
 
 ALLOCMARK = [sys.executable, "-m", "allocmark"]
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+MIMALLOC = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 SAMETHREAD = ["-p", "count=50000", "-p", "rounds=4", "-p", "threads=1"]
+PYTHON = "d = {}\nfor i in range(200000):\n    d[str(i)] = [i] * 3\n"
+RUBY = 'a = []; 200000.times { |i| a << "x#{i}" * 3 }; h = {}; a.each { |s| h[s] = s.size }'
 
 
 def allocmark(*args: str) -> str:
@@ -41,61 +61,89 @@ def allocmark(*args: str) -> str:
     return done.stdout
 
 
-Found = tuple[str, str]  # (verdict word, what it was about)
+def commands(work: Path) -> dict[str, list[str]]:
+    """The real A/A commands, on an 8 MB text this bench writes (same every time)."""
+    text = work / "text"
+    rng = random.Random(1)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9)))
+             for _ in range(5000)]  # fmt: skip
+    text.write_text("".join(" ".join(rng.choices(words, k=10)) + "\n" for _ in range(120000)))
+    return {
+        "gzip": ["sh", "-c", f"gzip -6 -c {text} > /dev/null"],
+        "sort": ["sort", "-S", "64M", "-o", "/dev/null", str(text)],
+        "python3": ["env", "PYTHONMALLOC=malloc", "/usr/bin/python3", "-c", PYTHON],
+        "ruby": ["ruby", "-e", RUBY],
+    }
 
 
-def verdicts_inside(db: Path, allocator: str) -> list[Found]:
-    store = Store(db, create=False)
-    comp = analyze.stored_comparison(store, store.campaign().id)
-    return [
-        (c.verdict.value, f"{db.stem} {row.label} {metric} ×{c.ratio.value:.4f}")
-        for row in comp.rows
-        for metric in ("time_s", "peak_rss_kib")
-        if (c := row.cells[metric][allocator]).verdict is not None and c.ratio is not None
-    ]
+@dataclass
+class Tally:
+    """What one condition found."""
+
+    cells: list[tuple[str, str, stats.Verdict, int]] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)  # "" right, else what was wrong
+    across: list[tuple[stats.Verdict | str, str]] = field(default_factory=list)
+    detected: dict[float, list[bool]] = field(default_factory=dict)
+    seen: dict[float, list[float]] = field(default_factory=dict)
+
+    def add_aa(self, db: Path, twin: str, kind: str) -> None:
+        """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
+        store = Store(db, create=False)
+        comp = analyze.stored_comparison(store, store.campaign().id)
+        for row in comp.rows:
+            for metric in ("time_s", "peak_rss_kib"):
+                c = row.cells[metric][twin]
+                if c.verdict is not None and c.ratio is not None:
+                    what = f"{kind} {row.label} {metric} ×{c.ratio.value:.4f}"
+                    self.cells.append((what, metric, c.verdict, int(c.ratio.df) + 1))
+        for a in recommend.answers(comp):
+            picked = {c.allocator for c in (a.fastest, a.smallest, *a.tied_time, *a.tied_rss) if c}
+            self.answers.append(f"{kind} {a.scope}: recommends {twin}" if twin in picked else "")
 
 
-def verdicts_across(old: Path, new: Path) -> list[Found]:
-    out = []
-    for metric in ("time_s", "peak_rss_kib"):
-        for v in compare.compare(compare.load(str(old)), compare.load(str(new)), metric):
-            if not v.control and v.ratio is not None:
-                what = f"{old.stem}->{new.stem} {v.label} {metric} ×{v.ratio.value:.4f}"
-                out.append((v.verdict, what))
-    return out
+def rate(hits: int, n: int) -> str:
+    """hits of n, the share and its 95 % Clopper-Pearson interval."""
+    if n == 0:
+        return "0 of 0"
+    low = float(beta.ppf(0.025, hits, n - hits + 1)) if hits else 0.0
+    high = float(beta.ppf(0.975, hits + 1, n - hits)) if hits < n else 1.0
+    return f"{hits} of {n} ({hits / n:.1%}, 95 % interval {low:.1%}-{high:.1%})"
 
 
-def false_share(items: list[Found]) -> str:
-    wrong = [what for verdict, what in items if verdict in ("better", "worse")]
-    return f"{len(wrong)} of {len(items)} ({len(wrong) / max(1, len(items)):.0%})" + "".join(
-        f"\n      {w}" for w in wrong
-    )
-
-
-def aa(k: int, work: Path) -> None:
-    twin = work / "twin" / "libc.so.6"
-    twin.parent.mkdir()
-    twin.symlink_to(LIBC)
+def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
+    twins = work / f"twins-{tag}"
+    twins.mkdir()
+    (twins / "libc.so.6").symlink_to(LIBC)
+    (twins / "libmimalloc.so.2").symlink_to(MIMALLOC)
+    pairs = {"glibc": f"glibc,twin={twins / 'libc.so.6'}",
+             "mimalloc": f"mimalloc,mtwin={twins / 'libmimalloc.so.2'}"}  # fmt: skip
+    for i in range(reps):
+        for name, argv in commands(work).items():
+            for base, allocators in pairs.items():
+                db = work / f"{tag}-{name}-{base}-{i}.db"
+                allocmark("try", "-a", allocators, "--db", str(db), "--", *argv)
+                tally.add_aa(db, "twin" if base == "glibc" else "mtwin", f"{name}/{base}")
     dbs = []
-    for i in range(k):
-        db = work / f"aa{i}.db"
-        allocmark("run", "--suite", "quick", "-a", f"glibc,twin={twin}", "--db", str(db))
+    for i in range(reps):
+        db = work / f"{tag}-quick-{i}.db"
+        allocmark("run", "--suite", "quick", "-a", pairs["glibc"], "--db", str(db))
+        tally.add_aa(db, "twin", f"quick{i}")
         dbs.append(db)
-    inside = [found for db in dbs for found in verdicts_inside(db, "twin")]
-    across = [f for i, a in enumerate(dbs) for b in dbs[i + 1 :] for f in verdicts_across(a, b)]
-    print(f"A/A, {k} quick-suite campaigns of glibc and libc again as 'twin' (time, peak RSS):")
-    print(f"  false verdicts inside campaigns (target <= 5%): {false_share(inside)}")
-    print(f"  false verdicts through compare across campaigns: {false_share(across)}")
-
-
-def time_ratio(db: Path, name: str) -> list[stats.Ratio | None]:
-    """Every row's time ratio of `name` to glibc in the newest campaign of db."""
-    store = Store(db, create=False)
-    comp = analyze.stored_comparison(store, store.campaign().id)
-    return [row.cells["time_s"][name].ratio for row in comp.rows]
+    for i, old in enumerate(dbs):
+        for new in dbs[i + 1 :]:
+            for metric in ("time_s", "peak_rss_kib"):
+                for v in compare.compare(compare.load(str(old)), compare.load(str(new)), metric):
+                    if not v.control and v.ratio is not None:
+                        tally.across.append((v.verdict, f"{v.label} {metric}"))
 
 
 LOOPS = 200  # steps of a burning malloc: +150-170 % when every malloc burns
+
+
+def time_ratio(db: Path, name: str) -> stats.Ratio | None:
+    store = Store(db, create=False)
+    comp = analyze.stored_comparison(store, store.campaign().id)
+    return comp.rows[0].cells["time_s"][name].ratio
 
 
 def slowdown(burn: Path, every: int, work: Path, blocks: int) -> float:
@@ -104,7 +152,7 @@ def slowdown(burn: Path, every: int, work: Path, blocks: int) -> float:
     db = work / f"tune-{every}.db"
     allocmark("run", "-w", "samethread", *SAMETHREAD, "-n", str(blocks), "--max-runs",
               str(blocks), "-a", f"glibc,burn={burn}:{_env(every)}", "--db", str(db))  # fmt: skip
-    (r,) = time_ratio(db, "burn")
+    r = time_ratio(db, "burn")
     if r is None:
         sys.exit(f"burn {_env(every)}: no time ratio")
     return r.value - 1
@@ -114,47 +162,109 @@ def _env(every: int) -> str:
     return f"AM_BURN_LOOPS={LOOPS},AM_BURN_EVERY={every}"
 
 
-def tune(burn: Path, work: Path, target: float, full: float) -> int:
-    """k for a `target` slowdown: full / target, corrected once by a paired run at that
-    k (the cost is linear in 1/k, but one campaign's machine is not the next's)."""
-    guess = max(1, round(full / target))
-    seen = slowdown(burn, guess, work, 30)
-    factor = min(2.0, max(0.5, seen / target)) if seen > 0 else 0.5  # noisy: nudge only
-    return max(1, round(guess * factor))
-
-
-def ab(n: int, work: Path) -> None:
-    burn = native.library("libam_burn.so")
-    full = slowdown(burn, 1, work, 15)  # large, so measured to a few per cent of itself
+def burn_every(burn: Path, work: Path) -> dict[float, int]:
+    """k for +5 % and +10 %: full / target, corrected once by a paired run at that k
+    (the cost is linear in 1/k, but one campaign's machine is not the next's)."""
+    full = slowdown(burn, 1, work, 15)
     if full <= 0:
         sys.exit("burn did not slow samethread down")
-    every = {f: tune(burn, work, f, full) for f in (0.05, 0.10)}
-    db = work / "ab.db"
-    seeds = ",".join(str(s) for s in range(1, n + 1))
+    out = {}
+    for target in (0.05, 0.10):
+        guess = max(1, round(full / target))
+        seen = slowdown(burn, guess, work, 30)
+        factor = min(2.0, max(0.5, seen / target)) if seen > 0 else 0.5  # noisy: nudge only
+        out[target] = max(1, round(guess * factor))
+    return out
+
+
+def ab(tally: Tally, work: Path, cells: int, every: dict[float, int], tag: str) -> None:
+    burn = native.library("libam_burn.so")
+    db = work / f"{tag}-ab.db"
+    seeds = ",".join(str(s) for s in range(1, cells + 1))
     allocmark("run", "-w", "samethread", *SAMETHREAD, "-p", f"seed={seeds}", "--db", str(db),
               "-a", f"glibc,burn5={burn}:{_env(every[0.05])}",
               "-a", f"burn10={burn}:{_env(every[0.10])}")  # fmt: skip
     store = Store(db, create=False)
     comp = analyze.stored_comparison(store, store.campaign().id)
-    print(f"A/B, {n} samethread cells (seeds 1..{n}), default precision and budget:")
     for name, f in (("burn10", 0.10), ("burn5", 0.05)):
-        cells = [row.cells["time_s"][name] for row in comp.rows]
-        found = sum(c.verdict is stats.Verdict.WORSE for c in cells)
-        seen = [c.ratio.value - 1 for c in cells if c.ratio is not None]
-        print(f"  +{f:.0%} (1 malloc in {every[f]} burns, measured "
-              f"{statistics.median(seen):+.1%} median): detected {found} of {len(cells)}"
-              + ("  (target >= 90%)" if f == 0.10 else ""))  # fmt: skip
-    widths = [row.cells["time_s"]["burn10"].ratio for row in comp.rows]
-    print("  interval half-widths: " + ", ".join(f"±{r.half_width:.1%}" for r in widths if r))
+        for row in comp.rows:
+            c = row.cells["time_s"][name]
+            tally.detected.setdefault(f, []).append(c.verdict is stats.Verdict.WORSE)
+            if c.ratio is not None:
+                tally.seen.setdefault(f, []).append(c.ratio.value - 1)
 
 
-def main() -> None:
-    k = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+@contextlib.contextmanager
+def condition(name: str) -> Iterator[None]:
+    """Nothing else ("quiet"), or one core spinning in another process ("busy")."""
+    spinner = None
+    if name == "busy":
+        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+
+
+def report(name: str, t: Tally, reps: int) -> None:
+    decided = [c for c in t.cells if c[2] is not stats.Verdict.INCONCLUSIVE]
+    false = [c for c in t.cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
+    same = [c for c in t.cells if c[2] is stats.Verdict.SAME]
+    real_time = [c for c in t.cells if c[1] == "time_s" and not c[0].startswith("quick")]
+    wrong = [a for a in t.answers if a]
+    print(
+        f"condition: {name}"
+        + (" (one core spinning in a process this bench started)" if name == "busy" else "")
+    )
+    print(
+        f"  A/A: gzip, sort, python3, ruby under glibc/twin and mimalloc/mtwin via `try`, "
+        f"and the quick suite under glibc/twin, {reps}x each"
+    )
+    print(f"  false verdicts: {rate(len(false), len(t.cells))}")
+    for what, *_ in false:
+        print(f"      {what}")
+    print(f"  false recommendations: {rate(len(wrong), len(t.answers))}")
+    for what in wrong:
+        print(f"      {what}")
+    print(
+        f"  same reached: {rate(len(same), len(t.cells))}; A/A time cells of the real "
+        f"commands (all under 0.5 s): "
+        f"{rate(sum(c[2] is stats.Verdict.SAME for c in real_time), len(real_time))}"
+    )
+    for metric, label in (("time_s", "time"), ("peak_rss_kib", "peak RSS")):
+        blocks = [c[3] for c in decided if c[1] == metric]
+        left = [c[3] for c in t.cells if c[1] == metric and c[2] is stats.Verdict.INCONCLUSIVE]
+        decided_at = statistics.median(blocks) if blocks else "-"
+        left_at = statistics.median(left) if left else "-"
+        print(f"  blocks to a verdict ({label}): median {decided_at} of {len(blocks)} decided; "
+              f"{len(left)} undecided at the budget (median {left_at} blocks)")  # fmt: skip
+    across_false = [w for v, w in t.across if v in ("better", "worse")]
+    across = rate(len(across_false), len(t.across))
+    print(f"  false verdicts through compare across campaigns: {across}")
+    for f in (0.10, 0.05):
+        hits = t.detected.get(f, [])
+        seen = t.seen.get(f, [])
+        median = f", measured {statistics.median(seen):+.1%} median" if seen else ""
+        print(f"  detected (+{f:.0%}): {rate(sum(hits), len(hits))} (samethread{median})")
+
+
+def main(argv: Sequence[str]) -> None:
+    reps = int(argv[0]) if argv else 3
+    cells = int(argv[1]) if len(argv) > 1 else 10
+    conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
-        aa(k, Path(tmp))
-        ab(n, Path(tmp))
+        work = Path(tmp)
+        every = burn_every(native.library("libam_burn.so"), work)
+        for name in conditions:
+            tally = Tally()
+            with condition(name):
+                aa(tally, work, reps, name)
+                ab(tally, work, cells, every, name)
+            report(name, tally, reps)
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -2,9 +2,16 @@
 
 Floor: time under the null allocator (bump: per-thread LIFO lists per size
 class, no locks, nothing given back) / time under glibc, on churn and samethread
-with default parameters: the workloads' own cost. Target: user CPU <= 0.15. Noise:
-coefficient of variation of wall time over the glibc repetitions at 1 thread.
-Runs are interleaved (glibc, bump, glibc, bump, ...) so drift hits both.
+with default parameters: the workloads' own cost. Noise: coefficient of variation
+of wall time over the glibc repetitions at 1 thread. Runs are interleaved (glibc,
+bump, glibc, bump, ...) so drift hits both. And the profiler's own measure of the
+same thing: the share of each workload's thread time spent inside glibc's malloc
+(libamprof's sampled cycles, `allocmark run --profile`).
+
+Issue 14's targets (floor <= 0.15 of user CPU; prodcons' CV no worse than
+samethread's) were refuted by measurement and withdrawn in issue 26: the floor is
+what these workloads cost, and prodcons' CV is the machine's. The figures are
+printed for a reader, not judged.
 
 usage: .venv/bin/python bench/workload_floor.py [REPETITIONS]
 """
@@ -12,10 +19,14 @@ usage: .venv/bin/python bench/workload_floor.py [REPETITIONS]
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-from allocmark import allocators, execute, workloads
+from allocmark import allocators, analyze, execute, workloads
 from allocmark.model import RunSpec, RunStatus, Verified
+from allocmark.store import Store
 
 
 def spec(w_name: str, alloc: Verified, given: dict[str, object] | None = None) -> RunSpec:
@@ -59,9 +70,10 @@ def noise(glibc: Verified, reps: int) -> None:
                 sys.exit(f"{name} under glibc: {r.status.value}: {r.detail}")
             walls[name].append(r.wall_s)
     cvs = {n: statistics.stdev(w) / statistics.fmean(w) for n, w in walls.items()}
-    print(f"glibc wall CV, quick-suite parameters, {reps} interleaved runs: "
-          + ", ".join(f"{n} {cv:.1%}" for n, cv in cvs.items())
-          + " (target: prodcons no worse than samethread)")  # fmt: skip
+    print(
+        f"glibc wall CV, quick-suite parameters, {reps} interleaved runs: "
+        + ", ".join(f"{n} {cv:.1%}" for n, cv in cvs.items())
+    )
 
 
 def main() -> None:
@@ -79,8 +91,28 @@ def main() -> None:
         floors = [median(b, i) / median(g, i) for i in range(3)]
         print(f"{name:<11} {floors[0]:>18.3f} {floors[1]:>12.3f} {floors[2]:>16.3f} "
               f"{median(b, 3):>10.3f} {cv:>13.1%}")  # fmt: skip
-    print("floor = median under bump / median under glibc (target: user CPU <= 0.15)")
+    print("floor = median under bump / median under glibc")
     noise(glibc, max(reps, 15))
+    allocator_share()
+
+
+def allocator_share() -> None:
+    """The profiler's estimate of the time inside glibc's allocator, per workload."""
+    with tempfile.TemporaryDirectory(prefix="allocmark-floor-") as tmp:
+        db = Path(tmp) / "p.db"
+        argv = [sys.executable, "-m", "allocmark", "run", "-w", "churn,samethread", "-a",
+                "glibc", "-n", "1", "--max-runs", "1", "--profile", "--db", str(db)]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"profiled run failed:\n{done.stderr[-2000:]}")
+        store = Store(db, create=False)
+        views = analyze.stored_profiles(store, store.campaign().id)
+    shares = [f"{v.workload} {s.time_share:.1%}" for v in views for s in v.summaries
+              if s.time_share is not None]  # fmt: skip
+    print(
+        "time inside glibc's allocator (profiler, default parameters): "
+        + (", ".join(shares) or "not measured (the profiler saw no thread cycles)")
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from allocmark import campaign, machine
+from allocmark import analyze, campaign, machine, stats
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.store import Store
 from tests.fakes import FakeExecutor, specs
@@ -69,7 +69,7 @@ class Blocks:
 
 def precise(tmp_path: Path, max_runs: int, target: float, budget: float = 0.0) -> tuple[Store, int]:
     s = Store(tmp_path / "p.db")
-    settings = {"seed": 1, "min_runs": 3, "max_runs": max_runs, "target_ci": target,
+    settings = {"seed": 1, "min_runs": 3, "max_runs": max_runs, "margin": target,
                 "budget_s": budget}  # fmt: skip
     cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b",
                          settings)  # fmt: skip
@@ -80,13 +80,21 @@ def blocks_of(s: Store, cid: int) -> list[int]:
     return sorted({r.rep for r in s.runs(cid)})
 
 
-def test_blocks_are_added_until_the_ratio_is_tight(tmp_path: Path) -> None:
-    s, cid = precise(tmp_path, max_runs=50, target=0.5)
-    rounds: list[tuple[float | None, int]] = []
+def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=50, target=0.03)
+    rounds: list[tuple[int, int, int]] = []
     campaign.execute(s, cid, Blocks(), fake_allocs("a", "b"), on_round=lambda *r: rounds.append(r))
     n = len(blocks_of(s, cid))
-    assert 3 < n < 50  # the 3 noisy blocks are loose; steady ones tighten it
-    assert rounds[-1][1] == 0 and rounds[-1][0] is not None and rounds[-1][0] <= 0.5
+    # a is 20 % faster after 3 noisy blocks, and peak RSS is equal: both decided once
+    # the anytime-valid interval can be finite (7 blocks at least), well before 50.
+    assert 7 <= n < 50
+    assert rounds[0] == (2, 2, 1)  # time and peak RSS undecided, one more block
+    assert rounds[-1] == (0, 2, 0)
+    comp = analyze.stored_comparison(s, cid)
+    assert comp.sequential
+    cells = comp.rows[0].cells
+    assert cells["time_s"]["a"].verdict is stats.Verdict.BETTER
+    assert cells["peak_rss_kib"]["a"].verdict is stats.Verdict.SAME
     runs = s.runs(cid)
     for rep in blocks_of(s, cid):  # every block holds each allocator once
         assert sorted(r.allocator for r in runs if r.rep == rep) == ["a", "b"]

@@ -284,9 +284,12 @@ def test_workloads_lists_parameters() -> None:
 def test_blocks_are_added_within_max_runs_and_reported(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     result = cli("run", *SMALL, "-a", "glibc,glibc:arena2", "-n", "2", "--max-runs", "3",
-                 "--target-ci", "0.001%", "--db", str(db))  # fmt: skip
+                 "--margin", "0.001%", "--db", str(db))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "then more blocks until every ratio is within ±0%" in result.stdout
+    assert (
+        "then more blocks until every ratio is faster, slower or the same within ±0%"
+        in result.stdout
+    )
     assert "(up to 3 blocks, 120 s budget)" in result.stdout
     assert re.search(r"inconclusive|faster|slower", result.stdout)
     assert "noise: " in result.stdout and "calibration loop between blocks" in result.stdout

@@ -122,7 +122,7 @@ _run = st.dictionaries(
 )  # fmt: skip
 _random_suite = st.dictionaries(
     st.sampled_from(["description", "allocators", "repetitions", "timeout", "seed", "budget",
-                     "target_ci", "runs", "unknown"]),
+                     "target_ci", "margin", "runs", "unknown"]),
     st.one_of(_value, st.lists(_run, max_size=3), st.just("all")),
 )  # fmt: skip
 _small = st.one_of(
@@ -141,6 +141,7 @@ _plausible_suite = st.fixed_dictionaries(
               "seed": st.integers(min_value=-5, max_value=2**70),
               "budget": st.sampled_from(["2m", "0", "none", "1h30m", "soon"]),
               "target_ci": st.sampled_from(["3%", "0.03", "200%", "x"]),
+              "margin": st.sampled_from(["3%", "0.03", "200%", "x"]),
               "allocators": st.one_of(st.just("all"), st.lists(
                   st.sampled_from(["glibc", "jemalloc", "nosuch", ""]), max_size=3))},
 )  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from scipy import special
 
 from allocmark import analyze, compare, exchange, stats
 from allocmark.errors import UserError
@@ -107,15 +108,23 @@ def test_four_verdicts(low: float, high: float, expected: stats.Verdict) -> None
     assert stats.verdict(r, 0.03, higher_is_better=True) is flipped.get(expected, expected)
 
 
-def test_a_family_of_cells_widens_each_interval() -> None:
-    r = stats.Ratio(1.03, 1.005, 1.055, 0.02, se=0.012, df=20)
-    wide = stats.for_family(r, 10)  # Bonferroni: each at 1 - 0.005
-    assert wide.alpha == pytest.approx(0.005) and wide.value == r.value
-    assert math.log(wide.high / wide.value) == pytest.approx(3.153401 * 0.012, rel=1e-4)
-    assert wide.low < 1 < wide.high and not wide.significant
-    assert stats.verdict(r, 0.03) is stats.Verdict.WORSE
-    assert stats.verdict(wide, 0.03) is stats.Verdict.INCONCLUSIVE
-    assert stats.for_family(r, 1) is r
+def test_holm_judges_a_family_step_by_step() -> None:
+    def r(p: float) -> stats.Ratio:  # 1.03 with the se that gives this p (t, 20 df)
+        se = math.log(1.03) / float(special.stdtrit(20, 1 - p / 2))
+        half = float(special.stdtrit(20, 0.975)) * se
+        return stats.Ratio(1.03, 1.03 * math.exp(-half), 1.03 * math.exp(half), p, se, 20)
+
+    # 0.001 < 0.05/3 and 0.02 < 0.05/2 are rejected; 0.3 is not, and is judged at 0.05/1.
+    judged = stats.holm([r(0.3), r(0.001), r(0.02)])
+    assert [x.alpha for x in judged] == pytest.approx([0.05, 0.05 / 3, 0.05 / 2])
+    wide = judged[1]
+    assert math.log(wide.high / wide.value) == pytest.approx(2.613 * wide.se, rel=1e-3)
+    # The first not rejected stops it: 0.03 > 0.05/2, so both are judged at 0.05/2.
+    judged = stats.holm([r(0.03), r(0.04)])
+    assert [x.alpha for x in judged] == pytest.approx([0.025, 0.025])
+    assert stats.verdict(r(0.03), 0.03) is stats.Verdict.WORSE
+    assert stats.verdict(judged[0], 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.holm([r(0.5)])[0].alpha == pytest.approx(0.05)
 
 
 def test_compare_judges_its_cells_as_a_family() -> None:

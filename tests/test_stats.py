@@ -77,8 +77,8 @@ def test_fewer_than_six_blocks_decide_nothing() -> None:
     assert stats.verdict(five, 0.03) is stats.Verdict.INCONCLUSIVE  # every block 2× faster
     assert stats.verdict(six, 0.03) is stats.Verdict.BETTER
     # A family of 10 cells judges each at 0.5 %: more blocks before a verdict.
-    assert stats.verdict(stats.for_family(six, 10), 0.03) is stats.Verdict.INCONCLUSIVE
-    nine = stats.for_family(stats.paired_ratio([1.0] * 9, [2.0] * 9), 10)  # type: ignore[arg-type]
+    assert stats.verdict(stats.at_alpha(six, 0.005), 0.03) is stats.Verdict.INCONCLUSIVE
+    nine = stats.at_alpha(stats.paired_ratio([1.0] * 9, [2.0] * 9), 0.005)  # type: ignore[arg-type]
     assert nine.blocks_needed == 9 and stats.verdict(nine, 0.03) is stats.Verdict.BETTER
 
 

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from allocmark import profile, stats
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
@@ -94,6 +94,7 @@ class Comparison:
     speedup: bool = False  # time ratios are baseline / allocator
     margin: float = stats.DEFAULT_MARGIN  # precision target and equivalence margin of the ratios
     paired: bool = True  # ratios from blocks (else Welch on two independent samples)
+    sequential: bool = False  # blocks were added until decided: anytime-valid intervals
     noise: Noise | None = None  # the campaign's noise sentinel, when stored
     # What a partial allocator lacks, and which of those functions each row's program
     # calls (None: not known), so that the recommendation can refuse it where it matters.
@@ -120,7 +121,7 @@ def stored_comparison(
     names = [r["name"] for r in store.allocator_rows(cid)]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     settings = store.settings(cid)
-    margin = settings.get("target_ci") or stats.DEFAULT_MARGIN
+    margin = settings_margin(settings)
     fixed = dict(settings.get("fixed_time", {}))
     cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
     left: tuple[str, ...] = ()
@@ -128,10 +129,23 @@ def stored_comparison(
         left = tuple(m for m in SECONDARY if any(
             v is not None for x in cells for v in x.columns.get(METRICS[m], ())))  # fmt: skip
     comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed,
-                   groups=[m for m in METRICS if m not in left])  # fmt: skip
+                   groups=[m for m in METRICS if m not in left],
+                   sequential=is_sequential(settings))  # fmt: skip
     lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in store.allocator_rows(cid)}
     return dataclasses.replace(comp, noise=_noise(store, cid, cells), lacks=lacks,
                                calls=_calls(store, cid, comp), left_out=left)  # fmt: skip
+
+
+def settings_margin(settings: dict[str, Any]) -> float:
+    """A campaign's equivalence margin ("target_ci" in campaigns stored before its rename)."""
+    return float(settings.get("margin") or settings.get("target_ci") or stats.DEFAULT_MARGIN)
+
+
+def is_sequential(settings: dict[str, Any]) -> bool:
+    """Were blocks added until the ratios decided (a campaign with a margin to reach,
+    allowed more blocks than it starts with)? `-n 5 --max-runs 5` never looks."""
+    looks = settings.get("max_runs", 0) > settings.get("min_runs", 0)
+    return ("margin" in settings or "target_ci" in settings) and looks
 
 
 def row_key(workload: str, params: Params) -> tuple[str, str]:
@@ -189,12 +203,14 @@ def compare(
     paired: bool = True,
     fixed_time: dict[str, str] | None = None,
     groups: Sequence[str] | None = None,
+    sequential: bool = False,
 ) -> Comparison:
     """Rows of measured runs (baseline-RSS runs only feed the overhead ratio). Ratios
     to the baseline are paired by block unless `paired` is False (runs that were not
     taken in blocks: imports, merged campaigns); duration-bound workloads
     (`fixed_time`: workload -> the parameter that sets the duration) have no time
-    result. `groups`: only these of METRICS (default: all)."""
+    result. `groups`: only these of METRICS (default: all). `sequential`: blocks were
+    added until the ratios decided, so their intervals are the anytime-valid ones."""
     cells = as_cells(data)
     by_cell: dict[tuple[str, Params], dict[str, CellRuns]] = {}
     for c in cells:
@@ -202,7 +218,7 @@ def compare(
             by_cell.setdefault((c.workload, c.params), {})[c.allocator] = c
     keys = sorted(by_cell, key=_row_order)
     labels = label_rows(keys)
-    how = _How(baseline, speedup, margin, paired)
+    how = _How(baseline, speedup, margin, paired, sequential and paired)
     wanted = {m: c for m, c in METRICS.items() if groups is None or m in groups}
     raws = [_raw(by_cell[key], allocators, time_is_fixed(fixed_time or {}, *key), wanted)
             for key in keys]  # fmt: skip
@@ -220,6 +236,7 @@ def compare(
         speedup=speedup,
         margin=margin,
         paired=paired,
+        sequential=how.sequential,
     )
 
 
@@ -231,6 +248,7 @@ class _How:
     speedup: bool
     margin: float
     paired: bool
+    sequential: bool = False
 
 
 def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> bool:
@@ -287,7 +305,10 @@ def _paired(raws: Sequence[Raw], how: _How) -> dict[int, stats.Ratio | None]:
                 aligned = aligned_blocks(*pair) if pair else None
                 if aligned:
                     jobs.append((id(cell), aligned))
-    ratios = stats.paired_ratio_many([values for _, values in jobs])
+    if how.sequential:
+        ratios = [stats.paired_ratio(*values, sequential=True) for _, values in jobs]
+    else:
+        ratios = stats.paired_ratio_many([values for _, values in jobs])
     return {key: ratio for (key, _), ratio in zip(jobs, ratios, strict=True)}
 
 
@@ -354,19 +375,25 @@ def _finish(
     )
 
 
-def paired_ratio(a: Cell, b: Cell) -> stats.Ratio | None:
-    """a/b paired by block (see aligned_blocks)."""
+def paired_ratio(a: Cell, b: Cell, sequential: bool = False) -> stats.Ratio | None:
+    """a/b paired by block (see aligned_blocks); `sequential`: the anytime-valid interval."""
     aligned = aligned_blocks(a, b)
-    return stats.paired_ratio(*aligned) if aligned else None
+    return stats.paired_ratio(*aligned, sequential=sequential) if aligned else None
 
 
 def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] | None:
-    """a's and b's values in the blocks both have (None with fewer than two such
-    blocks, or when a block holds two runs of one cell)."""
+    """a's and b's values in the blocks both have, in block order (the order they ran,
+    which the anytime-valid interval needs); None with fewer than two such blocks, or
+    when a block holds two runs of one cell."""
     if not a.blocks or not b.blocks:
         return None
     if a.blocks == b.blocks and len(set(a.blocks)) == len(a.blocks):  # the usual case
-        return (a.values, b.values) if len(a.blocks) >= 2 else None
+        if len(a.blocks) < 2:
+            return None
+        if all(x < y for x, y in zip(a.blocks, a.blocks[1:], strict=False)):
+            return a.values, b.values
+        order = sorted(range(len(a.blocks)), key=a.blocks.__getitem__)  # the order they ran
+        return [a.values[i] for i in order], [b.values[i] for i in order]
     by_a, by_b = (
         dict(zip(a.blocks, a.values, strict=True)),
         dict(zip(b.blocks, b.values, strict=True)),

@@ -43,7 +43,7 @@ from allocmark.model import AllocatorSpec, Params, Verified, Workload
 from allocmark.store import Store
 
 DEFAULT_DB = Path("results/allocmark.db")
-DEFAULT_MAX_RUNS = 50
+DEFAULT_MAX_RUNS = 1000  # the budget is the limit: "same" at ±3 % may take hundreds of blocks
 DEFAULT_MIN_RUNS = 3
 EXECUTORS = ("local", "dask")
 
@@ -59,8 +59,8 @@ class Request:
     allocators: tuple[str, ...] = ()  # NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]
     params: tuple[str, ...] = ()  # NAME=V[,V...] parameter overrides
     min_runs: int | None = None  # blocks per cell to start with (default: the suite's, or 3)
-    max_runs: int | None = None  # at most this many blocks per cell (default 50)
-    target_ci: float | None = None  # add blocks until every ratio is within ±this
+    max_runs: int | None = None  # at most this many blocks per cell (default DEFAULT_MAX_RUNS)
+    margin: float | None = None  # add blocks until every ratio is decided, same within ±this
     budget_s: float | None = None  # stop adding blocks after this long (0: no limit)
     timeout_s: float | None = None  # per run
     seed: int | None = None  # shuffle seed of the run order
@@ -182,7 +182,9 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
         if answer.scope == recommend.OVERALL:
             continue
         row = next(r for r in comp.rows if r.label == answer.scope)
-        lines = tuple((f"{c.allocator}  {tune.against_default(comp, row, c.allocator)}".rstrip(),
+        family = tune.defaults_family(comp, row)
+        lines = tuple((f"{c.allocator}  {tune.against_default(comp, row, c.allocator, family)}"
+                       .rstrip(),
                        tune.paste_line(specs[c.allocator], library[c.allocator],
                                        argv.get((c.allocator, row.workload,
                                                  json.dumps(row.params)), ())))
@@ -331,14 +333,14 @@ def _taken(prepared: campaign.Prepared, notes: list[Note]) -> campaign.Prepared:
 
 
 def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:
-    target = req.target_ci if req.target_ci is not None else suite.target_ci
+    margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
     most = req.max_runs if req.max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs)
     if most < min_runs:
         raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
     if req.tune and req.tune not in tune.OBJECTIVES:
         raise UserError(f"--objective {req.tune!r}: choose {', '.join(tune.OBJECTIVES)}")
-    return Precision(max_runs=most, target_ci=target, budget_s=budget, race=req.tune)
+    return Precision(max_runs=most, margin=margin, budget_s=budget, race=req.tune)
 
 
 def selected(
@@ -386,8 +388,9 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
     n = settings["min_runs"]
     cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
     measured = len(verified) * cells * n
-    precision = (Precision(settings["max_runs"], settings["target_ci"], settings["budget_s"])
-                 if "target_ci" in settings else None)  # fmt: skip
+    precision = (Precision(settings["max_runs"], analyze.settings_margin(settings),
+                           settings["budget_s"])
+                 if analyze.is_sequential(settings) else None)  # fmt: skip
     return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
                    max(0, c.planned - measured), c.planned, c.done, precision,
                    _estimate(store, cid))  # fmt: skip

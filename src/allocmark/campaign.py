@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import allocators, analyze, machine, owner, plan, seal, tune, workloads
+from allocmark import allocators, analyze, machine, owner, plan, seal, stats, tune, workloads
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.execute import Executor
 from allocmark.executors import Batch, Calibrated, Check, Dispatcher
@@ -28,6 +28,7 @@ from allocmark.store import Store
 from allocmark.text import printable
 
 OnRun = Callable[[int, int, RunSpec, RunResult], None]
+OnRound = Callable[[int, int, int], None]  # undecided ratios, deciding ratios, blocks added
 
 
 @dataclass(frozen=True)
@@ -91,17 +92,15 @@ def start(
 @dataclass(frozen=True)
 class Precision:
     """Add blocks to a cell until every ratio to the baseline that decides it (time,
-    or throughput for duration-bound workloads, and peak RSS) has a 95 % interval
-    within ±target_ci, the cell has max_runs blocks, or the campaign has spent
-    budget_s seconds (0: no budget)."""
+    or throughput for duration-bound workloads, and peak RSS) is decided (faster,
+    slower, or the same within ±margin, by anytime-valid intervals judged as one
+    family), the cell has max_runs blocks, or the campaign has spent budget_s seconds
+    (0: no budget)."""
 
     max_runs: int
-    target_ci: float
+    margin: float
     budget_s: float = 0.0
     race: str = ""  # `tune`: drop candidates dominated on this objective (tune.OBJECTIVES)
-
-
-OnRound = Callable[[float | None, int], None]  # loosest ratio half-width, blocks added
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,8 @@ class RunDone:
 class RoundDone:
     """Progress: a precision round ended; `blocks` more blocks were planned."""
 
-    loosest: float | None  # the widest deciding ratio's half-width, as a fraction
+    undecided: int  # deciding ratios still inconclusive (of `ratios`)
+    ratios: int
     blocks: int
 
 
@@ -138,14 +138,14 @@ def execute(
         if isinstance(event, RunDone) and on_run:
             on_run(event.done, event.total, event.spec, event.result)
         elif isinstance(event, RoundDone) and on_round:
-            on_round(event.loosest, event.blocks)
+            on_round(event.undecided, event.ratios, event.blocks)
 
 
 def steps(
     store: Store, cid: int, executor: Executor | Dispatcher, verified: Sequence[Verified]
 ) -> Iterator[Progress]:
     """Run what is still pending, saving each run as it ends, then (precision
-    campaigns) add blocks for the cells whose ratios are still too wide, while the
+    campaigns) add blocks for the cells whose ratios are still undecided, while the
     budget lasts. Ctrl-C keeps every finished run; a resume picks up the same loop.
     Set-up runs (baselines, verification) go first: measured runs depend on them."""
     dispatcher = executor if isinstance(executor, Dispatcher) else Local(executor)
@@ -171,9 +171,9 @@ def steps(
                     done += 1
                     yield RunDone(done, total, spec, result)
             _require_progress(store, cid, pending)
-            if "target_ci" in settings:
-                more, loosest = more_runs(store, cid, settings)
-                yield RoundDone(loosest, len({_block(s) for s in more}))
+            if analyze.is_sequential(settings):
+                more, undecided, ratios = more_runs(store, cid, settings)
+                yield RoundDone(undecided, ratios, len({_block(s) for s in more}))
                 store.extend_plan(cid, more)
     except BaseException:
         store.set_status(cid, "interrupted")
@@ -235,39 +235,43 @@ def _cell(spec: RunSpec) -> tuple[str, str, Params]:
     return spec.allocator, spec.workload, spec.params
 
 
-def more_runs(
-    store: Store, cid: int, settings: dict[str, Any]
-) -> tuple[list[RunSpec], float | None]:
-    """One more block, interleaved, for every row still loose and not at max_runs, as
-    many as the budget leaves time for; and the loosest ratio's half-width now."""
+def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> tuple[list[RunSpec], int, int]:
+    """One more block, interleaved, for every row with a deciding ratio still
+    undecided and fewer than max_runs blocks, as many as the budget leaves time for;
+    and how many deciding ratios are undecided, of how many. Stopping a row once it is
+    decided is sound only because its intervals are anytime-valid (`sequential`):
+    with fixed-n intervals, stopping at the first "faster" made false verdicts stay
+    (A/A: 7 % false instead of 5 %)."""
     specs = store.plan(cid)
     comp = analyze.stored_comparison(store, cid)
-    looseness: dict[tuple[str, Params], float | None] = {}
-    for r in comp.rows:  # a cell run on several machines (a cluster) is as loose as its loosest
-        key, x = (r.workload, _planned_params(r.params)), _loosest(r, comp)
-        looseness[key] = None if x is None or (key in looseness and looseness[key] is None) \
-            else max(x, looseness.get(key) or 0.0)  # fmt: skip
-    loosest = max((x for x in looseness.values() if x is not None), default=None)
+    open_rows: dict[tuple[str, Params], bool] = {}
+    undecided = ratios = 0
+    for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
+        key, verdicts = (r.workload, _planned_params(r.params)), _decisions(r, comp)
+        ratios += len(verdicts)
+        undecided += verdicts.count(stats.Verdict.INCONCLUSIVE)
+        can_help = None not in verdicts
+        open_rows[key] = open_rows.get(key, False) or (
+            can_help and stats.Verdict.INCONCLUSIVE in verdicts
+        )
     blocks: dict[tuple[str, Params], list[RunSpec]] = {}
     for s in specs:
         if s.role == "measure":
             blocks.setdefault((s.workload, s.params), []).append(s)
-    target = settings["target_ci"]
-    loose = [key for key, group in blocks.items()
-             if (x := looseness.get(key)) is not None and x > target
-             and len({s.rep for s in group}) < settings["max_runs"]]  # fmt: skip
-    # Which rows the budget pays for must not depend on their verdicts: giving it to
-    # undecided rows first stopped rows as soon as they read faster or slower, and a
-    # false verdict then stayed (A/A: 7 % false instead of 5 %).
+    most = settings["max_runs"]
+    todo = [key for key, group in blocks.items()
+            if open_rows.get(key) and len({s.rep for s in group}) < most]  # fmt: skip
+    # Rows share the budget in a random order, not the most undecided first: which
+    # rows get blocks stays independent of what their blocks said.
     rng = random.Random(settings.get("seed", 1) + len(specs))
-    rng.shuffle(loose)
+    rng.shuffle(todo)
     left = settings.get("budget_s", 0.0) - store.spent(cid) if settings.get("budget_s") else None
     cost = _run_costs(store, cid)
     # A race (`tune`): candidates another one clearly beats get no more blocks.
     out_of_race = tune.dominated(comp, settings["race"]) if settings.get("race") else {}
     nxt = max(s.seq for s in specs) + 1
     out: list[RunSpec] = []
-    for key in loose:
+    for key in todo:
         group = blocks[key]
         rep = max(s.rep for s in group) + 1
         latest = {s.allocator: s for s in group}
@@ -281,7 +285,7 @@ def more_runs(
         rng.shuffle(members)
         out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
                 for i, s in enumerate(members)]  # fmt: skip
-    return out, loosest
+    return out, undecided, ratios
 
 
 def _planned_params(params: Params) -> Params:
@@ -296,13 +300,15 @@ def _deciding(row: analyze.Row, comp: analyze.Comparison) -> list[analyze.Cell]:
             if a != comp.baseline]  # fmt: skip
 
 
-def _loosest(row: analyze.Row, comp: analyze.Comparison) -> float | None:
-    """The widest interval (as ±fraction) among the ratios that decide the row; None when
-    a cell failed or has no ratio (more blocks would not help)."""
+def _decisions(row: analyze.Row, comp: analyze.Comparison) -> list[stats.Verdict | None]:
+    """The verdict of each ratio that decides the row, judged as one family (Holm, as
+    the recommendation judges them); None for a cell that failed or has no ratio
+    (more blocks would not help)."""
     cells = _deciding(row, comp)
-    if any(c.ratio is None for c in cells):
-        return None
-    return max((c.ratio.half_width for c in cells if c.ratio), default=None)
+    ratios = [c.ratio for c in cells if c.ratio is not None]
+    judged = iter(stats.holm(ratios))
+    return [None if c.ratio is None else stats.verdict(next(judged), comp.margin)
+            for c in cells]  # fmt: skip
 
 
 def _run_costs(store: Store, cid: int) -> dict[tuple[str, str, Params], float]:

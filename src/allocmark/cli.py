@@ -143,8 +143,9 @@ MaxRunsOpt = Annotated[
 ]  # fmt: skip
 TargetOpt = Annotated[
     str | None,
-    typer.Option("--target-ci", help="add blocks until every ratio's 95% interval is within "
-                 "±this (default: the suite's, else 3%)"),
+    typer.Option("--margin", "--target-ci",
+                 help="equivalence margin: add blocks until every ratio is faster, slower or "
+                 "the same within ±this (default: the suite's, else 3%)"),
 ]  # fmt: skip
 BudgetOpt = Annotated[
     str | None,
@@ -210,7 +211,7 @@ def run_cmd(
         typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks per cell (at least)"),
     ] = None,
     max_runs: MaxRunsOpt = None,
-    target_ci: TargetOpt = None,
+    margin: TargetOpt = None,
     budget: BudgetOpt = None,
     timeout: TimeoutOpt = None,
     seed: Annotated[
@@ -246,7 +247,7 @@ def run_cmd(
         req = api.Request(
             suite=suite, allocators=tuple(alloc or ()), workloads=_names(workload),
             params=tuple(param or ()), min_runs=reps, max_runs=max_runs,
-            target_ci=_fraction(target_ci, "--target-ci"), budget_s=_duration(budget),
+            margin=_fraction(margin, "--margin"), budget_s=_duration(budget),
             timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
             sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
             yes=yes, memory_limit=_size(memory_limit),
@@ -331,12 +332,12 @@ class _Progress:
             err.print(f"[{style}]{escape(event.text)}[/]")
         elif isinstance(event, api.Planned):
             out.print(_plan_line(event), highlight=False)
-            self.target = event.precision.target_ci if event.precision else None
+            self.target = event.precision.margin if event.precision else None
             self.task = self.bar.add_task("running", total=event.total, completed=event.done)
         elif isinstance(event, RoundDone):
-            now = "n/a" if event.loosest is None else f"±{event.loosest:.1%}"
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
-            self.precision = f"loosest {now} (target ±{self.target or 0:.0%}){more}"
+            self.precision = (f"{event.undecided} of {event.ratios} ratios undecided "
+                              f"(margin ±{self.target or 0:.0%}){more}")  # fmt: skip
         elif isinstance(event, RunDone) and self.task is not None:
             spec, result = event.spec, event.result
             what = f"{self.precision} | {spec.allocator} {spec.workload}"
@@ -356,7 +357,8 @@ def _plan_line(p: api.Planned) -> str:
     more = ""
     if p.precision:
         budget = f"{p.precision.budget_s:g} s budget" if p.precision.budget_s else "no time budget"
-        more = (f", then more blocks until every ratio is within ±{p.precision.target_ci:.0%} "
+        more = (f", then more blocks until every ratio is faster, slower or the same within "
+                f"±{p.precision.margin:.0%} "
                 f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip
     return (f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
             f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
@@ -411,7 +413,7 @@ def try_cmd(
     alloc: AllocOpt = None,
     reps: BlocksOpt = api.DEFAULT_MIN_RUNS,
     max_runs: MaxRunsOpt = None,
-    target_ci: TargetOpt = None,
+    margin: TargetOpt = None,
     budget: BudgetOpt = None,
     timeout: RunTimeoutOpt = 600,
     db: DbOpt = api.DEFAULT_DB,
@@ -433,7 +435,7 @@ def try_cmd(
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
-                      max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
+                      max_runs=max_runs, margin=_fraction(margin, "--margin"),
                       budget_s=_duration(budget), timeout_s=timeout,
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
                       scheduler=scheduler, yes=yes, memory_limit=_size(memory_limit),
@@ -464,7 +466,7 @@ def tune_cmd(
     ] = "pareto",
     reps: BlocksOpt = api.DEFAULT_MIN_RUNS,
     max_runs: MaxRunsOpt = None,
-    target_ci: TargetOpt = None,
+    margin: TargetOpt = None,
     budget: BudgetOpt = None,
     timeout: TimeoutOpt = None,
     db: DbOpt = api.DEFAULT_DB,
@@ -476,7 +478,7 @@ def tune_cmd(
     names = _one_target(workload, command, "tune")
     req = api.Request(command=tuple(command or ()), workloads=names,
                       params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
-                      max_runs=max_runs, target_ci=_fraction(target_ci, "--target-ci"),
+                      max_runs=max_runs, margin=_fraction(margin, "--margin"),
                       budget_s=_duration(budget), timeout_s=timeout,
                       catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective)  # fmt: skip
     cid = _follow(api.run(req), db)
@@ -641,7 +643,7 @@ def compare_cmd(
         ),
     ] = None,
     target_ci: Annotated[
-        str, typer.Option("--target-ci", help="equivalence margin of 'same', e.g. 3%")
+        str, typer.Option("--margin", "--target-ci", help="equivalence margin of 'same', e.g. 3%")
     ] = "3%",
 ) -> None:
     """Regression verdict between two result sets: faster / slower / same / inconclusive."""
@@ -650,7 +652,7 @@ def compare_cmd(
         raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
     # A regression can exceed 100 % (2.5x slower is +150 %).
     limit = plan.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
-    margin = plan.parse_fraction(target_ci, "--target-ci")
+    margin = plan.parse_fraction(target_ci, "--margin")
     old_set, new_set = compare.load(old), compare.load(new)
     verdicts = compare.compare(old_set, new_set, key, margin)
     control = next((v.allocator for v in verdicts if v.control), None)

@@ -111,8 +111,7 @@ def compare(
     labels = analyze.label_rows(sorted({(w, p) for _, w, p in keys}, key=str))
     judge = _Judge(metric, column, margin, None if rename else control_of(old, new), a_old, a_new)
     raw = [judge.ratio(k, labels[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0]) for k in keys]
-    family = sum(v.ratio is not None and not v.control for v in raw)
-    return [judge.judge(v, family) for v in raw]
+    return judge.judge_all(raw)
 
 
 def _cells(cells: Sequence[CellRuns]) -> dict[Key, CellRuns]:
@@ -162,15 +161,15 @@ class _Judge:
         return Verdict(key[1], key[2], label, allocator, old, new, ratio, change, self.metric,
                        None, is_control)  # fmt: skip
 
-    def judge(self, v: Verdict, family: int) -> Verdict:
-        """The verdict, its interval widened for the `family` of cells judged together:
-        a comparison is a gate, and noise alone should trip it at most 5 % of the time
-        in all, not in each cell."""
-        if v.ratio is None or v.control:
-            return v
-        ratio = stats.for_family(v.ratio, family)
+    def judge_all(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
+        """The verdicts, judged as one family (Holm): a comparison is a gate, and noise
+        alone should trip it at most 5 % of the time in all, not in each cell."""
+        judged = [v for v in verdicts if v.ratio is not None and not v.control]
+        ratios = stats.holm([v.ratio for v in judged if v.ratio is not None])
         higher = self.metric in analyze.HIGHER_IS_BETTER
-        return dataclasses.replace(v, ratio=ratio, judged=stats.verdict(ratio, self.margin, higher))
+        done = {id(v): dataclasses.replace(v, ratio=r, judged=stats.verdict(r, self.margin, higher))
+                for v, r in zip(judged, ratios, strict=True)}  # fmt: skip
+        return [done.get(id(v), v) for v in verdicts]
 
     def _controlled(self, key: Key, old: analyze.Cell, new: analyze.Cell) -> stats.Ratio | None:
         """(new / control in NEW) / (old / control in OLD)."""

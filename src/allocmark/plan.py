@@ -40,7 +40,7 @@ class Suite:
     seed: int
     entries: tuple[SuiteEntry, ...]
     budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
-    target_ci: float = stats.DEFAULT_MARGIN  # ... and some ratio is wider than ±this
+    margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
 
 
 def suites_dir() -> Path:
@@ -70,8 +70,8 @@ def load_suite(name_or_path: str) -> Suite:
         seed=f.seed,
         entries=tuple(_entry(r, str(path), ("runs", i)) for i, r in enumerate(f.runs)),
         budget_s=_parsed(f.budget, "budget", parse_duration, DEFAULT_BUDGET_S, str(path)),
-        target_ci=_parsed(f.target_ci, "target_ci", parse_fraction, stats.DEFAULT_MARGIN,
-                          str(path)),
+        margin=_parsed(f.margin or f.target_ci, "margin" if f.margin else "target_ci",
+                       parse_fraction, stats.DEFAULT_MARGIN, str(path)),
     )  # fmt: skip
 
 

@@ -201,6 +201,7 @@ class Ratio:
     paired: bool = False  # from per-block log ratios rather than two independent samples
     alpha: float = ALPHA  # the interval is at 1 - alpha (smaller for a family of cells)
     logs: tuple[float, ...] = ()  # paired: the blocks' log ratios (an interval at another alpha)
+    sequential: bool = False  # paired: an anytime-valid interval (blocks added by looking)
 
     @property
     def significant(self) -> bool:
@@ -217,7 +218,12 @@ class Ratio:
     @property
     def blocks_needed(self) -> int:
         """Blocks the exact test needs before any verdict but inconclusive is possible:
-        the smallest n with 2 · 2^-n <= alpha (6 at 5 %)."""
+        the smallest n with 2 · 2^-n <= alpha (6 at 5 %); the anytime-valid interval's
+        bets must win that often (7 at 5 %)."""
+        if self.sequential:
+            from allocmark import sequential
+
+            return sequential.blocks_needed(self.alpha)
         return math.ceil(math.log2(2 / self.alpha) - 1e-12)
 
     @property
@@ -239,15 +245,32 @@ def inverted(value: float, low: float, high: float) -> tuple[float, float, float
     return 1 / value, inv(high), inv(low)
 
 
-def for_family(r: Ratio, cells: int) -> Ratio:
-    """The ratio's interval widened for one of `cells` judged together (Bonferroni:
-    each at 1 - alpha/cells), so that noise alone makes any of them faster or slower
-    at most 5 % of the time."""
-    if cells <= 1 or r.df <= 0 or math.isnan(r.se):
+def holm(ratios: Sequence[Ratio]) -> list[Ratio]:
+    """The ratios judged as one family by Holm's step-down rule: the smallest p is
+    tested at alpha/m, the next at alpha/(m-1), ..., until one is not rejected; each
+    rejected ratio's interval is recomputed at the level that rejected it, the rest at
+    alpha/(m-r) for r rejected. Noise alone makes any of them faster or slower at most
+    5 % of the time, with fewer blocks than Bonferroni (alpha/m for all) needs."""
+    m = len(ratios)
+    if m <= 1:
+        return list(ratios)
+    order = sorted(range(m), key=lambda i: ratios[i].p)
+    alphas = [0.0] * m
+    rejected = 0
+    for k, i in enumerate(order):
+        level = ALPHA / (m - k)
+        if rejected == k and ratios[i].p < level:
+            rejected += 1
+        alphas[i] = level if rejected > k else ALPHA / (m - rejected)
+    return [at_alpha(r, a) for r, a in zip(ratios, alphas, strict=True)]
+
+
+def at_alpha(r: Ratio, alpha: float) -> Ratio:
+    """The ratio's interval at 1 - alpha, by the method that made it."""
+    if r.df <= 0 or math.isnan(r.se) or alpha == r.alpha:
         return r
-    alpha = ALPHA / cells
-    if r.logs:  # paired: the exact interval again, at the family's alpha
-        _, low, high = signed_rank_interval(r.logs, alpha)
+    if r.logs:  # paired: the same interval again, at this alpha
+        low, high = _paired_bounds(r.logs, alpha, r.sequential)
         return dataclasses.replace(r, low=math.exp(low), high=math.exp(high), alpha=alpha)
     half = _t(r.df, alpha) * r.se
     centre = math.log(r.value)
@@ -284,7 +307,7 @@ def judge(low: float, high: float, margin: float, higher_is_better: bool = False
     return Verdict.INCONCLUSIVE
 
 
-def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
+def paired_ratio(a: Sequence[float], b: Sequence[float], sequential: bool = False) -> Ratio | None:
     """a[i]/b[i] over blocks i (values > 0), judged by the exact Wilcoxon signed-rank
     test of the blocks' log ratios: the Hodges–Lehmann estimate with the test's
     inverted interval (signed_rank_interval) and its exact p (signed_rank_p). Pairing
@@ -293,7 +316,10 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
     do not differ, whatever the noise, which is all the exact test assumes (a
     Student-t interval also assumes normal noise, and this machine's is not: bursts,
     bimodal peak RSS). se and df stay those of the mean log ratio, for the power
-    estimates (`detectable`). None without a pair or with a value <= 0."""
+    estimates (`detectable`). `sequential`: blocks were added until the interval
+    decided, so the interval and p are the anytime-valid ones of `sequential` (blocks
+    in the order they ran), around the same estimate. None without a pair or with a
+    value <= 0."""
     if len(a) != len(b):
         raise ValueError("paired_ratio needs one a and one b per block")
     if not a or min(a) <= 0 or min(b) <= 0:
@@ -304,9 +330,30 @@ def paired_ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
     if n < 2:
         point = math.exp(mean)
         return Ratio(point, point, point, 1.0, paired=True, logs=logs)
+    if sequential:
+        from allocmark import sequential as cs
+
+        low, high = cs.interval(logs, ALPHA)
+        centre = min(max(_hodges_lehmann(logs), low), high)
+        return Ratio(math.exp(centre), math.exp(low), math.exp(high), cs.p_value(logs),
+                     sd / math.sqrt(n), n - 1, True, logs=logs, sequential=True)  # fmt: skip
     centre, low, high = signed_rank_interval(logs)
     return Ratio(math.exp(centre), math.exp(low), math.exp(high), signed_rank_p(logs),
                  sd / math.sqrt(n), n - 1, True, logs=logs)  # fmt: skip
+
+
+def _paired_bounds(logs: Sequence[float], alpha: float, sequential: bool) -> tuple[float, float]:
+    if sequential:
+        from allocmark import sequential as cs
+
+        return cs.interval(logs, alpha)
+    _, low, high = signed_rank_interval(logs, alpha)
+    return low, high
+
+
+def _hodges_lehmann(logs: Sequence[float]) -> float:
+    n = len(logs)
+    return _median_sorted(sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n)))
 
 
 def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
@@ -435,7 +482,7 @@ def signed_rank_interval(logs: Sequence[float], alpha: float = ALPHA) -> tuple[f
     (Hollander & Wolfe). Too few blocks for any interval: (estimate, -inf, inf)."""
     n = len(logs)
     walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
-    centre = _median_sorted(walsh)
+    centre = _median_sorted(walsh)  # as _hodges_lehmann, from the averages sorted here
     c = _cut(n, alpha)
     if c == 0:
         return centre, -math.inf, math.inf
@@ -530,6 +577,21 @@ class GeoMean:
     low: float
     high: float
     n: int
+
+
+def geomean_ratio(g: GeoMean) -> Ratio:
+    """A geometric mean of ratios as a Ratio with its one-sample t-test (p, se, df),
+    so that it can be judged in a family (holm)."""
+    if g.n < 2 or not 0 < g.low <= g.high < math.inf:
+        return Ratio(g.value, g.low, g.high, 1.0)
+    df = g.n - 1
+    se = (math.log(g.high) - math.log(g.low)) / 2 / _t(df)
+    if se == 0:
+        return Ratio(g.value, g.low, g.high, 0.0 if g.value != 1 else 1.0, 0.0, df)
+    from scipy import special
+
+    p = float(2 * special.stdtr(df, -abs(math.log(g.value)) / se))
+    return Ratio(g.value, g.low, g.high, p, se, df)
 
 
 def geomean(values: Sequence[float]) -> GeoMean | None:

@@ -270,29 +270,48 @@ def default_of(candidate: str) -> str:
     return candidate.split("{")[0].removesuffix(":nothp")
 
 
-def against_default(comp: Comparison, row: Row, candidate: str) -> str:
+_AXES = (("time_s", "time", ("faster", "slower")),
+         ("peak_rss_kib", "peak RSS", ("smaller", "larger")))  # fmt: skip
+
+
+def against_default(comp: Comparison, row: Row, candidate: str,
+                    family: dict[str, dict[str, stats.Ratio]] | None = None) -> str:  # fmt: skip
     """The candidate's time and peak RSS against its own allocator's defaults, paired
-    by block: what the setting itself changes. Every candidate is judged so, so each
-    interval is widened for all of them together (Bonferroni): with two dozen
-    settings, 95 % intervals alone would call about one of them different by chance."""
+    by block: what the setting itself changes, judged with every other candidate's
+    (`defaults_family`, computed here when not given)."""
     base = default_of(candidate)
     if base == candidate or base not in comp.allocators:
         return ""
-    family = judged(comp)
+    ratios = (defaults_family(comp, row) if family is None else family).get(candidate, {})
     parts = []
-    axes = (("time_s", "time", ("faster", "slower")),
-            ("peak_rss_kib", "peak RSS", ("smaller", "larger")))  # fmt: skip
-    for metric, label, (better, worse) in axes:
-        r = paired_ratio(row.cells[metric][candidate], row.cells[metric][base])
-        if r is None:
+    for metric, label, (better, worse) in _AXES:
+        if (r := ratios.get(metric)) is None:
             continue
-        r = stats.for_family(r, family)
         verdict = stats.verdict(r, comp.margin)
         word = {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(
             verdict, verdict.value
         )
         parts.append(f"{label} ×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}] {word}")
     return f"against {base}'s defaults: " + ", ".join(parts) if parts else ""
+
+
+def defaults_family(comp: Comparison, row: Row) -> dict[str, dict[str, stats.Ratio]]:
+    """Every candidate's time and peak RSS ratio to its own allocator's defaults on the
+    row, judged as one family (Holm): with two dozen settings, 95 % intervals alone
+    would call about one of them different by chance."""
+    found: list[tuple[str, str, stats.Ratio]] = []
+    for candidate in comp.allocators:
+        base = default_of(candidate)
+        if base == candidate or base not in comp.allocators:
+            continue
+        for metric, _, _ in _AXES:
+            r = paired_ratio(row.cells[metric][candidate], row.cells[metric][base], comp.sequential)
+            if r is not None:
+                found.append((candidate, metric, r))
+    out: dict[str, dict[str, stats.Ratio]] = {}
+    for (candidate, metric, _), r in zip(found, stats.holm([r for *_, r in found]), strict=True):
+        out.setdefault(candidate, {})[metric] = r
+    return out
 
 
 def judged(comp: Comparison) -> int:

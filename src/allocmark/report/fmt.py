@@ -174,9 +174,13 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
+    exact = ("its anytime-valid 95% interval (a confidence sequence by betting: valid at "
+             "whichever block the campaign stopped, as blocks were added until decided; 7 "
+             "blocks at least)" if comp.sequential else
+             "its exact 95% interval (Wilcoxon signed-rank over blocks, inverted; 6 blocks at "
+             "least)")  # fmt: skip
     how = ("the Hodges–Lehmann estimate of its per-block ratios (paired: each block ran every "
-           "allocator back to back, in random order), ± half its exact 95% interval (Wilcoxon "
-           "signed-rank over blocks, inverted; 6 blocks at least)" if comp.paired else
+           f"allocator back to back, in random order), ± half {exact}" if comp.paired else
            "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)")  # fmt: skip
     parts = [
         f"median of the runs; ×ratio to the baseline: {how}; same: the interval lies within "

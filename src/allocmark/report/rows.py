@@ -63,6 +63,11 @@ def summary_extra(comp: Comparison) -> dict[str, Any]:
         "partial": sorted(comp.partial),
         "speedup": comp.speedup,
         "geomean": geo,
+        "margin": comp.margin,
+        # How the ratios' intervals were made (docs/statistics.md).
+        "interval": ("anytime-valid" if comp.sequential else "signed-rank")
+        if comp.paired
+        else "welch",
     }
 
 

@@ -138,8 +138,8 @@ def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
             console.print(_t(f"  {name}:"), highlight=False)
             console.print(_t(f"    {line}"), highlight=False, soft_wrap=True)
         if front.judged > 1:
-            console.print(f"(against its allocator's defaults: each interval is widened for "
-                          f"the {front.judged} settings judged together, Bonferroni)",
+            console.print(f"(against its allocator's defaults: the {front.judged} settings' "
+                          "time and peak RSS intervals judged as one family, Holm)",
                           style="dim", highlight=False)  # fmt: skip
         for name, why in front.left_out:
             console.print(_t(f"(not raced: {name}: {why})"), style="dim", highlight=False)
@@ -411,7 +411,8 @@ def verdict_summary(s: CompareSummary, metric: str, control: str | None, margin:
         text += (f"; largest significant regression {s.worst.change:+.1%} "
                  f"({s.worst.label}, {s.worst.allocator})")  # fmt: skip
     family = s.worse + s.better + s.same + s.inconclusive
-    level = f"95% intervals, each at 1 - 0.05/{family} (Bonferroni)" if family > 1 else "95%"
+    level = f"95% intervals, the {family} cells judged as one family (Holm)" if family > 1 \
+        else "95%"  # fmt: skip
     text += (f" ({level}: {worse}/{better} when the interval excludes 1, same when it lies "
              f"within ±{margin:.0%})")  # fmt: skip
     if control:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 Value = int | str  # "1..4" and "1..2*cores" are ranges, expanded when the suite is read
+
+
+def _percentage(description: str) -> Any:
+    """A percentage field: 3% or 0.03."""
+    return Field(None, pattern=r"^\d+(\.\d+)?%?$", description=description,
+                 json_schema_extra={"expected": "a percentage such as 3% or 0.03"})  # fmt: skip
 
 
 class SuiteRun(BaseModel):
@@ -39,9 +47,8 @@ class SuiteFile(BaseModel):
         "0 or none: no limit",
         json_schema_extra={"expected": "a duration such as 2m, 90s, 1m30s, 1h or none"},
     )  # fmt: skip
-    target_ci: str | None = Field(
-        None, pattern=r"^\d+(\.\d+)?%?$",
-        description="add blocks until every ratio's 95% interval is within ±this, e.g. 3%",
-        json_schema_extra={"expected": "a percentage such as 3% or 0.03"},
-    )  # fmt: skip
+    margin: str | None = _percentage(
+        "equivalence margin: add blocks until every ratio is faster, slower, or the same "
+        "within ±this, e.g. 3%")  # fmt: skip
+    target_ci: str | None = _percentage("the margin's former name (read when margin is absent)")
     runs: list[SuiteRun] = Field(default_factory=list)
