@@ -481,7 +481,7 @@ def test_a_flooding_program_costs_neither_disk_nor_memory(tmp_path: Path) -> Non
 # -- the smaller ones ---------------------------------------------------------------
 def test_help_shows_percentages_once() -> None:
     text = cli("run", "--help").stdout
-    assert "95% interval" in text and "%%" not in text
+    assert "else 3%)" in text and "%%" not in text
 
 
 def test_a_regression_threshold_above_100_percent_is_accepted(good_db: Path) -> None:
