@@ -10,7 +10,7 @@ STAMP_APPS := $(VENV)/.apps
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
              \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' -o -name '*.rb' -o -name '*.lua' \) 2>/dev/null)
 
-.PHONY: demo test lint setup setup-apps bench faults neighbour clean
+.PHONY: demo test lint setup setup-apps bench faults neighbour docs clean
 
 # `make demo APPS=1` also installs the real applications and runs the apps suite.
 demo: setup $(if $(APPS),setup-apps)
@@ -33,18 +33,26 @@ faults: setup
 neighbour: setup setup-apps
 	$(BIN)/python bench/neighbour.py 5
 
+# The documentation site (MkDocs, Material) in build/site; its real output is
+# regenerated first (scripts/docs.py: the schemas, and blocks read from results/).
+docs: setup
+	$(BIN)/python scripts/docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: setup
 	bash scripts/install-system-deps.sh heaptrack
 	$(BIN)/python bench/workload_floor.py
 	$(BIN)/python bench/calibration.py
+	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/html_load.py
 	$(BIN)/python bench/report_scale.py
 	$(BIN)/python bench/forwarding.py
 	$(BIN)/python bench/profile_overhead.py
 	$(BIN)/python bench/rss_sampling.py
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 	if command -v rustfmt >/dev/null; then rustfmt --edition 2021 --check native/preload-rs/build.rs native/preload-rs/src/*.rs; fi
 	cmake -S . -B build/lint -DCMAKE_BUILD_TYPE=Debug >/dev/null

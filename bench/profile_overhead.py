@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from allocmark import allocators, execute, profile, workloads
+from allocmark import allocators, launch, profile, workloads
 from allocmark.model import Verified
 
 PARAMS = {"count": 100000, "rounds": 10, "size_min": 16, "size_max": 64, "threads": 1}
@@ -52,7 +52,7 @@ def seconds(cmd: list[str], env: dict[str, str]) -> float:
 
 def env_for(v: Verified | None, profiled: bool, out: Path) -> dict[str, str]:
     """The run's environment as allocmark builds it, the profiler in front when asked."""
-    env = execute.child_environment(tuple(v.child_env().items()) if v else ())
+    env = launch.child_environment(tuple(v.child_env().items()) if v else ())
     if profiled:
         env["LD_PRELOAD"] = ":".join(filter(None, (profile.shim_library(), env.get("LD_PRELOAD"))))
     return env | {"AM_PROF_OUT": str(out)}

@@ -290,8 +290,8 @@ def test_fuzz_figures() -> None:
 @pytest.fixture(scope="module")
 def good_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("good") / "good.db"
-    r = cli("run", "-w", "churn", "-a", "glibc,glibc:arena2", "-n", "2", "-p", "count=1000",
-            "--db", str(db))  # fmt: skip
+    r = cli("run", "-w", "churn", "-a", "glibc,glibc:arena2", "-n", "2", "--max-runs", "2",
+            "-p", "count=1000", "--db", str(db))  # fmt: skip
     assert r.returncode == 0, r.stderr
     return db
 
@@ -566,7 +566,7 @@ def test_an_immutable_database_is_read(good_db: Path, tmp_path: Path) -> None:
     try:
         r = cli("report", "--db", str(db))
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-        assert "Recommendation" in r.stdout
+        assert "Answer: " in r.stdout
     finally:
         subprocess.run(["chattr", "-i", str(db)], check=True)
 

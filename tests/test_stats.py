@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from allocmark import stats
+from allocmark import signedrank, stats
 
 untied = st.lists(st.floats(-1, 1, allow_nan=False).filter(lambda v: abs(v) > 1e-6),
                   min_size=1, max_size=20, unique_by=abs)  # fmt: skip
@@ -22,7 +22,7 @@ gritty = st.lists(st.sampled_from([0.0, 0.1, -0.1, 0.2, -0.2, 0.3]), min_size=1,
 @given(untied)
 @settings(max_examples=200, deadline=None)
 def test_p_is_scipys_exact_p_without_ties(x: list[float]) -> None:
-    assert math.isclose(stats.signed_rank_p(x), scipy_stats.wilcoxon(x, method="exact").pvalue,
+    assert math.isclose(signedrank.p_value(x), scipy_stats.wilcoxon(x, method="exact").pvalue,
                         rel_tol=1e-9)  # fmt: skip
 
 
@@ -30,9 +30,9 @@ def test_p_is_scipys_exact_p_without_ties(x: list[float]) -> None:
                 max_size=120))  # fmt: skip
 @settings(max_examples=100, deadline=None)
 def test_p_over_50_blocks_is_the_normal_approximation_with_ties(x: list[float]) -> None:
-    assume(sum(v != 0 for v in x) > stats.EXACT_P_MAX)  # else it counts, exactly
+    assume(sum(v != 0 for v in x) > signedrank.EXACT_P_MAX)  # else it counts, exactly
     want = scipy_stats.wilcoxon(x, method="approx", zero_method="wilcox").pvalue
-    assert math.isclose(stats.signed_rank_p(x), want, rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(signedrank.p_value(x), want, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _counted_p(x: list[float]) -> float:
@@ -53,7 +53,7 @@ def _counted_p(x: list[float]) -> float:
 @given(gritty)
 @settings(max_examples=300, deadline=None)
 def test_p_with_zeros_and_ties_counts_every_sign_assignment(x: list[float]) -> None:
-    assert math.isclose(stats.signed_rank_p(x), _counted_p(x), rel_tol=1e-9)
+    assert math.isclose(signedrank.p_value(x), _counted_p(x), rel_tol=1e-9)
 
 
 @given(st.lists(st.integers(-100, 100), min_size=6, max_size=14, unique=True),
@@ -64,8 +64,8 @@ def test_the_interval_is_the_test_inverted(x: list[int], t: int) -> None:
     x and theta a quarter off a whole: no Walsh average (a multiple of 1/2) is theta, so
     x - theta has no ties and no zeros, and the arithmetic is exact."""
     theta = t + 0.25
-    _, low, high = stats.signed_rank_interval([float(v) for v in x])
-    kept = stats.signed_rank_p([v - theta for v in x]) > stats.ALPHA
+    _, low, high = signedrank.interval([float(v) for v in x])
+    kept = signedrank.p_value([v - theta for v in x]) > stats.ALPHA
     assert (low <= theta <= high) == kept
 
 

@@ -13,7 +13,7 @@ import pytest
 from allocmark import machine, owner, store
 from allocmark.errors import StoreError
 from allocmark.model import RunResult, RunStatus
-from allocmark.store import Store
+from allocmark.store import Store, base, schema
 from tests.fakes import allocs as fake_allocs
 from tests.fakes import specs
 
@@ -103,7 +103,7 @@ def test_schema_version_is_recorded(tmp_path: Path) -> None:
 def test_version_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     db = sqlite3.connect(path)
-    db.executescript(store._SCHEMA_V1)
+    db.executescript(schema._SCHEMA_V1)
     db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     db.execute("INSERT INTO campaigns (id, name, created, status) VALUES (1, 'old', 0, 'finished')")
     db.execute(
@@ -114,7 +114,7 @@ def test_version_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> No
     db.commit()
     db.close()
     s = Store(path)
-    assert s._schema_version() == store.SCHEMA_VERSION
+    assert schema.stored_version(s.db, s.path) == store.SCHEMA_VERSION
     (run,) = s.runs(1)
     assert (run.wall_s, run.role, run.labels) == (1.5, "measure", {})
 
@@ -217,7 +217,7 @@ def test_a_database_that_cannot_be_written_is_read_without_writing(
     for leftover in tmp_path.glob("r.db-*"):
         leftover.unlink()
     before = (tmp_path / "r.db").read_bytes()
-    monkeypatch.setattr(store.os, "access", lambda *_: False)
+    monkeypatch.setattr(base.os, "access", lambda *_: False)
     ro = Store(tmp_path / "r.db", create=False)
     assert ro.readonly and ro.campaign(cid).done == 1
     assert len(ro.cells(cid, ("wall_s",))) == 1  # its cell cache is simply not kept

@@ -35,6 +35,7 @@ from allocmark import (
     workloads,
 )
 from allocmark.campaign import Precision, RoundDone, RunDone
+from allocmark.defaults import DEFAULT_DB, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 from allocmark.errors import UserError
 from allocmark.execute import Executor
 from allocmark.executors import Dispatcher
@@ -42,9 +43,6 @@ from allocmark.executors.local import Local
 from allocmark.model import AllocatorSpec, Params, Verified, Workload
 from allocmark.store import Store
 
-DEFAULT_DB = Path("results/allocmark.db")
-DEFAULT_MAX_RUNS = 1000  # the budget is the limit: "same" at ±3 % may take hundreds of blocks
-DEFAULT_MIN_RUNS = 3
 EXECUTORS = ("local", "dask")
 
 
@@ -335,7 +333,10 @@ def _taken(prepared: campaign.Prepared, notes: list[Note]) -> campaign.Prepared:
 def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
-    most = req.max_runs if req.max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs)
+    most = next((m for m in (req.max_runs, suite.max_repetitions) if m is not None),
+                max(DEFAULT_MAX_RUNS, min_runs))  # fmt: skip
+    if req.max_runs is None and req.min_runs is not None and suite.max_repetitions:
+        most = max(most, min_runs)  # -n above the suite's cap raises the cap with it
     if most < min_runs:
         raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
     if req.tune and req.tune not in tune.OBJECTIVES:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import random
 import shlex
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,6 +158,7 @@ def steps(
         while pending := store.pending(cid):
             total = store.campaign(cid).planned
             done = total - len(pending)
+            started, counted = time.monotonic(), 0.0
             for phase in _phases(pending):
                 for event in dispatcher.run_batches(checks.batches(phase)):
                     if isinstance(event, Calibrated):
@@ -167,18 +169,29 @@ def steps(
                     store.record(cid, spec, result, event.verified or by_name[spec.allocator],
                                  event.machine)  # fmt: skip
                     store.add_spent(cid, event.spent_s)
+                    counted += event.spent_s
                     checks.note(spec, result)
                     done += 1
                     yield RunDone(done, total, spec, result)
             _require_progress(store, cid, pending)
             if analyze.is_sequential(settings):
+                # The budget is the user's time: what a round costs beyond its runs (the
+                # calibration loop, saving, deciding) counts too. Counted only by the
+                # runs, a campaign of 2 ms runs took 5 minutes on a 2-minute budget.
+                _spend_rest(store, cid, started, counted)
+                started = time.monotonic()
                 more, undecided, ratios = more_runs(store, cid, settings)
                 yield RoundDone(undecided, ratios, len({_block(s) for s in more}))
                 store.extend_plan(cid, more)
+                _spend_rest(store, cid, started, 0.0)
     except BaseException:
         store.set_status(cid, "interrupted")
         raise
     store.set_status(cid, "finished")
+
+
+def _spend_rest(store: Store, cid: int, started: float, counted: float) -> None:
+    store.add_spent(cid, max(0.0, time.monotonic() - started - counted))
 
 
 def _phases(pending: Sequence[RunSpec]) -> list[list[RunSpec]]:
@@ -235,9 +248,12 @@ def _cell(spec: RunSpec) -> tuple[str, str, Params]:
     return spec.allocator, spec.workload, spec.params
 
 
+GROWTH = 8  # a round adds 1/GROWTH of a row's blocks (at least one)
+
+
 def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> tuple[list[RunSpec], int, int]:
-    """One more block, interleaved, for every row with a deciding ratio still
-    undecided and fewer than max_runs blocks, as many as the budget leaves time for;
+    """More blocks (1/GROWTH of those it has), interleaved, for every row with a
+    deciding ratio still undecided and fewer than max_runs blocks, as the budget allows;
     and how many deciding ratios are undecided, of how many. Stopping a row once it is
     decided is sound only because its intervals are anytime-valid (`sequential`):
     with fixed-n intervals, stopping at the first "faster" made false verdicts stay
@@ -271,20 +287,29 @@ def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> tuple[list[Ru
     out_of_race = tune.dominated(comp, settings["race"]) if settings.get("race") else {}
     nxt = max(s.seq for s in specs) + 1
     out: list[RunSpec] = []
-    for key in todo:
-        group = blocks[key]
-        rep = max(s.rep for s in group) + 1
-        latest = {s.allocator: s for s in group}
-        members = [s for s in latest.values() if s.allocator not in out_of_race.get(
-            analyze.row_key(*key), set())]  # fmt: skip
-        if left is not None:
-            need = sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members)
-            if need > left:
+    # A row of n blocks gets n/8 more at once (at least one): looking after every
+    # block cost a round of analysis per block, most of a campaign of short runs,
+    # and the anytime-valid interval allows any schedule of looks.
+    size = {key: len({s.rep for s in blocks[key]}) for key in todo}
+    more = {key: max(1, min(size[key] // GROWTH, most - size[key])) for key in todo}
+    for j in range(max(more.values(), default=0)):
+        for key in todo:
+            if j >= more[key]:
                 continue
-            left -= need
-        rng.shuffle(members)
-        out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
-                for i, s in enumerate(members)]  # fmt: skip
+            group = blocks[key]
+            latest = {s.allocator: s for s in group}
+            members = [s for s in latest.values() if s.allocator not in out_of_race.get(
+                analyze.row_key(*key), set())]  # fmt: skip
+            if left is not None:
+                need = sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members)
+                if need > left:
+                    more[key] = j  # out of budget: no more blocks for this row
+                    continue
+                left -= need
+            rep = max(s.rep for s in group) + 1 + j
+            rng.shuffle(members)
+            out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
+                    for i, s in enumerate(members)]  # fmt: skip
     return out, undecided, ratios
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from allocmark import native, schemas, stats, tomlfile, workloads
+from allocmark.defaults import CONFIRM_RUNS
 from allocmark.errors import UserError
 from allocmark.model import AppRun, Params, RunSpec, Verified, Workload
 from allocmark.schemas.suite import SuiteFile, SuiteRun
@@ -41,6 +42,7 @@ class Suite:
     entries: tuple[SuiteEntry, ...]
     budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
+    max_repetitions: int | None = None  # blocks a cell gets at most (None: the default)
 
 
 def suites_dir() -> Path:
@@ -72,6 +74,7 @@ def load_suite(name_or_path: str) -> Suite:
         budget_s=_parsed(f.budget, "budget", parse_duration, DEFAULT_BUDGET_S, str(path)),
         margin=_parsed(f.margin or f.target_ci, "margin" if f.margin else "target_ci",
                        parse_fraction, stats.DEFAULT_MARGIN, str(path)),
+        max_repetitions=f.max_repetitions,
     )  # fmt: skip
 
 
@@ -209,7 +212,6 @@ def cells(
 SAMPLE_ENV = "AM_PROF_SAMPLE"  # the profiler shim's 1-in-N sampling
 MAX_CELLS = 100_000  # (workload, parameters) cells of one campaign
 MAX_RUNS = 1_000_000  # runs of one campaign's first blocks, even with --yes
-CONFIRM_RUNS = 20_000  # runs above which a campaign starts only with --yes
 
 
 def _check_cell_count(suite: Suite, grids: Sequence[tuple[Workload, dict[str, Any]]]) -> None:

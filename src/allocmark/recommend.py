@@ -73,7 +73,7 @@ def answers(comp: Comparison) -> list[Answer]:
     out = [_answer(row.label, comp, p, _row_duel(comp, row))
            for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
     if len(comp.rows) > 1:
-        out.append(_answer(OVERALL, comp, _overall_positions(comp, per_row),
+        out.append(_answer(OVERALL, comp, overall_positions(comp, per_row),
                            _overall_duel(comp, per_row)))  # fmt: skip
     return out
 
@@ -117,7 +117,7 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
     out: dict[str, Choice | str] = {}
     family = _family(comp, row)
     for a in comp.allocators:
-        speed, rss_cell = _speed_cell(row, a), row.cells["peak_rss_kib"][a]
+        speed, rss_cell = speed_cell(row, a), row.cells["peak_rss_kib"][a]
         failed = next((c.state for c in (speed, rss_cell) if c is not None and c.failures), None)
         if failed:
             out[a] = f"its runs failed ({failed})"
@@ -131,7 +131,7 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
     return out
 
 
-def _speed_cell(row: Row, a: str) -> Cell | None:
+def speed_cell(row: Row, a: str) -> Cell | None:
     """The cell that says how fast `a` is: time, or throughput where time is fixed."""
     time_cell = row.cells["time_s"][a]
     return row.cells.get("ops_per_s", {}).get(a) if time_cell.fixed else time_cell
@@ -139,14 +139,14 @@ def _speed_cell(row: Row, a: str) -> Cell | None:
 
 def _inverted(comp: Comparison, row: Row, a: str) -> bool:
     """Is the speed cell's ratio higher-is-better (a speed-up, a throughput)?"""
-    return comp.speedup or (row.cells["time_s"][a].fixed and _speed_cell(row, a) is not None)
+    return comp.speedup or (row.cells["time_s"][a].fixed and speed_cell(row, a) is not None)
 
 
 def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
     """Every non-baseline speed and peak RSS ratio of the row at its Holm level (by id
     of the cell)."""
     cells = [c for a in comp.allocators if a != comp.baseline
-             for c in (_speed_cell(row, a), row.cells["peak_rss_kib"][a])
+             for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
              if c is not None and c.ratio is not None]  # fmt: skip
     judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
     return {id(c): r for c, r in zip(cells, judged, strict=True)}
@@ -191,7 +191,7 @@ def _row_duel(comp: Comparison, row: Row) -> Duel:
 
     def duel(a: Choice, b: Choice, axis: str) -> Position | None:
         if axis == "time":
-            ca, cb = _speed_cell(row, a.allocator), _speed_cell(row, b.allocator)
+            ca, cb = speed_cell(row, a.allocator), speed_cell(row, b.allocator)
             invert = _inverted(comp, row, a.allocator)
         else:
             ca, cb, invert = row.cells["peak_rss_kib"][a.allocator], \
@@ -237,7 +237,7 @@ def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
     return math.ceil(needed) if needed > n else None
 
 
-def _overall_positions(
+def overall_positions(
     comp: Comparison, per_row: list[dict[str, Choice | str]]
 ) -> dict[str, Choice | str]:
     """Over all rows: the geometric means of the rows' ratios, with their intervals,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from allocmark import signedrank
+
 LEVEL = 0.95
 ALPHA = 1 - LEVEL
 DEFAULT_MARGIN = 0.03  # ±3 %: the default precision target and equivalence margin
@@ -67,7 +69,7 @@ def _summarize_list(values: Sequence[float]) -> Summary:
     n = len(xs)
     mean, sd = _mean_sd(xs)
     low, high = t_interval(mean, sd, n)
-    med = _median_sorted(xs)
+    med = signedrank.median_sorted(xs)
     log_mean, log_sd = _mean_sd([math.log(x) for x in xs]) if xs[0] > 0 else (math.nan, math.nan)
     return Summary(
         n=n,
@@ -146,11 +148,6 @@ def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((x - mean) * (x - mean) for x in xs) / (n - 1))
 
 
-def _median_sorted(xs: Sequence[float]) -> float:
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
 @functools.lru_cache(maxsize=4096)
 def _t(df: float, alpha: float = ALPHA) -> float:
     """The 1 - alpha/2 quantile of Student's t with df degrees of freedom (97.5 %)."""
@@ -178,11 +175,11 @@ def t_interval(mean: float, sd: float, n: int) -> tuple[float, float]:
 def mad_outliers(values: Sequence[float]) -> list[bool]:
     """Modified z-score rule: |0.6745 (x - median) / MAD| > 3.5 flags an outlier.
     With MAD = 0 nothing is flagged (over half the values are equal)."""
-    return _mad_flags(values, _median_sorted(sorted(values)))
+    return _mad_flags(values, signedrank.median_sorted(sorted(values)))
 
 
 def _mad_flags(values: Sequence[float], med: float) -> list[bool]:
-    mad = _median_sorted(sorted(abs(v - med) for v in values))
+    mad = signedrank.median_sorted(sorted(abs(v - med) for v in values))
     if mad == 0:
         return [False] * len(values)
     return [abs(0.6745 * (v - med) / mad) > MAD_LIMIT for v in values]
@@ -310,7 +307,7 @@ def judge(low: float, high: float, margin: float, higher_is_better: bool = False
 def paired_ratio(a: Sequence[float], b: Sequence[float], sequential: bool = False) -> Ratio | None:
     """a[i]/b[i] over blocks i (values > 0), judged by the exact Wilcoxon signed-rank
     test of the blocks' log ratios: the Hodges–Lehmann estimate with the test's
-    inverted interval (signed_rank_interval) and its exact p (signed_rank_p). Pairing
+    inverted interval (signedrank.interval) and its exact p (signedrank.p_value). Pairing
     removes what a block shares (the machine's state at that moment); the random order
     inside each block makes a log ratio as likely positive as negative when the two
     do not differ, whatever the noise, which is all the exact test assumes (a
@@ -334,11 +331,11 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], sequential: bool = Fals
         from allocmark import sequential as cs
 
         low, high = cs.interval(logs, ALPHA)
-        centre = min(max(_hodges_lehmann(logs), low), high)
+        centre = min(max(signedrank.hodges_lehmann(logs), low), high)
         return Ratio(math.exp(centre), math.exp(low), math.exp(high), cs.p_value(logs),
                      sd / math.sqrt(n), n - 1, True, logs=logs, sequential=True)  # fmt: skip
-    centre, low, high = signed_rank_interval(logs)
-    return Ratio(math.exp(centre), math.exp(low), math.exp(high), signed_rank_p(logs),
+    centre, low, high = signedrank.interval(logs)
+    return Ratio(math.exp(centre), math.exp(low), math.exp(high), signedrank.p_value(logs),
                  sd / math.sqrt(n), n - 1, True, logs=logs)  # fmt: skip
 
 
@@ -347,13 +344,8 @@ def _paired_bounds(logs: Sequence[float], alpha: float, sequential: bool) -> tup
         from allocmark import sequential as cs
 
         return cs.interval(logs, alpha)
-    _, low, high = signed_rank_interval(logs, alpha)
+    _, low, high = signedrank.interval(logs, alpha)
     return low, high
-
-
-def _hodges_lehmann(logs: Sequence[float]) -> float:
-    n = len(logs)
-    return _median_sorted(sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n)))
 
 
 def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
@@ -391,7 +383,7 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
     logs = np.log(np.asarray([a for a, _ in pairs], dtype=float)) - np.log(
         np.asarray([b for _, b in pairs], dtype=float))  # fmt: skip
     i, j = np.triu_indices(n)
-    m, c = len(i), _cut(n, ALPHA)
+    m, c = len(i), signedrank.cut(n, ALPHA)
     picks = [(m - 1) // 2, m // 2] + ([c - 1, m - c] if c else [])
     found = np.empty((len(pairs), len(picks)))
     for at in range(0, len(pairs), 64):
@@ -402,123 +394,15 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
     low = found[:, 2] if c else np.full(len(pairs), -math.inf)
     high = found[:, 3] if c else np.full(len(pairs), math.inf)
     _, sd = _rows_mean_sd(logs)
-    # The same rule as signed_rank_p: counted up to EXACT_P_MAX non-zero log ratios.
-    big = (logs != 0).sum(axis=1) > EXACT_P_MAX
-    normal = _normal_p_rows(logs) if big.any() else []
-    ps = [normal[k] if big[k] else signed_rank_p(x) for k, x in enumerate(logs.tolist())]
+    # The same rule as signed_rank_p: counted up to signedrank.EXACT_P_MAX non-zero log ratios.
+    big = (logs != 0).sum(axis=1) > signedrank.EXACT_P_MAX
+    normal = signedrank.normal_p_rows(logs) if big.any() else []
+    ps = [normal[k] if big[k] else signedrank.p_value(x) for k, x in enumerate(logs.tolist())]
     rows = zip(logs.tolist(), centre.tolist(), low.tolist(), high.tolist(), sd.tolist(), ps,
                strict=True)  # fmt: skip
     return [Ratio(math.exp(ce), math.exp(lo), math.exp(hi), pv, s / math.sqrt(n), n - 1, True,
                   logs=tuple(x))
             for x, ce, lo, hi, s, pv in rows]  # fmt: skip
-
-
-def _normal_p_rows(logs: Any) -> list[float]:
-    """signed_rank_p() above EXACT_P_MAX blocks for every row at once: zeros dropped,
-    ties mid-ranked (the first and last place of each run of equal |x|, carried along
-    the sorted row), then the normal approximation."""
-    import numpy as np
-
-    mags = np.abs(logs)
-    order = np.argsort(mags, axis=1, kind="stable")
-    s = np.take_along_axis(mags, order, axis=1)
-    rows, n = s.shape
-    pos = np.broadcast_to(np.arange(n), (rows, n))
-    starts = np.ones((rows, n), dtype=bool)
-    starts[:, 1:] = s[:, 1:] != s[:, :-1]
-    ends = np.ones((rows, n), dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    first = np.maximum.accumulate(np.where(starts, pos, 0), axis=1)
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, pos, n - 1), axis=1), axis=1),
-                   axis=1)  # fmt: skip
-    zeros = (s == 0).sum(axis=1, keepdims=True)
-    ranks = np.where(s == 0, 0.0, (first + last) / 2 + 1 - zeros)
-    signs = np.take_along_axis(np.sign(logs), order, axis=1)
-    t = (ranks * (signs > 0)).sum(axis=1)
-    var = (ranks * ranks).sum(axis=1) / 4
-    out = []
-    for ti, mean, v in zip(t.tolist(), (ranks.sum(axis=1) / 2).tolist(), var.tolist(),
-                           strict=True):  # fmt: skip
-        out.append(1.0 if v == 0 else math.erfc(abs(ti - mean) / math.sqrt(v) / math.sqrt(2)))
-    return out
-
-
-# ---------------------------------------------------------------------------
-# The exact Wilcoxon signed-rank test over blocks, and its interval
-# ---------------------------------------------------------------------------
-# Written here rather than taken from scipy.stats.wilcoxon: scipy's exact method
-# gives no interval, and falls back to a normal approximation when log ratios tie
-# or are 0 (equal peak RSS, the rule for A/A), where this one stays exact.
-
-
-@functools.lru_cache(maxsize=256)
-def _null_counts(weights: tuple[int, ...]) -> tuple[int, ...]:
-    """How many of the 2^n sign assignments give each sum of the positive `weights`:
-    the exact null distribution of the signed-rank statistic (weights: ranks)."""
-    counts = [1] + [0] * sum(weights)
-    top = 0
-    for w in weights:
-        top += w
-        for total in range(top, w - 1, -1):
-            counts[total] += counts[total - w]
-    return tuple(counts)
-
-
-@functools.lru_cache(maxsize=1024)
-def _cut(n: int, alpha: float) -> int:
-    """How many Walsh averages to drop from each end for a 1 - alpha interval: the
-    largest c with P(T+ <= c - 1) <= alpha/2 under the null (0: no finite interval)."""
-    counts, c, below = _null_counts(tuple(range(1, n + 1))), 0, 0
-    while below + counts[c] <= alpha / 2 * 2**n:
-        below += counts[c]
-        c += 1
-    return c
-
-
-def signed_rank_interval(logs: Sequence[float], alpha: float = ALPHA) -> tuple[float, float, float]:
-    """The Hodges–Lehmann estimate of the centre of the blocks' log ratios (the median
-    of their Walsh averages (x_i + x_j)/2, i <= j) and the exact 1 - alpha interval
-    from inverting the signed-rank test: [W_(c), W_(M+1-c)] of the M sorted averages
-    (Hollander & Wolfe). Too few blocks for any interval: (estimate, -inf, inf)."""
-    n = len(logs)
-    walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
-    centre = _median_sorted(walsh)  # as _hodges_lehmann, from the averages sorted here
-    c = _cut(n, alpha)
-    if c == 0:
-        return centre, -math.inf, math.inf
-    return centre, walsh[c - 1], walsh[len(walsh) - c]
-
-
-EXACT_P_MAX = 50  # blocks up to which p counts every sign assignment
-
-
-def signed_rank_p(logs: Sequence[float]) -> float:
-    """The exact two-sided p of the signed-rank test that the logs centre on 0: zeros
-    dropped (Wilcoxon's rule), ties given their mid-ranks, every sign assignment of the
-    rest counted (doubled ranks keep the sums whole). Above EXACT_P_MAX blocks, the
-    normal approximation with the ties' own variance (counting would cost a second per
-    tie pattern there; the verdicts come from the interval, exact at any n)."""
-    x = [v for v in logs if v != 0]
-    if not x:
-        return 1.0
-    order = sorted(range(len(x)), key=lambda i: abs(x[i]))
-    ranks = [0] * len(x)
-    i = 0
-    while i < len(order):  # mid-ranks of equal |x|, doubled: first + last (1-based)
-        j = i
-        while j + 1 < len(order) and abs(x[order[j + 1]]) == abs(x[order[i]]):
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = i + j + 2
-        i = j + 1
-    t = sum(r for r, v in zip(ranks, x, strict=True) if v > 0)
-    if len(x) > EXACT_P_MAX:  # each rank counts with probability 1/2: mean Σr/2, var Σr²/4
-        z = (t - sum(ranks) / 2) / math.sqrt(sum(r * r for r in ranks) / 4)
-        return math.erfc(abs(z) / math.sqrt(2))
-    counts = _null_counts(tuple(sorted(ranks)))
-    total = 1 << len(x)
-    low, high = sum(counts[: t + 1]) / total, sum(counts[t:]) / total
-    return min(1.0, 2 * min(low, high))
 
 
 def ratio_of_ratios(new: Ratio, old: Ratio) -> Ratio | None:

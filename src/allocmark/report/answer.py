@@ -65,7 +65,8 @@ def _at_most(a: Answer) -> str:
     rest = [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
     time = min((c.time.low for c in rest if c.time), default=1.0)
     rss = min((c.rss.low for c in rest if c.rss), default=1.0)
-    if time <= 0 or rss <= 0:
+    # Beyond 10x (or 90 %) an interval's end says only that it is loose.
+    if time <= 0.1 or rss <= 0.1:
         return " (too few blocks to bound how much)"
     parts = ([f"{1 / time:.2f}× faster"] if time < 0.995 else []) + (
         [f"{1 - rss:.0%} smaller"] if rss < 0.995 else [])  # fmt: skip

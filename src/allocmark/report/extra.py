@@ -22,7 +22,9 @@ class Extra:
     keep: int = 1  # label columns, repeated when a terminal cuts the table into parts
 
 
-def extras(report: data.ReportData) -> list[Extra]:
+def extras(report: data.ReportData, made: bool = True) -> list[Extra]:
+    """The tables beyond the metrics; `made`: with what the RSS is made of (a detail
+    the terminal's glance leaves to --detail)."""
     found = []
     if report.battery is not None:
         found += [battery_table(report.battery), score_table(report.battery)]
@@ -30,7 +32,7 @@ def extras(report: data.ReportData) -> list[Extra]:
     if any(c.label != "geomean" for c in cost) and report.comparison is not None:
         found.append(cost_table(cost, report.comparison.margin))
     found += aging_tables(report.aging)
-    if report.made:
+    if report.made and made:
         found.append(made_table(report.made))
     return found
 

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from allocmark import exchange, recommend
 from allocmark.analyze import Comparison
 from allocmark.profile import View
-from allocmark.report import answer, data, extra, fmt, profile_rows
+from allocmark.report import answer, data, extra, fmt, interactive, matrix, profile_rows
 from allocmark.report.plots import Plot
 
 MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
@@ -36,6 +36,9 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
     recommendation: list[answer.Block] = []
     baseline = ""
     verdicts: list[dict[str, Any]] = []
+    matrices: list[matrix.Matrix] = []
+    leads: list[tuple[str, str]] = []
+    live: list[tuple[str, str, Markup]] = []
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
@@ -45,6 +48,11 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         tables += [_extra(t) for t in extra.extras(report)]
         recommendation, baseline = answer.blocks(recommend.answers(comp)), comp.baseline or ""
         verdicts = _verdict_counts(comp)
+        matrices, leads = matrix.matrices(comp), matrix.leads(comp)
+        live = interactive.figures(comp, report.series) if comp.rows else []
+    # An interactive plot replaces its static drawing (kept for md and --plots).
+    replaced = {"plot-time-vs-rss": "time-vs-rss", "plot-rss-over-time": "rss-over-time"}
+    static = [p for p in plots if p.name not in {replaced[i] for i, _, _ in live}]
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),
@@ -56,9 +64,16 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         recommendation=recommendation,
         baseline=baseline,
         verdicts=verdicts,
+        matrices=matrices,
+        leads=leads,
+        matrix_legend=matrix.legend(comp.margin, matrices, "every value below") if matrices else "",
+        all_label=matrix.ALL,
         verdict_words=VERDICT_WORDS,
-        answer_plots=[{"title": p.title, "svg": _svg(p)} for p in plots if p.name in FIRST],
-        plots=[{"title": p.title, "svg": _svg(p)} for p in plots if p.name not in FIRST],
+        answer_plots=[{"title": p.title, "svg": _svg(p)} for p in static if p.name in FIRST]
+        + [{"title": t, "svg": div} for i, t, div in live if i == "plot-time-vs-rss"],
+        plots=[{"title": p.title, "svg": _svg(p)} for p in static if p.name not in FIRST]
+        + [{"title": t, "svg": div} for i, t, div in live if i != "plot-time-vs-rss"],
+        plotly=interactive.script() if live else "",
         runs=exchange.run_rows(report.runs[:MAX_RAW_RUNS]),
         runs_total=len(report.runs),
         max_runs=MAX_RAW_RUNS,

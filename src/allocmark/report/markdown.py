@@ -6,7 +6,7 @@ from allocmark import recommend
 from allocmark.analyze import Comparison
 from allocmark.errors import UserError
 from allocmark.profile import View
-from allocmark.report import answer, data, extra, fmt, profile_rows
+from allocmark.report import answer, data, extra, fmt, matrix, profile_rows
 
 
 def render(report: data.ReportData) -> str:
@@ -19,7 +19,7 @@ def render(report: data.ReportData) -> str:
 
 
 def comparison(comp: Comparison) -> str:
-    out = recommendation(comp)
+    out = glance(comp) + recommendation(comp)
     for metric in comp.metrics if comp.rows else ():
         heads = ["workload", *(fmt.header(comp, a) for a in comp.allocators)]
         out.append(f"### {fmt.TITLES[metric]}\n")
@@ -35,6 +35,24 @@ def comparison(comp: Comparison) -> str:
     if comp.rows:
         out.append(f"_{fmt.legend(comp)}_\n")
     return "\n".join(out)
+
+
+def glance(comp: Comparison) -> list[str]:
+    """The answer and the verdict matrices (matrix.py), before every detail."""
+    found = matrix.matrices(comp)
+    if not found:
+        return []
+    leads = matrix.leads(comp)
+    out = [f"**Answer:** {leads[0][1]}\n"] if leads else []
+    for m in found:
+        out += [f"### {m.title}\n", _row(["", *m.allocators]),
+                "|---|" + "---:|" * len(m.allocators)]  # fmt: skip
+        out += [_row([f"**{label}**" if label == matrix.ALL else label,
+                      *(x.shown for x in marks)]) for label, marks in m.rows]  # fmt: skip
+        out.append("")
+    out.append(f"_{matrix.legend(comp.margin, found, 'every value below')}_\n")
+    out += [f"- **{scope}:** {line}" for scope, line in leads[1:]] + [""]
+    return out
 
 
 def recommendation(comp: Comparison) -> list[str]:

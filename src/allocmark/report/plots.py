@@ -181,7 +181,7 @@ def rss_over_time(comp: Comparison, series: Series) -> list[Plot]:
     for ax, row in zip(axes, rows, strict=True):
         by_alloc = cells[(row.workload, row.params)]
         for a in [a for a in comp.allocators if a in by_alloc]:
-            curves = np.array([_share_of_run(s, at) for s in by_alloc[a]]) / 1024
+            curves = np.array([share_of_run(s, at) for s in by_alloc[a]]) / 1024
             (line,) = ax.plot(at * 100, np.median(curves, axis=0), label=_cut(a), lw=1.2)
             ax.fill_between(at * 100, curves.min(axis=0), curves.max(axis=0),
                             color=line.get_color(), alpha=0.15, lw=0)  # fmt: skip
@@ -199,7 +199,7 @@ def _wrapped(label: str) -> str:
     return "\n".join(textwrap.wrap(label, 48)) or label
 
 
-def _share_of_run(s: RssSeries, at: np.ndarray) -> np.ndarray:
+def share_of_run(s: RssSeries, at: np.ndarray) -> np.ndarray:
     """The series' RSS (KiB) at each share `at` of its run; runs of different
     lengths line up from start to end."""
     t = np.asarray(s.t_ms, dtype=float)

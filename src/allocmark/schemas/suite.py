@@ -39,6 +39,11 @@ class SuiteFile(BaseModel):
         description='allocator names, or "all": every usable entry and variant',
     )
     repetitions: int = Field(3, ge=1, description="blocks every cell gets at least")
+    max_repetitions: int | None = Field(
+        None, ge=1, le=1_000_000,
+        description="blocks a cell gets at most (default 1000: the budget is the limit); "
+        "equal to repetitions for exactly that many, judged by the exact test",
+    )  # fmt: skip
     timeout: float = Field(600, gt=0, le=7 * 86400, description="seconds per run (a week at most)")
     seed: int = Field(1, ge=0, le=2**63 - 1, description="shuffle seed of the run order")
     budget: str | None = Field(

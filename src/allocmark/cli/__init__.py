@@ -1,0 +1,41 @@
+"""The command line: parse, call the library, print. Nothing else lives here.
+
+One module per verb family (catalog, runs, reports) over the shared app.py; each verb
+imports the stack it uses when it runs, so that `allocmark --help` starts at once."""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import sys
+
+from allocmark.cli.app import app, err
+from allocmark.errors import AllocmarkError
+from allocmark.text import printable
+
+# Each module registers its verbs; `--help` lists them in this order.
+for _verbs in ("runs", "reports", "catalog"):
+    importlib.import_module(f"allocmark.cli.{_verbs}")
+
+
+def main() -> None:
+    try:
+        app()  # usage errors are printed by Typer itself, with exit code 2
+    except AllocmarkError as e:
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:  # outside a campaign (which says how to resume)
+        _fail("interrupted: nothing was stored", 130)
+    except sqlite3.DatabaseError as e:  # a damaged page, a file changed under us
+        _fail(f"the results database cannot be read ({e}); stored runs were not changed: "
+              "restore it from a copy, or export what is readable with `report`", 2)  # fmt: skip
+    except OSError as e:
+        if e.filename is None:
+            raise
+        _fail(f"{e.filename}: {e.strerror or e}", 2)  # an unwritable -o or --plots path
+
+
+def _fail(message: str, code: int) -> None:
+    # Our own line breaks stay; a user's string cannot add any (or terminal escapes).
+    text = "\n".join(printable(line) for line in message.split("\n"))
+    err().print(f"ERROR: {text}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(code)

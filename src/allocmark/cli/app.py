@@ -1,0 +1,216 @@
+"""The Typer application, its consoles and the options several verbs share.
+
+Light on purpose: `allocmark --help` imports this, Typer and nothing of the run
+stack; each verb imports what it uses when it runs (bench/startup.py)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from allocmark import interrupts
+from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_RUNS
+from allocmark.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    help="Benchmark memory allocators: which malloc should my program use, and why?",
+)
+# What each verb imports when it runs, loaded first with Ctrl-C held (interrupts.py):
+# pydantic builds its validators at import, and one interrupted there stays broken
+# (the fault battery's Ctrl-C at start-up found a traceback once the imports moved
+# from start-up into the verbs). `--help` alone loads none of it.
+_REPORT = (
+    "allocmark.store",
+    "allocmark.report.data",
+    "allocmark.report.render",
+    "allocmark.report.table",
+    "allocmark.report.glance",
+    "allocmark.report.extra",
+)
+STACKS: dict[str, tuple[str, ...]] = {
+    **{verb: ("allocmark.api", *_REPORT) for verb in ("run", "profile", "try", "tune", "harden")},
+    "report": _REPORT,
+    "compare": ("allocmark.compare", "allocmark.plan", "allocmark.report.table"),
+    "allocators": ("allocmark.allocators", "allocmark.api", "allocmark.report.table"),
+    "alloc": ("allocmark.allocators", "allocmark.builder"),
+    "workloads": ("allocmark.workloads",),
+    "schema": ("allocmark.schemas",),
+}
+
+
+@app.callback()
+def _load(ctx: typer.Context) -> None:
+    with interrupts.held():
+        for module in STACKS.get(ctx.invoked_subcommand or "", ()):
+            importlib.import_module(module)
+
+
+alloc_app = typer.Typer(
+    no_args_is_help=True, help="Build allocators from crates.io (see `allocmark allocators`)."
+)
+app.add_typer(alloc_app, name="alloc")
+
+
+@functools.cache
+def out() -> Console:
+    return _console(stderr=False)
+
+
+@functools.cache
+def err() -> Console:
+    return _console(stderr=True)
+
+
+def _console(stderr: bool) -> Console:
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    # Tables in files and CI logs should not wrap at 80 (COLUMNS is no guide: curses
+    # sets it to 80 in processes without a terminal); ALLOCMARK_WIDTH decides (docs).
+    if not console.is_terminal:
+        width = os.environ.get("ALLOCMARK_WIDTH", "")
+        console.width = int(width) if width.isdigit() and 40 <= int(width) <= 1000 else 160
+    return console
+
+
+AllocOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-a", "--allocator", help="allocators: NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]"
+    ),
+]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalog", help="extra allocator catalog TOML file (same schema as the built-in one)"
+    ),
+]
+DbOpt = Annotated[Path, typer.Option("--db", help="results database (SQLite)")]
+WorkloadOpt = Annotated[
+    list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")
+]
+CommandArg = Annotated[  # profile, tune: a program after --, or workloads by -w
+    list[str] | None,
+    typer.Argument(help="your program and its arguments, after -- (or workloads by -w)"),
+]
+ParamOpt = Annotated[
+    list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
+]
+BlocksOpt = Annotated[
+    int, typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks (at least)")
+]
+MaxRunsOpt = Annotated[
+    int | None,
+    typer.Option("--max-runs", min=1, help=f"at most this many blocks per cell "
+                 f"(default {DEFAULT_MAX_RUNS}; equal to -n for exactly n)"),
+]  # fmt: skip
+TargetOpt = Annotated[
+    str | None,
+    typer.Option("--margin", "--target-ci",
+                 help="equivalence margin: add blocks until every ratio is faster, slower or "
+                 "the same within ±this (default: the suite's, else 3%)"),
+]  # fmt: skip
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option("--budget", help="stop adding blocks after this much time, e.g. 2m, 90s, "
+                 "1h; 0 = no limit (default: the suite's, else 2m)"),
+]  # fmt: skip
+DetailOpt = Annotated[
+    bool,
+    typer.Option("--detail", help="every table: each value, ratio, interval and verdict, and "
+                 "the recommendation's reasons (default: the verdict matrix and the answers)"),
+]  # fmt: skip
+ProfileOpt = Annotated[
+    bool, typer.Option("--profile", help="under the profiler (libamprof.so): its view too")
+]
+SampleOpt = Annotated[
+    int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
+]
+MAX_TIMEOUT = 7 * 86400.0  # a week: a larger timeout is a typo (and inf breaks a resume)
+
+
+def seconds(value: float | None) -> float | None:
+    """--timeout checked here, not by click's range: NaN passes every comparison, and
+    click then named the wrong bound."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a number of seconds; give e.g. 60")
+    if not 0.1 <= value <= MAX_TIMEOUT:
+        raise typer.BadParameter(f"{value:g} s is outside 0.1 s … {MAX_TIMEOUT:g} s (a week)")
+    return value
+
+
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", callback=seconds, help="seconds per run"),
+]
+RunTimeoutOpt = Annotated[  # with a default of its own (try, profile)
+    float, typer.Option("--timeout", callback=seconds, help="seconds per run")
+]
+MemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-limit",
+        help="memory a run's processes may use together, e.g. 4G; "
+        "a run past it is killed and stored as OOM",
+    ),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help=f"start a plan of more than {CONFIRM_RUNS:,} runs"),
+]
+ExecutorOpt = Annotated[
+    str, typer.Option("--executor", help="where runs happen: local, or dask (a cluster)")
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option("--scheduler", help="the Dask scheduler, e.g. tcp://10.0.0.1:8786"),
+]
+
+
+def names(workload: list[str] | None) -> tuple[str, ...]:
+    found = [[w.strip() for w in item.split(",") if w.strip()] for item in workload or []]
+    if any(not n for n in found):  # `-w ''` must not mean "the whole suite"
+        raise UserError("-w '' names no workload; e.g. -w churn,larson (see `allocmark workloads`)")
+    return tuple(w for n in found for w in n)
+
+
+def one_target(workload: list[str] | None, command: list[str] | None, verb: str) -> tuple[str, ...]:
+    """The workloads of a verb that takes either -w or a program after --."""
+    chosen = names(workload)
+    if bool(chosen) == bool(command):
+        raise UserError(f"name the workload(s) to {verb} with -w (e.g. -w xthread), or give "
+                        "your program after --, one of the two")  # fmt: skip
+    return chosen
+
+
+def fraction(text: str | None, option: str) -> float | None:
+    from allocmark import plan
+
+    return plan.parse_fraction(text, option) if text else None
+
+
+def size(text: str | None) -> int:
+    from allocmark import plan
+
+    return plan.parse_size(text) if text else 0
+
+
+def duration(text: str | None) -> float | None:
+    from allocmark import plan
+
+    return plan.parse_duration(text) if text is not None else None

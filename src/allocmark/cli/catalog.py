@@ -1,0 +1,95 @@
+"""The catalog verbs: allocators, alloc build, workloads, schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from allocmark.cli.app import AllocOpt, CatalogOpt, alloc_app, app, err, out
+
+
+@app.command("allocators")
+def allocators_cmd(
+    alloc: AllocOpt = None,
+    catalog: CatalogOpt = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="a row per allocator not built yet, too")
+    ] = False,
+) -> None:
+    """List the allocator catalog with what verification found on this machine."""
+    from allocmark import allocators, api
+    from allocmark.report import table
+
+    specs, _ = api.selected(alloc, catalog or [])
+    if not alloc:  # the whole catalog, including what allocmark can build
+        specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
+    verified = allocators.verify_all(specs)
+    table.allocators(out(), verified, every or bool(alloc))
+
+
+@alloc_app.command("build")
+def alloc_build_cmd(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="NAME@VERSION[+FLAVOR], FAMILY@* (every version), or FAMILY"),
+    ] = None,
+    build_all: Annotated[bool, typer.Option("--all", help="every recipe entry")] = False,
+    force: Annotated[bool, typer.Option("--force", help="rebuild even if cached")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Build allocators from their crates.io sys crates into the cache, then verify them."""
+    from allocmark import allocators, builder
+
+    specs = allocators.load_catalog(catalog or [])
+    for spec in allocators.to_build(specs, names or [], build_all):
+        built = builder.build(spec, force=force, say=lambda m: err().print(f"[cyan]{m}…[/]"))
+        v = allocators.verify(spec)
+        took = (
+            f"built in {built.provenance.get('build_seconds', '?')} s"
+            if built.rebuilt
+            else "cached"
+        )
+        out().print(f"{spec.name}: {v.status.value} {v.version or ''} sha256 "
+                    f"{(v.sha256 or '')[:12]} ({took}) {v.reason}".rstrip())  # fmt: skip
+
+
+@app.command("workloads")
+def workloads_cmd(
+    packages: Annotated[
+        bool, typer.Option("--packages", help="only print the Debian packages of the apps")
+    ] = False,
+) -> None:
+    """List the workloads, their parameters, and which applications are installed."""
+    from allocmark import workloads
+
+    catalog = workloads.load_catalog().values()
+    if packages:
+        out().print(" ".join(dict.fromkeys(p for w in catalog for p in w.packages)))
+        return
+    for w in catalog:
+        state = ""
+        if w.kind == "app":
+            lacking = workloads.missing(w)
+            state = (f" [red]missing {', '.join(lacking)}: {workloads.install_hint(w)}[/]"
+                     if lacking else " [green]installed[/]")  # fmt: skip
+        out().print(f"[bold]{w.name}[/] ({w.kind}): {w.description}{state}")
+        for line in workloads.describe_params(w):
+            out().print("    " + line, markup=False, highlight=False)
+
+
+@app.command("schema")
+def schema_cmd(
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="suite, catalog (allocators), workloads, settings or runs (a runs export)"
+        ),
+    ],
+) -> None:
+    """Print the JSON Schema of a suite, catalog, settings file or runs export."""
+    from allocmark import schemas
+
+    sys.stdout.write(json.dumps(schemas.json_schema(kind), indent=2) + "\n")

@@ -1,0 +1,114 @@
+"""The reading verbs: report and compare. They read a database, never run anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from allocmark.cli.app import DbOpt, DetailOpt, app, err, out
+from allocmark.cli.show import emit, emit_table, front
+from allocmark.defaults import DEFAULT_DB
+from allocmark.errors import UserError
+
+if TYPE_CHECKING:
+    pass
+
+
+@app.command("report")
+def report_cmd(
+    db: DbOpt = DEFAULT_DB,
+    campaign_id: Annotated[
+        int | None, typer.Option("--campaign", help="campaign id (default: newest)")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, md, csv, json or html")] = "table",
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="write to this file")
+    ] = None,
+    speedup: Annotated[
+        bool, typer.Option("--speedup", help="time ratios as baseline time / allocator time")
+    ] = False,
+    runs: Annotated[
+        bool, typer.Option("--runs", help="every run instead of the summary (csv or json)")
+    ] = False,
+    plots_dir: Annotated[
+        Path | None, typer.Option("--plots", help="also write the plots (SVG, PNG) here")
+    ] = None,
+    profiles: Annotated[
+        bool, typer.Option("--profile", help="the profiler's view of a profiled campaign")
+    ] = False,
+    detail: DetailOpt = False,
+) -> None:
+    """Show or export the report of a stored campaign."""
+    from allocmark.report import data, render
+    from allocmark.store import Store
+
+    if fmt not in ("table", *render.TEXT_FORMATS):
+        raise UserError(f"--format {fmt!r}: choose table, {', '.join(render.TEXT_FORMATS)}")
+    if runs and profiles:
+        raise UserError("--runs and --profile are two views: choose one")
+    if runs and fmt not in ("csv", "json"):
+        raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
+    view = "profile" if profiles else "runs" if runs else "summary"
+    store = Store(db, create=False)
+    cid = store.campaign(campaign_id).id
+    if fmt == "table":
+        emit_table(data.load(store, cid, view, speedup, brief=not detail), output, detail)
+        if view == "summary" and store.settings(cid).get("race") and not output:
+            front(db, cid)  # a `tune` campaign: its answer again
+    else:
+        emit(render.text(store, cid, fmt, view, speedup), output)
+    if plots_dir:
+        files = render.plot_files(store, cid, plots_dir, speedup)
+        err().print(f"wrote {len(files)} plot files to {plots_dir}")
+
+
+_METRIC_NAMES = {
+    "time": "time_s",
+    "rss": "peak_rss_kib",
+    "memory-time": "rss_mib_s",
+    "end-rss": "end_rss_kib",
+    "idle-rss": "idle_rss_kib",
+    "overhead": "overhead_ratio",
+    "throughput": "ops_per_s",
+}
+
+
+@app.command("compare")
+def compare_cmd(
+    old: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
+    new: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
+    metric: Annotated[
+        str, typer.Option("--metric", help=f"one of: {', '.join(_METRIC_NAMES)}")
+    ] = "time",
+    fail_above: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-above", help="exit 1 if a significant regression exceeds this, e.g. 5%"
+        ),
+    ] = None,
+    target_ci: Annotated[
+        str, typer.Option("--margin", "--target-ci", help="equivalence margin of 'same', e.g. 3%")
+    ] = "3%",
+) -> None:
+    """Regression verdict between two result sets: faster / slower / same / inconclusive."""
+    from allocmark import compare, plan
+    from allocmark.report import table
+
+    key = _METRIC_NAMES.get(metric)
+    if key is None:
+        raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
+    # A regression can exceed 100 % (2.5x slower is +150 %).
+    limit = plan.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
+    margin = plan.parse_fraction(target_ci, "--margin")
+    old_set, new_set = compare.load(old), compare.load(new)
+    verdicts = compare.compare(old_set, new_set, key, margin)
+    control = next((v.allocator for v in verdicts if v.control), None)
+    table.verdicts(out(), verdicts, key, old_set.label, new_set.label, control)
+    summary = compare.summarize(verdicts)
+    out().print(table.verdict_summary(summary, key, control, margin), highlight=False)
+    if limit is not None and (bad := compare.failing(verdicts, limit)):
+        err().print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}",
+                    highlight=False)  # fmt: skip
+        raise typer.Exit(1)

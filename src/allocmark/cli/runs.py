@@ -1,0 +1,381 @@
+"""The verbs that run things: run, profile, try, tune, harden; and the progress a
+running campaign prints."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from allocmark.cli.app import (
+    AllocOpt,
+    BlocksOpt,
+    BudgetOpt,
+    CatalogOpt,
+    CommandArg,
+    DbOpt,
+    DetailOpt,
+    ExecutorOpt,
+    MaxRunsOpt,
+    MemoryOpt,
+    ParamOpt,
+    ProfileOpt,
+    RunTimeoutOpt,
+    SampleOpt,
+    SchedulerOpt,
+    TargetOpt,
+    TimeoutOpt,
+    WorkloadOpt,
+    YesOpt,
+    app,
+    duration,
+    err,
+    fraction,
+    names,
+    one_target,
+    out,
+    seconds,
+    size,
+)
+from allocmark.cli.show import emit_table, front
+from allocmark.defaults import DEFAULT_DB, DEFAULT_MIN_RUNS
+from allocmark.errors import AllocmarkError, Interrupted
+
+if TYPE_CHECKING:
+    from allocmark import api
+
+
+@app.command("run")
+def run_cmd(
+    suite: Annotated[
+        str | None, typer.Option("--suite", help="built-in suite name or suite .toml file")
+    ] = None,
+    alloc: AllocOpt = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
+    reps: Annotated[
+        int | None,
+        typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks per cell (at least)"),
+    ] = None,
+    max_runs: MaxRunsOpt = None,
+    margin: TargetOpt = None,
+    budget: BudgetOpt = None,
+    timeout: TimeoutOpt = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", min=0, max=2**63 - 1, help="shuffle seed of the run order"),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")
+    ] = False,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over",
+            help="with --resume: take a campaign over from an owner "
+            "on another machine that no longer runs it",
+        ),
+    ] = False,
+    catalog: CatalogOpt = None,
+    profile: ProfileOpt = False,
+    sample: SampleOpt = 1024,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
+    yes: YesOpt = False,
+    memory_limit: MemoryOpt = None,
+    detail: DetailOpt = False,
+) -> None:
+    """Run a suite (default: quick) and store every run."""
+    from allocmark import api
+    from allocmark.report import data
+    from allocmark.store import Store
+
+    if resume:
+        cid = _follow(api.resume(db, executor, scheduler, take_over, yes), db)
+    else:
+        req = api.Request(
+            suite=suite, allocators=tuple(alloc or ()), workloads=names(workload),
+            params=tuple(param or ()), min_runs=reps, max_runs=max_runs,
+            margin=fraction(margin, "--margin"), budget_s=duration(budget),
+            timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
+            sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
+            yes=yes, memory_limit=size(memory_limit),
+        )  # fmt: skip
+        cid = _follow(api.run(req), db)
+    store = Store(db, create=False)
+    emit_table(data.load(store, cid, brief=not detail), None, detail)
+    if store.sample(cid):
+        emit_table(data.load(store, cid, "profile"), None)
+
+
+@app.command("profile")
+def profile_cmd(
+    command: CommandArg = None,
+    alloc: AllocOpt = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
+    reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
+    sample: SampleOpt = 1024,
+    timeout: RunTimeoutOpt = 600,
+    db: DbOpt = DEFAULT_DB,
+    catalog: CatalogOpt = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
+    yes: YesOpt = False,
+    memory_limit: MemoryOpt = None,
+) -> None:
+    """Profile what each allocator does inside a workload or your program (mmprof style),
+    side by side."""
+    from allocmark import api
+    from allocmark.report import data
+    from allocmark.store import Store
+
+    chosen = one_target(workload, command, "profile")
+    req = api.Request(workloads=chosen, command=tuple(command or ()),
+                      allocators=tuple(alloc or ()), params=tuple(param or ()),
+                      min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
+                      sample=sample, db=db, executor=executor, scheduler=scheduler,
+                      yes=yes, memory_limit=size(memory_limit))  # fmt: skip
+    cid = _follow(api.run(req), db)
+    emit_table(data.load(Store(db, create=False), cid, "profile"), None)
+
+
+@app.command("try")
+def try_cmd(
+    command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
+    alloc: AllocOpt = None,
+    reps: BlocksOpt = DEFAULT_MIN_RUNS,
+    max_runs: MaxRunsOpt = None,
+    margin: TargetOpt = None,
+    budget: BudgetOpt = None,
+    timeout: RunTimeoutOpt = 600,
+    db: DbOpt = DEFAULT_DB,
+    catalog: CatalogOpt = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
+    yes: YesOpt = False,
+    ignore: Annotated[
+        bool,
+        typer.Option(
+            "-i", "--ignore-failure", help="exit 0 even when every run under an allocator failed"
+        ),
+    ] = False,
+    memory_limit: MemoryOpt = None,
+    profile: ProfileOpt = False,
+    sample: SampleOpt = 1024,
+) -> None:
+    """Run your own command under every usable allocator and compare."""
+    from allocmark import api
+    from allocmark.report import data, extra, table
+    from allocmark.store import Store
+
+    req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
+                      max_runs=max_runs, margin=fraction(margin, "--margin"),
+                      budget_s=duration(budget), timeout_s=timeout,
+                      catalogs=tuple(catalog or ()), db=db, executor=executor,
+                      scheduler=scheduler, yes=yes, memory_limit=size(memory_limit),
+                      sample=sample if profile else 0)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    lines, comp = api.command_lines(db, cid)
+    table.try_table(out(), lines, comp)
+    store = Store(db, create=False)
+    table.extra(out(), extra.extras(data.load(store, cid, known=comp)))
+    if profile:
+        emit_table(data.load(store, cid, "profile"), None)
+    # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
+    if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
+        raise AllocmarkError(f"no run succeeded under {', '.join(failed)}; the table shows "
+                             "why (use -i to exit 0 anyway)")  # fmt: skip
+
+
+@app.command("tune")
+def tune_cmd(
+    command: CommandArg = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
+    alloc: AllocOpt = None,
+    objective: Annotated[
+        str, typer.Option("--objective", help="time, rss or pareto (both)")
+    ] = "pareto",
+    reps: BlocksOpt = DEFAULT_MIN_RUNS,
+    max_runs: MaxRunsOpt = None,
+    margin: TargetOpt = None,
+    budget: BudgetOpt = None,
+    timeout: TimeoutOpt = None,
+    db: DbOpt = DEFAULT_DB,
+    catalog: CatalogOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """Race each allocator's settings (catalog/settings.toml) for your program or a
+    workload; print the Pareto front of time and peak RSS as lines to paste."""
+    from allocmark import api
+    from allocmark.report import table
+
+    chosen = one_target(workload, command, "tune")
+    req = api.Request(command=tuple(command or ()), workloads=chosen,
+                      params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
+                      max_runs=max_runs, margin=fraction(margin, "--margin"),
+                      budget_s=duration(budget), timeout_s=timeout,
+                      catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    table.recommendation(out(), api.comparison(db, cid))
+    front(db, cid)
+
+
+@app.command("harden")
+def harden_cmd(
+    alloc: AllocOpt = None,
+    reps: Annotated[
+        int, typer.Option("-n", "--repetitions", min=1, help="runs of each test per allocator")
+    ] = 3,
+    tests: Annotated[
+        str | None, typer.Option("--tests", help="TEST[,TEST...] (default: every test)")
+    ] = None,
+    cost: Annotated[
+        bool,
+        typer.Option(
+            "--cost/--no-cost", help="also time each hardened build against its plain one"
+        ),
+    ] = True,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", callback=seconds, help="seconds a test may run (then: hang)"),
+    ] = 5.0,
+    db: DbOpt = DEFAULT_DB,
+    catalog: CatalogOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """The hardening battery: what each allocator does about each heap error, its
+    score, and what hardening costs."""
+    from allocmark import api, harden
+    from allocmark.report import data, extra, table
+    from allocmark.store import Store
+
+    chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
+    catalogs = tuple(catalog or ())
+    req = api.harden_request(chosen, reps, tuple(alloc or ()), catalogs, timeout_s=timeout,
+                             db=db, yes=yes)  # fmt: skip
+    cid = _follow(api.run(req), db)
+    report = data.load(Store(db, create=False), cid)
+    table.extra(out(), extra.extras(report))
+    if not cost or report.battery is None:
+        return
+    more = api.cost_request(report.battery.allocators, db=db, catalogs=catalogs, yes=yes)
+    if more is None:
+        err().print("no hardened build beside its plain build to cost: e.g. `allocmark alloc "
+                    "build mimalloc@2.1.7 mimalloc@2.1.7+secure`", style="dim")  # fmt: skip
+        return
+    cost_cid = _follow(api.run(more), db)
+    comp = data.load(Store(db, create=False), cost_cid).comparison
+    if comp is not None:
+        table.extra(out(), [extra.cost_table(harden.costs(comp), comp.margin)])
+
+
+def _follow(events: Iterator[api.Event], db: Path) -> int:
+    """Prints a campaign's notes and progress as it runs; its id at the end."""
+    from allocmark import api
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        with _Progress() as progress:
+            for event in events:
+                if isinstance(event, api.Finished):
+                    return event.campaign
+                progress.show(event)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted: finished runs are saved in {db}; "
+            f"finish with `allocmark run --resume --db {db}`"
+        ) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    raise AllocmarkError("the campaign ended without finishing")  # not reached
+
+
+class _Progress:
+    """The progress bar and how many ratios are still undecided."""
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskID,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+        self.bar = Progress(*columns, console=err(), transient=False)
+        self.task: TaskID | None = None
+        self.precision = "first blocks"
+        self.target: float | None = None
+
+    def __enter__(self) -> _Progress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    def show(self, event: api.Event) -> None:
+        from rich.markup import escape
+
+        from allocmark import api, harden
+        from allocmark.campaign import RoundDone, RunDone
+        from allocmark.model import RunStatus
+
+        if isinstance(event, api.Note):
+            style = "yellow" if event.level == "warning" else "cyan"
+            err().print(f"[{style}]{escape(event.text)}[/]")
+        elif isinstance(event, api.Planned):
+            out().print(_plan_line(event), highlight=False)
+            self.target = event.precision.margin if event.precision else None
+            self.task = self.bar.add_task("running", total=event.total, completed=event.done)
+        elif isinstance(event, RoundDone):
+            more = f", {event.blocks} more blocks" if event.blocks else ", done"
+            self.precision = (f"{event.undecided} of {event.ratios} ratios undecided "
+                              f"(margin ±{self.target or 0:.0%}){more}")  # fmt: skip
+        elif isinstance(event, RunDone) and self.task is not None:
+            spec, result = event.spec, event.result
+            what = f"{self.precision} | {spec.allocator} {spec.workload}"
+            self.bar.update(self.task, completed=event.done, total=event.total, description=what)
+            # The battery's crashes are its findings (its matrix shows them).
+            if result.status is not RunStatus.OK and spec.workload != harden.WORKLOAD:
+                self.bar.console.print(
+                    f"{result.status.value}: {spec.allocator} {spec.workload} "
+                    f"{dict(spec.params)}: {result.detail[:300]}",
+                    soft_wrap=True, markup=False,
+                )  # fmt: skip
+
+
+def _plan_line(p: api.Planned) -> str:
+    if p.done:
+        return f"resuming campaign {p.campaign}: {p.total - p.done} runs left{_eta(p)}"
+    more = ""
+    if p.precision:
+        budget = f"{p.precision.budget_s:g} s budget" if p.precision.budget_s else "no time budget"
+        more = (f", then more blocks until every ratio is faster, slower or the same within "
+                f"±{p.precision.margin:.0%} "
+                f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip
+    return (f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
+            f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
+            f"verification) to start{_eta(p)} -> {p.db}")  # fmt: skip
+
+
+def _eta(p: api.Planned) -> str:
+    if p.estimate_s is None:
+        return " (time: unknown until the first runs end)"
+    t = p.estimate_s
+    about = f"{t:.0f} s" if t < 90 else f"{t / 60:.0f} min" if t < 5400 else f"{t / 3600:.1f} h"
+    return f" (about {about} at this database's earlier run times)"
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a campaign as cleanly as Ctrl-C

@@ -1,0 +1,11 @@
+"""Defaults the command line shows in its help: here, so that `allocmark --help`
+needs none of the modules that use them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEFAULT_DB = Path("results/allocmark.db")
+DEFAULT_MAX_RUNS = 1000  # the budget is the limit: "same" at ±3 % may take hundreds of blocks
+DEFAULT_MIN_RUNS = 3
+CONFIRM_RUNS = 20_000  # runs above which a campaign starts only with --yes

@@ -1,0 +1,83 @@
+"""The terminal's answer at a glance: the one-sentence answer, the verdict matrices
+(matrix.py), and a one-sentence answer per workload. The tables of every value and
+interval, and the recommendation's reasons, are `--detail` (table.comparison)."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from allocmark.analyze import Comparison
+from allocmark.report import fmt, matrix
+
+STYLES = {matrix.BETTER: "green", matrix.WORSE: "red", matrix.SAME: "cyan",
+          matrix.UNDECIDED: "yellow", matrix.BASE: "dim", matrix.FAILED: "bold red",
+          matrix.NONE: "dim"}  # fmt: skip
+INTERVAL = re.compile(r" \[[^\]]*\]")  # " [1.04–1.58]": in the matrix and --detail
+LABEL = 30  # a row's label at most (ten columns of CELL + 1 leave 29 of 120)
+CELL = 8  # "▲ 1.94×", "? ±12%", "jemalloc": ten allocators fit 120 columns
+
+
+def shown(comp: Comparison) -> bool:
+    """A matrix needs a baseline and something to set against it; else the tables."""
+    return len(comp.allocators) > 1 and bool(matrix.matrices(comp))
+
+
+def glance(console: Console, comp: Comparison) -> None:
+    found = matrix.matrices(comp)
+    answers = matrix.leads(comp)
+    if answers:
+        console.print(Text.assemble(("Answer: ", "bold"), fmt.printable(answers[0][1])))
+    # The labels get what ten columns of CELL (and a space each) leave of the width.
+    width = max(12, min(LABEL, console.width - len(comp.allocators) * (CELL + 1) - 2))
+    for m in found:
+        console.print(_table(m, width))
+    console.print(matrix.legend(comp.margin, found), style="dim", highlight=False)
+    if comp.noise is not None and comp.noise.reruns:  # else the sentinel's line is a detail
+        console.print(fmt.noise(comp), style="dim", highlight=False)
+    for scope, lead in answers[1:]:  # the matrix shows each verdict: the sentences, short
+        brief = INTERVAL.sub("", lead)
+        console.print(Text.assemble(("  " + short(fmt.printable(scope), width) + ": ", "bold"),
+                                    fmt.printable(brief)))  # fmt: skip
+
+
+def _table(m: matrix.Matrix, width: int) -> Table:
+    """The matrix's name heads its label column ("time" / "against glibc"): no title
+    line, so that the quick suite's answer fits 40 lines."""
+    table = Table(box=None, padding=(0, 0, 0, 1), show_edge=False)
+    name = f"{m.axis}\nagainst {short(fmt.printable(m.allocators[0]), width - 8)}"
+    table.add_column(Text(name, style="bold underline"), no_wrap=True)
+    for a in m.allocators:
+        head = Text(_folded(fmt.printable(a)), style="bold")
+        table.add_column(head, justify="right", no_wrap=True, min_width=CELL, max_width=CELL)
+    for label, marks in m.rows:
+        style = "bold" if label == matrix.ALL else ""
+        table.add_row(Text(short(fmt.printable(label), width), style=style),
+                      *(Text(x.shown, style=STYLES[x.kind]) for x in marks))  # fmt: skip
+    return table
+
+
+def short(label: str, width: int = LABEL) -> str:
+    """A row's label within `width`: its start and its end (where the parameter that
+    tells two rows apart usually is, e.g. threads=2), the middle cut."""
+    if len(label) <= width:
+        return label
+    head = (width - 1) // 2
+    return label[:head] + "…" + label[len(label) - (width - 1 - head) :]
+
+
+def _folded(name: str) -> str:
+    """A name in two lines of CELL: broken at ":", "-", "@" or "+" (after it where the
+    first line then fits, else before it: glibc: / arena2, jemalloc / :nodecay) or
+    before "malloc" (tbb / malloc); what does not fit is cut with "…"."""
+    if len(name) <= CELL:
+        return name
+    after = [i + 1 for i, c in enumerate(name[:CELL]) if c in ":-@+"]
+    before = [i for i, c in enumerate(name[: CELL + 1]) if c in ":-@+" and i > 0]
+    cut = max(after or before or [name.find("malloc") if 0 < name.find("malloc") < CELL
+                                 else CELL])  # fmt: skip
+    rest = name[cut:]
+    return name[:cut] + "\n" + (rest if len(rest) <= CELL else rest[: CELL - 1] + "…")

@@ -1,0 +1,130 @@
+"""The verdict matrix: the answer at a glance. A row per workload and one for all of
+them (the geometric mean), a column per allocator, each cell one glyph and one
+number against the baseline: "▲ 1.94×" better, "▼ 1.40×" worse, "= same" within the
+margin, "? ±12%" undecided (± half its interval). One matrix for speed (time, or
+throughput where a workload runs for a set time) and one for peak RSS; the same
+cells in the terminal, Markdown and HTML."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from allocmark import recommend, stats
+from allocmark.analyze import Comparison, Row
+from allocmark.report import answer
+
+# What each kind of cell looks like: a glyph and a style every format maps.
+BETTER, WORSE, SAME, UNDECIDED, BASE, FAILED, NONE = (
+    "better", "worse", "same", "undecided", "base", "failed", "none")  # fmt: skip
+GLYPHS = {BETTER: "▲", WORSE: "▼", SAME: "=", UNDECIDED: "?", BASE: "", FAILED: "✗", NONE: "·"}
+ALL = "all (geomean)"
+
+
+@dataclass(frozen=True)
+class Mark:
+    kind: str  # BETTER ... NONE
+    text: str  # "1.94×", "same", "±12%", "base", "crashed"
+
+    @property
+    def shown(self) -> str:
+        glyph = GLYPHS[self.kind]
+        return f"{glyph} {self.text}" if glyph and self.text else glyph or self.text
+
+
+@dataclass(frozen=True)
+class Matrix:
+    axis: str  # "time", "speed" (time; throughput where time is fixed) or "peak RSS"
+    title: str
+    allocators: tuple[str, ...]  # the baseline first
+    rows: tuple[tuple[str, tuple[Mark, ...]], ...]  # label, a mark per allocator
+
+
+def legend(margin: float, found: list[Matrix], more: str = "--detail: all values") -> str:
+    """What the glyphs say (the partial mark where there is one); `more`: where every
+    value and interval is."""
+    partial = any("†" in m.text for x in found for _, marks in x.rows for m in marks)
+    return (f"▲ better ▼ worse (×factor) · = same (±{margin:.0%}) · ? undecided (±half its "
+            "interval; few: too few blocks) · ✗ failed · "
+            + ("† partial, not recommended · " if partial else "") + more)  # fmt: skip
+
+
+def leads(comp: Comparison) -> list[tuple[str, str]]:
+    """(scope, one-sentence answer): all workloads first, then each workload."""
+    found = sorted(recommend.answers(comp), key=lambda a: a.scope != recommend.OVERALL)
+    return [(a.scope, answer.lead(a)) for a in found]
+
+
+def matrices(comp: Comparison) -> list[Matrix]:
+    """The speed matrix and the peak RSS matrix, each where the campaign has one. The
+    cells are the answer's own positions (recommend.py): each row's ratios judged as
+    one family (Holm), the "all" row by the geometric means, so that no cell says
+    more than the sentence under it."""
+    if not comp.rows or comp.baseline is None or len(comp.allocators) < 2:
+        return []
+    order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
+    per_row = [recommend.positions(comp, row) for row in comp.rows]
+    labelled: list[tuple[str, dict[str, recommend.Choice | str], Row | None]] = [
+        (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
+    if len(comp.rows) > 1:
+        labelled.append((ALL, recommend.overall_positions(comp, per_row), None))
+    out = []
+    for axis, name in (("time", _speed_name(comp)), ("rss", "peak RSS")):
+        rows = tuple((label, tuple(_mark(comp, p.get(a), a, axis, row) for a in order))
+                     for label, p, row in labelled)  # fmt: skip
+        if all(m.kind in (NONE, BASE, FAILED) for _, marks in rows for m in marks):
+            continue  # nothing measured on this axis
+        title = f"{SPEED if name == 'speed' else name} against {comp.baseline}"
+        out.append(Matrix(name, title, order, rows))
+    return out
+
+
+SPEED = "speed (time; throughput where a workload runs for a set time)"
+
+
+def _speed_name(comp: Comparison) -> str:
+    fixed = any(c.fixed for r in comp.rows for c in r.cells["time_s"].values())
+    return "speed" if fixed else "time"
+
+
+def _mark(comp: Comparison, found: recommend.Choice | str | None, allocator: str,
+          axis: str, row: Row | None) -> Mark:  # fmt: skip
+    if isinstance(found, str) and "its runs failed (" in found:  # "... (crashed 2/3)"
+        return Mark(FAILED, found.split("its runs failed (", 1)[1].split(" ")[0])
+    if isinstance(found, str):  # partial where this program may need more: not recommended
+        return _partial(comp, row, allocator, axis)
+    position = getattr(found, axis) if found is not None else None
+    if position is None:
+        return Mark(NONE, "")
+    if allocator == comp.baseline:
+        return Mark(BASE, "base")
+    return _judged(position)
+
+
+def _partial(comp: Comparison, row: Row | None, allocator: str, axis: str) -> Mark:
+    """What the cell's own ratio says (not judged with the answer's family), marked †."""
+    cell = None if row is None else (
+        row.cells["peak_rss_kib"].get(allocator) if axis == "rss"
+        else recommend.speed_cell(row, allocator))  # fmt: skip
+    if cell is None or cell.ratio is None or cell.verdict is None:
+        return Mark(NONE, "†")
+    r = cell.ratio  # the factor and the half-width read the same either way up
+    mark = _judged(recommend.Position(r.value, r.low, r.high, cell.verdict))
+    return Mark(mark.kind, mark.text + "†")
+
+
+def _judged(p: recommend.Position) -> Mark:
+    """A position (lower is better) as a glyph and a number."""
+    if p.verdict is stats.Verdict.SAME:
+        return Mark(SAME, "same")
+    if p.verdict is stats.Verdict.INCONCLUSIVE:
+        if not 0 < p.low <= p.high < math.inf:
+            return Mark(UNDECIDED, "few")  # fewer blocks than a verdict needs
+        half = math.sqrt(p.high / p.low) - 1  # half the interval, on the log scale
+        return Mark(UNDECIDED, f"±{half:.0%}" if half < 1 else "±>99%")
+    factor = max(p.value, 1 / p.value) if p.value > 0 else math.inf
+    return Mark(BETTER if p.verdict is stats.Verdict.BETTER else WORSE, _factor(factor))
+
+
+def _factor(x: float) -> str:
+    return f"{x:.2f}×" if x < 10 else f"{x:.0f}×"

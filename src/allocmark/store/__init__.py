@@ -1,0 +1,24 @@
+"""SQLite store: every run is written in its own transaction the moment it ends.
+
+One database class, `Store`, made of one part per concern, each a short module:
+- schema.py: the tables, their migrations, the transaction that creates or upgrades;
+- base.py: opening a file (read-only where it cannot be written), campaigns, settings;
+- plans.py: writing a campaign and its signed plan, reading it back for a resume;
+- progress.py: writing each run as it ends, the budget spent, status and owner;
+- reads.py (and cache.py): what a report reads, kept until the campaign gains a run;
+- codec.py: rows to and from columns; a damaged value is a StoreError.
+The parts import base, codec and schema only, never this package's `Store`.
+"""
+
+from __future__ import annotations
+
+from allocmark.store.plans import Plans
+from allocmark.store.progress import Progress
+from allocmark.store.reads import CELL_COLUMNS, Reads
+from allocmark.store.schema import SCHEMA_VERSION
+
+__all__ = ["CELL_COLUMNS", "SCHEMA_VERSION", "Store"]
+
+
+class Store(Plans, Progress, Reads):
+    """A results database. Opening never changes results already stored."""

@@ -1,0 +1,134 @@
+"""The open database and what every part of the store reads: campaigns, their
+settings, the machines they ran on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from allocmark.errors import StoreError
+from allocmark.machine import Machine
+from allocmark.model import Campaign
+from allocmark.store import codec, schema
+
+
+class Base:
+    """A results database. Opening never changes results already stored."""
+
+    db: sqlite3.Connection
+
+    def __init__(self, path: Path, create: bool = True) -> None:
+        self.path = path
+        if not path.exists() and not create:
+            raise StoreError(f"{path}: no such results database; create one with `allocmark run`")
+        if path.is_dir():
+            raise StoreError(f"{path}: is a directory; give the database file, e.g. {path}/a.db")
+        if path.exists() and not path.is_file():
+            raise StoreError(f"{path}: not a regular file, so not a results database")
+        if path.exists() and path.stat().st_size == 0 and not create:
+            raise StoreError(f"{path}: an empty file, not a results database (left as it is)")
+        # Reports must read a database the user cannot write (an archive, a read-only
+        # directory, where WAL cannot create its -shm file).
+        self.readonly = not create and not (
+            os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+        )
+        if not self.readonly:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = self._connect()
+            self.db.execute("PRAGMA foreign_keys = ON")
+            schema.prepare(self.db, path, self.readonly)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path}: not a usable SQLite results database ({e})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self.readonly:
+            return sqlite3.connect(self.path, timeout=30)
+        uri = f"file:{urllib.parse.quote(str(self.path.absolute()))}"
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:  # WAL without a -shm it may create: read as is
+            db.close()
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=30)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _machine(self, m: Machine) -> int:
+        facts = json.dumps(dataclasses.asdict(m), sort_keys=True)
+        row = self.db.execute("SELECT id FROM machines WHERE facts_json = ?", (facts,)).fetchone()
+        if row:
+            return int(row[0])
+        cur = self.db.execute(
+            "INSERT INTO machines (hostname, cpu_model, cores, kernel, glibc, "
+            "allocmark_version, python, facts_json) VALUES (?,?,?,?,?,?,?,?)",
+            (
+                m.hostname,
+                m.cpu_model,
+                m.cores,
+                m.kernel,
+                m.glibc,
+                m.allocmark_version,
+                m.python,
+                facts,
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    def campaigns(self) -> list[Campaign]:
+        rows = self.db.execute(
+            "SELECT c.id, c.name, c.status, c.created, c.baseline, "
+            "(SELECT COUNT(*) FROM plan p WHERE p.campaign_id = c.id), "
+            "(SELECT COUNT(*) FROM runs r WHERE r.campaign_id = c.id) "
+            "FROM campaigns c ORDER BY c.id"
+        ).fetchall()
+        return [Campaign(*r) for r in rows]
+
+    def campaign(self, cid: int | None = None, unfinished: bool = False) -> Campaign:
+        """Campaign `cid`, or the newest one (the newest unfinished one if asked)."""
+        found = [
+            c
+            for c in self.campaigns()
+            if (cid is None or c.id == cid) and not (unfinished and c.status == "finished")
+        ]
+        if not found:
+            what = (
+                f"campaign {cid}"
+                if cid is not None
+                else ("unfinished campaign" if unfinished else "campaign")
+            )
+            raise StoreError(f"{self.path}: no {what} in this database")
+        return found[-1]
+
+    def campaign_info(self, cid: int) -> dict[str, Any]:
+        """What an export says about the campaign it comes from."""
+        c = self.campaign(cid)
+        return dataclasses.asdict(c) | {
+            "machine": self.machine_facts(cid),
+            "settings": self.settings(cid),
+        }
+
+    def settings(self, cid: int) -> dict[str, Any]:
+        row = self.db.execute("SELECT settings_json FROM campaigns WHERE id=?", (cid,)).fetchone()
+        return dict(codec.loads(row[0])) if row else {}
+
+    def sample(self, cid: int) -> int:
+        """The profiler's 1-in-N sampling of a campaign; 0: not profiled (campaigns
+        stored before the setting had one name keep it under "profile")."""
+        settings = self.settings(cid)
+        return int(settings.get("sample", settings.get("profile", 0)) or 0)
+
+    def machine_facts(self, cid: int) -> dict[str, Any]:
+        row = self.db.execute(
+            "SELECT m.facts_json FROM campaigns c JOIN machines m "
+            "ON m.id = c.machine_id WHERE c.id=?",
+            (cid,),
+        ).fetchone()
+        return dict(codec.loads(row[0])) if row else {}

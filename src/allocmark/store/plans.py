@@ -1,0 +1,123 @@
+"""Writing a campaign and its plan (each run signed as it is planned, seal.py), and
+reading the plan back for a resume."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from allocmark import owner, seal
+from allocmark.machine import Machine
+from allocmark.model import AllocatorSpec, RunSpec, Verified, Workload
+from allocmark.schemas import stored
+from allocmark.store import codec
+from allocmark.store.base import Base
+
+
+class Plans(Base):
+    def new_campaign(
+        self,
+        name: str,
+        seed: int,
+        machine: Machine,
+        argv: Sequence[str],
+        verified: Sequence[Verified],
+        workloads: Iterable[Workload],
+        plan: Iterable[RunSpec],
+        baseline: str | None,
+        settings: dict[str, Any] | None = None,
+    ) -> int:
+        """Campaign, machine, allocators, workloads and the whole plan in one transaction."""
+        with self.db:
+            mid = self._machine(machine)
+            cur = self.db.execute(
+                "INSERT INTO campaigns (name, created, status, seed, baseline, argv_json, "
+                "machine_id, settings_json, owner_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (
+                    name,
+                    time.time(),
+                    seed,
+                    baseline,
+                    json.dumps(list(argv)),
+                    mid,
+                    json.dumps(settings or {}),
+                    json.dumps(owner.me().as_json()),
+                ),
+            )
+            cid = int(cur.lastrowid or 0)
+            self.db.executemany(
+                "INSERT INTO allocators VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [codec.allocator_row(cid, v) for v in verified],
+            )
+            self.db.executemany(
+                "INSERT INTO workloads VALUES (?,?,?,?,?,?)",
+                [codec.workload_row(cid, w) for w in workloads],
+            )
+            self._insert_plan(cid, plan)
+        return cid
+
+    def _insert_plan(self, cid: int, plan: Iterable[RunSpec]) -> None:
+        """Each run signed by this user as it is planned (seal.py)."""
+        secret, plan_id = seal.key(), str(self.settings(cid).get("plan_id", ""))
+        self.db.executemany(
+            "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
+            "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile, "
+            "memory_limit, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            # one at a time: plans can be large
+            ((*codec.plan_row(cid, s), seal.sign(secret, plan_id, s)) for s in plan),
+        )
+
+    def signed_plan(self, cid: int) -> list[tuple[RunSpec, str | None]]:
+        """The whole plan, done or not, in order, each run with its stored signature."""
+        rows = self.db.execute(f"SELECT {codec.PLAN_COLUMNS}, mac FROM plan WHERE campaign_id=? "
+                               "ORDER BY seq", (cid,))  # fmt: skip
+        return [(codec.spec_from_row(r), r[-1]) for r in rows]
+
+    def unsigned(self, cid: int) -> list[RunSpec]:
+        """The planned runs whose signature does not verify under this user's key."""
+        return seal.unsigned(self.signed_plan(cid), self.settings(cid).get("plan_id"))
+
+    def command_argv(self, cid: int, name: str) -> tuple[str, ...] | None:
+        """The user's own command of a `try` campaign (workload `name`), as stored."""
+        row = self.db.execute(
+            "SELECT argv_json FROM workloads WHERE campaign_id=? AND name=? AND kind='command'",
+            (cid, name),
+        ).fetchone()
+        argv = codec.loads(row[0]) if row else None
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return None
+        return tuple(argv)
+
+    def extend_plan(self, cid: int, more: Sequence[RunSpec]) -> None:
+        """Add runs to a campaign's plan (adaptive repetitions), in one transaction."""
+        with self.db:
+            self._insert_plan(cid, more)
+
+    def plan(self, cid: int) -> list[RunSpec]:
+        """The whole plan, done or not, in order."""
+        rows = self.db.execute(
+            f"SELECT {codec.PLAN_COLUMNS} FROM plan WHERE campaign_id=? ORDER BY seq", (cid,)
+        ).fetchall()
+        return [codec.spec_from_row(r) for r in rows]
+
+    def pending(self, cid: int) -> list[RunSpec]:
+        rows = self.db.execute(
+            f"SELECT {codec.PLAN_COLUMNS} FROM plan WHERE campaign_id=? AND seq NOT IN "
+            "(SELECT seq FROM runs WHERE campaign_id=?) ORDER BY seq",
+            (cid, cid),
+        ).fetchall()
+        return [codec.spec_from_row(r) for r in rows]
+
+    def allocator_specs(self, cid: int) -> list[tuple[AllocatorSpec, str | None]]:
+        """The campaign's allocators as specified, each with the sha256 it had then."""
+        rows = self.db.execute(
+            "SELECT spec_json, sha256 FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,)
+        )
+        return [(stored.allocator_spec(text), sha) for text, sha in rows]
+
+    def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
+        cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]

@@ -1,0 +1,251 @@
+"""What a report reads: runs, cells grouped by SQLite, profiles, RSS series and
+the allocators' own statistics."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from allocmark.errors import StoreError
+from allocmark.model import CellRuns, Params, RssSeries, StoredRun
+from allocmark.store import codec
+from allocmark.store.cache import Cache
+
+# Run columns a cell can carry; rep names the block a run belongs to (pairing).
+CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
+
+
+class Reads(Cache):
+    def runs(self, cid: int, metrics: Sequence[str] | None = None) -> list[StoredRun]:
+        """Every finished run of a campaign, with its metrics (only `metrics`, if given)."""
+        # Named metrics come as extra columns (an indexed lookup each, done by
+        # SQLite); all metrics come from one scan of the metrics table.
+        names = list(metrics) if metrics is not None else []
+        picks = "".join(
+            ", (SELECT value FROM metrics WHERE run_id = runs.id AND name = ?)" for _ in names
+        )
+        rows = self.db.execute(
+            "SELECT id, seq, allocator, workload, params_json, rep, status, wall_s, user_s, "
+            f"sys_s, maxrss_kib, detail, partial, role, labels_json{picks} FROM runs "
+            "WHERE campaign_id=? ORDER BY seq",
+            (*names, cid),
+        ).fetchall()
+        values = self._metrics(cid) if metrics is None else {
+            r[0]: {n: v for n, v in zip(names, r[15:], strict=True) if v is not None}
+            for r in rows
+        }  # fmt: skip
+        # Many runs share their parameters and labels: parse each text once.
+        params: dict[str, Params] = {}
+        labels: dict[str, dict[str, str]] = {}
+        return [
+            StoredRun(
+                seq=r[1],
+                allocator=r[2],
+                workload=r[3],
+                params=params.get(r[4]) or params.setdefault(r[4], codec.params(r[4])),
+                rep=r[5],
+                status=codec.status(r[6]),
+                wall_s=r[7],
+                user_s=r[8],
+                sys_s=r[9],
+                maxrss_kib=r[10],
+                metrics=values.get(r[0], {}),
+                detail=r[11] or "",
+                partial=bool(r[12]),
+                role=r[13],
+                labels=labels[r[14]]
+                if r[14] in labels
+                else labels.setdefault(r[14], codec.loads(r[14])),
+            )
+            for r in rows
+        ]
+
+    def cells(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str] = CELL_COLUMNS
+    ) -> list[CellRuns]:
+        """Every cell's runs, column by column, grouped by SQLite itself: a report over
+        100,000 runs reads a few thousand rows instead of building 100,000 objects."""
+        if not set(columns) <= set(CELL_COLUMNS):
+            raise ValueError(f"columns must be among {CELL_COLUMNS}")
+        query = json.dumps(["floats", list(metrics), list(columns)])
+        rows = self._kept_rows(cid, query, lambda: self._cell_rows(cid, metrics, columns))
+        names = (*columns, *metrics)
+        hosts = self._hosts({r[6] for r in rows})
+        return [
+            CellRuns(
+                allocator=r[0],
+                workload=r[1],
+                params=codec.params(r[2]) + hosts.get(r[6], ()),
+                role=r[3],
+                partial=bool(r[4]),
+                statuses=tuple(codec.status(x) for x in str(r[5]).split(",")),
+                columns={n: tuple(values) for n, values in zip(names, r[7:], strict=True)},
+            )
+            for r in rows
+        ]
+
+    def _cell_rows(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str]
+    ) -> list[Sequence[Any]]:
+        """The grouped rows, their value columns parsed (so is what the cache keeps)."""
+        own = "".join(f", group_concat(ifnull({c}, ''))" for c in columns)
+        picks = "".join(
+            ", group_concat(ifnull((SELECT value FROM metrics WHERE run_id = r.id AND name = ?),"
+            " ''), ',')"
+            for _ in metrics
+        )
+        rows = self.db.execute(
+            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status), "
+            f"machine_id{own}{picks} FROM runs r WHERE campaign_id=? "
+            "GROUP BY allocator, workload, params_json, role, machine_id",
+            (*metrics, cid),
+        ).fetchall()
+        return [[*r[:7], *(list(codec.floats(text)) for text in r[7:])] for r in rows]
+
+    def _metrics(self, cid: int) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        for run_id, name, value in self.db.execute(
+            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+            "WHERE r.campaign_id=?",
+            (cid,),
+        ):
+            out.setdefault(run_id, {})[name] = value
+        return out
+
+    def _hosts(self, ids: set[int | None]) -> dict[int | None, Params]:
+        """A campaign that ran on several machines (a cluster) has its cells split by
+        machine: a `host` parameter, named by hostname (with the machine's id where
+        one host name has several sets of facts). One machine: no parameter."""
+        if len(ids) < 2:
+            return {}
+        names = dict(self.db.execute(
+            f"SELECT id, hostname FROM machines WHERE id IN ({','.join('?' * len(ids))})",
+            tuple(ids),
+        ).fetchall())  # fmt: skip
+        unique = len(set(names.values())) == len(names)
+        return {i: (("host", names.get(i, "?") if unique else f"{names.get(i, '?')}#{i}"),)
+                for i in ids}  # fmt: skip
+
+    def baseline_rss(self, cid: int) -> dict[tuple[str, str], int]:
+        """Peak RSS of the campaign's finished baseline runs, by (allocator, workload)."""
+        rows = self.db.execute(
+            "SELECT allocator, workload, maxrss_kib FROM runs "
+            "WHERE campaign_id=? AND role='baseline' AND status='ok'",
+            (cid,),
+        )
+        return {(a, w): int(rss) for a, w, rss in rows}
+
+    def profiles(self, cid: int) -> list[tuple[str, str, Params, dict[str, Any]]]:
+        """(allocator, workload, params, profile) of every profiled run, in run order."""
+        rows = self.db.execute(
+            "SELECT r.allocator, r.workload, r.params_json, p.profile_json FROM profiles p "
+            "JOIN runs r ON r.id = p.run_id WHERE r.campaign_id=? ORDER BY r.seq",
+            (cid,),
+        ).fetchall()
+        return [(a, w, codec.params(pj), codec.loads(prof)) for a, w, pj, prof in rows]
+
+    def rss_series(self, cid: int) -> list[tuple[str, str, Params, RssSeries]]:
+        """(allocator, workload, params, series) of every OK measured run that has one."""
+        rows = self.db.execute(
+            "SELECT r.allocator, r.workload, r.params_json, s.period_us, s.stride, s.t_ms, s.kib "
+            "FROM rss_series s JOIN runs r ON r.id = s.run_id "
+            "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' ORDER BY r.seq",
+            (cid,),
+        ).fetchall()
+        found = []
+        for a, w, pj, period, stride, t, kib in rows:
+            series = RssSeries(codec.unpacked(t), codec.unpacked(kib), int(period), int(stride))
+            if len(series.t_ms) != len(series.kib):
+                raise StoreError(f"damaged RSS series of a {a} run of {w}: {self.path}")
+            found.append((a, w, codec.params(pj), series))
+        return found
+
+    def has_workload(self, cid: int, workload: str) -> bool:
+        """Did the campaign plan any run of `workload`? (One indexed lookup.)"""
+        row = self.db.execute(
+            "SELECT 1 FROM workloads WHERE campaign_id=? AND name=?", (cid, workload)
+        ).fetchone()
+        return row is not None
+
+    def phased(self, cid: int) -> list[tuple[str, str, Params, dict[str, float]]]:
+        """(allocator, workload, params, phase metrics) of every OK measured run of a
+        phased workload (one that reports "phases"), in run order."""
+        rows = self._kept_rows(cid, '["phased"]', lambda: self.db.execute(
+            "SELECT r.id, r.allocator, r.workload, r.params_json, m.name, m.value "
+            "FROM runs r JOIN metrics m ON m.run_id = r.id "
+            "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' "
+            "AND r.id IN (SELECT run_id FROM metrics WHERE name='phases') "
+            "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
+            (cid,),
+        ).fetchall())  # fmt: skip
+        runs: dict[int, tuple[str, str, Params, dict[str, float]]] = {}
+        for rid, a, w, pj, name, value in rows:
+            runs.setdefault(rid, (a, w, codec.params(pj), {}))[3][name] = value
+        return list(runs.values())
+
+    def alloc_stats(
+        self, cid: int
+    ) -> list[tuple[str, str, Params, str, tuple[str, ...], dict[str, list[float]]]]:
+        """Per (allocator, workload, params, role) of OK measured or verification runs
+        (not the baseline runs, which allocate nothing) that have the allocator's
+        statistics: their sources and {alloc_* metric: the runs' values}."""
+        # Grouped by SQLite, and kept like the cells: a campaign of native runs has
+        # statistics in every run.
+        rows = self._kept_rows(cid, '["alloc_stats"]', lambda: self._alloc_stat_rows(cid))
+        cells: dict[tuple[str, str, str, str], tuple[set[str], dict[str, list[float]]]] = {}
+        for a, w, pj, role, name, values, low, high in rows:
+            sources, metrics = cells.setdefault((a, w, pj, role), (set(), {}))
+            sources |= {str(low or "?"), str(high or "?")}
+            metrics[name] = [float(v) for v in str(values).split(",")]
+        return [(a, w, codec.params(pj), role, tuple(sorted(src)), m)
+                for (a, w, pj, role), (src, m) in cells.items()
+                if "alloc_rss_kib" in m]  # fmt: skip
+
+    def _alloc_stat_rows(self, cid: int) -> list[Any]:
+        return self.db.execute(
+            "SELECT r.allocator, r.workload, r.params_json, r.role, m.name, "
+            "group_concat(m.value), min(json_extract(r.labels_json, '$.alloc_stats')), "
+            "max(json_extract(r.labels_json, '$.alloc_stats')) "
+            "FROM runs r JOIN metrics m ON m.run_id = r.id "
+            "WHERE r.campaign_id=? AND r.status='ok' AND r.role IN ('measure', 'verify') "
+            "AND m.name LIKE 'alloc\\_%' ESCAPE '\\' "
+            "GROUP BY r.allocator, r.workload, r.params_json, r.role, m.name",
+            (cid,),
+        ).fetchall()
+
+    def verified_calls(self, cid: int) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Per (workload, params JSON): the functions libam_who saw the program call in
+        the cell's verification runs (only functions a partial allocator may lack)."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for workload, params, labels in self.db.execute(
+            "SELECT workload, params_json, labels_json FROM runs WHERE campaign_id=? "
+            "AND role='verify' AND status='ok'", (cid,)
+        ):  # fmt: skip
+            calls = codec.loads(labels).get("calls") if labels else None
+            if calls is not None:
+                key = (str(workload), json.dumps(codec.params(params)))
+                out.setdefault(key, set()).update(codec.loads(calls))
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    def typical_wall(self) -> dict[str, float]:
+        """The median wall time of each workload's recent successful runs."""
+        walls: dict[str, list[float]] = {}
+        for workload, wall in self.db.execute(
+            "SELECT workload, wall_s FROM runs WHERE status='ok' "
+            "AND typeof(wall_s) IN ('real', 'integer') "
+            "ORDER BY id DESC LIMIT 20000"
+        ):
+            walls.setdefault(str(workload), []).append(float(wall))
+        return {w: statistics.median(v) for w, v in walls.items()}
+
+    def metric_sum(self, cid: int, name: str, role: str = "measure") -> float:
+        """The sum of one metric over the campaign's runs of `role` (a rare metric such as
+        noise_reruns: one query, not a column of every cell)."""
+        row = self.db.execute(
+            "SELECT total(m.value) FROM runs r JOIN metrics m ON m.run_id = r.id AND m.name = ? "
+            "WHERE r.campaign_id = ? AND r.role = ?",
+            (name, cid, role),
+        ).fetchone()
+        return float(row[0])
