@@ -22,16 +22,33 @@ from pathlib import Path
 from allocmark import allocators, builder, execute, workloads
 from allocmark.model import RunSpec, RunStatus
 
-# family entry -> (static library name, prefix of its C functions)
-CASES = {
-    "mimalloc@2.1.7": ("libmimalloc.a", "mi_"),
-    "jemalloc@5.3.1": ("libjemalloc.a", "_rjem_"),
-}
 FUNCS = ("malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc")
+
+
+def prefixed(prefix: str, usable: str = "usable_size") -> dict[str, str]:
+    return {f: prefix + f for f in FUNCS} | {"malloc_usable_size": prefix + usable}
+
+
+TCMALLOC = {"malloc": "Malloc", "free": "Free", "calloc": "Calloc", "realloc": "Realloc",
+            "posix_memalign": "PosixMemalign", "aligned_alloc": "AlignedAlloc",
+            "malloc_usable_size": "MallocSize"}  # fmt: skip
+# entry -> (static library, the C function each exported name is, the package that
+# builds the library: the sys crate, or the layer itself for a source-only crate)
+CASES = {
+    "mimalloc@2.1.7": ("libmimalloc.a", prefixed("mi_"), None),
+    "jemalloc@5.3.1": ("libjemalloc.a", prefixed("_rjem_", "malloc_usable_size"), None),
+    "google-tcmalloc@2025.06.16": (
+        "libtcmalloc.a", {k: f"TCMallocInternal{v}" for k, v in TCMALLOC.items()}, None),
+    # IsoAlloc has no aligned calls of its own (the layer grows the request)
+    "isoalloc@0.3.0": ("libisoalloc.a", {"malloc": "iso_alloc", "free": "iso_free",
+                       "calloc": "iso_calloc", "realloc": "iso_realloc",
+                       "malloc_usable_size": "iso_chunksz"}, None),
+    "hoard@2015": ("libam_hoard.a", prefixed("hoard_", "malloc_usable_size"), "am_preload"),
+}  # fmt: skip
 PARAMS = {"count": 50000, "rounds": 10, "size_min": 16, "size_max": 128, "threads": 1}
 
 
-def static_lib(name: str, archive: str) -> Path:
+def static_lib(name: str, archive: str, package: str | None) -> Path:
     """Build (or reuse) the entry and find the sys crate's static library."""
     spec = allocators.select(allocators.load_catalog(), [name])[0]
     assert spec.recipe is not None
@@ -44,20 +61,19 @@ def static_lib(name: str, archive: str) -> Path:
         )  # fmt: skip
     for line in proc.stdout.splitlines():
         msg = json.loads(line)
-        if msg.get("reason") == "build-script-executed" and spec.recipe.crate in msg["package_id"]:
+        built_by = package or spec.recipe.crate
+        if msg.get("reason") == "build-script-executed" and built_by in msg["package_id"]:
             found = list(Path(msg["out_dir"]).rglob(archive))
             if found:
                 return found[0]
     sys.exit(f"{name}: no {archive} in the cargo build output")
 
 
-def direct_so(archive: Path, prefix: str, out: Path) -> Path:
-    defsyms = [f"-Wl,--defsym={f}={prefix}{f}" for f in FUNCS]
-    own = "malloc_usable_size" if prefix == "_rjem_" else "usable_size"
-    usable = f"-Wl,--defsym=malloc_usable_size={prefix}{own}"
+def direct_so(archive: Path, symbols: dict[str, str], out: Path) -> Path:
+    defsyms = [f"-Wl,--defsym={name}={target}" for name, target in symbols.items()]
     subprocess.run(
-        ["cc", "-shared", "-o", str(out), "-Wl,--whole-archive", str(archive),
-         "-Wl,--no-whole-archive", *defsyms, usable, "-lpthread", "-ldl", "-lm"],
+        ["c++", "-shared", "-o", str(out), "-Wl,--whole-archive", str(archive),
+         "-Wl,--no-whole-archive", *defsyms, "-lpthread", "-ldl", "-lm"],
         check=True,
     )  # fmt: skip
     return out
@@ -84,15 +100,16 @@ def main() -> None:
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     print(f"samethread {PARAMS}, {reps} interleaved repetitions; median seconds")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (archive, prefix) in CASES.items():
+        for i, (name, (archive, symbols, package)) in enumerate(CASES.items()):
             forwarded = allocators.verify(allocators.select(allocators.load_catalog(), [name])[0])
-            direct = direct_so(static_lib(name, archive), prefix, Path(tmp) / f"direct-{prefix}.so")
+            lib = static_lib(name, archive, package)
+            direct = direct_so(lib, symbols, Path(tmp) / f"direct-{i}.so")
             times: dict[str, list[float]] = {"direct": [], "forwarded": []}
             for _ in range(reps):
                 times["direct"] += seconds(direct, 1)
                 times["forwarded"] += seconds(Path(str(forwarded.library)), 1)
             d, f = (statistics.median(times[k]) for k in ("direct", "forwarded"))
-            print(f"{name:16} direct {d:.4f} s  forwarded {f:.4f} s  forwarded/direct {f / d:.3f}")
+            print(f"{name:28} direct {d:.4f} s  forwarded {f:.4f} s  forwarded/direct {f / d:.3f}")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,11 @@
 #   installs those instead of allocmark's own.
 set -u
 
-# chromium renders the HTML report in the tests.
+# chromium renders the HTML report in the tests; electric-fence and libdmalloc5
+# are the debugging allocators of the hardening battery.
 packages=(build-essential cmake python3-venv time
           libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
-          libtbbmalloc2 libclang-rt-16-dev chromium)
+          libtbbmalloc2 libclang-rt-16-dev electric-fence libdmalloc5 chromium)
 
 # cargo builds the allocators that come from crates.io (`allocmark alloc
 # build`); a rustup toolchain counts, else Debian's.

@@ -193,3 +193,14 @@ def test_an_unknown_test_is_a_usage_error(tmp_path: Path) -> None:
     r = cli("harden", "--tests", "double_free,bogus", "--db", str(tmp_path / "x.db"))
     assert r.returncode == 2 and "no test 'bogus'" in r.stderr and "double_free" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "x.db").exists()
+
+
+def test_the_battery_runs_the_debugging_allocators_by_default() -> None:
+    """Electric Fence and dmalloc are the reference for "caught at the error": in the
+    battery unless told otherwise, though never in "all"."""
+    from allocmark import allocators, api
+
+    request = api.harden_request()
+    assert {"efence", "dmalloc", "glibc"} <= set(request.allocators)
+    every = allocators.select(allocators.load_catalog(), ["all"])
+    assert "efence" not in [s.name for s in every]

@@ -191,3 +191,55 @@ def test_two_winners_are_set_apart_by_their_own_duel_not_their_intervals() -> No
     (a,) = recommend.answers(comp)
     assert a.fastest is not None and a.fastest.allocator == "one"
     assert a.tied_time == ()
+
+
+def test_a_debugging_allocator_is_never_recommended_however_fast() -> None:
+    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("efence", 0.5, 9000),
+                       roles={"efence": "debug"})  # fmt: skip
+    for a in recommend.answers(comp):
+        assert a.fastest is None and a.smallest is None
+        assert a.excluded == (("efence", "a debugging allocator (hunts heap bugs; not for "
+                               "speed or memory)"),)  # fmt: skip
+
+
+def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> None:
+    from allocmark import lineage
+    from allocmark.report import plots
+
+    names = {"jemalloc@5.3.0": 0.8, "jemalloc@4.5.0": 0.9, "jemalloc": 0.85, "jemalloc@5.1.0": 0.7}
+    comp = _comparison(_runs("glibc", 1.0, 10000),
+                       *(_runs(n, t, 9000) for n, t in names.items()), lineages={
+        "jemalloc@5.3.0": lineage.Lineage("jemalloc", "5.3.0", "crate"),
+        "jemalloc@4.5.0": lineage.Lineage("jemalloc", "4.5.0", "crate"),
+        "jemalloc@5.1.0": lineage.Lineage("jemalloc", "5.1.0", "crate"),
+        "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")})  # fmt: skip
+    (plot,) = plots.across_versions(comp)
+    try:
+        assert plot.name == "versions-jemalloc"
+        time_ax = plot.figure.axes[0]
+        assert [t.get_text() for t in time_ax.get_xticklabels()] == ["4.5.0", "5.1.0", "5.3.0"]
+        crate, debian = time_ax.containers  # crate builds joined, Debian's apart
+        xs, ys = crate.lines[0].get_data()
+        assert list(xs) == [0, 1, 2]
+        assert [round(y, 1) for y in ys] == [0.9, 0.7, 0.8]
+        assert list(debian.lines[0].get_xdata()) == [2.18]
+    finally:
+        plots.close([plot])
+    one_version = dataclasses.replace(comp, lineages={
+        "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")})  # fmt: skip
+    assert plots.across_versions(one_version) == []
+
+
+def test_a_version_is_the_number_its_build_states() -> None:
+    from allocmark import lineage
+    from allocmark.model import AllocatorSpec
+
+    debian = AllocatorSpec("jemalloc", package="libjemalloc2")
+    assert lineage.of(debian, "5.3.0-0-g54eaed1d8b56b1aa") == lineage.Lineage(
+        "jemalloc", "5.3.0", "libjemalloc2")  # fmt: skip
+    tbb = AllocatorSpec("tbbmalloc", package="libtbbmalloc2")
+    assert lineage.of(tbb, "libtbbmalloc2 2021.8.0-2+deb12u1").version == "2021.8.0"  # type: ignore[union-attr]
+    assert lineage.of(AllocatorSpec("jemalloc:nodecay"), "5.3.0") is None
+    assert lineage.of(AllocatorSpec("glibc", system=True), "2.36") is None
+    assert lineage.order_key("2025.05.30") < lineage.order_key("2025.06.16")
+    assert lineage.order_key("4.5.0") < lineage.order_key("5.1.0") < lineage.order_key("b097fd0")

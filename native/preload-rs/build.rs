@@ -12,14 +12,20 @@ fn main() {
     if env::var_os("CARGO_FEATURE_BACKEND_SCUDO").is_some() {
         build_scudo_wrappers();
     }
-    // snmalloc and scudo are C++; their runtime support comes from these.
-    if env::var_os("CARGO_FEATURE_BACKEND_SCUDO").is_some()
-        || env::var_os("CARGO_FEATURE_BACKEND_SNMALLOC").is_some()
+    if env::var_os("CARGO_FEATURE_BACKEND_HOARD").is_some() {
+        build_hoard();
+    }
+    // These are C++; their runtime support comes from these.
+    if ["SCUDO", "SNMALLOC", "TCMALLOC", "HOARD"]
+        .iter()
+        .any(|b| env::var_os(format!("CARGO_FEATURE_BACKEND_{b}")).is_some())
     {
         println!("cargo:rustc-link-lib=dylib=stdc++");
         println!("cargo:rustc-link-lib=dylib=gcc_s");
     }
     println!("cargo:rustc-link-lib=dylib=pthread");
+    // TCMalloc's sampler calls log2; linked only where used (--as-needed).
+    println!("cargo:rustc-link-lib=dylib=m");
 }
 
 fn build_scudo_wrappers() {
@@ -34,4 +40,44 @@ fn build_scudo_wrappers() {
         .include(&scudo)
         .include(scudo.join("include"))
         .compile("am_scudo");
+}
+
+/// Hoard from the sources alloc_hoard bundles, compiled as its build script
+/// would: that crate's own Rust code needs long-removed nightly features, so
+/// allocmark takes only its sources (`source_only` in the catalog).
+fn build_hoard() {
+    let source = env::var("AM_SYS_SOURCE")
+        .expect("AM_SYS_SOURCE must name the alloc_hoard source directory (allocmark sets it)");
+    let src = PathBuf::from(source).join("Hoard").join("src");
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .pic(true)
+        .opt_level(3)
+        // alloc_hoard says c++11; gnu++11 is that plus GNU extensions, and spares a
+        // std::map whose allocator's value_type differs (Heap Layers' debug heap)
+        // the static_assert that libstdc++ 12 makes under strict ANSI only.
+        .flag("-std=gnu++11")
+        .flag("-fno-builtin-malloc")
+        .define("NDEBUG", None)
+        .define("_REENTRANT", Some("1"));
+    for dir in [
+        "",
+        "include",
+        "include/util",
+        "include/hoard",
+        "include/superblocks",
+        "Heap-Layers",
+    ] {
+        build.include(src.join(dir));
+    }
+    for file in [
+        "source/libhoard.cpp",
+        "source/unixtls.cpp",
+        "Heap-Layers/wrappers/gnuwrapper.cpp",
+    ] {
+        build.file(src.join(file));
+    }
+    // Old code, new compiler: its warnings are Hoard's, not this layer's.
+    build.warnings(false).compile("am_hoard");
 }

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from allocmark import profile, stats
+from allocmark import lineage, profile, stats
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -101,6 +101,9 @@ class Comparison:
     lacks: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     calls: dict[tuple[str, str], tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
     left_out: tuple[str, ...] = ()  # groups with data left out of a brief comparison
+    # Allocators that are not for speed or memory: "debug", "wrapper" (never recommended).
+    roles: dict[str, str] = dataclasses.field(default_factory=dict)
+    lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,15 @@ def stored_comparison(
     comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed,
                    groups=[m for m in METRICS if m not in left],
                    sequential=is_sequential(settings))  # fmt: skip
-    lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in store.allocator_rows(cid)}
-    return dataclasses.replace(comp, noise=_noise(store, cid, cells), lacks=lacks,
-                               calls=_calls(store, cid, comp), left_out=left)  # fmt: skip
+    rows = store.allocator_rows(cid)
+    lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
+    specs = [s for s, _ in store.allocator_specs(cid)]
+    stated = {r["name"]: r.get("version") for r in rows}
+    lineages = {s.name: lin for s in specs if (lin := lineage.of(s, stated.get(s.name)))}
+    return dataclasses.replace(
+        comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
+        left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
+        lineages=lineages)  # fmt: skip
 
 
 def settings_margin(settings: dict[str, Any]) -> float:

@@ -205,9 +205,10 @@ def harden_request(
     **fields: Any,
 ) -> Request:
     """The hardening battery (harden.py) as a campaign: every test, or `tests`, in
-    `reps` runs each under the allocators `names` (default: every entry `all` selects
-    and every crate-built one already built: the hardened builds beside their plain
-    builds); fields: the rest of the Request."""
+    `reps` runs each under the allocators `names` (default: every entry `all` selects,
+    the debugging allocators (the reference for "caught at the error") and every
+    crate-built one already built: the hardened builds beside their plain builds);
+    fields: the rest of the Request."""
     known = harden.tests()
     if unknown := [t for t in tests if t not in known]:
         raise UserError(f"--tests: no test {', '.join(map(repr, unknown))}; the tests: "
@@ -215,6 +216,7 @@ def harden_request(
     if not names:
         specs = allocators.load_catalog(list(catalogs))
         chosen = allocators.select(specs, ["all"])
+        chosen += [s for s in specs if s.role == "debug" and not s.hidden and not s.recipe]
         chosen += [s for s in specs if s.recipe and not s.hidden and builder.is_built(s)]
         names = [s.name for s in chosen]
     return Request(workloads=(harden.WORKLOAD,), params=(f"test={','.join(tests or known)}",),

@@ -45,9 +45,12 @@ class Recipe:
     crate_features: tuple[str, ...] = ()
     build_env: Env = ()  # e.g. CFLAGS for the crate's C build
     needs_source: bool = False  # build.rs compiles C from the crate's sources
+    source_only: bool = False  # the crate is not built, only its sources (build.rs)
     sys_std: bool = False  # the sys crate links Rust's std (its panic handler)
     self_reports: bool = False  # the library states its version (mi_version, mallctl)
+    versioned: bool = True  # versions are the allocator's own, not its crate's
     forwarding: str = ""  # measured cost of the Rust forwarding layer, for the notes
+    note: str = ""  # what this version is, where its name does not say
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,19 @@ class AllocatorSpec:
     hidden: bool = False  # left out of "all" (the null allocator); name it to use it
     recipe: Recipe | None = None  # built by `allocmark alloc build`; left out of "all"
     aliases: tuple[str, ...] = ()  # other names it answers to ("snmalloc" for snmalloc@0.7.6)
+    family: str = ""  # the allocator it is a build of, where not its name ("gperftools")
+    role: str = "general"  # "debug", "wrapper": never recommended (schemas.catalog.Role)
+    license: str = ""  # where it binds what is built from it ("GPL-2.0-or-later")
+
+    @property
+    def recommendable(self) -> bool:
+        return self.role == "general"
+
+    @property
+    def family_name(self) -> str:
+        """The allocator it is a build of: its recipe's family, its catalog family, or
+        its own name."""
+        return self.recipe.family if self.recipe else self.family or self.base
 
     @property
     def base(self) -> str:

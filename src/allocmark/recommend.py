@@ -9,7 +9,8 @@ peak RSS) are judged as one family (Holm); two allocators are set against each
 other by their own paired ratio (a duel), never by their intervals to the
 baseline or their point estimates, so the front, the dominated and the ties say
 the same thing. An
-allocator that failed runs or leaves functions to glibc (partial) is never
+allocator that failed runs, leaves functions to glibc (partial), or is not
+meant for speed or memory (a debugging allocator, a wrapper) is never
 recommended, and the block says why. With too little data it says so, and about
 how many more blocks would decide.
 """
@@ -117,6 +118,9 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
     out: dict[str, Choice | str] = {}
     family = _family(comp, row)
     for a in comp.allocators:
+        if role := _role(comp, a):
+            out[a] = role
+            continue
         speed, rss_cell = speed_cell(row, a), row.cells["peak_rss_kib"][a]
         failed = next((c.state for c in (speed, rss_cell) if c is not None and c.failures), None)
         if failed:
@@ -129,6 +133,18 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
         out[a] = Choice(a, _position(speed, comp, _inverted(comp, row, a), base, family),
                         _position(rss_cell, comp, False, base, family))  # fmt: skip
     return out
+
+
+_ROLES = {
+    "debug": "a debugging allocator (hunts heap bugs; not for speed or memory)",
+    "wrapper": "a wrapper, not the allocator's own C code (headers, size classes of its own)",
+}
+
+
+def _role(comp: Comparison, a: str) -> str | None:
+    """Why `a` is never recommended, whatever its numbers (None: it may be)."""
+    role = comp.roles.get(a)
+    return None if role is None else _ROLES.get(role, f"role {role!r}")
 
 
 def speed_cell(row: Row, a: str) -> Cell | None:
@@ -246,6 +262,9 @@ def overall_positions(
     speed = "time_s" if comp.geomean.get("time_s") else "ops_per_s"
     family = {(metric, a): r for (metric, a), r in _geo_family(comp, speed).items()}
     for a in comp.allocators:
+        if role := _role(comp, a):
+            out[a] = role
+            continue
         if failed := next((p[a] for p in per_row if isinstance(p[a], str)), None):
             out[a] = f"on some workloads: {failed}"
             continue

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]}
 
 
@@ -10,3 +15,10 @@ def printable(text: str) -> str:
     can be shown in a terminal: control characters, ANSI escapes among them, written
     as \\xNN."""
     return text.translate(_CONTROL)
+
+
+def cell(text: str) -> Text:
+    """A user's string as a rich table cell: never read as markup, controls shown."""
+    from rich.text import Text  # only where a table is drawn
+
+    return Text(printable(text))

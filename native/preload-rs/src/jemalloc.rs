@@ -19,15 +19,7 @@ forward! {
 pub unsafe fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void {
     generic::reallocarray(realloc, ptr, count, size)
 }
-pub unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
-    aligned_alloc(generic::memalign_alignment(align), size)
-}
-pub unsafe fn valloc(size: usize) -> *mut c_void {
-    aligned_alloc(generic::PAGE, size)
-}
-pub unsafe fn pvalloc(size: usize) -> *mut c_void {
-    generic::pvalloc(aligned_alloc, size)
-}
+over_aligned_alloc!();
 
 pub fn version() -> *const c_char {
     concat!("jemalloc ", env!("AM_ALLOCATOR_VERSION"), "\0").as_ptr() as *const c_char

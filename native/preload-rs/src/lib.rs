@@ -27,11 +27,34 @@ macro_rules! forward {
     };
 }
 
+/// memalign, valloc and pvalloc over the backend's `aligned_alloc`, with
+/// glibc's rules (generic), for allocators without their own.
+#[allow(unused_macros)]
+macro_rules! over_aligned_alloc {
+    () => {
+        pub unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
+            aligned_alloc(crate::generic::memalign_alignment(align), size)
+        }
+        pub unsafe fn valloc(size: usize) -> *mut c_void {
+            aligned_alloc(crate::generic::PAGE, size)
+        }
+        pub unsafe fn pvalloc(size: usize) -> *mut c_void {
+            crate::generic::pvalloc(aligned_alloc, size)
+        }
+    };
+}
+
 #[allow(dead_code)]
 mod generic;
 
 #[cfg(feature = "backend_hardened")]
 #[path = "hardened.rs"]
+mod backend;
+#[cfg(feature = "backend_hoard")]
+#[path = "hoard.rs"]
+mod backend;
+#[cfg(feature = "backend_isoalloc")]
+#[path = "isoalloc.rs"]
 mod backend;
 #[cfg(feature = "backend_jemalloc")]
 #[path = "jemalloc.rs"]
@@ -48,9 +71,14 @@ mod backend;
 #[cfg(feature = "backend_snmalloc")]
 #[path = "snmalloc.rs"]
 mod backend;
+#[cfg(feature = "backend_tcmalloc")]
+#[path = "tcmalloc.rs"]
+mod backend;
 
 // The sys crate is only linked if named; its static library then resolves
-// the prefixed symbols declared in the backend module.
+// the prefixed symbols declared in the backend module. A `source_only` crate
+// is not built at all: build.rs compiles the allocator from its sources.
+#[cfg(not(feature = "source_only"))]
 #[allow(unused_imports)]
 use sys as _;
 

@@ -73,6 +73,9 @@ def _entry_spec(name: str, t: AllocatorEntry, user: bool, file: str) -> Allocato
         baseline=t.baseline,
         user=user,
         hidden=t.hidden,
+        family=t.family,
+        role=t.role.value,
+        license=t.license,
     )
 
 
@@ -86,9 +89,11 @@ def _recipe_specs(family: str, t: RecipeEntry, user: bool, file: str) -> list[Al
         upstream_version="",
         crate_features=_strs(t.crate_features),
         build_env=tuple(sorted(t.build_env.items())),
-        needs_source=t.needs_source,
+        needs_source=t.needs_source or t.source_only,
+        source_only=t.source_only,
         sys_std=t.sys_std,
         self_reports=t.self_reports,
+        versioned=t.versioned,
         forwarding=t.forwarding,
     )
     flavors = [("", t.description, ())] + [(f, ft.description, _strs(ft.crate_features))
@@ -104,12 +109,15 @@ def _recipe_specs(family: str, t: RecipeEntry, user: bool, file: str) -> list[Al
         for flavor, description, extra in flavors:
             recipe = dataclasses.replace(
                 base,
+                crate=vt.crate or base.crate,
+                note=vt.note,
                 crate_version=vt.crate_version,
                 upstream_version=version,
                 flavor=flavor,
                 crate_features=base.crate_features + _strs(vt.crate_features) + extra,
             )
-            specs.append(_recipe_spec(recipe, description, user, t.default == version))
+            spec = _recipe_spec(recipe, description, user, t.default == version)
+            specs.append(dataclasses.replace(spec, role=t.role.value, license=t.license))
     return specs
 
 

@@ -81,12 +81,12 @@ def _adhoc(token: str) -> AllocatorSpec:
 def select(specs: Sequence[AllocatorSpec], names: Sequence[str]) -> list[AllocatorSpec]:
     """Catalog entries by name, in the order given.
 
-    "all" (or no name) selects every entry that is neither hidden nor built
-    from a recipe; `FAMILY@*` (optionally `+FLAVOR`, `:VARIANT`) selects every
-    version of a recipe.
+    "all" (or no name) selects every entry that is neither hidden, nor a
+    debugging allocator, nor built from a recipe; `FAMILY@*` (optionally
+    `+FLAVOR`, `:VARIANT`) selects every version of a recipe.
     """
     if not names or list(names) == ["all"]:
-        return [s for s in specs if not s.hidden and s.recipe is None]
+        return [s for s in specs if not (s.hidden or s.recipe or s.role == "debug")]
     chosen: list[AllocatorSpec] = []
     for name in names:
         chosen.extend(_resolve(specs, name))

@@ -44,7 +44,7 @@ STACKS: dict[str, tuple[str, ...]] = {
     **{verb: ("allocmark.api", *_REPORT) for verb in ("run", "profile", "try", "tune", "harden")},
     "report": _REPORT,
     "compare": ("allocmark.compare", "allocmark.plan", "allocmark.report.table"),
-    "allocators": ("allocmark.allocators", "allocmark.api", "allocmark.report.table"),
+    "allocators": ("allocmark.allocators", "allocmark.api", "allocmark.report.catalog"),
     "alloc": ("allocmark.allocators", "allocmark.builder"),
     "workloads": ("allocmark.workloads",),
     "schema": ("allocmark.schemas",),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -16,18 +17,20 @@ def allocators_cmd(
     alloc: AllocOpt = None,
     catalog: CatalogOpt = None,
     every: Annotated[
-        bool, typer.Option("--all", help="a row per allocator not built yet, too")
+        bool, typer.Option("--all", help="a line per version not built yet, too")
     ] = False,
 ) -> None:
     """List the allocator catalog with what verification found on this machine."""
     from allocmark import allocators, api
-    from allocmark.report import table
+    from allocmark.report import catalog as listing
 
-    specs, _ = api.selected(alloc, catalog or [])
-    if not alloc:  # the whole catalog, including what allocmark can build
-        specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
-    verified = allocators.verify_all(specs)
-    table.allocators(out(), verified, every or bool(alloc))
+    if alloc:
+        specs, _ = api.selected(alloc, catalog or [])
+        listing.allocators(out(), allocators.verify_all(specs))
+        return
+    # The whole catalog, including what allocmark can build.
+    specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
+    listing.catalog(out(), allocators.verify_all(specs), every)
 
 
 @alloc_app.command("build")
@@ -40,12 +43,21 @@ def alloc_build_cmd(
     force: Annotated[bool, typer.Option("--force", help="rebuild even if cached")] = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Build allocators from their crates.io sys crates into the cache, then verify them."""
+    """Build allocators from their crates.io sys crates into the cache, then verify them.
+    A build that fails is listed with its reason and the rest go on (exit 1 if any failed)."""
     from allocmark import allocators, builder
+    from allocmark.errors import UserError
 
     specs = allocators.load_catalog(catalog or [])
-    for spec in allocators.to_build(specs, names or [], build_all):
-        built = builder.build(spec, force=force, say=lambda m: err().print(f"[cyan]{m}…[/]"))
+    start, failed = time.monotonic(), []
+    chosen = allocators.to_build(specs, names or [], build_all)
+    for spec in chosen:
+        try:
+            built = builder.build(spec, force=force, say=lambda m: err().print(f"[cyan]{m}…[/]"))
+        except UserError as e:
+            failed.append((spec.name, str(e)))
+            err().print(f"[red]{spec.name}: build failed[/]", highlight=False)
+            continue
         v = allocators.verify(spec)
         took = (
             f"built in {built.provenance.get('build_seconds', '?')} s"
@@ -54,6 +66,13 @@ def alloc_build_cmd(
         )
         out().print(f"{spec.name}: {v.status.value} {v.version or ''} sha256 "
                     f"{(v.sha256 or '')[:12]} ({took}) {v.reason}".rstrip())  # fmt: skip
+    minutes = (time.monotonic() - start) / 60
+    out().print(f"{len(chosen) - len(failed)} of {len(chosen)} built or cached in "
+                f"{minutes:.1f} min" + (f"; {len(failed)} failed:" if failed else ""))  # fmt: skip
+    for name, why in failed:
+        err().print(f"  {name}: {why}", markup=False, highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command("workloads")

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 
-from allocmark import recommend
+from allocmark import lineage, recommend
 from allocmark.analyze import Comparison, Row, value_text
 from allocmark.model import Params, RssSeries
 from allocmark.report import fmt
@@ -55,6 +55,7 @@ def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
         overhead_vs_throughput,
         scaling,
         normalized,
+        across_versions,
         distributions,
     ]
     plots = [p for make in makers for p in make(comp)] + rss_over_time(comp, series)
@@ -159,8 +160,8 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
         ax.set(xlabel=f"peak RSS / {_cut(comp.baseline or '')}",
                ylabel=f"time / {_cut(comp.baseline or '')}")  # fmt: skip
     _legend(fig, axes)
-    more = f" (first {len(rows)} of {len(comp.rows)} rows)" if len(comp.rows) > len(rows) else ""
-    fig.suptitle(f"time against peak RSS, 95% intervals; lower left is better{more}")
+    first = _first(rows, comp)
+    fig.suptitle(f"time against peak RSS, 95% intervals; lower left is better{first}")
     return [Plot("time-vs-rss", fig.get_suptitle(), fig)]
 
 
@@ -306,6 +307,67 @@ def normalized(comp: Comparison) -> list[Plot]:
         ax.set_title(title)
         plots.append(Plot(f"normalized-{metric}", title, fig))
     return plots
+
+
+MAX_VERSION_ROWS = 6
+
+
+def across_versions(comp: Comparison) -> list[Plot]:
+    """Per family with two or more versions in the campaign: time and peak RSS of each
+    version against the baseline, in version order, with 95 % intervals, a row of two
+    panels per workload row; a Debian build is drawn apart (square) at its version."""
+    if comp.baseline is None:
+        return []
+    present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
+    plots = []
+    for family, entries in lineage.families(present).items():
+        versions = list(dict.fromkeys(lin.version for _, lin in entries))
+        rows = comp.rows[:MAX_VERSION_ROWS]
+        size = (max(6.0, 0.9 * len(versions)) * 2, 3.0 * len(rows))
+        fig, grid = plt.subplots(len(rows), 2, figsize=size, squeeze=False)
+        for line, row in zip(grid, rows, strict=True):
+            for ax, metric in zip(line, ("time_s", "peak_rss_kib"), strict=True):
+                _version_panel(ax, row, metric, entries, versions)
+                what = "time" if metric == "time_s" else "peak RSS"
+                ax.set_title(_wrapped(f"{row.label}: {what}"), fontsize=9)
+                ax.set_ylabel(f"/ {_cut(comp.baseline)}")
+        grid[0][0].legend(fontsize=7)
+        fig.suptitle(f"{family} across versions against {comp.baseline}, 95% intervals; "
+                     f"squares: Debian's build{_first(rows, comp)}")  # fmt: skip
+        fig.tight_layout(rect=(0, 0, 1, 0.96))
+        plots.append(Plot(f"versions-{_slug(family)}", fig.get_suptitle(), fig))
+    return plots
+
+
+def _first(shown: Sequence[Row], comp: Comparison) -> str:
+    return f" (first {len(shown)} of {len(comp.rows)} rows)" if len(comp.rows) > len(shown) else ""
+
+
+def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, lineage.Lineage]],
+                   versions: list[str]) -> None:  # fmt: skip
+    for crate in (True, False):
+        xs, ys, lo, hi = [], [], [], []
+        for a, lin in entries:
+            r = row.cells[metric][a].ratio if a in row.cells[metric] else None
+            if r is None or (lin.origin == "crate") != crate:
+                continue
+            xs.append(versions.index(lin.version) + (0 if crate else 0.18))
+            ys.append(r.value)
+            # Too few blocks bound nothing (0 to infinity): the point alone, no whisker.
+            bounded = r.low > 0 and math.isfinite(r.high)
+            lo.append(r.value - r.low if bounded else 0.0)
+            hi.append(r.high - r.value if bounded else 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-" if crate else "s", capsize=3,
+                        color="#1f77b4" if crate else "#d62728",
+                        label="crate build" if crate else "Debian")  # fmt: skip
+    ax.axhline(1, color="#999", lw=0.8)
+    ax.set_xticks(range(len(versions)), [_cut(v) for v in versions], rotation=30, fontsize=8)
+    ax.set_xlim(-0.5, len(versions) - 0.3)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:64]
 
 
 def distributions(comp: Comparison) -> list[Plot]:

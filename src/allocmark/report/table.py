@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from rich.cells import cell_len
@@ -14,9 +13,9 @@ from allocmark import profile, recommend, stats, tune
 from allocmark.analyze import MEMORY, Cell, Comparison, TryLine
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
-from allocmark.model import Status, Verified
 from allocmark.report import answer, fmt, profile_rows
 from allocmark.report import extra as extra_
+from allocmark.text import cell
 
 LONG_LABEL = 24
 
@@ -206,9 +205,7 @@ def _numeric(text: str) -> bool:
     return text in ("", "-") or fmt.number(text) is not None
 
 
-def _t(text: str) -> Text:
-    """User data as a cell: never read as rich markup, control characters shown."""
-    return Text(fmt.printable(text))
+_t = cell  # user data in a cell: never read as rich markup
 
 
 def _width(text: Text) -> int:
@@ -308,51 +305,6 @@ def _plain_verdict(metric: str, c: Cell) -> str:
     if c.verdict is stats.Verdict.SAME:
         return f"same (×{c.ratio.value:.3f} {fmt.margin(c.ratio)})"
     return f"[yellow]{fmt.verdict(metric, c)}[/] ×{c.ratio.value:.2f} {fmt.margin(c.ratio)}"
-
-
-_STATUS_STYLE = {
-    Status.OK: "green",
-    Status.PARTIAL: "yellow",
-    Status.MISSING: "dim",
-    Status.BROKEN: "bold red",
-}
-
-
-def allocators(console: Console, verified: Sequence[Verified], every: bool = True) -> None:
-    """A row per allocator; unless `every`, one per family of those not built yet."""
-    table = Table(title="Allocators", title_justify="left")
-    for col in ("name", "status", "version", "library", "sha256", "notes"):
-        table.add_column(col, overflow="fold")
-    unbuilt: dict[str, int] = {}
-    for v in verified:
-        if not every and v.spec.recipe and v.status is Status.MISSING:
-            family = v.spec.name.split("@")[0]
-            unbuilt[family] = unbuilt.get(family, 0) + 1
-            continue
-        env = " ".join(f"{k}={val}" for k, val in v.spec.env)
-        cost = v.spec.recipe.forwarding if v.spec.recipe and v.usable else ""
-        baseline = "baseline" if v.spec.baseline else ""
-        notes = "; ".join(x for x in (v.reason, env, baseline, cost) if x)
-        style = _STATUS_STYLE[v.status]
-        status = "not built" if v.spec.recipe and v.status is Status.MISSING else v.status.value
-        table.add_row(
-            _t(v.spec.name),
-            f"[{style}]{status}[/]",
-            _t(v.version or ""),
-            _t(_home(v.library or "")),
-            (v.sha256 or "")[:12],
-            _t(notes),
-        )
-    for family, count in unbuilt.items():
-        them = f"{count} builds" if count > 1 else "1 build"
-        how = f"{them}: allocmark alloc build {family}@* (or --all to list)"
-        table.add_row(_t(f"{family}@*"), "[dim]not built[/]", "", "", "", _t(how))
-    console.print(table)
-
-
-def _home(path: str) -> str:
-    home = os.path.expanduser("~")
-    return "~" + path[len(home) :] if home != "/" and path.startswith(home + "/") else path
 
 
 def verdicts(

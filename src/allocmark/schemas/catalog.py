@@ -15,11 +15,30 @@ class Backend(StrEnum):
     """The allocator a recipe's crate bundles (native/preload-rs)."""
 
     HARDENED = "hardened"
+    HOARD = "hoard"
+    ISOALLOC = "isoalloc"
     JEMALLOC = "jemalloc"
     MIMALLOC = "mimalloc"
     RPMALLOC = "rpmalloc"
     SCUDO = "scudo"
     SNMALLOC = "snmalloc"
+    TCMALLOC = "tcmalloc"  # Google's per-CPU TCMalloc (libtcmalloc-sys)
+
+
+class Role(StrEnum):
+    """What an allocator is for; only general ones are recommended for speed or memory."""
+
+    GENERAL = "general"
+    DEBUG = "debug"  # hunts heap bugs (Electric Fence, dmalloc): the hardening reference
+    WRAPPER = "wrapper"  # another allocator behind a shim of its own (headers, size classes)
+
+
+_ROLE = Field(
+    Role.GENERAL, strict=False,
+    description='"general"; "debug" (a debugging allocator: the hardening battery, not '
+    '"all", never recommended); "wrapper" (not the allocator\'s own C code: never recommended)',
+)  # fmt: skip
+_LICENSE = Field("", description="its licence where it binds what is built from it (GPL)")
 
 
 class _Strict(BaseModel):
@@ -49,6 +68,10 @@ class AllocatorEntry(_Strict):
     )  # fmt: skip
     baseline: bool = False
     hidden: bool = Field(False, description='left out of "all"; name it to use it')
+    family: str = Field("", description="the allocator it builds, where the name does not say "
+                        '(a recipe FAMILY names the same one: "jemalloc")')  # fmt: skip
+    role: Role = _ROLE
+    license: str = _LICENSE
     env: dict[str, str] = Field(default_factory=dict)
     variant: dict[Name, Variant] = Field(default_factory=dict)
 
@@ -61,6 +84,8 @@ class Flavor(_Strict):
 class RecipeVersion(_Strict):
     crate_version: str = Field(description='the crate version bundling it, e.g. "=0.1.39"')
     crate_features: StrList = Field(default_factory=list)
+    crate: str | None = Field(None, description="another crate than the recipe's bundles it")
+    note: str = Field("", description="what this version is, where its name does not say")
 
 
 class RecipeEntry(_Strict):
@@ -72,9 +97,19 @@ class RecipeEntry(_Strict):
     crate_features: StrList = Field(default_factory=list)
     build_env: dict[str, str] = Field(default_factory=dict)
     needs_source: bool = False
+    source_only: bool = Field(
+        False, description="take only the crate's bundled sources (its Rust code does not "
+        "build): native/preload-rs/build.rs compiles the allocator from them",
+    )  # fmt: skip
     sys_std: bool = False
     self_reports: bool = False
+    versioned: bool = Field(
+        True, description="its versions are the allocator's own (false: the crate's, as for "
+        "scudo-sys): only then are they set in order beside other builds of the family",
+    )  # fmt: skip
     forwarding: str = ""
+    role: Role = _ROLE
+    license: str = _LICENSE
     default: str | None = Field(None, description="the version FAMILY alone names")
     flavor: dict[Name, Flavor] = Field(default_factory=dict)
     version: dict[Name, RecipeVersion] = Field(default_factory=dict)
