@@ -242,7 +242,7 @@ def test_two_versions_of_a_family_get_a_plot_across_versions(
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "plots" / "versions-mimalloc.svg").is_file()
     page = (tmp_path / "r.html").read_text()
-    assert "mimalloc across versions against glibc" in page
+    assert "mimalloc by version, against glibc" in page
     # the two versions on the x axis, in order
     svg = (tmp_path / "plots" / "versions-mimalloc.svg").read_text()
     assert svg.index(">2.0.9<") < svg.index(">2.1.7<")

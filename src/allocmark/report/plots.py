@@ -328,12 +328,13 @@ def across_versions(comp: Comparison) -> list[Plot]:
         for line, row in zip(grid, rows, strict=True):
             for ax, metric in zip(line, ("time_s", "peak_rss_kib"), strict=True):
                 _version_panel(ax, row, metric, entries, versions)
-                what = "time" if metric == "time_s" else "peak RSS"
+                what = "peak RSS" if metric != "time_s" else _speed_word(row, entries)
                 ax.set_title(_wrapped(f"{row.label}: {what}"), fontsize=9)
                 ax.set_ylabel(f"/ {_cut(comp.baseline)}")
         grid[0][0].legend(fontsize=7)
-        fig.suptitle(f"{family} across versions against {comp.baseline}, 95% intervals; "
-                     f"squares: Debian's build{_first(rows, comp)}")  # fmt: skip
+        # Under TEXT_MAX for any family name of up to 20 characters.
+        fig.suptitle(f"{family} by version, against {comp.baseline}; 95% intervals; "
+                     f"squares: Debian{_first(rows, comp)}")  # fmt: skip
         fig.tight_layout(rect=(0, 0, 1, 0.96))
         plots.append(Plot(f"versions-{_slug(family)}", fig.get_suptitle(), fig))
     return plots
@@ -348,7 +349,11 @@ def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str,
     for crate in (True, False):
         xs, ys, lo, hi = [], [], [], []
         for a, lin in entries:
-            r = row.cells[metric][a].ratio if a in row.cells[metric] else None
+            # Speed: time, or throughput where the workload's time is fixed (larson).
+            cell = row.cells[metric].get(a)
+            if metric == "time_s" and cell is not None:
+                cell = recommend.speed_cell(row, a)
+            r = cell.ratio if cell is not None else None
             if r is None or (lin.origin == "crate") != crate:
                 continue
             xs.append(versions.index(lin.version) + (0 if crate else 0.18))
@@ -364,6 +369,11 @@ def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str,
     ax.axhline(1, color="#999", lw=0.8)
     ax.set_xticks(range(len(versions)), [_cut(v) for v in versions], rotation=30, fontsize=8)
     ax.set_xlim(-0.5, len(versions) - 0.3)
+
+
+def _speed_word(row: Row, entries: Sequence[tuple[str, lineage.Lineage]]) -> str:
+    fixed = any(a in row.cells["time_s"] and row.cells["time_s"][a].fixed for a, _ in entries)
+    return "throughput (higher is better)" if fixed else "time"
 
 
 def _slug(text: str) -> str:
