@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 ALPHA = 1 - 0.95  # stats.ALPHA, the same float
 
 
@@ -45,12 +47,24 @@ def interval(logs: Sequence[float], alpha: float = ALPHA) -> tuple[float, float,
     from inverting the signed-rank test: [W_(c), W_(M+1-c)] of the M sorted averages
     (Hollander & Wolfe). Too few blocks for any interval: (estimate, -inf, inf)."""
     n = len(logs)
-    walsh = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
+    walsh = walsh_sorted(tuple(logs))
     centre = median_sorted(walsh)  # as hodges_lehmann, from the averages sorted here
     c = cut(n, alpha)
     if c == 0:
         return centre, -math.inf, math.inf
-    return centre, walsh[c - 1], walsh[len(walsh) - c]
+    return centre, float(walsh[c - 1]), float(walsh[len(walsh) - c])
+
+
+@functools.lru_cache(maxsize=64)
+def walsh_sorted(logs: tuple[float, ...]) -> np.ndarray:
+    """The Walsh averages (x_i + x_j)/2, i <= j, sorted: n(n+1)/2 of them. Kept for the
+    last few samples, since Holm asks for one ratio's interval at several levels (a
+    report over 100,000 runs sorted 32 million of them in Python before)."""
+    x = np.asarray(logs, dtype=np.float64)
+    i, j = np.triu_indices(len(x))
+    walsh = np.sort((x[i] + x[j]) / 2)
+    walsh.flags.writeable = False  # shared through the cache
+    return walsh
 
 
 EXACT_P_MAX = 50  # blocks up to which p counts every sign assignment
@@ -117,10 +131,10 @@ def normal_p_rows(logs: Any) -> list[float]:
 
 def hodges_lehmann(logs: Sequence[float]) -> float:
     """The median of the Walsh averages (x_i + x_j)/2, i <= j."""
-    n = len(logs)
-    return median_sorted(sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n)))
+    return median_sorted(walsh_sorted(tuple(logs)))
 
 
-def median_sorted(xs: Sequence[float]) -> float:
+def median_sorted(xs: Sequence[float] | np.ndarray) -> float:
     mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    m = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return float(m) if isinstance(m, np.floating) else m  # a list's ints stay ints
