@@ -92,11 +92,15 @@ class Tally:
         store = Store(db, create=False)
         comp = analyze.stored_comparison(store, store.campaign().id)
         for row in comp.rows:
-            for metric in ("time_s", "peak_rss_kib"):
+            # A duration-bound workload's speed is its throughput (larson): counted as
+            # its time cell, the verdict a user reads for its speed.
+            fixed = row.cells["time_s"][twin].fixed
+            for metric in ("ops_per_s" if fixed else "time_s", "peak_rss_kib"):
                 c = row.cells[metric][twin]
                 if c.verdict is not None and c.ratio is not None:
                     what = f"{kind} {row.label} {metric} ×{c.ratio.value:.4f}"
-                    self.cells.append((what, metric, c.verdict, int(c.ratio.df) + 1))
+                    speed = "peak_rss_kib" if metric == "peak_rss_kib" else "time_s"
+                    self.cells.append((what, speed, c.verdict, int(c.ratio.df) + 1))
         if not kind.startswith("quick") and (s := comp.rows[0].cells["time_s"][twin].summary):
             self.seconds.setdefault(kind.split("/")[0], []).append(s.median)
         for a in recommend.answers(comp):

@@ -9,7 +9,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocmark import sequential, stats
+from allocmark import analyze, sequential, stats
+from allocmark.model import StoredRun
+from tests.fakes import stored
 
 logs = st.lists(st.floats(-0.5, 0.5, allow_nan=False), min_size=2, max_size=40)
 
@@ -50,14 +52,66 @@ def test_a_real_difference_is_found_and_same_is_reached() -> None:
 
 
 def test_no_interval_before_the_bets_can_win() -> None:
-    six = stats.paired_ratio([1.0] * 6, [2.0] * 6, sequential=True)
+    """At alpha/2 the bets must win 8 blocks in a row; a final look's exact test 7."""
     seven = stats.paired_ratio([1.0] * 7, [2.0] * 7, sequential=True)
-    assert six is not None and seven is not None
-    assert six.blocks_needed == 7 and six.half_width == math.inf
-    assert stats.verdict(six, 0.03) is stats.Verdict.INCONCLUSIVE
-    assert stats.verdict(seven, 0.03) is stats.Verdict.BETTER
-    equal = stats.paired_ratio([5.0] * 7, [5.0] * 7, sequential=True)  # equal peak RSS
+    eight = stats.paired_ratio([1.0] * 8, [2.0] * 8, sequential=True)
+    assert seven is not None and eight is not None
+    assert seven.blocks_needed == 8 and seven.half_width == math.inf
+    assert stats.verdict(seven, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(eight, 0.03) is stats.Verdict.BETTER
+    six_final = stats.paired_ratio([1.0] * 6, [2.0] * 6, sequential=True, final=True)
+    seven_final = stats.paired_ratio([1.0] * 7, [2.0] * 7, sequential=True, final=True)
+    assert six_final is not None and seven_final is not None
+    assert six_final.blocks_needed == 7 and six_final.half_width == math.inf
+    assert stats.verdict(seven_final, 0.03) is stats.Verdict.BETTER
+    equal = stats.paired_ratio([5.0] * 8, [5.0] * 8, sequential=True)  # equal peak RSS
     assert equal is not None and stats.verdict(equal, 0.03) is stats.Verdict.SAME
+
+
+def _budget_end(rng: random.Random, d: list[float]) -> int:
+    """Where a budget ends a row: when its runs' durations add up to the budget. A
+    block's duration is the sum of its two runs, the same whichever ran first, so the
+    end says nothing about the log ratios' signs (here: |d| stands in for it)."""
+    budget, spent = rng.uniform(2.0, 12.0), 0.0
+    for n, x in enumerate(d, 1):
+        spent += 0.1 + abs(x)
+        if spent >= budget:
+            return max(n, 2)
+    return len(d)
+
+
+def test_aa_is_false_at_most_5_percent_with_a_final_look_where_the_budget_ends() -> None:
+    """Looks after every block at alpha/2 (the sequence), then one exact look at alpha/2
+    where the budget ended the row: 800 bursty A/A rows. A row is false when either
+    said faster or slower: the sequence at any block up to the end (its running
+    maximum wealth) or the final exact test. Both together: at most 5 %."""
+    rng = random.Random(2611)
+    cells = 800
+    false = 0
+    for _ in range(cells):
+        d = _bursty(rng, 150)
+        end = _budget_end(rng, d)
+        r = stats.paired_ratio([math.exp(x) for x in d[:end]], [1.0] * end, sequential=True,
+                               final=True)  # fmt: skip
+        assert r is not None and r.final
+        false += r.p < stats.ALPHA
+    assert false / cells <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / cells)
+
+
+def test_the_final_look_narrows_the_sequence_and_finds_what_it_missed() -> None:
+    """+5 % under 8 % noise, 40 blocks: the sequence alone cannot tell; the final
+    look, inside it, says slower."""
+    rng = random.Random(5)
+    d = [math.log(1.05) + rng.gauss(0, 0.08) for _ in range(40)]
+    a, b = [math.exp(x) for x in d], [1.0] * 40
+    alone = stats.paired_ratio(a, b, sequential=True)
+    final = stats.paired_ratio(a, b, sequential=True, final=True)
+    assert alone is not None and final is not None
+    assert alone.low <= final.low and final.high <= alone.high
+    assert stats.verdict(alone, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(final, 0.03) is stats.Verdict.WORSE
+    held = stats.at_alpha(final, 0.01)  # a Holm level: both halves at 0.005
+    assert held.final and held.low < final.low and held.high > final.high
 
 
 def _tolerance(d: list[float]) -> float:
@@ -98,3 +152,30 @@ def test_a_smaller_alpha_widens_the_interval() -> None:
     assert r is not None
     wide = stats.at_alpha(r, 0.005)
     assert wide.low < r.low and wide.high > r.high and wide.sequential
+
+
+def _rows(allocator: str, workload: str, shift: float, noise: float) -> list[StoredRun]:
+    rng = random.Random(f"{allocator}/{workload}")
+    return [stored(allocator, math.exp(shift + rng.gauss(0, noise)), rss=1000, workload=workload,
+                   rep=b) for b in range(40)]  # fmt: skip
+
+
+def test_only_a_finished_campaigns_undecided_rows_get_the_final_look() -> None:
+    """A row decided by the sequence keeps it (it stopped for what its blocks said); a
+    row still undecided gets the exact look, and only once no block will be added."""
+    runs = (
+        _rows("glibc", "decided", 0.0, 0.01)
+        + _rows("fast", "decided", -0.5, 0.01)
+        + _rows("glibc", "open", 0.0, 0.0)
+        + _rows("fast", "open", math.log(1.05), 0.08)
+    )
+    going = analyze.compare(runs, ["glibc", "fast"], "glibc", sequential=True)
+    done = analyze.compare(runs, ["glibc", "fast"], "glibc", sequential=True, finished=True)
+    by_workload = {r.workload: r for r in done.rows}
+    assert not by_workload["decided"].final and by_workload["open"].final
+    assert [r.final for r in going.rows] == [False, False]
+    was = {r.workload: r.cells["time_s"]["fast"] for r in going.rows}
+    now = {r.workload: r.cells["time_s"]["fast"] for r in done.rows}
+    assert was["decided"] == now["decided"]
+    assert was["open"].verdict is stats.Verdict.INCONCLUSIVE
+    assert now["open"].verdict is stats.Verdict.WORSE

@@ -81,6 +81,7 @@ class Row:
     params: Params
     label: str
     cells: dict[str, dict[str, Cell]]  # metric -> allocator -> cell
+    final: bool = False  # its budget ended it undecided: the final look (stats.SPLIT)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def stored_comparison(
     """The comparison of a stored campaign, baseline first, then the catalog order.
     `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows."""
     c = store.campaign(cid)
-    names = [r["name"] for r in store.allocator_rows(cid)]
+    rows = store.allocator_rows(cid)  # read once: the order, what each lacks, its version
+    names = [r["name"] for r in rows]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     settings = store.settings(cid)
     margin = settings_margin(settings)
@@ -133,8 +135,8 @@ def stored_comparison(
             v is not None for x in cells for v in x.columns.get(METRICS[m], ())))  # fmt: skip
     comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed,
                    groups=[m for m in METRICS if m not in left],
-                   sequential=is_sequential(settings))  # fmt: skip
-    rows = store.allocator_rows(cid)
+                   sequential=is_sequential(settings),
+                   finished=c.status == "finished")  # fmt: skip
     lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
     specs = [s for s, _ in store.allocator_specs(cid)]
     stated = {r["name"]: r.get("version") for r in rows}
@@ -213,13 +215,15 @@ def compare(
     fixed_time: dict[str, str] | None = None,
     groups: Sequence[str] | None = None,
     sequential: bool = False,
+    finished: bool = False,
 ) -> Comparison:
     """Rows of measured runs (baseline-RSS runs only feed the overhead ratio). Ratios
     to the baseline are paired by block unless `paired` is False (runs that were not
     taken in blocks: imports, merged campaigns); duration-bound workloads
     (`fixed_time`: workload -> the parameter that sets the duration) have no time
     result. `groups`: only these of METRICS (default: all). `sequential`: blocks were
-    added until the ratios decided, so their intervals are the anytime-valid ones."""
+    added until the ratios decided, so their intervals are the anytime-valid ones;
+    `finished` (no block will be added): a row left undecided gets its final look."""
     cells = as_cells(data)
     by_cell: dict[tuple[str, Params], dict[str, CellRuns]] = {}
     for c in cells:
@@ -235,6 +239,8 @@ def compare(
     ratios = _paired(raws, how)
     rows = tuple(_row(w, p, labels[(w, p)], raw, how, ratios)
                  for (w, p), raw in zip(keys, raws, strict=True))  # fmt: skip
+    if how.sequential and finished:
+        rows = tuple(_final_look(row, raw, how) for row, raw in zip(rows, raws, strict=True))
     return Comparison(
         baseline=baseline,
         allocators=tuple(allocators),
@@ -301,8 +307,38 @@ def _pair(cell: Cell, base: Cell | None, metric: str, how: _How) -> tuple[Cell, 
     return (base, cell) if how.speedup and metric == "time_s" else (cell, base)
 
 
-def _paired(raws: Sequence[Raw], how: _How) -> dict[int, stats.Ratio | None]:
-    """Every cell's paired ratio to the baseline (by id of the cell), in one batch."""
+def _final_look(row: Row, raw: Raw, how: _How) -> Row:
+    """The row again with final looks (stats.SPLIT) when it ended undecided: its budget
+    or max_runs stopped it, not its intervals. Cells with fewer blocks than the row (a
+    race dropped them, for what their blocks said) keep the sequence alone."""
+    if stats.Verdict.INCONCLUSIVE not in decisions(row, how.baseline, how.margin):
+        return row
+    final = _paired([raw], how, final=True)
+    return dataclasses.replace(_row(row.workload, row.params, row.label, raw, how, final),
+                               final=True)  # fmt: skip
+
+
+def deciding(row: Row, baseline: str | None) -> list[Cell]:
+    """The cells whose ratios decide a row: time (throughput for a duration-bound
+    workload) and peak RSS, of every allocator but the baseline."""
+    metric = "ops_per_s" if any(c.fixed for c in row.cells["time_s"].values()) else "time_s"
+    return [c for m in (metric, "peak_rss_kib") for a, c in row.cells.get(m, {}).items()
+            if a != baseline]  # fmt: skip
+
+
+def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdict | None]:
+    """The verdict of each ratio that decides the row, judged as one family (Holm, as
+    the recommendation judges them); None for a cell that failed or has no ratio
+    (more blocks would not help)."""
+    cells = deciding(row, baseline)
+    judged = iter(stats.holm([c.ratio for c in cells if c.ratio is not None]))
+    return [None if c.ratio is None else stats.verdict(next(judged), margin)
+            for c in cells]  # fmt: skip
+
+
+def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, stats.Ratio | None]:
+    """Every cell's paired ratio to the baseline (by id of the cell), in one batch;
+    `final`: the final looks of cells with all the row's blocks (one row)."""
     if not how.paired:
         return {}
     jobs: list[tuple[int, tuple[Sequence[float], Sequence[float]]]] = []
@@ -315,7 +351,10 @@ def _paired(raws: Sequence[Raw], how: _How) -> dict[int, stats.Ratio | None]:
                 if aligned:
                     jobs.append((id(cell), aligned))
     if how.sequential:
-        ratios = [stats.paired_ratio(*values, sequential=True) for _, values in jobs]
+        most = max((len(values[0]) for _, values in jobs), default=0)
+        ratios = [stats.paired_ratio(*values, sequential=True,
+                                     final=final and len(values[0]) == most)
+                  for _, values in jobs]  # fmt: skip
     else:
         ratios = stats.paired_ratio_many([values for _, values in jobs])
     return {key: ratio for (key, _), ratio in zip(jobs, ratios, strict=True)}
@@ -388,6 +427,17 @@ def paired_ratio(a: Cell, b: Cell, sequential: bool = False) -> stats.Ratio | No
     """a/b paired by block (see aligned_blocks); `sequential`: the anytime-valid interval."""
     aligned = aligned_blocks(a, b)
     return stats.paired_ratio(*aligned, sequential=sequential) if aligned else None
+
+
+def row_ratio(comp: Comparison, row: Row, a: Cell, b: Cell) -> stats.Ratio | None:
+    """a/b on a row, paired by block, by the method of the comparison's ratios: a final
+    look (stats.SPLIT) on a row that ended undecided, when a and b have all its blocks."""
+    aligned = aligned_blocks(a, b)
+    if not aligned:
+        return None
+    most = max(len(c.blocks) for cells in row.cells.values() for c in cells.values())
+    final = row.final and len(aligned[0]) == most
+    return stats.paired_ratio(*aligned, sequential=comp.sequential, final=final)
 
 
 def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] | None:

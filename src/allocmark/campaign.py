@@ -257,13 +257,15 @@ def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> tuple[list[Ru
     and how many deciding ratios are undecided, of how many. Stopping a row once it is
     decided is sound only because its intervals are anytime-valid (`sequential`):
     with fixed-n intervals, stopping at the first "faster" made false verdicts stay
-    (A/A: 7 % false instead of 5 %)."""
+    (A/A: 7 % false instead of 5 %). A row the budget leaves undecided gets one exact
+    look at its end, once the campaign is finished (stats.SPLIT)."""
     specs = store.plan(cid)
     comp = analyze.stored_comparison(store, cid)
     open_rows: dict[tuple[str, Params], bool] = {}
     undecided = ratios = 0
     for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
-        key, verdicts = (r.workload, _planned_params(r.params)), _decisions(r, comp)
+        key = (r.workload, _planned_params(r.params))
+        verdicts = analyze.decisions(r, comp.baseline, comp.margin)
         ratios += len(verdicts)
         undecided += verdicts.count(stats.Verdict.INCONCLUSIVE)
         can_help = None not in verdicts
@@ -315,25 +317,6 @@ def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> tuple[list[Ru
 
 def _planned_params(params: Params) -> Params:
     return tuple(p for p in params if p[0] != "host")
-
-
-def _deciding(row: analyze.Row, comp: analyze.Comparison) -> list[analyze.Cell]:
-    """The cells whose ratios decide a row: time (throughput for a duration-bound
-    workload) and peak RSS, of every allocator but the baseline."""
-    metric = "ops_per_s" if any(c.fixed for c in row.cells["time_s"].values()) else "time_s"
-    return [c for m in (metric, "peak_rss_kib") for a, c in row.cells[m].items()
-            if a != comp.baseline]  # fmt: skip
-
-
-def _decisions(row: analyze.Row, comp: analyze.Comparison) -> list[stats.Verdict | None]:
-    """The verdict of each ratio that decides the row, judged as one family (Holm, as
-    the recommendation judges them); None for a cell that failed or has no ratio
-    (more blocks would not help)."""
-    cells = _deciding(row, comp)
-    ratios = [c.ratio for c in cells if c.ratio is not None]
-    judged = iter(stats.holm(ratios))
-    return [None if c.ratio is None else stats.verdict(next(judged), comp.margin)
-            for c in cells]  # fmt: skip
 
 
 def _run_costs(store: Store, cid: int) -> dict[tuple[str, str, Params], float]:

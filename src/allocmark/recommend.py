@@ -214,7 +214,7 @@ def _row_duel(comp: Comparison, row: Row) -> Duel:
                 row.cells["peak_rss_kib"][b.allocator], False  # fmt: skip
         if ca is None or cb is None or ca.summary is None or cb.summary is None:
             return None
-        r = analyze.paired_ratio(ca, cb, comp.sequential) if comp.paired else None
+        r = analyze.row_ratio(comp, row, ca, cb) if comp.paired else None
         r = r or stats.ratio_of(ca.summary, cb.summary)
         return None if r is None else _lower_is_better(r, invert, comp.margin)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from allocmark import schemas, stats, tomlfile
 from allocmark.allocators import catalog
-from allocmark.analyze import Comparison, Row, paired_ratio, row_key
+from allocmark.analyze import Comparison, Row, row_key, row_ratio
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Verified
 from allocmark.recommend import Choice, Position, positions
@@ -305,7 +305,7 @@ def defaults_family(comp: Comparison, row: Row) -> dict[str, dict[str, stats.Rat
         if base == candidate or base not in comp.allocators:
             continue
         for metric, _, _ in _AXES:
-            r = paired_ratio(row.cells[metric][candidate], row.cells[metric][base], comp.sequential)
+            r = row_ratio(comp, row, row.cells[metric][candidate], row.cells[metric][base])
             if r is not None:
                 found.append((candidate, metric, r))
     out: dict[str, dict[str, stats.Ratio]] = {}

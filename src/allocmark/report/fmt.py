@@ -174,9 +174,10 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
-    exact = ("its anytime-valid 95% interval (a confidence sequence by betting: valid at "
-             "whichever block the campaign stopped, as blocks were added until decided; 7 "
-             "blocks at least)" if comp.sequential else
+    exact = ("its anytime-valid 95% interval (a confidence sequence by betting at 2.5%: "
+             "valid at whichever block the campaign stopped, as blocks were added until "
+             "decided; 8 blocks at least; a workload the budget left undecided is narrowed "
+             "by the exact signed-rank interval at 2.5% at its last block)" if comp.sequential else
              "its exact 95% interval (Wilcoxon signed-rank over blocks, inverted; 6 blocks at "
              "least)")  # fmt: skip
     how = ("the Hodges–Lehmann estimate of its per-block ratios (paired: each block ran every "
