@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 from scipy import special
 
-from allocmark import analyze, compare, exchange, signedrank, stats
+from allocmark import analyze, batch, compare, exchange, signedrank, stats, tryout
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
 from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table
@@ -406,7 +406,7 @@ def test_try_lines_carry_the_paired_ratios() -> None:
         stored("je", w / 2, rep=i, rss=2048) for i, w in enumerate(times)
     ]
     comp = analyze.compare(runs, ["glibc", "je"], "glibc")
-    lines = analyze.try_lines(runs, comp)
+    lines = tryout.try_lines(runs, comp)
     assert lines[1].time is not None and lines[1].time.ratio is not None
     assert lines[1].time.ratio.value == pytest.approx(0.5)
     assert lines[1].time.verdict is stats.Verdict.BETTER
@@ -492,7 +492,7 @@ def test_batched_paired_ratios_equal_one_at_a_time(seed: int) -> None:
         a = [rng.lognormvariate(0, 0.2) for _ in range(n)]
         b = [x * rng.uniform(0.8, 1.3) for x in a]
         pairs.append((a, b) if rng.random() < 0.9 else (a, a))  # some with se = 0
-    for (a, b), batched in zip(pairs, stats.paired_ratio_many(pairs), strict=True):
+    for (a, b), batched in zip(pairs, batch.paired_ratios(pairs), strict=True):
         one = stats.paired_ratio(a, b)
         assert one is not None and batched is not None
         for field in dataclasses.fields(stats.Ratio):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from allocmark import analyze, sequential, stats
 from allocmark.model import StoredRun
+from allocmark.report import rows
 from tests.fakes import stored
 
 logs = st.lists(st.floats(-0.5, 0.5, allow_nan=False), min_size=2, max_size=40)
@@ -179,3 +180,5 @@ def test_only_a_finished_campaigns_undecided_rows_get_the_final_look() -> None:
     assert was["decided"] == now["decided"]
     assert was["open"].verdict is stats.Verdict.INCONCLUSIVE
     assert now["open"].verdict is stats.Verdict.WORSE
+    exported = {(r["workload"], r["final_look"]) for r in rows.summary_rows(done)}
+    assert exported == {("decided", False), ("open", True)}

@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from allocmark import signedrank, stats
+from allocmark import batch, signedrank, stats
 
 untied = st.lists(st.floats(-1, 1, allow_nan=False).filter(lambda v: abs(v) > 1e-6),
                   min_size=1, max_size=20, unique_by=abs)  # fmt: skip
@@ -116,7 +116,7 @@ def test_many_ratios_at_once_are_the_ratios_one_by_one(n: int, seed: int) -> Non
         b = [v if rng.random() < 0.2 else rng.choice((100, 101, 102)) if k % 2
              else rng.lognormvariate(0, 0.2) for v in a]  # fmt: skip
         pairs.append((a, b))
-    for many, (a, b) in zip(stats.paired_ratio_many(pairs), pairs, strict=True):
+    for many, (a, b) in zip(batch.paired_ratios(pairs), pairs, strict=True):
         one = stats.paired_ratio(a, b)
         assert many is not None and one is not None
         for got, want in ((many.value, one.value), (many.low, one.low), (many.high, one.high),

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from allocmark import lineage, profile, stats
+from allocmark import batch, lineage, profile, stats
 from allocmark.model import CellRuns, Params, RunStatus, StoredRun
 from allocmark.store import Store
 
@@ -356,7 +356,7 @@ def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, st
                                      final=final and len(values[0]) == most)
                   for _, values in jobs]  # fmt: skip
     else:
-        ratios = stats.paired_ratio_many([values for _, values in jobs])
+        ratios = batch.paired_ratios([values for _, values in jobs])
     return {key: ratio for (key, _), ratio in zip(jobs, ratios, strict=True)}
 
 
@@ -488,48 +488,3 @@ def label_rows(keys: Sequence[tuple[str, Params]]) -> dict[tuple[str, Params], s
 
 def value_text(v: int | str) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
-
-
-# ---------------------------------------------------------------------------
-# `allocmark try`
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TryLine:
-    """One allocator's line in `allocmark try` output (hyperfine style)."""
-
-    allocator: str
-    partial: bool
-    state: str
-    wall: stats.Summary | None
-    user: stats.Summary | None
-    sys: stats.Summary | None
-    rss_kib: stats.Summary | None
-    time: Cell | None = None  # the paired comparison with the baseline: ratio, verdict
-    rss: Cell | None = None
-
-
-def try_lines(data: Sequence[CellRuns] | Sequence[StoredRun], comp: Comparison) -> list[TryLine]:
-    """A line per allocator of a one-command campaign, with its ratios to the baseline."""
-    cells = {c.allocator: c for c in as_cells(data) if c.role == "measure"}
-    row = comp.rows[0] if comp.rows else None
-    return [_try_line(a, cells.get(a), row) for a in comp.allocators]
-
-
-def _try_line(a: str, runs: CellRuns | None, row: Row | None) -> TryLine:
-    wall = cell_of(runs, "wall_s")
-
-    def summ(column: str) -> stats.Summary | None:
-        other = cell_of(runs, column)
-        return other.summary if wall.summary is not None else None
-
-    return TryLine(
-        a,
-        runs is not None and runs.partial,
-        wall.state,
-        wall.summary,
-        summ("user_s"),
-        summ("sys_s"),
-        summ("maxrss_kib"),
-        row.cells["time_s"].get(a) if row else None,
-        row.cells["peak_rss_kib"].get(a) if row else None,
-    )

@@ -31,6 +31,7 @@ from allocmark import (
     plan,
     recommend,
     stats,
+    tryout,
     tune,
     workloads,
 )
@@ -236,13 +237,13 @@ def cost_request(battery: Sequence[str], **fields: Any) -> Request | None:
 
 def command_lines(
     db: Path, cid: int | None = None
-) -> tuple[list[analyze.TryLine], analyze.Comparison]:
+) -> tuple[list[tryout.TryLine], analyze.Comparison]:
     """A `try` campaign's report: a line per allocator (hyperfine's way), and the
     comparison its ratios and verdicts come from."""
     store = Store(db, create=False)
     cid = store.campaign(cid).id
     comp = analyze.stored_comparison(store, cid)
-    return analyze.try_lines(store.cells(cid, analyze.METRIC_NAMES), comp), comp
+    return tryout.try_lines(store.cells(cid, analyze.METRIC_NAMES), comp), comp
 
 
 def regressions(

@@ -21,6 +21,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from allocmark import analyze, stats
 from allocmark.analyze import Cell, Comparison, Row, row_key
@@ -70,13 +71,40 @@ def answers(comp: Comparison) -> list[Answer]:
     """One answer per row, then one over all rows (when there are several)."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    per_row = [positions(comp, row) for row in comp.rows]
+    return list(_kept(comp, "answers", lambda: _answers(comp)))
+
+
+def _answers(comp: Comparison) -> list[Answer]:
+    found = per_row(comp)
     out = [_answer(row.label, comp, p, _row_duel(comp, row))
-           for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
+           for row, p in zip(comp.rows, found, strict=True)]  # fmt: skip
     if len(comp.rows) > 1:
-        out.append(_answer(OVERALL, comp, overall_positions(comp, per_row),
-                           _overall_duel(comp, per_row)))  # fmt: skip
+        out.append(_answer(OVERALL, comp, overall_positions(comp, found),
+                           _overall_duel(comp, found)))  # fmt: skip
     return out
+
+
+def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
+    """positions() of every row."""
+    return _kept(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
+
+
+# The last few comparisons' positions and answers, by identity: one report asks for
+# them from the matrix, the sentences and the tables, and each costs a Holm family per
+# row (most of a second over 100 rows of 10 allocators). Each entry holds its
+# comparison, so that an id never stands for another one.
+_KEPT: list[tuple[Comparison, str, Any]] = []
+T = TypeVar("T")
+
+
+def _kept(comp: Comparison, what: str, make: Callable[[], T]) -> T:
+    for c, w, value in _KEPT:
+        if c is comp and w == what:
+            return cast(T, value)
+    value = make()
+    _KEPT.insert(0, (comp, what, value))
+    del _KEPT[8:]
+    return value
 
 
 def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str], duel: Duel) -> Answer:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from allocmark import signedrank
+from allocmark import signedrank, student
 
 LEVEL = 0.95
 ALPHA = 1 - LEVEL
@@ -117,7 +117,7 @@ def _summarize_rows(samples: Sequence[Sequence[float]], n: int) -> list[Summary]
     import numpy as np
 
     xs = np.sort(np.asarray(samples, dtype=float), axis=1)
-    mean, sd = _rows_mean_sd(xs)
+    mean, sd = rows_mean_sd(xs)
     half = _t(n - 1) * sd / math.sqrt(n)
     mid = n // 2
     med = xs[:, mid] if n % 2 else (xs[:, mid - 1] + xs[:, mid]) / 2
@@ -128,7 +128,7 @@ def _summarize_rows(samples: Sequence[Sequence[float]], n: int) -> list[Summary]
                                                   axis=1), 0)  # fmt: skip
     positive = xs[:, 0] > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_mean, log_sd = _rows_mean_sd(np.log(np.where(positive[:, None], xs, 1.0)))
+        log_mean, log_sd = rows_mean_sd(np.log(np.where(positive[:, None], xs, 1.0)))
     columns = zip(mean.tolist(), sd.tolist(), half.tolist(), med.tolist(), xs[:, 0].tolist(),
                   xs[:, -1].tolist(), outliers.tolist(), log_mean.tolist(), log_sd.tolist(),
                   positive.tolist(), strict=True)  # fmt: skip
@@ -138,7 +138,7 @@ def _summarize_rows(samples: Sequence[Sequence[float]], n: int) -> list[Summary]
             for m, sd_, h, md, lo, hi, o, lm, ls, pos in columns]  # fmt: skip
 
 
-def _rows_mean_sd(xs: Any) -> tuple[Any, Any]:
+def rows_mean_sd(xs: Any) -> tuple[Any, Any]:
     import numpy as np
 
     n = xs.shape[1]
@@ -156,20 +156,14 @@ def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((x - mean) * (x - mean) for x in xs) / (n - 1))
 
 
-@functools.lru_cache(maxsize=4096)
 def _t(df: float, alpha: float = ALPHA) -> float:
     """The 1 - alpha/2 quantile of Student's t with df degrees of freedom (97.5 %)."""
-    from scipy import special  # a third of a second to import: only when needed
-
-    return float(special.stdtrit(df, 1 - alpha / 2))
+    return student.quantile(df, 1 - alpha / 2)
 
 
-@functools.lru_cache(maxsize=4096)
 def _t_power(df: float) -> float:
     """The 80 % quantile of Student's t: the power term of a detectable difference."""
-    from scipy import special
-
-    return float(special.stdtrit(df, 0.80))
+    return student.quantile(df, 0.80)
 
 
 def t_interval(mean: float, sd: float, n: int) -> tuple[float, float]:
@@ -354,12 +348,14 @@ def paired_ratio(
                  sd / math.sqrt(n), n - 1, True, logs=logs)  # fmt: skip
 
 
+@functools.lru_cache(maxsize=8192)
 def _paired_bounds(
-    logs: Sequence[float], alpha: float, sequential: bool, final: bool = False
+    logs: tuple[float, ...], alpha: float, sequential: bool, final: bool = False
 ) -> tuple[float, float]:
     """The exact interval; or the confidence sequence at alpha/SPLIT, narrowed by the
     exact one at alpha/SPLIT on a final look. Two that do not meet (one of them errs:
-    rarer than alpha) leave the sequence alone."""
+    rarer than alpha) leave the sequence alone. Kept: a report judges the same ratios
+    as a family in several places (the matrix, the answers), each at Holm's levels."""
     if not sequential:
         _, low, high = signedrank.interval(logs, alpha)
         return low, high
@@ -390,57 +386,6 @@ def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
     return tuple(math.log(x) - math.log(y) for x, y in zip(a, b, strict=True))
 
 
-def paired_ratio_many(
-    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
-) -> list[Ratio | None]:
-    """paired_ratio() of each pair; pairs of one length (VECTOR_MIN blocks or more, every
-    value > 0) in one numpy pass over their Walsh averages (a report of 100,000 runs
-    has thousands of ratios of 100 blocks: 5,050 averages each)."""
-    out: list[Ratio | None] = [None] * len(pairs)
-    by_length: dict[int, list[int]] = {}
-    for i, (a, b) in enumerate(pairs):
-        if len(a) == len(b) >= VECTOR_MIN and min(a) > 0 and min(b) > 0:
-            by_length.setdefault(len(a), []).append(i)
-        else:
-            out[i] = paired_ratio(a, b)
-    for n, where in by_length.items():
-        for i, ratio in zip(where, _paired_rows([pairs[i] for i in where], n), strict=True):
-            out[i] = ratio
-    return out
-
-
-def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: int) -> list[Ratio]:
-    """paired_ratio() of pairs of n blocks each: the Walsh averages of a few rows at a
-    time (they stay in the cache), and only the order statistics needed (partition)."""
-    import numpy as np
-
-    # log a - log b, as _logs: exactly antisymmetric (numpy's log may differ from the
-    # C library's in the last bit, which moves a bound by as much, never a tie).
-    logs = np.log(np.asarray([a for a, _ in pairs], dtype=float)) - np.log(
-        np.asarray([b for _, b in pairs], dtype=float))  # fmt: skip
-    i, j = np.triu_indices(n)
-    m, c = len(i), signedrank.cut(n, ALPHA)
-    picks = [(m - 1) // 2, m // 2] + ([c - 1, m - c] if c else [])
-    found = np.empty((len(pairs), len(picks)))
-    for at in range(0, len(pairs), 64):
-        walsh = logs[at : at + 64, i] + logs[at : at + 64, j]  # twice the averages
-        walsh.partition(picks, axis=1)
-        found[at : at + 64] = walsh[:, picks] / 2
-    centre = (found[:, 0] + found[:, 1]) / 2
-    low = found[:, 2] if c else np.full(len(pairs), -math.inf)
-    high = found[:, 3] if c else np.full(len(pairs), math.inf)
-    _, sd = _rows_mean_sd(logs)
-    # The same rule as signed_rank_p: counted up to signedrank.EXACT_P_MAX non-zero log ratios.
-    big = (logs != 0).sum(axis=1) > signedrank.EXACT_P_MAX
-    normal = signedrank.normal_p_rows(logs) if big.any() else []
-    ps = [normal[k] if big[k] else signedrank.p_value(x) for k, x in enumerate(logs.tolist())]
-    rows = zip(logs.tolist(), centre.tolist(), low.tolist(), high.tolist(), sd.tolist(), ps,
-               strict=True)  # fmt: skip
-    return [Ratio(math.exp(ce), math.exp(lo), math.exp(hi), pv, s / math.sqrt(n), n - 1, True,
-                  logs=tuple(x))
-            for x, ce, lo, hi, s, pv in rows]  # fmt: skip
-
-
 def ratio_of_ratios(new: Ratio, old: Ratio) -> Ratio | None:
     """new / old for two independent ratios with standard errors (a control: each
     allocator's ratio to the same baseline, in two campaigns): the log difference with
@@ -454,10 +399,8 @@ def ratio_of_ratios(new: Ratio, old: Ratio) -> Ratio | None:
     if se == 0:
         return Ratio(point, point, point, 0.0 if diff else 1.0, 0.0, 1.0)
     df = (va + vb) ** 2 / (va**2 / new.df + vb**2 / old.df)
-    from scipy import special
-
     half = _t(df) * se
-    p = float(2 * special.stdtr(df, -abs(diff) / se))
+    p = 2 * student.tail(df, diff / se)
     return Ratio(point, math.exp(diff - half), math.exp(diff + half), p, se, df)
 
 
@@ -485,9 +428,7 @@ def ratio_of(a: Summary, b: Summary) -> Ratio | None:
         return Ratio(point, point, point, 0.0 if diff else 1.0, 0.0, a.n + b.n - 2)
     df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
     t = _t(df)
-    from scipy import special
-
-    p = float(2 * special.stdtr(df, -abs(diff) / se))
+    p = 2 * student.tail(df, diff / se)
     return Ratio(point, math.exp(diff - t * se), math.exp(diff + t * se), p, se, df)
 
 
@@ -508,9 +449,7 @@ def geomean_ratio(g: GeoMean) -> Ratio:
     se = (math.log(g.high) - math.log(g.low)) / 2 / _t(df)
     if se == 0:
         return Ratio(g.value, g.low, g.high, 0.0 if g.value != 1 else 1.0, 0.0, df)
-    from scipy import special
-
-    p = float(2 * special.stdtr(df, -abs(math.log(g.value)) / se))
+    p = 2 * student.tail(df, math.log(g.value) / se)
     return Ratio(g.value, g.low, g.high, p, se, df)
 
 

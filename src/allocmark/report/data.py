@@ -8,6 +8,7 @@ from typing import Any
 from allocmark import aging, analyze, composition, harden, profile
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
+from allocmark.report import glance
 from allocmark.store import Store
 
 VIEWS = ("summary", "runs", "profile")
@@ -34,10 +35,10 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
          with_runs: bool = False, brief: bool = False, extras: bool = True,
          known: analyze.Comparison | None = None) -> ReportData:  # fmt: skip
     """The report of campaign `cid` as `view` needs it (with_runs: every run too;
-    brief: a terminal's, see analyze.stored_comparison; extras: the tables beyond the
-    comparison, which CSV has no place for: reading the allocator statistics of
-    100,000 runs takes most of a second; known: the summary view's comparison, when the
-    caller has already made it)."""
+    brief: a terminal's glance (see analyze.stored_comparison), which leaves what the
+    RSS is made of to --detail; extras: the tables beyond the comparison, which CSV has
+    no place for: reading the allocator statistics of 100,000 runs takes most of a
+    second; known: the summary view's comparison, when the caller has already made it)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.sample(cid):
@@ -46,6 +47,7 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
     comp = None
     if view == "summary":
         comp = known or analyze.stored_comparison(store, cid, speedup, brief)
+    made = comp is not None and extras and not (brief and glance.shown(comp))
     return ReportData(
         view=view,
         campaign=store.campaign_info(cid),
@@ -55,7 +57,7 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
         profiles=tuple(analyze.stored_profiles(store, cid)) if view == "profile" else (),
         series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
-        made=tuple(composition.stored(store, cid, comp.allocators)) if comp and extras else (),
+        made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=harden.stored(store, cid, comp.allocators) if comp and extras else None,
     )
 

@@ -63,7 +63,7 @@ def matrices(comp: Comparison) -> list[Matrix]:
     if not comp.rows or comp.baseline is None or len(comp.allocators) < 2:
         return []
     order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
-    per_row = [recommend.positions(comp, row) for row in comp.rows]
+    per_row = recommend.per_row(comp)
     labelled: list[tuple[str, dict[str, recommend.Choice | str], Row | None]] = [
         (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
     if len(comp.rows) > 1:

@@ -14,6 +14,7 @@ def summary_rows(comp: Comparison) -> list[dict[str, Any]]:
     """One row per workload x parameters x metric x allocator."""
     return [
         _summary_row(comp, row.workload, row.params, metric, a, row.cells[metric][a])
+        | {"final_look": row.final}
         for row in comp.rows
         for metric in comp.metrics
         for a in comp.allocators
@@ -64,7 +65,8 @@ def summary_extra(comp: Comparison) -> dict[str, Any]:
         "speedup": comp.speedup,
         "geomean": geo,
         "margin": comp.margin,
-        # How the ratios' intervals were made (docs/statistics.md).
+        # How the ratios' intervals were made (docs/statistics.md); a row's final_look:
+        # its budget ended it undecided, and the exact test at alpha/2 narrowed it.
         "interval": ("anytime-valid" if comp.sequential else "signed-rank")
         if comp.paired
         else "welch",

@@ -10,12 +10,13 @@ from rich.table import Table
 from rich.text import Text
 
 from allocmark import profile, recommend, stats, tune
-from allocmark.analyze import MEMORY, Cell, Comparison, TryLine
+from allocmark.analyze import MEMORY, Cell, Comparison
 from allocmark.compare import Summary as CompareSummary
 from allocmark.compare import Verdict
 from allocmark.report import answer, fmt, profile_rows
 from allocmark.report import extra as extra_
 from allocmark.text import cell
+from allocmark.tryout import TryLine
 
 LONG_LABEL = 24
 
