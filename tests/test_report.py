@@ -560,3 +560,22 @@ def test_a_malformed_runs_export_names_row_and_column(
     path.write_text(json.dumps(doc))
     with pytest.raises(UserError, match=f"^{re.escape(str(path))}: {message}"):
         exchange.load_runs(path)
+
+
+@pytest.mark.parametrize("argv", [["report", "--help"], ["try", "--help"]])
+def test_a_verbs_help_loads_no_run_stack(argv: list[str]) -> None:
+    code = ("import runpy, sys; sys.argv = ['allocmark', *sys.argv[1:]]\n"
+            "try: runpy.run_module('allocmark', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print('LOADED', sorted(m for m in ('allocmark.api', 'allocmark.report.data', "
+            "'allocmark.store') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
+    assert "Usage" in out.stdout and out.stdout.rstrip().endswith("LOADED []"), out.stdout[-300:]
+
+
+def test_help_after_the_double_dash_belongs_to_the_command() -> None:
+    import importlib
+
+    app = importlib.import_module("allocmark.cli.app")  # the package re-exports the Typer app
+    assert app._asks_help(["report", "--help"])
+    assert not app._asks_help(["try", "-a", "glibc", "--", "python3", "--help"])

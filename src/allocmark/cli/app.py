@@ -9,6 +9,7 @@ import functools
 import importlib
 import math
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -53,9 +54,17 @@ STACKS: dict[str, tuple[str, ...]] = {
 
 @app.callback()
 def _load(ctx: typer.Context) -> None:
+    if _asks_help(sys.argv[1:]):
+        return  # a verb's --help needs its signature only, not its stack
     with interrupts.held():
         for module in STACKS.get(ctx.invoked_subcommand or "", ()):
             importlib.import_module(module)
+
+
+def _asks_help(argv: list[str]) -> bool:
+    """`--help` among allocmark's own arguments; after `--` it is the command's."""
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    return "--help" in own
 
 
 alloc_app = typer.Typer(
