@@ -103,3 +103,38 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     shot = ARTIFACTS / "html-report.png"
     made = headless(f"--screenshot={shot}", "--window-size=1400,900", page.as_uri())
     assert made.returncode == 0 and shot.stat().st_size > 10_000
+
+
+QUICK = ("glibc", "glibc:arena2", "jemalloc", "jemalloc:nodecay", "tcmalloc-minimal",
+         "tcmalloc", "mimalloc", "tbbmalloc", "scudo", "scudo:norelease")  # fmt: skip
+
+
+def _quick_shaped_page(tmp_path: Path) -> Path:
+    """Ten allocators by nine workloads with the quick suite's long parameters, their
+    ratios spread across workloads (as there: the geometric mean's interval is wide)."""
+
+    def wall(w: int, i: int, rep: int) -> float:
+        return (1 + i / 10) ** (1 if w % 2 else -1) * (1 + w / 5) * (1 + rep % 3 / 100)
+
+    runs = [stored(a, wall(w, i, rep), rss=1000 + 100 * i * (w % 3), rep=rep,
+                   params=(("count", 4000 + w), ("size_min", 1024 + w),
+                           ("size_max", 65536 + w), ("threads", 1 + w % 2)))
+            for w in range(9) for i, a in enumerate(QUICK) for rep in range(14)]  # fmt: skip
+    comp = analyze.compare(runs, list(QUICK), "glibc")
+    campaign = {"id": 1, "name": "quick", "status": "finished", "created": 0,
+                "done": len(runs), "planned": len(runs), "machine": {}}  # fmt: skip
+    allocators = tuple({"name": a, "status": "ok", "env_json": "{}", "lacks_json": "[]"}
+                       for a in QUICK)  # fmt: skip
+    page = tmp_path / "quick.html"
+    page.write_text(html.render(data.ReportData("summary", campaign, comp, allocators,
+                                                tuple(runs), ()), ()))  # fmt: skip
+    return page
+
+
+@pytest.mark.integration
+def test_a_quick_suite_matrix_fits_a_1400_by_900_window(tmp_path: Path) -> None:
+    dom = headless("--window-size=1400,900", "--dump-dom", _quick_shaped_page(tmp_path).as_uri())
+    right = re.search(r'data-matrix-right="(\d+)"', dom.stdout)
+    bottom = re.search(r'data-matrix-bottom="(\d+)"', dom.stdout)
+    assert right and bottom, dom.stdout[-500:]
+    assert int(right.group(1)) <= 1400 and int(bottom.group(1)) <= 900, (right, bottom)

@@ -52,8 +52,8 @@ def lead(a: Answer) -> str:
     elif s:
         text = f"Use {s.allocator} for memory: {_rss(s.rss)}, {_time(s.time)}"
     else:
-        text = (f"Keep {a.baseline}: no allocator is faster or smaller by more than "
-                f"{a.margin:.0%}{_at_most(a)}")  # fmt: skip
+        text = (f"Keep {a.baseline}: no allocator is significantly faster or smaller by "
+                f"more than {a.margin:.0%}{_at_most(a)}")  # fmt: skip
     for axis, tied in (("time", a.tied_time), ("memory", a.tied_rss)):
         if tied:
             text += f"; a tie for {axis}: {', '.join(c.allocator for c in tied)}"
