@@ -24,9 +24,15 @@ verdict took: what the anytime-valid interval costs. Targets (issue 26): false
 verdicts and false recommendations <= 5 % over N >= 100 cells, "same" reached in
 >= 70 % of A/A time cells of programs under 0.5 s, +10 % detected >= 90 %.
 
-usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS]
+`tune`, A/A too: glibc's settings replaced (`tune --settings`) by an environment
+variable nothing reads, three values of it raced against glibc's defaults on the
+python3 command and on samethread; every verdict of such a candidate against the
+defaults (tune's Holm family, :nothp in it) is false, and so is recommending one.
+
+usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
-  per condition); CELLS: A/B cells (default 10); CONDITIONS: quiet,busy (default).
+  per condition); CELLS: A/B cells (default 10); CONDITIONS: quiet,busy (default);
+  PARTS: aa,ab,tune (default: all three).
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from pathlib import Path
 import psutil
 from scipy.stats import beta
 
-from allocmark import analyze, compare, native, recommend, stats
+from allocmark import analyze, compare, native, recommend, stats, tune
 from allocmark.store import Store
 
 ALLOCMARK = [sys.executable, "-m", "allocmark"]
@@ -87,6 +93,8 @@ class Tally:
     detected: dict[float, list[bool]] = field(default_factory=dict)
     seen: dict[float, list[float]] = field(default_factory=dict)
     seconds: dict[str, list[float]] = field(default_factory=dict)  # command -> medians
+    tuned: list[tuple[str, stats.Verdict]] = field(default_factory=list)
+    tune_answers: list[str] = field(default_factory=list)  # "" right, else what was wrong
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -107,6 +115,22 @@ class Tally:
         for a in recommend.answers(comp):
             picked = {c.allocator for c in (a.fastest, a.smallest, *a.tied_time, *a.tied_rss) if c}
             self.answers.append(f"{kind} {a.scope}: recommends {twin}" if twin in picked else "")
+
+    def add_tune(self, db: Path, kind: str) -> None:
+        """Each no-op candidate's verdicts against glibc's defaults, as `tune` judges them."""
+        store = Store(db, create=False)
+        comp = analyze.stored_comparison(store, store.campaign().id)
+        noop = {a for a in comp.allocators if UNUSED in a}
+        for row in comp.rows:
+            for candidate, ratios in tune.defaults_family(comp, row).items():
+                if candidate in noop:
+                    for metric, r in ratios.items():
+                        what = f"{kind} {candidate} {metric} ×{r.value:.4f}"
+                        self.tuned.append((what, stats.verdict(r, comp.margin)))
+        for a in recommend.answers(comp):
+            picked = {c.allocator for c in (a.fastest, a.smallest, *a.tied_time, *a.tied_rss) if c}
+            self.tune_answers.append(f"{kind} recommends {sorted(picked & noop)}"
+                                     if picked & noop else "")  # fmt: skip
 
 
 def rate(hits: int, n: int) -> str:
@@ -143,6 +167,24 @@ def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
                 for v in compare.compare(compare.load(str(old)), compare.load(str(new)), metric):
                     if not v.control and v.ratio is not None:
                         tally.across.append((v.verdict, f"{v.label} {metric}"))
+
+
+UNUSED = "AM_CALIBRATION_UNUSED"  # an environment variable no allocator reads
+NOOP_SETTINGS = f'[glibc]\nstyle = "env"\n[glibc.values]\n{UNUSED} = [1, 2, 3]\n'
+
+
+def tune_aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
+    """`tune` at its defaults, racing settings that change nothing."""
+    settings = work / "noop-settings.toml"
+    settings.write_text(NOOP_SETTINGS)
+    targets = {"python3": ["--", *commands(work)["python3"]],
+               "samethread": ["-w", "samethread", *SAMETHREAD]}  # fmt: skip
+    for i in range(reps):
+        for name, target in targets.items():
+            db = work / f"{tag}-tune-{name}-{i}.db"
+            allocmark("tune", "-a", "glibc", "--settings", str(settings), "--db", str(db),
+                      *target)  # fmt: skip
+            tally.add_tune(db, name)
 
 
 LOOPS = 200  # steps of a burning malloc: +150-170 % when every malloc burns
@@ -217,14 +259,41 @@ def condition(name: str) -> Iterator[None]:
 
 
 def report(name: str, t: Tally, reps: int) -> None:
-    false = [c for c in t.cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
-    same = [c for c in t.cells if c[2] is stats.Verdict.SAME]
-    real_time = [c for c in t.cells if c[1] == "time_s" and not c[0].startswith("quick")]
-    wrong = [a for a in t.answers if a]
     print(
         f"condition: {name}"
         + (" (one core spinning in a process this bench started)" if name == "busy" else "")
     )
+    if t.cells:
+        report_aa(t, reps)
+    if t.tuned:
+        report_tune(t, reps)
+    for f in (0.10, 0.05):
+        if hits := t.detected.get(f, []):
+            seen = t.seen.get(f, [])
+            median = f", measured {statistics.median(seen):+.1%} median" if seen else ""
+            print(f"  detected (+{f:.0%}): {rate(sum(hits), len(hits))} (samethread{median})")
+
+
+def report_tune(t: Tally, reps: int) -> None:
+    false = [what for what, v in t.tuned if v in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
+    same = sum(v is stats.Verdict.SAME for _, v in t.tuned)
+    wrong = [a for a in t.tune_answers if a]
+    print(f"  tune A/A: {UNUSED}=1,2,3 against glibc's defaults on python3 and samethread, "
+          f"{reps}x each")  # fmt: skip
+    print(f"  tune false verdicts: {rate(len(false), len(t.tuned))}")
+    for what in false:
+        print(f"      {what}")
+    print(f"  tune false recommendations: {rate(len(wrong), len(t.tune_answers))}")
+    for what in wrong:
+        print(f"      {what}")
+    print(f"  tune same reached: {rate(same, len(t.tuned))}")
+
+
+def report_aa(t: Tally, reps: int) -> None:
+    false = [c for c in t.cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
+    same = [c for c in t.cells if c[2] is stats.Verdict.SAME]
+    real_time = [c for c in t.cells if c[1] == "time_s" and not c[0].startswith("quick")]
+    wrong = [a for a in t.answers if a]
     print(
         f"  A/A: gzip, sort, python3, ruby under glibc/twin and mimalloc/mtwin via `try`, "
         f"and the quick suite under glibc/twin, {reps}x each"
@@ -258,20 +327,16 @@ def report(name: str, t: Tally, reps: int) -> None:
     across_false = [w for v, w in t.across if v in ("better", "worse")]
     across = rate(len(across_false), len(t.across))
     print(f"  false verdicts through compare across campaigns: {across}")
-    for f in (0.10, 0.05):
-        hits = t.detected.get(f, [])
-        seen = t.seen.get(f, [])
-        median = f", measured {statistics.median(seen):+.1%} median" if seen else ""
-        print(f"  detected (+{f:.0%}): {rate(sum(hits), len(hits))} (samethread{median})")
 
 
 def main(argv: Sequence[str]) -> None:
     reps = int(argv[0]) if argv else 3
     cells = int(argv[1]) if len(argv) > 1 else 10
     conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
+    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune"}
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
-        every = burn_every(native.library("libam_burn.so"), work)
+        every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}
         for name in conditions:
             tally = Tally()
             # "quiet" means nothing else: even a nice'd job takes the idle core of 2.
@@ -282,8 +347,12 @@ def main(argv: Sequence[str]) -> None:
                     "began: other work is running, and its noise counts as this machine's"
                 )
             with condition(name):
-                aa(tally, work, reps, name)
-                ab(tally, work, cells, every, name)
+                if "aa" in parts:
+                    aa(tally, work, reps, name)
+                if "tune" in parts:
+                    tune_aa(tally, work, reps, name)
+                if "ab" in parts:
+                    ab(tally, work, cells, every, name)
             report(name, tally, reps)
             sys.stdout.flush()
 

@@ -121,6 +121,25 @@ def test_tune_races_and_prints_the_front_as_lines_to_paste(
     assert bad.returncode == 2 and "--objective 'speed'" in bad.stderr
 
 
+@pytest.mark.integration
+def test_tune_races_a_users_settings_file_instead_of_the_built_in_values(
+    tmp_path: Path,
+) -> None:
+    mine, db = tmp_path / "mine.toml", tmp_path / "t.db"
+    mine.write_text('[glibc]\nstyle = "env"\n[glibc.values]\nAM_UNUSED = [1, 2]\n')
+    r = cli("tune", "-a", "glibc", "--settings", str(mine), "-w", "churn", "-p", "count=2000",
+            "-p", "rounds=1", "-n", "2", "--max-runs", "2", "--db", str(db))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "glibc's settings are raced unchecked" in r.stdout + r.stderr
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT name, env_json FROM allocators").fetchall())
+    assert set(rows) == {"glibc", "glibc{AM_UNUSED=1}", "glibc{AM_UNUSED=2}", "glibc:nothp"}
+    assert json.loads(rows["glibc{AM_UNUSED=2}"])["AM_UNUSED"] == "2"
+    mine.write_text('[glibc]\nstyle = "env"\n[glibc.values]\nAM_UNUSED = "one"\n')
+    bad = cli("tune", "-a", "glibc", "--settings", str(mine), "-w", "churn", "--db", str(db))
+    assert bad.returncode == 2 and str(mine) in bad.stderr and "Traceback" not in bad.stderr
+
+
 def _fake(family: Family, *settings: tuple[str, str]) -> list[Verified]:
     """A system allocator at its defaults and with each setting, as verified."""
     base = AllocatorSpec(name="fake", system=True)

@@ -71,6 +71,7 @@ class Request:
     yes: bool = False  # start a campaign of more than plan.CONFIRM_RUNS runs
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
     tune: str = ""  # race every allocator's settings on this objective (tune.OBJECTIVES)
+    settings: Path | None = None  # tune: a settings catalog over the built-in one
 
 
 @dataclass(frozen=True)
@@ -272,13 +273,13 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
                                      else list(suite.allocators))  # fmt: skip
     specs, explicit = selected(named, req.catalogs)
     if req.tune:
-        specs, explicit = _tuned(specs if req.allocators else None), True
+        specs, explicit = _tuned(specs if req.allocators else None, req.settings), True
     n = req.min_runs or suite.repetitions
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
     notes += unusable_notes(prepared)
     if req.tune:
-        prepared = _taken(prepared, notes)
+        prepared = _taken(prepared, notes, req.settings)
     seed = req.seed if req.seed is not None else suite.seed
     precision = None if req.sample else _precision(req, n, suite)
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
@@ -314,18 +315,19 @@ def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
     return dataclasses.replace(suite, entries=entries)
 
 
-def _tuned(specs: Sequence[AllocatorSpec] | None) -> list[AllocatorSpec]:
+def _tuned(specs: Sequence[AllocatorSpec] | None, extra: Path | None) -> list[AllocatorSpec]:
     """The candidates of `tune`: of the allocators named, or of every catalog entry
     the settings catalog has settings for."""
-    families = tune.load_settings()
+    families = tune.families(extra)
     if specs is None:
         specs = [s for s in allocators.load_catalog() if s.name in families]
     return tune.specs_for(specs, families)
 
 
-def _taken(prepared: campaign.Prepared, notes: list[Note]) -> campaign.Prepared:
+def _taken(prepared: campaign.Prepared, notes: list[Note], extra: Path | None
+           ) -> campaign.Prepared:  # fmt: skip
     """Only the candidates whose setting the allocator takes (tune.check)."""
-    checked = tune.check(prepared.usable, tune.load_settings())
+    checked = tune.check(prepared.usable, tune.families(extra))
     notes += [Note("info", f"left out: {name}: {why}") for name, why in checked.left_out.items()]
     notes += [Note("info", f"{name}'s settings are raced unchecked: {why}")
               for name, why in checked.unchecked.items()]  # fmt: skip

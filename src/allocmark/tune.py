@@ -51,6 +51,12 @@ def load_settings(path: Path | None = None) -> dict[str, Family]:
     return {entry: f for name, f in doc.root.items() for entry in f.applies or [name]}
 
 
+def families(extra: Path | None = None) -> dict[str, Family]:
+    """The built-in settings, with a user's file (`tune --settings`) over them: an
+    entry the file names races the file's values instead of the built-in ones."""
+    return load_settings() | (load_settings(extra) if extra else {})
+
+
 def family_of(name: str, families: Mapping[str, Family]) -> Family | None:
     """The settings of an entry: "jemalloc:nodecay" takes "jemalloc"'s;
     "mimalloc@2.1.7+secure" takes "mimalloc@*"'s if there are any, else "mimalloc"'s."""

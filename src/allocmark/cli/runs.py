@@ -208,6 +208,14 @@ def tune_cmd(
     timeout: TimeoutOpt = None,
     db: DbOpt = DEFAULT_DB,
     catalog: CatalogOpt = None,
+    settings: Annotated[
+        Path | None,
+        typer.Option(
+            "--settings",
+            help="settings catalog TOML over the built-in one "
+            "(schema: `allocmark schema settings`)",
+        ),
+    ] = None,
     yes: YesOpt = False,
 ) -> None:
     """Race each allocator's settings (catalog/settings.toml) for your program or a
@@ -220,7 +228,8 @@ def tune_cmd(
                       params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
                       max_runs=max_runs, margin=fraction(margin, "--margin"),
                       budget_s=duration(budget), timeout_s=timeout,
-                      catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective)  # fmt: skip
+                      catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective,
+                      settings=settings)  # fmt: skip
     cid = _follow(api.run(req), db)
     table.recommendation(out(), api.comparison(db, cid))
     front(db, cid)
