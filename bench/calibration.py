@@ -113,7 +113,7 @@ class Tally:
         if not kind.startswith("quick") and (s := comp.rows[0].cells["time_s"][twin].summary):
             self.seconds.setdefault(kind.split("/")[0], []).append(s.median)
         for a in recommend.answers(comp):
-            picked = {c.allocator for c in (a.fastest, a.smallest, *a.tied_time, *a.tied_rss) if c}
+            picked = _picked(a)
             self.answers.append(f"{kind} {a.scope}: recommends {twin}" if twin in picked else "")
 
     def add_tune(self, db: Path, kind: str) -> None:
@@ -128,9 +128,14 @@ class Tally:
                         what = f"{kind} {candidate} {metric} ×{r.value:.4f}"
                         self.tuned.append((what, stats.verdict(r, comp.margin)))
         for a in recommend.answers(comp):
-            picked = {c.allocator for c in (a.fastest, a.smallest, *a.tied_time, *a.tied_rss) if c}
+            picked = _picked(a)
             self.tune_answers.append(f"{kind} recommends {sorted(picked & noop)}"
                                      if picked & noop else "")  # fmt: skip
+
+
+def _picked(a: recommend.Answer) -> set[str]:
+    """The allocators an answer recommends, ties included."""
+    return {c.allocator for c in (a.fastest, a.smallest, *a.tied_time, *a.tied_rss) if c}
 
 
 def rate(hits: int, n: int) -> str:

@@ -42,6 +42,7 @@ from allocmark.execute import Executor
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
 from allocmark.model import AllocatorSpec, Params, Verified, Workload
+from allocmark.schemas.settings import Family
 from allocmark.store import Store
 
 EXECUTORS = ("local", "dask")
@@ -272,14 +273,15 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
     named = list(req.allocators) or (None if suite.allocators == ("all",)
                                      else list(suite.allocators))  # fmt: skip
     specs, explicit = selected(named, req.catalogs)
+    families = tune.families(req.settings) if req.tune else {}
     if req.tune:
-        specs, explicit = _tuned(specs if req.allocators else None, req.settings), True
+        specs, explicit = _tuned(specs if req.allocators else None, families), True
     n = req.min_runs or suite.repetitions
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
     notes += unusable_notes(prepared)
     if req.tune:
-        prepared = _taken(prepared, notes, req.settings)
+        prepared = _taken(prepared, notes, families)
     seed = req.seed if req.seed is not None else suite.seed
     precision = None if req.sample else _precision(req, n, suite)
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
@@ -315,19 +317,19 @@ def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
     return dataclasses.replace(suite, entries=entries)
 
 
-def _tuned(specs: Sequence[AllocatorSpec] | None, extra: Path | None) -> list[AllocatorSpec]:
+def _tuned(specs: Sequence[AllocatorSpec] | None, families: dict[str, Family]
+           ) -> list[AllocatorSpec]:  # fmt: skip
     """The candidates of `tune`: of the allocators named, or of every catalog entry
     the settings catalog has settings for."""
-    families = tune.families(extra)
     if specs is None:
         specs = [s for s in allocators.load_catalog() if s.name in families]
     return tune.specs_for(specs, families)
 
 
-def _taken(prepared: campaign.Prepared, notes: list[Note], extra: Path | None
+def _taken(prepared: campaign.Prepared, notes: list[Note], families: dict[str, Family]
            ) -> campaign.Prepared:  # fmt: skip
     """Only the candidates whose setting the allocator takes (tune.check)."""
-    checked = tune.check(prepared.usable, tune.families(extra))
+    checked = tune.check(prepared.usable, families)
     notes += [Note("info", f"left out: {name}: {why}") for name, why in checked.left_out.items()]
     notes += [Note("info", f"{name}'s settings are raced unchecked: {why}")
               for name, why in checked.unchecked.items()]  # fmt: skip

@@ -32,25 +32,18 @@ def paired_ratios(
 
 
 def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: int) -> list[Ratio]:
-    """paired_ratio() of pairs of n blocks each: the Walsh averages of a few rows at a
-    time (they stay in the cache), and only the order statistics needed (partition)."""
+    """paired_ratio() of pairs of n blocks each, their Walsh order statistics picked
+    row by row in one pass (signedrank.walsh_picks)."""
     import numpy as np
 
     # log a - log b, as _logs: exactly antisymmetric (numpy's log may differ from the
     # C library's in the last bit, which moves a bound by as much, never a tie).
     logs = np.log(np.asarray([a for a, _ in pairs], dtype=float)) - np.log(
         np.asarray([b for _, b in pairs], dtype=float))  # fmt: skip
-    i, j = np.triu_indices(n)
-    m, c = len(i), signedrank.cut(n, ALPHA)
-    picks = [(m - 1) // 2, m // 2] + ([c - 1, m - c] if c else [])
-    found = np.empty((len(pairs), len(picks)))
-    for at in range(0, len(pairs), 64):
-        walsh = logs[at : at + 64, i] + logs[at : at + 64, j]  # twice the averages
-        walsh.partition(picks, axis=1)
-        found[at : at + 64] = walsh[:, picks] / 2
-    centre = (found[:, 0] + found[:, 1]) / 2
-    low = found[:, 2] if c else np.full(len(pairs), -math.inf)
-    high = found[:, 3] if c else np.full(len(pairs), math.inf)
+    c = signedrank.cut(n, ALPHA)
+    centre, low, high = signedrank.walsh_picks(logs, c)
+    if not c:
+        low, high = np.full(len(pairs), -math.inf), np.full(len(pairs), math.inf)
     _, sd = rows_mean_sd(logs)
     # The same rule as signed_rank_p: counted up to signedrank.EXACT_P_MAX non-zero log ratios.
     big = (logs != 0).sum(axis=1) > signedrank.EXACT_P_MAX

@@ -52,19 +52,30 @@ def interval(logs: Sequence[float], alpha: float = ALPHA) -> tuple[float, float,
 
 
 def _walsh_picks(logs: Sequence[float], c: int) -> tuple[float, float, float]:
-    """The median of the Walsh averages and the c-th from each end (c >= 1; else
-    nan), placed by a partial sort (np.partition): only these three are needed, and
-    sorting all n(n+1)/2 averages cost several times as much (Holm asks for a ratio's
-    interval at several levels; a report over 100,000 runs asks thousands)."""
-    walsh = np.asarray(logs, dtype=np.float64)[_pairs(len(logs))].sum(axis=0)  # 2x averages
-    m = len(walsh)
+    """walsh_picks() of one sample."""
+    centre, low, high = walsh_picks(np.asarray([logs], dtype=np.float64), c)
+    return float(centre[0]), float(low[0]), float(high[0])
+
+
+def walsh_picks(rows: Any, c: int) -> tuple[Any, Any, Any]:
+    """Of each row of log ratios (a 2-D array, rows of one length n): the median of its
+    Walsh averages and the c-th from each end (c >= 1; else nan), placed by a partial
+    sort (np.partition): only these are needed, and sorting all n(n+1)/2 averages cost
+    several times as much (Holm asks for a ratio's interval at several levels; a report
+    over 100,000 runs asks thousands). A few rows at a time, so that they stay cached."""
+    i, j = _pairs(rows.shape[1])
+    m = len(i)
     picks = [(m - 1) // 2, m // 2] + ([c - 1, m - c] if c else [])
-    walsh.partition(picks)
+    found = np.empty((len(rows), len(picks)))
+    for at in range(0, len(rows), 64):
+        walsh = rows[at : at + 64, i] + rows[at : at + 64, j]  # twice the averages
+        walsh.partition(picks, axis=1)
+        found[at : at + 64] = walsh[:, picks]
     # Halving is exact in binary floating point: the same numbers as sorting averages.
-    centre = (float(walsh[picks[0]]) + float(walsh[picks[1]])) / 4
+    centre = (found[:, 0] + found[:, 1]) / 4
     if not c:
-        return centre, math.nan, math.nan
-    return centre, float(walsh[c - 1]) / 2, float(walsh[m - c]) / 2
+        return centre, np.full(len(rows), math.nan), np.full(len(rows), math.nan)
+    return centre, found[:, 2] / 2, found[:, 3] / 2
 
 
 @functools.lru_cache(maxsize=64)
