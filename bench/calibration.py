@@ -15,6 +15,17 @@ twin is false:
   peak RSS) under glibc and twin, and `compare` across those campaigns (glibc the
   control).
 
+A/A on real applications of seconds (issue 35), under the rules of a user's `run`
+(blocks added until decided, its 2-minute budget) and of the apps suite (a fixed 16
+blocks, margin 5 %): ruby and python with threads, sqlite, gcc and redis at sizes
+that run 1-3 s here, under glibc against twin (one side preloaded) and mimalloc
+against mtwin (both preloaded); and the apps suite under glibc against twin. A/B on
+real effects measured here: gcc's peak RSS under jemalloc (+8 %) and python's under
+mimalloc (-9 %), under `run`'s rules: detected when judged larger and smaller.
+(glibc:arena2 on ruby with 10 threads is no such effect here: its peak RSS moves
++-7 % from run to run with Ruby's GC, and arena2's -6 % would take about 57 blocks,
+33 minutes; the forecast says so.)
+
 A/B: glibc against `burn` (glibc plus busy work in every k-th malloc, native/burn),
 k chosen from paired runs of its own to make samethread 5 % and 10 % slower, over
 several cells (seeds), at the default margin and budget: detected when judged slower.
@@ -31,8 +42,10 @@ defaults (tune's Holm family, :nothp in it) is false, and so is recommending one
 
 usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
-  per condition); CELLS: A/B cells (default 10); CONDITIONS: quiet,busy (default);
-  PARTS: aa,ab,tune (default: all three).
+  per condition, and 100 on the applications); CELLS: A/B cells (default 10);
+  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps (default: all four).
+  REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
+  of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
 """
 
 from __future__ import annotations
@@ -88,13 +101,16 @@ class Tally:
     """What one condition found."""
 
     cells: list[tuple[str, str, stats.Verdict, int]] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)  # "" right, else what was wrong
+    # (kind, "" when right, else what was wrong)
+    answers: list[tuple[str, str]] = field(default_factory=list)
     across: list[tuple[stats.Verdict | str, str]] = field(default_factory=list)
     detected: dict[float, list[bool]] = field(default_factory=dict)
     seen: dict[float, list[float]] = field(default_factory=dict)
     seconds: dict[str, list[float]] = field(default_factory=dict)  # command -> medians
     tuned: list[tuple[str, stats.Verdict]] = field(default_factory=list)
     tune_answers: list[str] = field(default_factory=list)  # "" right, else what was wrong
+    # A/B on applications: (what, detected, measured ratio, blocks)
+    app_effects: list[tuple[str, bool, float, int]] = field(default_factory=list)
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -114,7 +130,8 @@ class Tally:
             self.seconds.setdefault(kind.split("/")[0], []).append(s.median)
         for a in recommend.answers(comp):
             picked = _picked(a)
-            self.answers.append(f"{kind} {a.scope}: recommends {twin}" if twin in picked else "")
+            wrong = f"{kind} {a.scope}: recommends {twin}" if twin in picked else ""
+            self.answers.append((kind, wrong))
 
     def add_tune(self, db: Path, kind: str) -> None:
         """Each no-op candidate's verdicts against glibc's defaults, as `tune` judges them."""
@@ -147,13 +164,18 @@ def rate(hits: int, n: int) -> str:
     return f"{hits} of {n} ({hits / n:.1%}, 95 % interval {low:.1%}-{high:.1%})"
 
 
-def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
+def _twins(work: Path, tag: str) -> dict[str, str]:
+    """glibc and mimalloc, each with a twin: the same file under a second name."""
     twins = work / f"twins-{tag}"
     twins.mkdir()
     (twins / "libc.so.6").symlink_to(LIBC)
     (twins / "libmimalloc.so.2").symlink_to(MIMALLOC)
-    pairs = {"glibc": f"glibc,twin={twins / 'libc.so.6'}",
-             "mimalloc": f"mimalloc,mtwin={twins / 'libmimalloc.so.2'}"}  # fmt: skip
+    return {"glibc": f"glibc,twin={twins / 'libc.so.6'}",
+            "mimalloc": f"mimalloc,mtwin={twins / 'libmimalloc.so.2'}"}  # fmt: skip
+
+
+def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
+    pairs = _twins(work, tag)
     for i in range(reps):
         for name, argv in commands(work).items():
             for base, allocators in pairs.items():
@@ -172,6 +194,71 @@ def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
                 for v in compare.compare(compare.load(str(old)), compare.load(str(new)), metric):
                     if not v.control and v.ratio is not None:
                         tally.across.append((v.verdict, f"{v.label} {metric}"))
+
+
+# Real applications of seconds (a run of 1-3 s here), as a suite file.
+APPS_SUITE = """description = "calibration: applications of seconds"
+allocators = ["glibc"]
+seed = {seed}
+[[runs]]
+workload = "ruby"
+params = {{ threads = 4, scale = 2 }}
+[[runs]]
+workload = "python"
+params = {{ threads = 2, scale = 3 }}
+[[runs]]
+workload = "sqlite"
+params = {{ scale = 16 }}
+[[runs]]
+workload = "gcc"
+params = {{ scale = 3 }}
+[[runs]]
+workload = "redis"
+params = {{ requests = 40000, keyspace = 50000 }}
+"""
+
+
+def apps_aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
+    """A/A on applications of seconds, under `run`'s default rules and the apps suite's."""
+    pairs = _twins(work, f"apps-{tag}")
+    for i in range(reps):
+        suite = work / f"{tag}-apps-{i}.toml"
+        suite.write_text(APPS_SUITE.format(seed=100 + i))
+        for base, allocators in pairs.items():
+            db = work / f"{tag}-apps-{base}-{i}.db"
+            allocmark("run", "--suite", str(suite), "-a", allocators, "--db", str(db))
+            tally.add_aa(db, "twin" if base == "glibc" else "mtwin", f"apps/{base}")
+    for i in range(max(2, (reps + 1) // 2)):
+        db = work / f"{tag}-appsuite-{i}.db"
+        allocmark("run", "--suite", "apps", "-a", pairs["glibc"], "--seed", str(i + 1),
+                  "--db", str(db))  # fmt: skip
+        tally.add_aa(db, "twin", f"appsuite{i}")
+
+
+# Real effects on applications (measured here, issue 35): peak RSS under another
+# allocator, each a workload, its parameters, the allocator and the verdict that is true.
+APP_EFFECTS = (
+    ("gcc", ("scale=1",), "jemalloc", stats.Verdict.WORSE),  # +8 %
+    ("python", ("threads=2", "scale=2"), "mimalloc", stats.Verdict.BETTER),  # -9 %
+)
+
+
+def apps_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
+    """Known peak RSS differences on applications under `run`'s default rules: each
+    campaign one cell (a seed of its own), detected when judged as the truth."""
+    for i in range(cells):
+        for workload, params, allocator, truth in APP_EFFECTS:
+            db = work / f"{tag}-appab-{workload}-{i}.db"
+            options = [x for p in params for x in ("-p", p)]
+            allocmark("run", "-a", f"glibc,{allocator}", "-w", workload, *options,
+                      "--seed", str(i + 1), "--db", str(db))  # fmt: skip
+            store = Store(db, create=False)
+            comp = analyze.stored_comparison(store, store.campaign().id)
+            c = comp.rows[0].cells["peak_rss_kib"][allocator]
+            if c.verdict is not None and c.ratio is not None:
+                what = f"{workload} {allocator}"
+                tally.app_effects.append((what, c.verdict is truth, c.ratio.value,
+                                          int(c.ratio.df) + 1))  # fmt: skip
 
 
 UNUSED = "AM_CALIBRATION_UNUSED"  # an environment variable no allocator reads
@@ -268,10 +355,19 @@ def report(name: str, t: Tally, reps: int) -> None:
         f"condition: {name}"
         + (" (one core spinning in a process this bench started)" if name == "busy" else "")
     )
-    if t.cells:
+    if any(not c[0].startswith("app") for c in t.cells):
         report_aa(t, reps)
-    if t.tuned:
-        report_tune(t, reps)
+    if any(c[0].startswith("app") for c in t.cells):
+        report_apps(t, reps)
+    for what in dict.fromkeys(w for w, *_ in t.app_effects):
+        mine = [e for e in t.app_effects if e[0] == what]
+        hits = [e[1] for e in mine]
+        blocks = [e[3] for e in mine if e[1]]
+        print(
+            f"  detected ({what} peak RSS, run's rules): {rate(sum(hits), len(hits))} "
+            f"(measured {statistics.median(e[2] - 1 for e in mine):+.1%} median; median "
+            f"{statistics.median(blocks) if blocks else '-'} blocks to the verdict)"
+        )
     for f in (0.10, 0.05):
         if hits := t.detected.get(f, []):
             seen = t.seen.get(f, [])
@@ -294,24 +390,51 @@ def report_tune(t: Tally, reps: int) -> None:
     print(f"  tune same reached: {rate(same, len(t.tuned))}")
 
 
+def report_apps(t: Tally, reps: int) -> None:
+    cells = [c for c in t.cells if c[0].startswith("app")]
+    answers = [(k, a) for k, a in t.answers if k.startswith("app")]
+    false = [c for c in cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
+    print(f"  A/A on applications of seconds: ruby (4 threads), python (2 threads), sqlite, "
+          f"gcc, redis under glibc/twin and mimalloc/mtwin via `run`, {reps}x each; the apps "
+          f"suite under glibc/twin, {max(2, (reps + 1) // 2)}x")  # fmt: skip
+    print(f"  false verdicts: {rate(len(false), len(cells))}")
+    for what, *_ in false:
+        print(f"      {what}")
+    wrong = [a for k, a in answers if a]
+    print(f"  false recommendations: {rate(len(wrong), len(answers))}")
+    for what in wrong:
+        print(f"      {what}")
+    for kind, prefix in (("run's rules", "apps/"), ("apps suite, 16 fixed blocks", "appsuite")):
+        for metric, label in (("time_s", "time"), ("peak_rss_kib", "peak RSS")):
+            mine = [c for c in cells if c[1] == metric and c[0].startswith(prefix)]
+            same = sum(c[2] is stats.Verdict.SAME for c in mine)
+            blocks = [c[3] for c in mine if c[2] is not stats.Verdict.INCONCLUSIVE]
+            print(
+                f"  {kind}, {label}: same {rate(same, len(mine))}; median "
+                f"{statistics.median(blocks) if blocks else '-'} blocks to a verdict"
+            )
+
+
 def report_aa(t: Tally, reps: int) -> None:
-    false = [c for c in t.cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
-    same = [c for c in t.cells if c[2] is stats.Verdict.SAME]
-    real_time = [c for c in t.cells if c[1] == "time_s" and not c[0].startswith("quick")]
-    wrong = [a for a in t.answers if a]
+    cells = [c for c in t.cells if not c[0].startswith("app")]
+    false = [c for c in cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
+    same = [c for c in cells if c[2] is stats.Verdict.SAME]
+    real_time = [c for c in cells if c[1] == "time_s" and not c[0].startswith("quick")]
+    answers = [(k, a) for k, a in t.answers if not k.startswith("app")]
+    wrong = [a for _, a in answers if a]
     print(
         f"  A/A: gzip, sort, python3, ruby under glibc/twin and mimalloc/mtwin via `try`, "
         f"and the quick suite under glibc/twin, {reps}x each"
     )
-    print(f"  false verdicts: {rate(len(false), len(t.cells))}")
+    print(f"  false verdicts: {rate(len(false), len(cells))}")
     for what, *_ in false:
         print(f"      {what}")
-    print(f"  false recommendations: {rate(len(wrong), len(t.answers))}")
+    print(f"  false recommendations: {rate(len(wrong), len(answers))}")
     for what in wrong:
         print(f"      {what}")
     runs = ", ".join(f"{k} {statistics.median(v):.2f} s" for k, v in t.seconds.items())
     print(
-        f"  same reached: {rate(len(same), len(t.cells))}; A/A time cells of the real "
+        f"  same reached: {rate(len(same), len(cells))}; A/A time cells of the real "
         f"commands (median run here: {runs}): "
         f"{rate(sum(c[2] is stats.Verdict.SAME for c in real_time), len(real_time))}"
     )
@@ -319,10 +442,10 @@ def report_aa(t: Tally, reps: int) -> None:
     # costs when blocks are added until decided, so the real commands are apart.
     for kind, real in (("real commands", True), ("quick suite, fixed blocks", False)):
         for metric, label in (("time_s", "time"), ("peak_rss_kib", "peak RSS")):
-            cells = [c for c in t.cells
-                     if c[1] == metric and c[0].startswith("quick") != real]  # fmt: skip
-            blocks = [c[3] for c in cells if c[2] is not stats.Verdict.INCONCLUSIVE]
-            left = [c[3] for c in cells if c[2] is stats.Verdict.INCONCLUSIVE]
+            mine = [c for c in cells
+                    if c[1] == metric and c[0].startswith("quick") != real]  # fmt: skip
+            blocks = [c[3] for c in mine if c[2] is not stats.Verdict.INCONCLUSIVE]
+            left = [c[3] for c in mine if c[2] is stats.Verdict.INCONCLUSIVE]
             decided_at = statistics.median(blocks) if blocks else "-"
             left_at = statistics.median(left) if left else "-"
             print(
@@ -338,7 +461,7 @@ def main(argv: Sequence[str]) -> None:
     reps = int(argv[0]) if argv else 3
     cells = int(argv[1]) if len(argv) > 1 else 10
     conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
-    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune"}
+    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps"}
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
         every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}
@@ -358,6 +481,9 @@ def main(argv: Sequence[str]) -> None:
                     tune_aa(tally, work, reps, name)
                 if "ab" in parts:
                     ab(tally, work, cells, every, name)
+                if "apps" in parts:
+                    apps_aa(tally, work, reps, name)
+                    apps_ab(tally, work, max(3, cells // 3), name)
             report(name, tally, reps)
             sys.stdout.flush()
 

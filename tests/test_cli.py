@@ -45,6 +45,10 @@ def test_run_then_report_in_every_format(tmp_path: Path, installed: dict[str, Ve
     names = ",".join(n for n in ("glibc", "glibc:arena2", "mimalloc") if n in installed)
     result = cli("run", *SMALL, "-p", "threads=1,2", "-a", names, *exactly(2), "--db", str(db))
     assert result.returncode == 0, result.stderr
+    # Before the wait: after the first block, what a block costs and when a verdict is
+    # possible; two blocks can never decide, and it says so at once, with the fix.
+    assert "ratios decided after 1 block; a block of every undecided row takes" in result.stderr
+    assert "2 blocks can decide nothing: a verdict needs at least 4; use -n 4" in result.stderr
     # At a glance: the answer, then the matrices; every table behind --detail.
     assert "\nAnswer: " in result.stdout, result.stdout
     assert re.search(r"\n peak RSS .*\n against glibc ", result.stdout), result.stdout
@@ -69,7 +73,8 @@ def test_run_then_report_in_every_format(tmp_path: Path, installed: dict[str, Ve
     assert doc["campaign"]["machine"]["cores"] == os.cpu_count()
     # Each answer carries its one sentence and its pick in named fields.
     assert doc["recommendation"] and all(
-        a["lead"].startswith(("Use ", "Keep ")) and "fastest" in a for a in doc["recommendation"]
+        a["lead"].startswith(("Use ", "Keep ", "Undecided ")) and "fastest" in a
+        for a in doc["recommendation"]
     )
 
 

@@ -9,6 +9,7 @@ import json
 import math
 import random
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from rich.console import Console
 from scipy import special
 
-from allocmark import analyze, batch, compare, exchange, signedrank, stats, tryout
+from allocmark import analyze, batch, compare, exchange, signedrank, stats, student, tryout
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
 from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table
@@ -76,14 +77,28 @@ def test_paired_ratio_and_its_interval() -> None:
     assert r.value == pytest.approx(0.5)  # Hodges–Lehmann: the median Walsh average
     se = math.log(1.1) / math.sqrt(3)
     assert r.se == pytest.approx(se)
-    # Three blocks: the exact test cannot reach 5 % (2 * 2^-3), so no interval yet.
-    assert (r.low, r.high, r.half_width, r.blocks_needed) == (0.0, math.inf, math.inf, 6)
+    # Three blocks: too few for any interval (fewblock.MIN_BLOCKS; the exact test's
+    # share of 2.5 % needs 7).
+    assert (r.low, r.high, r.half_width, r.blocks_needed) == (0.0, math.inf, math.inf, 4)
     # 80 % power, for the blocks a verdict would need: t(0.975, 2) + t(0.80, 2)
     assert r.detectable == pytest.approx(math.exp(5.363313 * se) - 1, rel=1e-5)
-    # Six blocks: the interval runs from the smallest to the largest Walsh average.
-    six = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1, 0.51, 0.49, 0.5], [1.0] * 6)
-    assert six is not None
-    assert (six.low, six.high) == (pytest.approx(0.5 / 1.1), pytest.approx(0.55))
+    # Four: Student's interval at 2.5 %.
+    four = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1, 0.5], [1.0] * 4)
+    assert four is not None
+    logs = [math.log(x) for x in (0.5, 0.55, 0.5 / 1.1, 0.5)]
+    mean, sd = sum(logs) / 4, statistics.stdev(logs)
+    half = student.quantile(3, 1 - 0.0125) * sd / 2
+    assert (math.log(four.low), math.log(four.high)) == (
+        pytest.approx(mean - half),
+        pytest.approx(mean + half),
+    )
+    # Seven blocks: the exact interval at 2.5 % runs from the smallest to the largest
+    # Walsh average; Student's lies inside it, and the two intersected are Student's.
+    seven = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1, 0.51, 0.49, 0.5, 0.52], [1.0] * 7)
+    assert seven is not None
+    _, low, high = signedrank.interval(seven.logs, 0.025)
+    assert (low, high) == (pytest.approx(math.log(0.5 / 1.1)), pytest.approx(math.log(0.55)))
+    assert low < math.log(seven.low) < math.log(seven.high) < high
     one = stats.paired_ratio([1.0], [2.0])
     assert one is not None and (one.value, one.low, one.high, one.df) == (0.5, 0.5, 0.5, 0)
     assert stats.paired_ratio([1.0, 0.0], [1.0, 1.0]) is None

@@ -9,7 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocmark import analyze, sequential, stats
+from allocmark import analyze, fewblock, sequential, stats
 from allocmark.model import StoredRun
 from allocmark.report import rows
 from tests.fakes import stored
@@ -52,19 +52,26 @@ def test_a_real_difference_is_found_and_same_is_reached() -> None:
     assert stats.verdict(r, 0.03) is stats.Verdict.SAME
 
 
-def test_no_interval_before_the_bets_can_win() -> None:
-    """At alpha/2 the bets must win 8 blocks in a row; a final look's exact test 7."""
-    seven = stats.paired_ratio([1.0] * 7, [2.0] * 7, sequential=True)
-    eight = stats.paired_ratio([1.0] * 8, [2.0] * 8, sequential=True)
-    assert seven is not None and eight is not None
-    assert seven.blocks_needed == 8 and seven.half_width == math.inf
-    assert stats.verdict(seven, 0.03) is stats.Verdict.INCONCLUSIVE
-    assert stats.verdict(eight, 0.03) is stats.Verdict.BETTER
-    six_final = stats.paired_ratio([1.0] * 6, [2.0] * 6, sequential=True, final=True)
-    seven_final = stats.paired_ratio([1.0] * 7, [2.0] * 7, sequential=True, final=True)
-    assert six_final is not None and seven_final is not None
-    assert six_final.blocks_needed == 7 and six_final.half_width == math.inf
-    assert stats.verdict(seven_final, 0.03) is stats.Verdict.BETTER
+def test_the_sequences_need_their_blocks_and_the_bayes_factor_fewest() -> None:
+    """At alpha/3 the bets must win 9 blocks in a row; the Bayes-factor sequence is
+    finite from 4 blocks that agree in size; a final look's exact test needs 7."""
+    assert sequential.interval([-math.log(2)] * 8, 0.05 / 3) == (-math.inf, math.inf)
+    assert sequential.interval([-math.log(2)] * 9, 0.05 / 3)[1] < 0
+    assert fewblock.sequence([-math.log(2)] * 3, 0.05 / 3) == (-math.inf, math.inf)
+    assert fewblock.sequence([-math.log(2)] * 4, 0.05 / 3)[1] < 0
+    three = stats.paired_ratio([1.0] * 3, [2.0] * 3, sequential=True)
+    four = stats.paired_ratio([1.0] * 4, [2.0] * 4, sequential=True)
+    assert three is not None and four is not None
+    assert three.blocks_needed == 4 and three.half_width == math.inf
+    assert stats.verdict(three, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(four, 0.03) is stats.Verdict.BETTER
+    # Blocks that disagree in size: the signs alone until the exact look at 7.
+    spread = [0.5, 0.9, 0.3, 0.7, 0.45, 0.95, 0.6]
+    six = stats.paired_ratio(spread[:6], [1.0] * 6, sequential=True, final=True)
+    seven = stats.paired_ratio(spread, [1.0] * 7, sequential=True, final=True)
+    assert six is not None and seven is not None
+    assert stats.verdict(six, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(seven, 0.03) is stats.Verdict.BETTER
     equal = stats.paired_ratio([5.0] * 8, [5.0] * 8, sequential=True)  # equal peak RSS
     assert equal is not None and stats.verdict(equal, 0.03) is stats.Verdict.SAME
 

@@ -69,17 +69,24 @@ def test_the_interval_is_the_test_inverted(x: list[int], t: int) -> None:
     assert (low <= theta <= high) == kept
 
 
-def test_fewer_than_six_blocks_decide_nothing() -> None:
-    five = stats.paired_ratio([1.0] * 5, [2.0] * 5)
-    six = stats.paired_ratio([1.0] * 6, [2.0] * 6)
-    assert five is not None and six is not None
-    assert five.blocks_needed == 6 and five.half_width == math.inf
-    assert stats.verdict(five, 0.03) is stats.Verdict.INCONCLUSIVE  # every block 2× faster
-    assert stats.verdict(six, 0.03) is stats.Verdict.BETTER
-    # A family of 10 cells judges each at 0.5 %: more blocks before a verdict.
-    assert stats.verdict(stats.at_alpha(six, 0.005), 0.03) is stats.Verdict.INCONCLUSIVE
-    nine = stats.at_alpha(stats.paired_ratio([1.0] * 9, [2.0] * 9), 0.005)  # type: ignore[arg-type]
-    assert nine.blocks_needed == 9 and stats.verdict(nine, 0.03) is stats.Verdict.BETTER
+def test_signs_alone_need_six_blocks_magnitudes_decide_in_fewer() -> None:
+    """Every block 2x faster: the exact test on signs cannot reach 5 % before 6 blocks
+    (2 * 2^-5 > 5 %); Student's interval (its share of alpha) decides from 4 blocks that
+    agree in size, and not from blocks that do not."""
+    assert signedrank.interval([-math.log(2)] * 5)[1] == -math.inf
+    assert signedrank.interval([-math.log(2)] * 6)[1] > -math.inf
+    three = stats.paired_ratio([1.0] * 3, [2.0] * 3)
+    four = stats.paired_ratio([1.0] * 4, [2.0] * 4)
+    assert three is not None and four is not None and three.blocks_needed == 4
+    assert stats.verdict(three, 0.03) is stats.Verdict.INCONCLUSIVE  # fewblock.MIN_BLOCKS
+    assert stats.verdict(four, 0.03) is stats.Verdict.BETTER
+    scattered = stats.paired_ratio([1.0, 1.9, 0.6, 1.2], [2.0] * 4)  # 2x, 1.05x, 3.3x faster
+    assert scattered is not None and stats.verdict(scattered, 0.03) is stats.Verdict.INCONCLUSIVE
+    # A family of 10 cells judges each at 0.5 %: a wider interval, more blocks.
+    noisy = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1, 0.51], [1.0] * 4)
+    assert noisy is not None and stats.verdict(noisy, 0.03) is stats.Verdict.BETTER
+    tight = stats.at_alpha(noisy, 0.0005)
+    assert tight.high > noisy.high and stats.verdict(tight, 0.03) is stats.Verdict.INCONCLUSIVE
 
 
 def test_aa_blocks_under_bimodal_bursty_noise_are_false_at_most_5_percent() -> None:

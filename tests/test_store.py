@@ -264,3 +264,16 @@ def test_a_key_others_can_read_signs_nothing(
     assert s.unsigned(cid) == []
     key.write_text("not hex\n")
     assert seal.key(create=False) is None and len(s.unsigned(cid)) == 4
+
+
+def test_the_measured_runs_overhead_is_the_time_between_them(tmp_path: Path) -> None:
+    """Three measured runs of 1 s starting 1.5 s apart: 0.5 s each beyond its own time,
+    whatever the set-up runs before them cost (the budget's `spent` holds those too)."""
+    s, cid = new(tmp_path / "r.db")
+    allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
+    assert s.measured_overhead(cid) is None
+    for k, spec in enumerate(specs(3)):
+        result = RunResult(RunStatus.OK, wall_s=1.0, started=1000.0 + 1.5 * k)
+        s.record(cid, spec, result, allocs[spec.allocator])
+    s.add_spent(cid, 60.0)
+    assert s.measured_overhead(cid) == 0.5

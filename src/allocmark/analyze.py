@@ -330,10 +330,15 @@ def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdi
     """The verdict of each ratio that decides the row, judged as one family (Holm, as
     the recommendation judges them); None for a cell that failed or has no ratio
     (more blocks would not help)."""
+    return [None if r is None else stats.verdict(r, margin) for r in judged(row, baseline)]
+
+
+def judged(row: Row, baseline: str | None) -> list[stats.Ratio | None]:
+    """The ratio of each cell that decides the row (`deciding`) at its level in the
+    row's Holm family; None for a cell without one."""
     cells = deciding(row, baseline)
-    judged = iter(stats.holm([c.ratio for c in cells if c.ratio is not None]))
-    return [None if c.ratio is None else stats.verdict(next(judged), margin)
-            for c in cells]  # fmt: skip
+    family = iter(stats.holm([c.ratio for c in cells if c.ratio is not None]))
+    return [None if c.ratio is None else next(family) for c in cells]
 
 
 def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, stats.Ratio | None]:

@@ -41,6 +41,7 @@ from allocmark.errors import UserError
 from allocmark.execute import Executor
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
+from allocmark.forecast import Forecast
 from allocmark.model import AllocatorSpec, Params, Verified, Workload
 from allocmark.schemas.settings import Family
 from allocmark.store import Store
@@ -97,6 +98,7 @@ class Planned:
     done: int  # runs already finished (a resume)
     precision: Precision | None
     estimate_s: float | None = None  # the pending runs at this database's earlier medians
+    expected_s: float = 0.0  # what its suite took where it was sized (0: not said)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class Finished:
     campaign: int
 
 
-Event = Note | Planned | RunDone | RoundDone | Finished
+Event = Note | Planned | RunDone | RoundDone | Forecast | Finished
 
 
 def run(req: Request, machine: Executor | None = None) -> Iterator[Event]:
@@ -284,8 +286,11 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
         prepared = _taken(prepared, notes, families)
     seed = req.seed if req.seed is not None else suite.seed
     precision = None if req.sample else _precision(req, n, suite)
+    # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
+    as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
-                         seed, sys.argv, precision, req.sample, req.memory_limit)  # fmt: skip
+                         seed, sys.argv, precision, req.sample, req.memory_limit,
+                         suite.expected_s if as_sized else 0.0)  # fmt: skip
     return cid, prepared
 
 
@@ -401,7 +406,7 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
                  if analyze.is_sequential(settings) else None)  # fmt: skip
     return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
                    max(0, c.planned - measured), c.planned, c.done, precision,
-                   _estimate(store, cid))  # fmt: skip
+                   _estimate(store, cid), float(settings.get("expected_s", 0.0)))  # fmt: skip
 
 
 def _estimate(store: Store, cid: int) -> float | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from allocmark import signedrank
-from allocmark.stats import ALPHA, VECTOR_MIN, Ratio, paired_ratio, rows_mean_sd
+from allocmark import fewblock, signedrank, student
+from allocmark.stats import ALPHA, FIXED_SHARES, VECTOR_MIN, Ratio, paired_ratio, rows_mean_sd
 
 
 def paired_ratios(
@@ -40,15 +40,25 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
     # C library's in the last bit, which moves a bound by as much, never a tie).
     logs = np.log(np.asarray([a for a, _ in pairs], dtype=float)) - np.log(
         np.asarray([b for _, b in pairs], dtype=float))  # fmt: skip
-    c = signedrank.cut(n, ALPHA)
+    share = ALPHA / FIXED_SHARES
+    c = signedrank.cut(n, share)
     centre, low, high = signedrank.walsh_picks(logs, c)
     if not c:
         low, high = np.full(len(pairs), -math.inf), np.full(len(pairs), math.inf)
-    _, sd = rows_mean_sd(logs)
+    mean, sd = rows_mean_sd(logs)
+    # Student's interval at the other share, intersected (stats._paired_bounds).
+    half = student.quantile(n - 1, 1 - share / 2) * np.maximum(sd, fewblock.FLOOR) / math.sqrt(n)
+    meet_low, meet_high = np.maximum(low, mean - half), np.minimum(high, mean + half)
+    meets = meet_low <= meet_high
+    low, high = np.where(meets, meet_low, low), np.where(meets, meet_high, high)
+    centre = np.clip(centre, low, high)
     # The same rule as signed_rank_p: counted up to signedrank.EXACT_P_MAX non-zero log ratios.
     big = (logs != 0).sum(axis=1) > signedrank.EXACT_P_MAX
     normal = signedrank.normal_p_rows(logs) if big.any() else []
-    ps = [normal[k] if big[k] else signedrank.p_value(x) for k, x in enumerate(logs.tolist())]
+    exact = [normal[k] if big[k] else signedrank.p_value(x) for k, x in enumerate(logs.tolist())]
+    t = np.abs(mean) * math.sqrt(n) / np.maximum(sd, fewblock.FLOOR)
+    ps = [min(1.0, FIXED_SHARES * min(e, 2 * student.tail(n - 1, ti)))
+          for e, ti in zip(exact, t.tolist(), strict=True)]  # fmt: skip
     rows = zip(logs.tolist(), centre.tolist(), low.tolist(), high.tolist(), sd.tolist(), ps,
                strict=True)  # fmt: skip
     return [Ratio(math.exp(ce), math.exp(lo), math.exp(hi), pv, s / math.sqrt(n), n - 1, True,

@@ -11,7 +11,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import allocators, analyze, machine, owner, plan, seal, stats, tune, workloads
+from allocmark import (
+    allocators,
+    analyze,
+    forecast,
+    machine,
+    owner,
+    plan,
+    seal,
+    stats,
+    tune,
+    workloads,
+)
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.execute import Executor
 from allocmark.executors import Batch, Calibrated, Check, Dispatcher
@@ -67,9 +78,11 @@ def start(
     precision: Precision | None = None,
     sample: int = 0,
     memory_limit: int = 0,
+    expected_s: float = 0.0,
 ) -> int:
     """Plan and save the campaign; nothing runs yet. `sample` > 0: under the profiler,
-    timing 1 allocator call in `sample`."""
+    timing 1 allocator call in `sample`; `expected_s`: how long its suite took where it
+    was sized (said at the start)."""
     runs = plan.generate(cell_list, prepared.usable, repetitions, timeout, seed, sample,
                          memory_limit)  # fmt: skip
     used = {w.name: w for w, _ in cell_list}.values()
@@ -82,6 +95,8 @@ def start(
                                              if w.kind == "native"}}  # fmt: skip
     if precision:
         settings |= dataclasses.asdict(precision)
+    if expected_s:
+        settings["expected_s"] = expected_s
     if prepared.left_out:
         settings["left_out"] = dict(prepared.left_out)
     return store.new_campaign(
@@ -123,7 +138,8 @@ class RoundDone:
     blocks: int
 
 
-Progress = RunDone | RoundDone
+Progress = RunDone | RoundDone | forecast.Forecast
+FORESEEN = 2  # the first blocks after which a forecast is said: time, then noise too
 
 
 def execute(
@@ -159,6 +175,7 @@ def steps(
             total = store.campaign(cid).planned
             done = total - len(pending)
             started, counted = time.monotonic(), 0.0
+            left = _first_blocks(pending)
             for phase in _phases(pending):
                 for event in dispatcher.run_batches(checks.batches(phase)):
                     if isinstance(event, Calibrated):
@@ -173,6 +190,10 @@ def steps(
                     checks.note(spec, result)
                     done += 1
                     yield RunDone(done, total, spec, result)
+                    if left.get(spec.rep) and spec.role == "measure":
+                        left[spec.rep] -= 1
+                        if not left[spec.rep]:
+                            yield foresee(store, cid, settings)
             _require_progress(store, cid, pending)
             if analyze.is_sequential(settings):
                 # The budget is the user's time: what a round costs beyond its runs (the
@@ -182,12 +203,31 @@ def steps(
                 started = time.monotonic()
                 more, undecided, ratios = more_runs(store, cid, settings)
                 yield RoundDone(undecided, ratios, len({_block(s) for s in more}))
+                if more:
+                    yield foresee(store, cid, settings)
                 store.extend_plan(cid, more)
                 _spend_rest(store, cid, started, 0.0)
     except BaseException:
         store.set_status(cid, "interrupted")
         raise
     store.set_status(cid, "finished")
+
+
+def _first_blocks(pending: Sequence[RunSpec]) -> dict[int, int]:
+    """The measured runs of each of the campaign's first FORESEEN blocks still pending:
+    when one's count reaches 0, a forecast is said."""
+    counts: dict[int, int] = {}
+    for s in pending:
+        if s.role == "measure" and s.rep < FORESEEN:
+            counts[s.rep] = counts.get(s.rep, 0) + 1
+    return counts
+
+
+def foresee(store: Store, cid: int, settings: dict[str, Any]) -> forecast.Forecast:
+    """The forecast of the runs so far (forecast.py)."""
+    return forecast.of(analyze.stored_comparison(store, cid),
+                       _run_costs(store, cid, store.measured_overhead(cid)), settings,
+                       store.spent(cid))  # fmt: skip
 
 
 def _spend_rest(store: Store, cid: int, started: float, counted: float) -> None:
@@ -319,15 +359,19 @@ def _planned_params(params: Params) -> Params:
     return tuple(p for p in params if p[0] != "host")
 
 
-def _run_costs(store: Store, cid: int) -> dict[tuple[str, str, Params], float]:
+def _run_costs(
+    store: Store, cid: int, overhead: float | None = None
+) -> dict[tuple[str, str, Params], float]:
     """Seconds one more run of each cell costs: its mean wall time plus the campaign's
-    mean overhead per run (start-up, verification, saving)."""
+    mean overhead per run (start-up, verification, saving: what the budget has spent
+    beyond the measured runs' wall time, per run; `overhead` instead when given)."""
     cells = [c for c in store.cells(cid, (), columns=("wall_s",)) if c.role == "measure"]
     runs = sum(len(c.statuses) for c in cells)
     walls = {(c.allocator, c.workload, c.params): [w or 0.0 for w in c.columns["wall_s"]]
              for c in cells}  # fmt: skip
     total_wall = sum(sum(w) for w in walls.values())
     per_run = max(0.0, store.spent(cid) - total_wall) / runs if runs else 0.0
+    per_run = per_run if overhead is None else overhead
     return {k: sum(w) / len(w) + per_run for k, w in walls.items() if w}
 
 

@@ -43,6 +43,7 @@ class Suite:
     budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
     max_repetitions: int | None = None  # blocks a cell gets at most (None: the default)
+    expected_s: float = 0.0  # how long it took as it is where it was sized (0: not said)
 
 
 def suites_dir() -> Path:
@@ -75,6 +76,7 @@ def load_suite(name_or_path: str) -> Suite:
         margin=_parsed(f.margin or f.target_ci, "margin" if f.margin else "target_ci",
                        parse_fraction, stats.DEFAULT_MARGIN, str(path)),
         max_repetitions=f.max_repetitions,
+        expected_s=_parsed(f.expected, "expected", parse_duration, 0.0, str(path)),
     )  # fmt: skip
 
 

@@ -18,12 +18,11 @@ how many more blocks would decide.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from allocmark import analyze, stats
+from allocmark import analyze, forecast, stats
 from allocmark.analyze import Cell, Comparison, Row, row_key
 
 OVERALL = "all workloads"
@@ -61,6 +60,8 @@ class Answer:
     margin: float = stats.DEFAULT_MARGIN  # what "beyond the margin" means here
     tied_time: tuple[Choice, ...] = ()  # winners `fastest` is not clearly better than
     tied_rss: tuple[Choice, ...] = ()
+    blocks: int = 0  # blocks behind it (over all workloads: the fewest of a row)
+    block_s: float = 0.0  # seconds one more block of its rows takes (their runs' mean times)
 
 
 # a against b on an axis ("time" or "rss"): a/b with its interval, lower is better
@@ -76,17 +77,33 @@ def answers(comp: Comparison) -> list[Answer]:
 
 def _answers(comp: Comparison) -> list[Answer]:
     found = per_row(comp)
-    out = [_answer(row.label, comp, p, _row_duel(comp, row))
+    out = [dataclasses.replace(_answer(row.label, comp, p, _row_duel(comp, row)),
+                               **_pace([row]))
            for row, p in zip(comp.rows, found, strict=True)]  # fmt: skip
     if len(comp.rows) > 1:
-        out.append(_answer(OVERALL, comp, overall_positions(comp, found),
-                           _overall_duel(comp, found)))  # fmt: skip
+        out.append(
+            dataclasses.replace(
+                _answer(OVERALL, comp, overall_positions(comp, found), _overall_duel(comp, found)),
+                **_pace(comp.rows),
+            )
+        )
     return out
 
 
-def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
-    """positions() of every row."""
-    return _kept(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
+def _pace(rows: Sequence[Row]) -> dict[str, Any]:
+    """The fewest blocks of the rows, and what one more block of each costs: the mean
+    time of every allocator's runs (for "about N minutes more would decide")."""
+    blocks = min((max((len(c.blocks) for cells in r.cells.values() for c in cells.values()),
+                      default=0) for r in rows), default=0)  # fmt: skip
+    cost = sum(c.summary.mean for r in rows for c in r.cells["time_s"].values()
+               if c.summary is not None)  # fmt: skip
+    return {"blocks": blocks, "block_s": cost}
+
+
+def per_row(comp: Comparison, rule: str = "holm") -> list[dict[str, Choice | str]]:
+    """positions() of every row, each row's ratios judged by `rule` (FAMILIES)."""
+    return _kept(comp, f"positions/{rule}",
+                 lambda: [positions(comp, row, rule) for row in comp.rows])  # fmt: skip
 
 
 # The last few comparisons' positions and answers, by identity: one report asks for
@@ -139,12 +156,14 @@ def _open(c: Choice) -> bool:
     return any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
 
 
-def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
+def positions(comp: Comparison, row: Row, rule: str = "holm") -> dict[str, Choice | str]:
     """Each allocator's time and peak RSS against the baseline on `row`, or why it
     has none to recommend (its runs failed; partial for this program). The row's
-    ratios to the baseline are judged as one family (Holm)."""
+    ratios to the baseline are judged as one family: by Holm for the answer (it is
+    wrong anywhere at most 5 % of the time), by Benjamini–Hochberg for the matrix
+    (at most 5 % of its decided cells are wrong, on average)."""
     out: dict[str, Choice | str] = {}
-    family = _family(comp, row)
+    family = _family(comp, row, FAMILIES[rule])
     for a in comp.allocators:
         if role := _role(comp, a):
             out[a] = role
@@ -186,13 +205,17 @@ def _inverted(comp: Comparison, row: Row, a: str) -> bool:
     return comp.speedup or (row.cells["time_s"][a].fixed and speed_cell(row, a) is not None)
 
 
-def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
-    """Every non-baseline speed and peak RSS ratio of the row at its Holm level (by id
-    of the cell)."""
+Judge = Callable[[Sequence[stats.Ratio]], list[stats.Ratio]]
+FAMILIES: dict[str, Judge] = {"holm": stats.holm, "bh": stats.bh}
+
+
+def _family(comp: Comparison, row: Row, judge: Judge) -> dict[int, stats.Ratio]:
+    """Every non-baseline speed and peak RSS ratio of the row at its level in the
+    family `judge` makes of them (by id of the cell)."""
     cells = [c for a in comp.allocators if a != comp.baseline
              for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
              if c is not None and c.ratio is not None]  # fmt: skip
-    judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
+    judged = judge([c.ratio for c in cells if c.ratio is not None])
     return {id(c): r for c, r in zip(cells, judged, strict=True)}
 
 
@@ -269,16 +292,10 @@ def _overall_duel(comp: Comparison, per_row: list[dict[str, Choice | str]]) -> D
 
 
 def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
-    """Blocks in all that would let the test see the difference it now sees (or,
-    when the ratio is about 1, the equivalence margin) 80 % of the time: the
-    interval's width shrinks as 1/sqrt(blocks)."""
-    seen = r.detectable
-    if r.df <= 0 or not math.isfinite(seen):
-        return None
-    n = r.df + 1
-    effect = max(abs(math.log(r.value)), math.log1p(margin))
-    needed = max(n * (math.log1p(seen) / effect) ** 2, r.blocks_needed)  # the exact test's least
-    return math.ceil(needed) if needed > n else None
+    """Blocks in all that would likely decide r (forecast.blocks_to_decide), when more
+    than it has."""
+    needed = forecast.blocks_to_decide(r, margin)
+    return needed if needed is not None and needed > r.df + 1 else None
 
 
 def overall_positions(

@@ -19,14 +19,13 @@ from allocmark import signedrank, student
 LEVEL = 0.95
 ALPHA = 1 - LEVEL
 DEFAULT_MARGIN = 0.03  # ±3 %: the default precision target and equivalence margin
-# A campaign that adds blocks until decided splits alpha in two: the confidence sequence
-# (valid at any block) gets one half, for the rows it decides early; a row still undecided
-# when the budget or max_runs ends it gets one more look, the exact signed-rank interval
-# at the other half, intersected with the sequence. Either errs with probability at most
-# alpha/2 (the sequence at any block; the exact test at the block the budget ended, which
-# the blocks' signs do not choose), so the intersection errs at most alpha in all: the
-# fixed-n test's power at the end, where a confidence sequence alone is 1.4-2x wider.
-SPLIT = 2
+# Alpha is split by Bonferroni among the tests whose intervals are intersected
+# (docs/statistics.md, "How alpha is split"): a fixed number of blocks, the exact
+# signed-rank interval and Student's (fewblock); blocks added until decided, the
+# betting sequence, the Bayes-factor sequence (fewblock) and, for a row the budget
+# ended undecided, the exact signed-rank interval at the block it ended.
+FIXED_SHARES = 2
+SPLIT = 3
 MAD_LIMIT = 3.5  # modified z-score above which a value is an outlier (Iglewicz & Hoaglin)
 
 
@@ -217,18 +216,15 @@ class Ratio:
 
     @property
     def blocks_needed(self) -> int:
-        """Blocks the exact test needs before any verdict but inconclusive is possible:
-        the smallest n with 2 · 2^-n <= alpha (6 at 5 %); the anytime-valid interval's
-        bets must win that often at alpha/2 (8 at 5 %); a final look needs the fewer of
-        the two at alpha/2 (7)."""
-        exact = math.ceil(math.log2(2 / self.alpha) - 1e-12)
-        if not self.sequential:
-            return exact
-        from allocmark import sequential
+        """Blocks before any verdict but inconclusive is possible: the few-block tests'
+        least (fewblock.MIN_BLOCKS, 4: Student's interval at alpha/FIXED_SHARES, the
+        Bayes-factor sequence at alpha/SPLIT). Those verdicts need blocks that agree in
+        size; the tests on signs alone need more (2 · 2^-n below their share)."""
+        from allocmark import fewblock
 
-        bets = sequential.blocks_needed(self.alpha / SPLIT)
-        return min(bets, math.ceil(math.log2(2 * SPLIT / self.alpha) - 1e-12)) if self.final \
-            else bets  # fmt: skip
+        if not self.sequential:
+            return fewblock.MIN_BLOCKS
+        return fewblock.blocks_needed(self.alpha / SPLIT)
 
     @property
     def detectable(self) -> float:
@@ -267,6 +263,24 @@ def holm(ratios: Sequence[Ratio]) -> list[Ratio]:
             rejected += 1
         alphas[i] = level if rejected > k else ALPHA / (m - rejected)
     return [at_alpha(r, a) for r, a in zip(ratios, alphas, strict=True)]
+
+
+def bh(ratios: Sequence[Ratio]) -> list[Ratio]:
+    """The ratios judged as one family by Benjamini–Hochberg's step-up rule: R is the
+    largest k whose k-th smallest p is below alpha·k/m; every interval is recomputed at
+    alpha·max(R, 1)/m, the level whose false coverage rate over the selected ratios is
+    alpha (Benjamini & Yekutieli 2005). Of the cells it decides, at most 5 % are wrong
+    on average: a matrix's promise. Where most ratios differ (the applications' peak
+    RSS), it judges each near alpha; where none does (A/A), as strictly as Bonferroni.
+    Its level holds for positively dependent ratios, as ratios to one shared baseline
+    are (calibration counts it)."""
+    m = len(ratios)
+    if m <= 1:
+        return list(ratios)
+    ranked = sorted(r.p for r in ratios)
+    rejected = max((k for k in range(1, m + 1) if ranked[k - 1] <= ALPHA * k / m), default=0)
+    level = ALPHA * max(rejected, 1) / m
+    return [at_alpha(r, level) for r in ratios]
 
 
 def at_alpha(r: Ratio, alpha: float) -> Ratio:
@@ -314,19 +328,19 @@ def judge(low: float, high: float, margin: float, higher_is_better: bool = False
 def paired_ratio(
     a: Sequence[float], b: Sequence[float], sequential: bool = False, final: bool = False
 ) -> Ratio | None:
-    """a[i]/b[i] over blocks i (values > 0), judged by the exact Wilcoxon signed-rank
-    test of the blocks' log ratios: the Hodges–Lehmann estimate with the test's
-    inverted interval (signedrank.interval) and its exact p (signedrank.p_value). Pairing
-    removes what a block shares (the machine's state at that moment); the random order
-    inside each block makes a log ratio as likely positive as negative when the two
-    do not differ, whatever the noise, which is all the exact test assumes (a
-    Student-t interval also assumes normal noise, and this machine's is not: bursts,
-    bimodal peak RSS). se and df stay those of the mean log ratio, for the power
-    estimates (`detectable`). `sequential`: blocks were added until the interval
-    decided, so the interval and p are the anytime-valid ones of `sequential` (blocks
-    in the order they ran) at alpha/SPLIT, around the same estimate; `final`: the
+    """a[i]/b[i] over blocks i (values > 0), from the blocks' log ratios: the
+    Hodges–Lehmann estimate with the intersection of the intervals alpha is split
+    among (FIXED_SHARES, SPLIT) and the matching p. Pairing removes what a block shares
+    (the machine's state at that moment); the random order inside each block makes a
+    log ratio as likely positive as negative when the two do not differ, whatever the
+    noise, which is all the exact signed-rank test (signedrank) and the betting
+    sequence assume; Student's interval and the Bayes-factor sequence (fewblock) also
+    assume normal noise, and decide in a few blocks what those cannot before 6-11.
+    se and df stay those of the mean log ratio, for the power estimates
+    (`detectable`). `sequential`: blocks were added until the interval decided, so the
+    intervals are the anytime-valid ones (blocks in the order they ran); `final`: the
     budget ended these blocks undecided, so the exact interval at alpha/SPLIT narrows
-    it (SPLIT). None without a pair or with a value <= 0."""
+    them too. None without a pair or with a value <= 0."""
     if len(a) != len(b):
         raise ValueError("paired_ratio needs one a and one b per block")
     if not a or min(a) <= 0 or min(b) <= 0:
@@ -343,8 +357,9 @@ def paired_ratio(
         return Ratio(math.exp(centre), math.exp(low), math.exp(high), _split_p(logs, final),
                      sd / math.sqrt(n), n - 1, True, logs=logs, sequential=True,
                      final=final)  # fmt: skip
-    centre, low, high = signedrank.interval(logs)
-    return Ratio(math.exp(centre), math.exp(low), math.exp(high), signedrank.p_value(logs),
+    low, high = _paired_bounds(logs, ALPHA, False)
+    centre = min(max(signedrank.hodges_lehmann(logs), low), high)
+    return Ratio(math.exp(centre), math.exp(low), math.exp(high), _fixed_p(logs),
                  sd / math.sqrt(n), n - 1, True, logs=logs)  # fmt: skip
 
 
@@ -352,32 +367,49 @@ def paired_ratio(
 def _paired_bounds(
     logs: tuple[float, ...], alpha: float, sequential: bool, final: bool = False
 ) -> tuple[float, float]:
-    """The exact interval; or the confidence sequence at alpha/SPLIT, narrowed by the
-    exact one at alpha/SPLIT on a final look. Two that do not meet (one of them errs:
-    rarer than alpha) leave the sequence alone. Kept: a report judges the same ratios
-    as a family in several places (the matrix, the answers), each at Holm's levels."""
+    """The intersection of the intervals alpha is split among (FIXED_SHARES, SPLIT).
+    Intervals that do not meet (one of them errs: rarer than alpha) leave the first,
+    which assumes the least. Kept: a report judges the same ratios as a family in
+    several places (the matrix, the answers), each at Holm's levels."""
+    from allocmark import fewblock
+
     if not sequential:
-        _, low, high = signedrank.interval(logs, alpha)
-        return low, high
+        share = alpha / FIXED_SHARES
+        _, low, high = signedrank.interval(logs, share)
+        return _meet((low, high), fewblock.student_interval(logs, share))
     from allocmark import sequential as cs
 
-    low, high = cs.interval(logs, alpha / SPLIT)
+    share = alpha / SPLIT
+    bounds = _meet(cs.interval(logs, share), fewblock.sequence(logs, share))
     if final:
-        _, exact_low, exact_high = signedrank.interval(logs, alpha / SPLIT)
-        if max(low, exact_low) <= min(high, exact_high):
-            return max(low, exact_low), min(high, exact_high)
-    return low, high
+        _, exact_low, exact_high = signedrank.interval(logs, share)
+        bounds = _meet(bounds, (exact_low, exact_high))
+    return bounds
+
+
+def _meet(first: tuple[float, float], other: tuple[float, float]) -> tuple[float, float]:
+    """Two intervals intersected; `first` alone when they do not meet."""
+    low, high = max(first[0], other[0]), min(first[1], other[1])
+    return (low, high) if low <= high else first
 
 
 def _split_p(logs: Sequence[float], final: bool) -> float:
-    """The p that matches _paired_bounds: below alpha exactly when either interval at
-    alpha/SPLIT excludes 0 (Bonferroni over the sequence and the final exact test)."""
+    """The p that matches _paired_bounds: below alpha exactly when one of the
+    intervals at alpha/SPLIT excludes 0 (Bonferroni over the tests)."""
+    from allocmark import fewblock
     from allocmark import sequential as cs
 
-    p = cs.p_value(logs)
+    p = min(cs.p_value(logs), fewblock.sequence_p(logs))
     if final:
         p = min(p, signedrank.p_value(logs))
     return min(1.0, SPLIT * p)
+
+
+def _fixed_p(logs: Sequence[float]) -> float:
+    """The p that matches _paired_bounds for a fixed number of blocks."""
+    from allocmark import fewblock
+
+    return min(1.0, FIXED_SHARES * min(signedrank.p_value(logs), fewblock.student_p(logs)))
 
 
 def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:

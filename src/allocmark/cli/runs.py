@@ -325,6 +325,7 @@ class _Progress:
         self.task: TaskID | None = None
         self.precision = "first blocks"
         self.target: float | None = None
+        self.warned: set[str] = set()
 
     def __enter__(self) -> _Progress:
         self.bar.__enter__()
@@ -338,6 +339,7 @@ class _Progress:
 
         from allocmark import api, harden
         from allocmark.campaign import RoundDone, RunDone
+        from allocmark.forecast import Forecast
         from allocmark.model import RunStatus
 
         if isinstance(event, api.Note):
@@ -349,8 +351,14 @@ class _Progress:
             self.task = self.bar.add_task("running", total=event.total, completed=event.done)
         elif isinstance(event, RoundDone):
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
-            self.precision = (f"{event.undecided} of {event.ratios} ratios undecided "
-                              f"(margin ±{self.target or 0:.0%}){more}")  # fmt: skip
+            self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
+                              f"decided (margin ±{self.target or 0:.0%}){more}")  # fmt: skip
+        elif isinstance(event, Forecast):
+            self.bar.console.print(event.text(), style="dim", highlight=False, soft_wrap=True)
+            warning = event.warning()
+            if warning and warning not in self.warned:  # said once; a change is said again
+                self.warned.add(warning)
+                self.bar.console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
         elif isinstance(event, RunDone) and self.task is not None:
             spec, result = event.spec, event.result
             what = f"{self.precision} | {spec.allocator} {spec.workload}"
@@ -379,6 +387,10 @@ def _plan_line(p: api.Planned) -> str:
 
 
 def _eta(p: api.Planned) -> str:
+    if p.estimate_s is None and p.expected_s:
+        from allocmark.forecast import duration
+
+        return f" (about {duration(p.expected_s)} on the 2-core VM this suite was sized on)"
     if p.estimate_s is None:
         return " (time: unknown until the first runs end)"
     t = p.estimate_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from allocmark import stats
+from allocmark.forecast import duration
 from allocmark.recommend import OVERALL, Answer, Choice, Position
 
 
@@ -51,6 +52,8 @@ def lead(a: Answer) -> str:
         text = f"Use {f.allocator} for time: {_time(f.time)}, {_rss(f.rss)}"
     elif s:
         text = f"Use {s.allocator} for memory: {_rss(s.rss)}, {_time(s.time)}"
+    elif contenders(a):
+        text = _undecided(a)
     else:
         text = (f"Keep {a.baseline}: no allocator is significantly faster or smaller by "
                 f"more than {a.margin:.0%}{_at_most(a)}")  # fmt: skip
@@ -58,6 +61,45 @@ def lead(a: Answer) -> str:
         if tied:
             text += f"; a tie for {axis}: {', '.join(c.allocator for c in tied)}"
     return text + "."
+
+
+def contenders(a: Answer) -> list[Choice]:
+    """Undecided allocators that could still be better than the baseline by more than
+    the margin (their interval's better end lies beyond it): while there are any, the
+    answer is undecided, never "keep the baseline"."""
+    bar = 1 / (1 + a.margin)
+    return [c for c in a.undecided if any(
+        p is not None and p.verdict is stats.Verdict.INCONCLUSIVE and p.low < bar
+        for p in (c.time, c.rss))]  # fmt: skip
+
+
+def _undecided(a: Answer) -> str:
+    """What was measured when nothing is decided: the leading estimates, and about how
+    many blocks (and minutes) more would decide."""
+    bar = 1 / (1 + a.margin)
+    # Per axis, what could still beat the baseline on it: undecided, its better end beyond.
+    open_ = {axis: [(c, p) for c in contenders(a) if (p := getattr(c, axis)) is not None
+                    and p.verdict is stats.Verdict.INCONCLUSIVE and p.low < bar]
+             for axis in ("time", "rss")}  # fmt: skip
+    leads = []
+    for axis, found in open_.items():
+        best, p = min(found, key=lambda x: x[1].value, default=(None, None))
+        if best is not None and p is not None and p.value < 1:
+            size = f"{1 / p.value:.2f}× faster" if axis == "time" else \
+                f"peak RSS {p.value - 1:+.1%}"  # fmt: skip
+            leads.append(f"{best.allocator} {size}")
+    text = (f"Undecided after {a.blocks} blocks: no allocator is yet significantly faster "
+            f"or smaller than {a.baseline} by more than {a.margin:.0%}")  # fmt: skip
+    if leads:
+        text += "; leading, not significant yet: " + ", ".join(leads)
+    need = [p.blocks_to_decide for found in open_.values() for _, p in found
+            if p.blocks_to_decide]  # fmt: skip
+    if need and a.block_s > 0:
+        more = max(0, max(need) - a.blocks) * a.block_s
+        text += f"; about {max(need)} blocks in all (about {duration(more)} more) would decide"
+    elif need:
+        text += f"; about {max(need)} blocks in all would decide"
+    return text
 
 
 def _at_most(a: Answer) -> str:
@@ -74,6 +116,10 @@ def _at_most(a: Answer) -> str:
 
 
 def _pick(goal: str, c: Choice | None, a: Answer) -> str:
+    axis = "time" if goal == "time" else "rss"
+    if c is None and any(getattr(x, axis) is not None and getattr(x, axis).low < 1 / (1 + a.margin)
+                         for x in contenders(a)):  # fmt: skip
+        return f"for {goal}: undecided after {a.blocks} blocks (see below)"
     if c is None:
         what = "faster" if goal == "time" else "smaller in peak RSS"
         return (f"for {goal}: keep {a.baseline}: no allocator is significantly {what} by "

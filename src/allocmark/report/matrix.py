@@ -1,7 +1,7 @@
 """The verdict matrix: the answer at a glance. A row per workload and one for all of
 them (the geometric mean), a column per allocator, each cell one glyph and one
 number against the baseline: "▲ 1.94×" better, "▼ 1.40×" worse, "= same" within the
-margin, "? ±12%" undecided (± half its interval). One matrix for speed (time, or
+margin, "? ▿1.29×" undecided (the estimate, leaning worse). One matrix for speed (time, or
 throughput where a workload runs for a set time) and one for peak RSS; the same
 cells in the terminal, Markdown and HTML."""
 
@@ -44,8 +44,8 @@ def legend(margin: float, found: list[Matrix], more: str = "--detail: all values
     """What the glyphs say (the partial mark where there is one); `more`: where every
     value and interval is."""
     partial = any("†" in m.text for x in found for _, marks in x.rows for m in marks)
-    return (f"▲ better ▼ worse (×factor) · = same (±{margin:.0%}) · ? undecided (±half its "
-            "interval; few: too few blocks) · ✗ failed · "
+    return (f"▲ better ▼ worse (×factor) · = same (±{margin:.0%}) · ? undecided (its "
+            "estimate, ▵ leaning better, ▿ worse) · ✗ failed · "
             + ("† partial, not recommended · " if partial else "") + more)  # fmt: skip
 
 
@@ -57,13 +57,15 @@ def leads(comp: Comparison) -> list[tuple[str, str]]:
 
 def matrices(comp: Comparison) -> list[Matrix]:
     """The speed matrix and the peak RSS matrix, each where the campaign has one. The
-    cells are the answer's own positions (recommend.py): each row's ratios judged as
-    one family (Holm), the "all" row by the geometric means, so that no cell says
-    more than the sentence under it."""
+    cells are positions (recommend.py), each row's ratios judged as one family at a 5 %
+    false discovery rate (Benjamini–Hochberg: of the cells a matrix decides, at most
+    5 % are wrong on average), the "all" row by the geometric means. The answer under
+    it judges the same ratios by Holm (wrong anywhere at most 5 % of the time), so a
+    cell may be decided where the sentence still says "undecided", never the reverse."""
     if not comp.rows or comp.baseline is None or len(comp.allocators) < 2:
         return []
     order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
-    per_row = recommend.per_row(comp)
+    per_row = recommend.per_row(comp, "bh")
     labelled: list[tuple[str, dict[str, recommend.Choice | str], Row | None]] = [
         (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
     if len(comp.rows) > 1:
@@ -118,12 +120,21 @@ def _judged(p: recommend.Position) -> Mark:
     if p.verdict is stats.Verdict.SAME:
         return Mark(SAME, "same")
     if p.verdict is stats.Verdict.INCONCLUSIVE:
-        if not 0 < p.low <= p.high < math.inf:
-            return Mark(UNDECIDED, "few")  # fewer blocks than a verdict needs
-        half = math.sqrt(p.high / p.low) - 1  # half the interval, on the log scale
-        return Mark(UNDECIDED, f"±{half:.0%}" if half < 1 else "±>99%")
+        return Mark(UNDECIDED, leaning(p.value))
     factor = max(p.value, 1 / p.value) if p.value > 0 else math.inf
     return Mark(BETTER if p.verdict is stats.Verdict.BETTER else WORSE, _factor(factor))
+
+
+def leaning(value: float) -> str:
+    """An undecided position's estimate: the way it leans (▵ better, ▿ worse; lower is
+    better) and its factor, "▿1.29×": what was measured, where the glyph in front
+    ("?") says that it is not a verdict."""
+    if not value > 0:
+        return "n/a"
+    factor = max(value, 1 / value)
+    if factor < 1.005:
+        return _factor(factor)
+    return ("▵" if value < 1 else "▿") + _factor(factor)
 
 
 def _factor(x: float) -> str:

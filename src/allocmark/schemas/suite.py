@@ -52,6 +52,12 @@ class SuiteFile(BaseModel):
         "0 or none: no limit",
         json_schema_extra={"expected": "a duration such as 2m, 90s, 1m30s, 1h or none"},
     )  # fmt: skip
+    expected: str | None = Field(
+        None, pattern=r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$",
+        description="how long the suite took, as it is, on the 2-core VM it was sized on "
+        "(said when it starts, before this machine's own runs tell)",
+        json_schema_extra={"expected": "a duration such as 18m"},
+    )  # fmt: skip
     margin: str | None = _percentage(
         "equivalence margin: add blocks until every ratio is faster, slower, or the same "
         "within ±this, e.g. 3%")  # fmt: skip

@@ -100,6 +100,20 @@ class Progress(Base):
         row = self.db.execute("SELECT spent_s FROM campaigns WHERE id=?", (cid,)).fetchone()
         return float(row[0]) if row else 0.0
 
+    def measured_overhead(self, cid: int) -> float | None:
+        """Seconds each measured run costs beyond its own wall time (the launcher, saving,
+        the noise sentinel), from when the measured runs started and ended; None before
+        two. The budget's `spent` also holds the set-up runs, which come once."""
+        row = self.db.execute(
+            "SELECT min(started), max(started + wall_s), sum(wall_s), count(*) FROM runs "
+            "WHERE campaign_id=? AND role='measure' AND started > 0 AND wall_s IS NOT NULL",
+            (cid,),
+        ).fetchone()
+        if not row or row[3] < 2:
+            return None
+        first, last, wall, n = (float(x) for x in row)
+        return max(0.0, (last - first - wall) / (n - 1))
+
     def add_calibration(self, cid: int, after_seq: int, seconds: float) -> None:
         """The calibration loop's time, run between blocks (the noise sentinel)."""
         with self.db:
