@@ -43,7 +43,8 @@ defaults (tune's Holm family, :nothp in it) is false, and so is recommending one
 usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
   per condition, and 100 on the applications); CELLS: A/B cells (default 10);
-  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps (default: all four).
+  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab (default: all;
+  apps is the applications' A/A, appsab their A/B).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
 """
@@ -257,8 +258,22 @@ def apps_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
             c = comp.rows[0].cells["peak_rss_kib"][allocator]
             if c.verdict is not None and c.ratio is not None:
                 what = f"{workload} {allocator}"
-                tally.app_effects.append((what, c.verdict is truth, c.ratio.value,
-                                          int(c.ratio.df) + 1))  # fmt: skip
+                first = first_decided(comp, allocator, c.ratio.alpha)
+                tally.app_effects.append((what, c.verdict is truth, c.ratio.value, first))
+
+
+def first_decided(comp: analyze.Comparison, allocator: str, alpha: float) -> int:
+    """The first block at which the peak RSS ratio was decided, at its final level: the
+    row ran on while its time was undecided, so its length says nothing of this one."""
+    row = comp.rows[0]
+    cell, base = row.cells["peak_rss_kib"][allocator], row.cells["peak_rss_kib"]["glibc"]
+    a, b = analyze.aligned_blocks(cell, base) or ((), ())
+    for n in range(2, len(a) + 1):
+        r = stats.paired_ratio(a[:n], b[:n], sequential=comp.sequential)
+        if r is not None and stats.verdict(stats.at_alpha(r, alpha), comp.margin) in (
+                stats.Verdict.BETTER, stats.Verdict.WORSE):  # fmt: skip
+            return n
+    return 0  # never
 
 
 UNUSED = "AM_CALIBRATION_UNUSED"  # an environment variable no allocator reads
@@ -362,11 +377,11 @@ def report(name: str, t: Tally, reps: int) -> None:
     for what in dict.fromkeys(w for w, *_ in t.app_effects):
         mine = [e for e in t.app_effects if e[0] == what]
         hits = [e[1] for e in mine]
-        blocks = [e[3] for e in mine if e[1]]
+        blocks = [e[3] for e in mine if e[1] and e[3]]
         print(
             f"  detected ({what} peak RSS, run's rules): {rate(sum(hits), len(hits))} "
-            f"(measured {statistics.median(e[2] - 1 for e in mine):+.1%} median; median "
-            f"{statistics.median(blocks) if blocks else '-'} blocks to the verdict)"
+            f"(measured {statistics.median(e[2] - 1 for e in mine):+.1%} median; first "
+            f"decided at block {statistics.median(blocks) if blocks else '-'}, median)"
         )
     for f in (0.10, 0.05):
         if hits := t.detected.get(f, []):
@@ -461,7 +476,7 @@ def main(argv: Sequence[str]) -> None:
     reps = int(argv[0]) if argv else 3
     cells = int(argv[1]) if len(argv) > 1 else 10
     conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
-    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps"}
+    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps", "appsab"}
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
         every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}
@@ -483,6 +498,7 @@ def main(argv: Sequence[str]) -> None:
                     ab(tally, work, cells, every, name)
                 if "apps" in parts:
                     apps_aa(tally, work, reps, name)
+                if "appsab" in parts:
                     apps_ab(tally, work, max(3, cells // 3), name)
             report(name, tally, reps)
             sys.stdout.flush()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from allocmark import analyze, forecast, stats
+from allocmark import analyze, forecast, plan, stats
 from allocmark.report import matrix
 from tests.fakes import stored
 
@@ -49,6 +49,10 @@ def test_too_few_blocks_or_too_little_budget_are_said_at_once_with_the_fix() -> 
         "the budget cannot reach a verdict (about 5 s"
     )
     assert "use --budget 20s or more" in warning
+    # What it names is what --budget reads.
+    for seconds in (20.0, 400.0, 7000.0):
+        named = forecast.budget_text(seconds)
+        assert seconds <= plan.parse_duration(named) < seconds * 1.2 + 60
 
 
 def test_once_the_noise_is_seen_it_says_how_long_each_axis_takes() -> None:
@@ -83,9 +87,9 @@ def test_the_clearest_ratio_is_said_apart_from_the_slowest() -> None:
     assert wait.first_blocks < wait.blocks
     assert f"speed: the clearest ratio decided by about {wait.first_blocks} blocks" in f.text()
     warning = f.warning()
-    assert warning is not None and "(its clearest ratio is within the budget)" in warning
+    assert warning is not None and "(its clearest speed ratio is within it)" in warning
     poorer = forecast.of(comp, costs, _settings(budget_s=13.0), spent_s=12.0).warning()
-    assert poorer is not None and "for its clearest ratio)" in poorer
+    assert poorer is not None and "for its clearest speed ratio)" in poorer
 
 
 def _judged_time(comp: analyze.Comparison) -> stats.Ratio:

@@ -60,8 +60,9 @@ class Forecast:
         out += (f"; a block of every undecided row takes {duration(self.block_s)}; a verdict "
                 f"is possible from {self.first_at} blocks")  # fmt: skip
         out += f" ({duration(first)} more)" if first else ""
+        seen = "the noise of 2 blocks (rough)" if self.blocks < 3 else "the noise seen"
         for axis, w in self.waits.items():
-            out += f"; at the noise seen, {axis}: "
+            out += f"; at {seen}, {axis}: "
             if w.first_blocks < w.blocks:
                 out += (f"the clearest ratio decided by about {w.first_blocks} blocks "
                         f"({duration(w.first_seconds)} more), ")  # fmt: skip
@@ -98,18 +99,23 @@ class Forecast:
         over = {axis: s for axis, s in waits.items() if s > max(0.0, left)}
         if not over:
             return None
-        axis, need = min(over.items(), key=lambda x: x[1])
-        total = duration(self.spent_s + ahead + need).replace(" ", "")
+        # Every axis it cannot reach, the nearest first; the budget named reaches them all.
+        ordered = sorted(over.items(), key=lambda x: x[1])
+        total = budget_text(self.spent_s + ahead + ordered[-1][1])
+        reach = " nor ".join(f"{axis} (about {duration(need)} more)" for axis, need in ordered)
         text = (
-            f"the budget cannot reach {axis} (about {duration(need)} more after the "
-            f"planned blocks, {duration(max(0.0, left))} left): use --budget {total} or more"
+            f"the budget cannot reach {reach} after the planned blocks, "
+            f"{duration(max(0.0, left))} left: use --budget {total} or more"
         )
+        axis = ordered[-1][0]
         w = self.waits.get(axis)
-        if w is not None and w.first_blocks < w.blocks and w.first_seconds - ahead > left:
-            first = duration(self.spent_s + max(ahead, w.first_seconds)).replace(" ", "")
-            text += f" ({first} for its clearest ratio)"
-        elif w is not None and w.first_blocks < w.blocks:
-            text += " (its clearest ratio is within the budget)"
+        if w is not None and w.first_blocks < w.blocks:
+            beyond = w.first_seconds - ahead  # what the clearest ratio needs past the plan
+            if beyond <= max(0.0, left):
+                text += f" (its clearest {axis} ratio is within it)"
+            else:
+                first = budget_text(self.spent_s + ahead + beyond)
+                text += f" ({first} for its clearest {axis} ratio)"
         return f"{text}, or {fix}"
 
 
@@ -152,6 +158,15 @@ def _few_quantile(n: int, alpha: float, sequential: bool) -> float:
     if n < fewblock.MIN_BLOCKS:
         return math.inf
     return student.quantile(n - 1, 1 - alpha / stats.FIXED_SHARES / 2)
+
+
+def budget_text(seconds: float) -> str:
+    """A budget that covers `seconds`, as --budget reads it: '45s', '12m', '3.2h'."""
+    if seconds < 90:
+        return f"{math.ceil(seconds)}s"
+    if seconds < 5400:
+        return f"{math.ceil(seconds / 60)}m"
+    return f"{math.ceil(seconds / 360) / 10:.1f}h"
 
 
 def duration(seconds: float) -> str:

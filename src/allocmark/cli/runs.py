@@ -326,6 +326,7 @@ class _Progress:
         self.precision = "first blocks"
         self.target: float | None = None
         self.warned: set[str] = set()
+        self.said_at = 0  # the blocks of the last forecast printed
 
     def __enter__(self) -> _Progress:
         self.bar.__enter__()
@@ -354,10 +355,18 @@ class _Progress:
             self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
                               f"decided (margin ±{self.target or 0:.0%}){more}")  # fmt: skip
         elif isinstance(event, Forecast):
-            self.bar.console.print(event.text(), style="dim", highlight=False, soft_wrap=True)
+            self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
+                              f"decided after {event.blocks} blocks")  # fmt: skip
+            # After the first two blocks, then each time the blocks have doubled: a long
+            # campaign has a round every few blocks, and its forecast moves slowly.
+            if event.blocks >= 2 * self.said_at or event.blocks <= 2:
+                self.said_at = event.blocks
+                self.bar.console.print(event.text(), style="dim", highlight=False,
+                                       soft_wrap=True)  # fmt: skip
             warning = event.warning()
-            if warning and warning not in self.warned:  # said once; a change is said again
-                self.warned.add(warning)
+            what = warning.split(" (")[0].split(" about ")[0] if warning else ""
+            if warning and what not in self.warned:  # each kind once: "cannot reach speed"
+                self.warned.add(what)
                 self.bar.console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
         elif isinstance(event, RunDone) and self.task is not None:
             spec, result = event.spec, event.result
