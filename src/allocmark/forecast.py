@@ -162,20 +162,18 @@ def _few_quantile(n: int, alpha: float, sequential: bool) -> float:
 
 def budget_text(seconds: float) -> str:
     """A budget that covers `seconds`, as --budget reads it: '45s', '12m', '3.2h'."""
-    if seconds < 90:
-        return f"{math.ceil(seconds)}s"
-    if seconds < 5400:
-        return f"{math.ceil(seconds / 60)}m"
-    return f"{math.ceil(seconds / 360) / 10:.1f}h"
+    return duration(seconds, budget=True)
 
 
-def duration(seconds: float) -> str:
-    """'45 s', '12 min', '3.2 h'."""
+def duration(seconds: float, budget: bool = False) -> str:
+    """'45 s', '12 min', '3.2 h'; `budget`: rounded up and written as --budget reads it."""
+    seconds = max(0.0, seconds)
     if seconds < 90:
-        return f"{max(0.0, seconds):.0f} s"
+        return f"{math.ceil(seconds)}s" if budget else f"{seconds:.0f} s"
     if seconds < 5400:
-        return f"{math.ceil(seconds / 60):.0f} min"
-    return f"{seconds / 3600:.1f} h"
+        return f"{math.ceil(seconds / 60)}" + ("m" if budget else " min")
+    hours = math.ceil(seconds / 360) / 10 if budget else seconds / 3600
+    return f"{hours:.1f}" + ("h" if budget else " h")
 
 
 @dataclass

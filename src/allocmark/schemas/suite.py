@@ -9,6 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field
 Value = int | str  # "1..4" and "1..2*cores" are ranges, expanded when the suite is read
 
 
+_DURATION = r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$"
+
+
+def _duration(description: str, example: str, unlimited: bool = False) -> Any:
+    """A duration field: 2m, 90s, 1m30s, 1h (`unlimited`: also none)."""
+    pattern = _DURATION + ("|^(none|unlimited)$" if unlimited else "")
+    return Field(None, pattern=pattern, description=description,
+                 json_schema_extra={"expected": example})  # fmt: skip
+
+
 def _percentage(description: str) -> Any:
     """A percentage field: 3% or 0.03."""
     return Field(None, pattern=r"^\d+(\.\d+)?%?$", description=description,
@@ -46,18 +56,12 @@ class SuiteFile(BaseModel):
     )  # fmt: skip
     timeout: float = Field(600, gt=0, le=7 * 86400, description="seconds per run (a week at most)")
     seed: int = Field(1, ge=0, le=2**63 - 1, description="shuffle seed of the run order")
-    budget: str | None = Field(
-        None, pattern=r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$|^(none|unlimited)$",
-        description="add blocks while the campaign has spent less than this, e.g. 2m, 90s; "
-        "0 or none: no limit",
-        json_schema_extra={"expected": "a duration such as 2m, 90s, 1m30s, 1h or none"},
-    )  # fmt: skip
-    expected: str | None = Field(
-        None, pattern=r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$",
-        description="how long the suite took, as it is, on the 2-core VM it was sized on "
-        "(said when it starts, before this machine's own runs tell)",
-        json_schema_extra={"expected": "a duration such as 18m"},
-    )  # fmt: skip
+    budget: str | None = _duration(
+        "add blocks while the campaign has spent less than this, e.g. 2m, 90s; 0 or none: "
+        "no limit", "a duration such as 2m, 90s, 1m30s, 1h or none", unlimited=True)  # fmt: skip
+    expected: str | None = _duration(
+        "how long the suite took, as it is, on the 2-core VM it was sized on (said when it "
+        "starts, before this machine's own runs tell)", "a duration such as 18m")  # fmt: skip
     margin: str | None = _percentage(
         "equivalence margin: add blocks until every ratio is faster, slower, or the same "
         "within ±this, e.g. 3%")  # fmt: skip
