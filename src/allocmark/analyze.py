@@ -440,9 +440,15 @@ def row_ratio(comp: Comparison, row: Row, a: Cell, b: Cell) -> stats.Ratio | Non
     aligned = aligned_blocks(a, b)
     if not aligned:
         return None
-    most = max(len(c.blocks) for cells in row.cells.values() for c in cells.values())
+    most = row_blocks(row)
     final = row.final and len(aligned[0]) == most
     return stats.paired_ratio(*aligned, sequential=comp.sequential, final=final)
+
+
+def row_blocks(row: Row) -> int:
+    """The most blocks any cell of the row has: the blocks the row ran."""
+    return max((len(c.blocks) for cells in row.cells.values() for c in cells.values()),
+               default=0)  # fmt: skip
 
 
 def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] | None:

@@ -201,10 +201,11 @@ def steps(
                 # runs, a campaign of 2 ms runs took 5 minutes on a 2-minute budget.
                 _spend_rest(store, cid, started, counted)
                 started = time.monotonic()
-                more, undecided, ratios = more_runs(store, cid, settings)
+                comp = analyze.stored_comparison(store, cid)  # one analysis a round
+                more, undecided, ratios = more_runs(store, cid, settings, comp)
                 yield RoundDone(undecided, ratios, len({_block(s) for s in more}))
                 if more:
-                    yield foresee(store, cid, settings)
+                    yield foresee(store, cid, settings, comp)
                 store.extend_plan(cid, more)
                 _spend_rest(store, cid, started, 0.0)
     except BaseException:
@@ -223,10 +224,11 @@ def _first_blocks(pending: Sequence[RunSpec]) -> dict[int, int]:
     return counts
 
 
-def foresee(store: Store, cid: int, settings: dict[str, Any]) -> forecast.Forecast:
-    """The forecast of the runs so far (forecast.py)."""
-    return forecast.of(analyze.stored_comparison(store, cid),
-                       _run_costs(store, cid, store.measured_overhead(cid)), settings,
+def foresee(store: Store, cid: int, settings: dict[str, Any],
+            comp: analyze.Comparison | None = None) -> forecast.Forecast:  # fmt: skip
+    """The forecast of the runs so far (forecast.py), from `comp` when the round has it."""
+    comp = comp or analyze.stored_comparison(store, cid)
+    return forecast.of(comp, _run_costs(store, cid, store.measured_overhead(cid)), settings,
                        store.spent(cid))  # fmt: skip
 
 
@@ -291,16 +293,19 @@ def _cell(spec: RunSpec) -> tuple[str, str, Params]:
 GROWTH = 8  # a round adds 1/GROWTH of a row's blocks (at least one)
 
 
-def more_runs(store: Store, cid: int, settings: dict[str, Any]) -> tuple[list[RunSpec], int, int]:
+def more_runs(
+    store: Store, cid: int, settings: dict[str, Any], comp: analyze.Comparison | None = None
+) -> tuple[list[RunSpec], int, int]:
     """More blocks (1/GROWTH of those it has), interleaved, for every row with a
     deciding ratio still undecided and fewer than max_runs blocks, as the budget allows;
     and how many deciding ratios are undecided, of how many. Stopping a row once it is
     decided is sound only because its intervals are anytime-valid (`sequential`):
     with fixed-n intervals, stopping at the first "faster" made false verdicts stay
     (A/A: 7 % false instead of 5 %). A row the budget leaves undecided gets one exact
-    look at its end, once the campaign is finished (stats.SPLIT)."""
+    look at its end, once the campaign is finished (stats.SPLIT). `comp`: the stored
+    comparison, when the caller has it."""
     specs = store.plan(cid)
-    comp = analyze.stored_comparison(store, cid)
+    comp = comp or analyze.stored_comparison(store, cid)
     open_rows: dict[tuple[str, Params], bool] = {}
     undecided = ratios = 0
     for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
@@ -369,9 +374,10 @@ def _run_costs(
     runs = sum(len(c.statuses) for c in cells)
     walls = {(c.allocator, c.workload, c.params): [w or 0.0 for w in c.columns["wall_s"]]
              for c in cells}  # fmt: skip
-    total_wall = sum(sum(w) for w in walls.values())
-    per_run = max(0.0, store.spent(cid) - total_wall) / runs if runs else 0.0
-    per_run = per_run if overhead is None else overhead
+    if overhead is None:
+        total_wall = sum(sum(w) for w in walls.values())
+        overhead = max(0.0, store.spent(cid) - total_wall) / runs if runs else 0.0
+    per_run = overhead
     return {k: sum(w) / len(w) + per_run for k, w in walls.items() if w}
 
 

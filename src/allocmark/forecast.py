@@ -73,22 +73,31 @@ class Forecast:
 
     def warning(self) -> str | None:
         """What the budget or --max-runs cannot reach, and the fix; None when they can."""
+        found = self.alert()
+        return found[1] if found else None
+
+    def alert(self) -> tuple[str, str] | None:
+        """(what kind of warning, its text): a kind is said once, though its figures
+        move from round to round."""
         if not self.undecided:
             return None
         fix = "a wider --margin, fewer allocators (-a), or a smaller scale (-p scale=...)"
         if self.max_runs < self.first_at:
-            return (f"{self.max_runs} blocks can decide nothing: a verdict needs at least "
-                    f"{self.first_at}; use -n {self.first_at} or more")  # fmt: skip
+            return "nothing", (
+                f"{self.max_runs} blocks can decide nothing: a verdict needs at "
+                f"least {self.first_at}; use -n {self.first_at} or more"
+            )
         short = [(axis, w) for axis, w in self.waits.items() if w.blocks > self.max_runs]
         if short:
             axis, w = short[0]
-            return (f"{axis} needs about {w.blocks} blocks, more than the {self.max_runs} this "
-                    f"campaign may run: raise --max-runs, or use {fix}")  # fmt: skip
+            return f"max-runs {axis}", (
+                f"{axis} needs about {w.blocks} blocks, more than the {self.max_runs} this "
+                f"campaign may run: raise --max-runs, or use {fix}")  # fmt: skip
         if not self.sequential or self.left_s is None:
             return None
         return self._over_budget(fix)
 
-    def _over_budget(self, fix: str) -> str | None:
+    def _over_budget(self, fix: str) -> tuple[str, str] | None:
         # The planned blocks run whatever the budget says; it pays for the ones after.
         ahead = max(0, self.planned - self.blocks) * self.block_s
         left = self.left_s - ahead if self.left_s is not None else math.inf
@@ -116,7 +125,7 @@ class Forecast:
             else:
                 first = budget_text(self.spent_s + ahead + beyond)
                 text += f" ({first} for its clearest {axis} ratio)"
-        return f"{text}, or {fix}"
+        return "budget " + " ".join(axis for axis, _ in ordered), f"{text}, or {fix}"
 
 
 POWER_Z = 0.8416  # the standard normal's 80 % quantile: "likely" in a forecast
@@ -195,7 +204,7 @@ def of(comp: Comparison, costs: Mapping[tuple[str, str, Params], float],
     most = 0
     tallies = {axis: _Tally() for axis in AXES}
     for row in comp.rows:
-        have = max(len(c.blocks) for cells_ in row.cells.values() for c in cells_.values())
+        have = analyze.row_blocks(row)
         most = max(most, have)
         cells = analyze.deciding(row, comp.baseline)
         judged = analyze.judged(row, comp.baseline)

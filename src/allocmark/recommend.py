@@ -93,8 +93,7 @@ def _answers(comp: Comparison) -> list[Answer]:
 def _pace(rows: Sequence[Row]) -> dict[str, Any]:
     """The fewest blocks of the rows, and what one more block of each costs: the mean
     time of every allocator's runs (for "about N minutes more would decide")."""
-    blocks = min((max((len(c.blocks) for cells in r.cells.values() for c in cells.values()),
-                      default=0) for r in rows), default=0)  # fmt: skip
+    blocks = min((analyze.row_blocks(r) for r in rows), default=0)
     cost = sum(c.summary.mean for r in rows for c in r.cells["time_s"].values()
                if c.summary is not None)  # fmt: skip
     return {"blocks": blocks, "block_s": cost}

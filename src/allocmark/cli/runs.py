@@ -363,11 +363,10 @@ class _Progress:
                 self.said_at = event.blocks
                 self.bar.console.print(event.text(), style="dim", highlight=False,
                                        soft_wrap=True)  # fmt: skip
-            warning = event.warning()
-            what = warning.split(" (")[0].split(" about ")[0] if warning else ""
-            if warning and what not in self.warned:  # each kind once: "cannot reach speed"
-                self.warned.add(what)
-                self.bar.console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
+            alert = event.alert()
+            if alert and alert[0] not in self.warned:  # each kind once
+                self.warned.add(alert[0])
+                self.bar.console.print(f"[yellow]{escape(alert[1])}[/]", soft_wrap=True)
         elif isinstance(event, RunDone) and self.task is not None:
             spec, result = event.spec, event.result
             what = f"{self.precision} | {spec.allocator} {spec.workload}"

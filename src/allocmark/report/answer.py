@@ -65,22 +65,24 @@ def lead(a: Answer) -> str:
 
 def contenders(a: Answer) -> list[Choice]:
     """Undecided allocators that could still be better than the baseline by more than
-    the margin (their interval's better end lies beyond it): while there are any, the
-    answer is undecided, never "keep the baseline"."""
+    the margin on an axis (_open_on): while there are any, the answer is undecided,
+    never "keep the baseline"."""
+    found = {id(c) for axis in ("time", "rss") for c, _ in _open_on(a, axis)}
+    return [c for c in a.undecided if id(c) in found]
+
+
+def _open_on(a: Answer, axis: str) -> list[tuple[Choice, Position]]:
+    """The allocators that could still beat the baseline on `axis` ("time", "rss") by
+    more than the margin: undecided there, their interval's better end beyond it."""
     bar = 1 / (1 + a.margin)
-    return [c for c in a.undecided if any(
-        p is not None and p.verdict is stats.Verdict.INCONCLUSIVE and p.low < bar
-        for p in (c.time, c.rss))]  # fmt: skip
+    return [(c, p) for c in a.undecided if (p := getattr(c, axis)) is not None
+            and p.verdict is stats.Verdict.INCONCLUSIVE and p.low < bar]  # fmt: skip
 
 
 def _undecided(a: Answer) -> str:
     """What was measured when nothing is decided: the leading estimates, and about how
     many blocks (and minutes) more would decide."""
-    bar = 1 / (1 + a.margin)
-    # Per axis, what could still beat the baseline on it: undecided, its better end beyond.
-    open_ = {axis: [(c, p) for c in contenders(a) if (p := getattr(c, axis)) is not None
-                    and p.verdict is stats.Verdict.INCONCLUSIVE and p.low < bar]
-             for axis in ("time", "rss")}  # fmt: skip
+    open_ = {axis: _open_on(a, axis) for axis in ("time", "rss")}
     leads = []
     for axis, found in open_.items():
         best, p = min(found, key=lambda x: x[1].value, default=(None, None))
@@ -116,9 +118,7 @@ def _at_most(a: Answer) -> str:
 
 
 def _pick(goal: str, c: Choice | None, a: Answer) -> str:
-    axis = "time" if goal == "time" else "rss"
-    if c is None and any(getattr(x, axis) is not None and getattr(x, axis).low < 1 / (1 + a.margin)
-                         for x in contenders(a)):  # fmt: skip
+    if c is None and _open_on(a, "time" if goal == "time" else "rss"):
         return f"for {goal}: undecided after {a.blocks} blocks (see below)"
     if c is None:
         what = "faster" if goal == "time" else "smaller in peak RSS"
