@@ -8,11 +8,12 @@
 #   installs those instead of allocmark's own.
 set -u
 
-# chromium renders the HTML report in the tests; electric-fence and libdmalloc5
-# are the debugging allocators of the hardening battery.
-packages=(build-essential cmake python3-venv time
+# chromium renders the HTML report in the tests; electric-fence, libdmalloc5 and
+# duma are the debugging allocators of the hardening battery; autoconf and
+# dpkg-dev (dpkg-source) build allocators from Debian's source packages.
+packages=(build-essential cmake python3-venv time autoconf dpkg-dev
           libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
-          libtbbmalloc2 libclang-rt-16-dev electric-fence libdmalloc5 chromium)
+          libtbbmalloc2 libclang-rt-16-dev electric-fence libdmalloc5 duma chromium)
 
 # cargo builds the allocators that come from crates.io (`allocmark alloc
 # build`); a rustup toolchain counts, else Debian's.

@@ -123,7 +123,7 @@ int main() {
 
 # Families added with their own backends; Google TCMalloc (abseil and all) takes
 # minutes to build, so it is verified by `alloc build --all`, not here.
-NEW = ["isoalloc@0.3.0", "hoard@2015"]
+NEW = ["isoalloc@0.3.0", "hoard@2015", "dlmalloc@2.8.6"]
 
 
 @pytest.fixture(scope="module", params=[SMALL, *NEW])
@@ -163,8 +163,10 @@ def test_cxx_new_and_delete_run_on_the_built_allocator(
     ).stdout.split()  # fmt: skip
     assert os.path.realpath(under[0]) == built.library
     # operator new reached the same allocator as malloc: same size classes,
-    # which differ from glibc's (104 bytes usable for 100).
-    assert under[1] == under[2] and plain[1] == plain[2] == "104" and under[1] != "104"
+    # which differ from glibc's (104 bytes usable for 100) but for dlmalloc's, whose
+    # chunk layout glibc's ptmalloc kept.
+    assert under[1] == under[2] and plain[1] == plain[2] == "104"
+    assert under[1] != "104" or built.spec.family_name == "dlmalloc"
 
 
 def test_failed_build_shows_cargo_error_and_keeps_nothing(tmp_path: Path) -> None:
@@ -212,14 +214,16 @@ def test_unbuilt_families_are_one_line_each_unless_all(tmp_path: Path) -> None:
     assert full.stdout.count("\n") > short.stdout.count("\n") + 15
 
 
-def test_the_whole_catalog_fits_a_screen_one_line_per_entry(tmp_path: Path) -> None:
+def test_the_whole_catalog_is_one_line_per_entry(tmp_path: Path) -> None:
     full = cli("allocators", "--all", env={"ALLOCMARK_CACHE": str(tmp_path),
                                            "ALLOCMARK_WIDTH": "120"})  # fmt: skip
     assert full.returncode == 0, full.stderr
     lines = full.stdout.splitlines()
-    assert len(lines) <= 60 and all(len(line) <= 120 for line in lines)
     families = next(x for x in lines if " families, " in x)
-    assert int(families.split()[0]) >= 13
+    # a line per entry (its variants on it) and a dozen of title, header and notes
+    entry_lines = int(families.split("(")[1].split()[0])
+    assert len(lines) <= entry_lines + 12 and all(len(line) <= 120 for line in lines)
+    assert int(families.split()[0]) >= 18
     # a line per entry, variants on it; what many share said once, under the table
     jemalloc = next(x for x in lines if x.split()[:1] == ["jemalloc"])
     assert ":nodecay" in jemalloc and "lacks reallocarray, pvalloc" in jemalloc

@@ -7,15 +7,16 @@ import subprocess
 
 import pytest
 
-from allocmark import native
+from allocmark import debian, native
 from allocmark.model import Verified
 
 pytestmark = pytest.mark.integration
 
 
 def churn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # An entry of another glibc runs under that glibc's loader, as am_run starts it.
     return subprocess.run(
-        [str(native.program("am_churn")), *args],
+        debian.under([str(native.program("am_churn")), *args], env or {}),
         capture_output=True,
         text=True,
         env=env,

@@ -258,6 +258,8 @@ def test_a_version_is_the_number_its_build_states() -> None:
     tbb = AllocatorSpec("tbbmalloc", package="libtbbmalloc2")
     assert lineage.of(tbb, "libtbbmalloc2 2021.8.0-2+deb12u1").version == "2021.8.0"  # type: ignore[union-attr]
     assert lineage.of(AllocatorSpec("jemalloc:nodecay"), "5.3.0") is None
-    assert lineage.of(AllocatorSpec("glibc", system=True), "2.36") is None
+    # the system's glibc is one version beside another release's (glibc@2.41)
+    system = AllocatorSpec("glibc", system=True, package="libc6")
+    assert lineage.of(system, "2.36") == lineage.Lineage("glibc", "2.36", "libc6")
     assert lineage.order_key("2025.05.30") < lineage.order_key("2025.06.16")
     assert lineage.order_key("4.5.0") < lineage.order_key("5.1.0") < lineage.order_key("b097fd0")

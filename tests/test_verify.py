@@ -35,7 +35,10 @@ def test_every_installed_allocator_really_serves_malloc(
 ) -> None:
     found = [v for v in verified_catalog if v.status is not Status.MISSING]
     assert len(found) >= 2, "at least glibc and one preloadable allocator must be installed"
-    for v in found:
+    # bullseye's glibc runs no program built here (they need GLIBC_2.34): refused as broken
+    old = [v for v in found if v.spec.base == "glibc@2.31"]
+    assert all("need GLIBC_2.34" in v.reason and not v.usable for v in old), old
+    for v in (v for v in found if v not in old):
         assert v.usable, f"{v.spec.name}: {v.reason}"
         served = dict(v.served)
         for func in allocators.CORE:

@@ -15,6 +15,9 @@ fn main() {
     if env::var_os("CARGO_FEATURE_BACKEND_HOARD").is_some() {
         build_hoard();
     }
+    if env::var_os("CARGO_FEATURE_BACKEND_DLMALLOC").is_some() {
+        build_dlmalloc();
+    }
     // These are C++; their runtime support comes from these.
     if ["SCUDO", "SNMALLOC", "TCMALLOC", "HOARD"]
         .iter()
@@ -80,4 +83,22 @@ fn build_hoard() {
     }
     // Old code, new compiler: its warnings are Hoard's, not this layer's.
     build.warnings(false).compile("am_hoard");
+}
+
+/// dlmalloc 2.8.6 from portable-dlmalloc's malloc.c, as an ordinary Linux build:
+/// that crate's own build defines PORTABLE, which wants its user to supply memory
+/// and locks through callbacks.
+fn build_dlmalloc() {
+    let source = env::var("AM_SYS_SOURCE")
+        .expect("AM_SYS_SOURCE must name the portable-dlmalloc source directory");
+    cc::Build::new()
+        .pic(true)
+        .opt_level(3)
+        .file(PathBuf::from(source).join("malloc.c"))
+        .define("USE_DL_PREFIX", None)
+        .define("USE_LOCKS", Some("1"))
+        .define("NDEBUG", None)
+        // dlmalloc's own code; its warnings are not this layer's.
+        .warnings(false)
+        .compile("am_dlmalloc");
 }

@@ -73,6 +73,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,6 +473,47 @@ static void am_catch_stops(void) {
   sigaction(SIGCONT, &sa, NULL);
 }
 
+// AM_RUN_GLIBC=DIR runs the program under another glibc (an entry glibc@VERSION,
+// allocmark/debian.py): that glibc's own loader, DIR/ld-linux-x86-64.so.2, with
+// DIR's libraries first. The loader does not search PATH, so the program is found
+// here; it sees its full path as argv[0] (glibc 2.31's loader has no --argv0).
+// Programs it starts run under the system's loader again: libam_who says so.
+static void am_exec(char **argv) {
+  const char *glibc = getenv("AM_RUN_GLIBC");
+  if (!glibc || !*glibc) {
+    execvp(argv[0], argv);
+    return;
+  }
+  static char loader[PATH_MAX + 32], dir[PATH_MAX], prog[PATH_MAX];
+  if (strlen(glibc) >= sizeof dir || strlen(argv[0]) >= sizeof prog) return;  // ENAMETOOLONG
+  strcpy(dir, glibc);
+  unsetenv("AM_RUN_GLIBC");
+  snprintf(loader, sizeof loader, "%s/ld-linux-x86-64.so.2", dir);
+  strcpy(prog, argv[0]);
+  const char *path = getenv("PATH");
+  if (!strchr(argv[0], '/') && path) {
+    for (const char *p = path; *p;) {
+      const char *end = strchr(p, ':');
+      size_t len = end ? (size_t)(end - p) : strlen(p);
+      int n = snprintf(prog, sizeof prog, "%.*s/%s", (int)len, p, argv[0]);
+      if (len && n < (int)sizeof prog && access(prog, X_OK) == 0) break;
+      strcpy(prog, argv[0]);
+      if (!end) break;
+      p = end + 1;
+    }
+  }
+  size_t n = 0;
+  while (argv[n]) n++;
+  char **full = calloc(n + 4, sizeof *full);  // the child, just before exec
+  if (!full) return;
+  full[0] = loader;
+  full[1] = "--library-path";
+  full[2] = dir;
+  full[3] = prog;
+  for (size_t i = 1; i < n; i++) full[3 + i] = argv[i];
+  execv(loader, full);
+}
+
 // The child: set the preload, exec, and on failure send errno up the pipe.
 static void am_child(int err_fd, char **argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -488,7 +530,7 @@ static void am_child(int err_fd, char **argv) {
     setenv("LD_PRELOAD", preload, 1);
     unsetenv("AM_RUN_LD_PRELOAD");
   }
-  execvp(argv[0], argv);
+  am_exec(argv);
   int e = errno;
   ssize_t ignored = write(err_fd, &e, sizeof e);
   (void)ignored;

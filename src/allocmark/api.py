@@ -281,6 +281,7 @@ def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign
     n = req.min_runs or suite.repetitions
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
+    plan.check_glibc(cells, prepared.usable)
     notes += unusable_notes(prepared)
     if req.tune:
         prepared = _taken(prepared, notes, families)

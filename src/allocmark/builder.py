@@ -9,6 +9,7 @@ one cargo target directory, so a crate compiled once is not compiled again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -23,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import allocmark
-from allocmark import native
+from allocmark import debian, native
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Recipe
+from allocmark.model import AllocatorSpec, Debian, Recipe
 from allocmark.schemas.catalog import Backend
 
 LIB_NAME = "libam_preload.so"
@@ -74,12 +75,26 @@ def _source_digest() -> str:
 
 
 def build_key(recipe: Recipe) -> str:
-    """Changes whenever the recipe or the forwarding layer changes."""
-    text = json.dumps([_recipe_facts(recipe), _source_digest()], sort_keys=True)
+    """Changes whenever the recipe or the forwarding layer (or, for a Debian source
+    build, allocmark's files it uses) changes."""
+    layer = _files_digest(recipe.debian.files) if recipe.debian else _source_digest()
+    text = json.dumps([_recipe_facts(recipe), layer], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _files_digest(names: tuple[str, ...]) -> str:
+    if not names:
+        return ""
+    h = hashlib.sha256()
+    for name in names:
+        h.update((debian.native_files() / name).read_bytes())
+    return h.hexdigest()
+
+
 def _recipe_facts(recipe: Recipe) -> dict[str, Any]:
+    if recipe.debian:
+        return {"debian": dataclasses.asdict(recipe.debian),
+                "upstream_version": recipe.upstream_version}  # fmt: skip
     return {
         "crate": recipe.crate,
         "crate_version": recipe.crate_version,
@@ -93,29 +108,54 @@ def _recipe_facts(recipe: Recipe) -> dict[str, Any]:
 
 
 def output_dir(name: str, recipe: Recipe) -> Path:
+    if recipe.debian and recipe.debian.is_glibc:
+        # Other entries run under it (debian.glibc): a place found by version alone.
+        return glibc_dir(recipe.upstream_version)
     safe = name.replace("@", "-").replace("+", "-")
     return cache_root() / "allocators" / f"{safe}-{build_key(recipe)}"
 
 
+def glibc_dir(version: str) -> Path:
+    return cache_root() / "glibc" / version
+
+
 def library_path(name: str, recipe: Recipe) -> Path:
-    return output_dir(name, recipe) / LIB_NAME
+    deb = recipe.debian
+    if deb is None:
+        return output_dir(name, recipe) / LIB_NAME
+    if deb.is_glibc:
+        return glibc_dir(recipe.upstream_version) / "lib" / "libc.so.6"
+    # The library keeps its file name: its soname is what other objects ask for.
+    return output_dir(name, recipe) / Path(deb.output or deb.members[0]).name
+
+
+def debian_env(recipe: Recipe) -> dict[str, str]:
+    """A glibc entry, and an entry built for a newer glibc than this system's, run
+    under that glibc (am_run: its loader, its libraries first)."""
+    deb = recipe.debian
+    version = recipe.upstream_version if deb and deb.is_glibc else deb.glibc if deb else ""
+    return {"AM_RUN_GLIBC": str(glibc_dir(version) / "lib")} if version else {}
 
 
 def is_built(spec: AllocatorSpec) -> bool:
     return spec.recipe is not None and library_path(spec.name, spec.recipe).is_file()
 
 
-def build(
-    spec: AllocatorSpec, force: bool = False, say: Callable[[str], None] = lambda _: None
-) -> Built:
+Say = Callable[[str], None]
+
+
+def build(spec: AllocatorSpec, force: bool = False, say: Say = lambda _: None) -> Built:
     """Build `spec` (a recipe entry) unless the cache holds the same build."""
     recipe = spec.recipe
     if recipe is None:
         raise UserError(f"allocator {spec.name!r} is not built by allocmark (it has no recipe)")
     out = output_dir(spec.name, recipe)
+    library = library_path(spec.name, recipe)
     with build_lock():
-        if not force and (out / LIB_NAME).is_file():
-            return Built(out / LIB_NAME, read_provenance(out), rebuilt=False)
+        if not force and library.is_file():
+            return Built(library, read_provenance(out), rebuilt=False)
+        if recipe.debian:
+            return _build_debian(spec.name, recipe, out, library, say)
         say(f"building {spec.name} from {recipe.crate} {recipe.crate_version}")
         return _build_locked(spec.name, recipe, out)
 
@@ -301,6 +341,58 @@ def _install(
     os.replace(tmp, out / LIB_NAME)  # the library appears only once complete
     _drop_older_builds(out)
     return Built(out / LIB_NAME, provenance, rebuilt=True)
+
+
+def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> Built:
+    """Fetch (and for a source package, build) a Debian release's allocator."""
+    deb = recipe.debian
+    assert deb is not None
+    if deb.glibc and not (glibc_dir(deb.glibc) / "lib" / "libc.so.6").is_file():
+        say(f"{name} runs under glibc {deb.glibc}: fetching it first")
+        _build_debian(f"glibc@{deb.glibc}", runtime(deb), glibc_dir(deb.glibc),
+                      glibc_dir(deb.glibc) / "lib" / "libc.so.6", say)  # fmt: skip
+    work = cache_root() / "work" / "debian" / name.replace("@", "-")
+    start = time.monotonic()
+    tree, facts = debian.fetch(recipe, cache_root() / "debian", work, say)
+    built_s = 0.0
+    if deb.source:
+        made, built_s = debian.build_source(recipe, tree, work / "build.log", say)
+        facts |= debian.source_facts(work) | {"build": list(deb.build), "cc": _tool_version(
+            "cc", dict(os.environ))}  # fmt: skip
+    elif deb.is_glibc:
+        made = debian.glibc_tree(tree)
+    else:
+        made = debian.member(recipe, tree)
+    out.mkdir(parents=True, exist_ok=True)
+    if deb.is_glibc:
+        # The whole unpacked C library stays; lib/ is the folder of its loader.
+        shutil.rmtree(out / "root", ignore_errors=True)
+        os.replace(tree, out / "root")
+        (out / "lib").unlink(missing_ok=True)
+        (out / "lib").symlink_to(Path("root") / made.relative_to(tree))
+    provenance = {"name": name, "family": recipe.family, "upstream_version":
+                  recipe.upstream_version, "origin": "debian", **facts,
+                  "glibc": deb.glibc, "build_seconds": round(time.monotonic() - start, 1),
+                  "compile_seconds": round(built_s, 1),
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    if not deb.is_glibc:
+        tmp = out / (library.name + ".tmp")
+        shutil.copyfile(made, tmp)
+        provenance["library_sha256"] = native.sha256_file(tmp)
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+        os.replace(tmp, library)  # the library appears only once complete
+        _drop_older_builds(out)
+    else:
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return Built(library, provenance, rebuilt=True)
+
+
+def runtime(deb: Debian) -> Recipe:
+    """The glibc entry an entry built for a newer glibc runs under."""
+    libc = Debian(release=deb.glibc_release, package="libc6", is_glibc=True)
+    return Recipe(family="glibc", backend="", crate="", crate_version="",
+                  upstream_version=deb.glibc, debian=libc)  # fmt: skip
 
 
 def _drop_older_builds(out: Path) -> None:

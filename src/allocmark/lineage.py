@@ -1,6 +1,8 @@
 """Which allocator an entry is a build of, and which version: for the plot across
 versions (a family with two or more versions in one campaign). A recipe whose
-versions are its crate's (scudo-sys) has no place in that order.
+versions are its crate's (scudo-sys) has no place in that order. Debian's builds,
+the system's and other releases', are one line; a build that runs under another
+glibc than the others (it needs a newer one) is drawn apart.
 
 Versions are ordered by their numbers ("4.5.0" < "5.1.0" < "5.3.0"; TCMalloc's
 snapshot dates "2025.05.30" the same way); one with no number (a commit) sorts
@@ -22,7 +24,12 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)+")
 class Lineage:
     family: str  # "jemalloc"
     version: str  # "5.3.0"
-    origin: str  # "crate", or the Debian package ("libjemalloc2"), or "" (a user's .so)
+    origin: str  # "crate"; the Debian package ("libjemalloc2"), of another release
+    # ("bullseye libjemalloc2", ", under glibc 2.43" when it runs under another); "" (a user's .so)
+
+    @property
+    def other_glibc(self) -> bool:
+        return ", under glibc " in self.origin
 
     @property
     def key(self) -> tuple[tuple[int, ...], str]:
@@ -34,13 +41,20 @@ def of(spec: AllocatorSpec, stated: str | None) -> Lineage | None:
     only plain builds are set side by side across versions."""
     if ":" in spec.name:
         return None
-    if spec.recipe is not None:
-        if spec.recipe.flavor or not spec.recipe.versioned:
+    recipe = spec.recipe
+    if recipe is not None and recipe.debian is not None:
+        deb = recipe.debian
+        origin = f"{deb.release} {deb.package or deb.source}"
+        under = f", under glibc {deb.glibc}" if deb.glibc else ""
+        return Lineage(spec.family_name, recipe.upstream_version, origin + under)
+    if recipe is not None:
+        if recipe.flavor or not recipe.versioned:
             return None
-        return Lineage(spec.family_name, spec.recipe.upstream_version, "crate")
+        return Lineage(spec.family_name, recipe.upstream_version, "crate")
     found = _NUMBER.search(stated or "")
-    if found is None or spec.system:
+    if found is None:
         return None
+    # The system's own (glibc, Debian's packages): the release this system runs.
     return Lineage(spec.family_name, found.group(0), spec.package or "")
 
 

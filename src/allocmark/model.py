@@ -33,8 +33,27 @@ class RunStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class Debian:
+    """Where an allocator of another Debian release comes from (allocators/debian.py):
+    a binary package's library, or a library built here from a source package."""
+
+    release: str  # "bullseye", "trixie", "sid"
+    package: str = ""  # the binary package whose library is taken
+    source: str = ""  # or the source package built here by `build`
+    members: tuple[str, ...] = ()  # the library's path in the package (globs)
+    build: tuple[str, ...] = ()  # shell commands run in the unpacked source
+    output: str = ""  # what `build` makes, relative to the source
+    files: tuple[str, ...] = ()  # allocmark's own files put into the source first
+    glibc: str = ""  # needs a newer glibc than this system's: runs under glibc@VERSION
+    glibc_release: str = ""  # the release whose libc6 that glibc is
+    debian_version: str = ""  # an exact Debian version; "" takes the release's newest
+    is_glibc: bool = False  # the C library itself: programs run under its own loader
+
+
+@dataclass(frozen=True)
 class Recipe:
-    """How allocmark builds an allocator from its crates.io `-sys` crate."""
+    """How allocmark builds an allocator: from its crates.io `-sys` crate, or (with
+    `debian`) from another Debian release's binary or source package."""
 
     family: str  # "mimalloc"
     backend: str  # module of native/preload-rs that forwards to it
@@ -51,6 +70,7 @@ class Recipe:
     versioned: bool = True  # versions are the allocator's own, not its crate's
     forwarding: str = ""  # measured cost of the Rust forwarding layer, for the notes
     note: str = ""  # what this version is, where its name does not say
+    debian: Debian | None = None  # from Debian, not from a crate
 
 
 @dataclass(frozen=True)
@@ -81,11 +101,26 @@ class AllocatorSpec:
     def family_name(self) -> str:
         """The allocator it is a build of: its recipe's family, its catalog family, or
         its own name."""
-        return self.recipe.family if self.recipe else self.family or self.base
+        return self.family or (self.recipe.family if self.recipe else self.base)
 
     @property
     def base(self) -> str:
         return self.name.split(":", 1)[0]
+
+    @property
+    def other_libc(self) -> bool:
+        """Another glibc than the system's (glibc@VERSION): nothing is preloaded, the
+        program runs under that C library's own loader."""
+        return bool(self.recipe and self.recipe.debian and self.recipe.debian.is_glibc)
+
+    @property
+    def glibc_version(self) -> str:
+        """The glibc its programs run under, where not the system's: its own (glibc@2.41),
+        or the one a build for a newer glibc needs ("" for the system's)."""
+        deb = self.recipe.debian if self.recipe else None
+        if deb is None:
+            return ""
+        return self.recipe.upstream_version if deb.is_glibc and self.recipe else deb.glibc
 
 
 @dataclass(frozen=True)
@@ -113,6 +148,8 @@ class Verified:
     def preload(self) -> str | None:
         # The C library is preloaded too: ahead of an allocator the program links
         # itself (Debian's redis links libjemalloc), it then really serves malloc.
+        if self.spec.other_libc:
+            return None  # its programs' children start under the system's glibc
         return self.malloc_object if self.spec.system else self.library
 
     def child_env(self) -> dict[str, str]:

@@ -8,13 +8,14 @@ import math
 import os
 import random
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from allocmark import native, schemas, stats, tomlfile, workloads
+from allocmark import debian, native, schemas, stats, tomlfile, workloads
 from allocmark.defaults import CONFIRM_RUNS
 from allocmark.errors import UserError
 from allocmark.model import AppRun, Params, RunSpec, Verified, Workload
@@ -261,6 +262,19 @@ def installed(
     if not keep and cell_list:
         raise UserError(f"nothing to run: {'; '.join(notes.values())}")
     return keep, list(notes.values())
+
+
+def check_glibc(cell_list: Sequence[tuple[Workload, Params]], usable: Sequence[Verified]) -> None:
+    """A program built for a newer glibc than an entry's (glibc@2.31) cannot run under
+    it: refused before any run, naming the file that needs what. allocmark's own
+    programs need no check: the probe, built as they are, verified the entry."""
+    for v in usable:
+        if not (glibc := v.spec.glibc_version):
+            continue
+        for w, params in cell_list:
+            program = shutil.which(workloads.expand(w, params)[0]) if w.kind != "native" else None
+            if program and (why := debian.refusal(program, v.spec.name, glibc)):
+                raise UserError(why)
 
 
 def _check_overrides(

@@ -47,6 +47,9 @@ macro_rules! over_aligned_alloc {
 #[allow(dead_code)]
 mod generic;
 
+#[cfg(feature = "backend_dlmalloc")]
+#[path = "dlmalloc.rs"]
+mod backend;
 #[cfg(feature = "backend_hardened")]
 #[path = "hardened.rs"]
 mod backend;

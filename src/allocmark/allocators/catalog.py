@@ -9,8 +9,14 @@ from importlib import resources
 from pathlib import Path
 
 from allocmark import builder, schemas, tomlfile
-from allocmark.model import AllocatorSpec, Recipe
-from allocmark.schemas.catalog import AllocatorEntry, CatalogFile, RecipeEntry, Variant
+from allocmark.model import AllocatorSpec, Debian, Recipe
+from allocmark.schemas.catalog import (
+    AllocatorEntry,
+    CatalogFile,
+    DebianEntry,
+    RecipeEntry,
+    Variant,
+)
 
 
 def builtin_catalog() -> Path:
@@ -36,6 +42,9 @@ def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
     for family, recipe in doc.recipe.items():
         for base in _recipe_specs(family, recipe, user, file):
             specs.extend([base, *(_variant(base, v, vt) for v, vt in recipe.variant.items())])
+    for name, deb in doc.debian.items():
+        for base in _debian_specs(name, deb, user, file, _glibc_releases(doc)):
+            specs.extend([base, *(_variant(base, v, vt) for v, vt in deb.variant.items())])
     return specs
 
 
@@ -118,6 +127,68 @@ def _recipe_specs(family: str, t: RecipeEntry, user: bool, file: str) -> list[Al
             )
             spec = _recipe_spec(recipe, description, user, t.default == version)
             specs.append(dataclasses.replace(spec, role=t.role.value, license=t.license))
+    return specs
+
+
+def _glibc_releases(doc: CatalogFile) -> dict[str, str]:
+    """glibc version -> the release whose libc6 it is: this file's, else the built-in's."""
+    out = {v: vt.release for t in doc.debian.values() if t.glibc for v, vt in t.version.items()}
+    if not out and doc.debian:
+        builtin = schemas.validate(CatalogFile, tomlfile.load(builtin_catalog()), "")
+        return _glibc_releases(builtin)
+    return out
+
+
+def _debian_specs(
+    name: str, t: DebianEntry, user: bool, file: str, glibcs: dict[str, str]
+) -> list[AllocatorSpec]:
+    """One entry per version: NAME@VERSION, from a release's binary or source package."""
+    if not t.version:
+        raise schemas.key_error(
+            file,
+            ("debian", name, "version"),
+            'is required: VERSION = { release = "trixie", package = "..." }',
+        )
+    specs = []
+    for version, vt in t.version.items():
+        where = ("debian", name, "version", version)
+        if bool(vt.package) == bool(vt.source):
+            raise schemas.key_error(
+                file,
+                where,
+                "needs exactly one of package (a binary "
+                "package) and source (a source package built here)",
+            )
+        if vt.source and t.build is None:
+            raise schemas.key_error(
+                file,
+                ("debian", name, "build"),
+                f"is required: version {version} is built from source {vt.source!r}",
+            )
+        if not vt.source and not t.library and not t.glibc:
+            raise schemas.key_error(
+                file, ("debian", name, "library"), "is required: the library's path in the package"
+            )
+        if vt.glibc and vt.glibc not in glibcs:
+            raise schemas.key_error(file, (*where, "glibc"), f"glibc {vt.glibc} is no version "
+                                    "of a [debian.NAME] entry with glibc = true")  # fmt: skip
+        build = t.build if vt.source else None
+        origin = Debian(
+            release=vt.release, package=vt.package, source=vt.source,
+            members=_strs(t.library), build=tuple(build.commands) if build else (),
+            output=build.output if build else "", files=_strs(build.files) if build else (),
+            glibc=vt.glibc, glibc_release=glibcs.get(vt.glibc, ""),
+            debian_version=vt.debian_version, is_glibc=t.glibc,
+        )  # fmt: skip
+        recipe = Recipe(family=name, backend="", crate="", crate_version="",
+                        upstream_version=version, note=vt.note, debian=origin)  # fmt: skip
+        spec = _recipe_spec(recipe, t.description, user, t.default == version)
+        env = dict(t.env) | builder.debian_env(recipe)
+        specs.append(dataclasses.replace(
+            spec, family=t.family, role=t.role.value, license=t.license,
+            env=tuple(sorted(env.items())),
+            version_source=f"probe:{t.version_probe}" if t.version_probe else "none",
+        ))  # fmt: skip
     return specs
 
 

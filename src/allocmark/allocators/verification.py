@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from allocmark import builder, native, records
+from allocmark import builder, debian, native, records
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Status, Verified
 
@@ -41,7 +41,7 @@ def verify(spec: AllocatorSpec) -> Verified:
     problem = _elf_problem(library)
     if problem:
         return Verified(spec, Status.BROKEN, library=library, reason=problem)
-    return _judge(spec, library, _run_probe(spec, library))
+    return _judge(spec, library, _run_probe(spec, None if spec.other_libc else library))
 
 
 def verify_all(specs: Iterable[AllocatorSpec]) -> list[Verified]:
@@ -100,7 +100,7 @@ def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.Completed
         env["LD_PRELOAD"] = library
     try:
         return subprocess.run(
-            [str(native.program("am_probe"))],
+            debian.under([str(native.program("am_probe"))], env),
             env=env,
             capture_output=True,
             text=True,
@@ -146,6 +146,10 @@ def _judge(
 
 
 def _probe_problem(proc: subprocess.CompletedProcess[str]) -> str | None:
+    if needs := debian.too_old(proc.stderr):
+        return (f"programs built on this system need GLIBC_{needs} (allocmark's probe does), "
+                "which this C library lacks: only programs built for it or an older glibc "
+                "run under it")  # fmt: skip
     ignored = re.search(r"object '.*' from LD_PRELOAD cannot be preloaded \((.*)\)", proc.stderr)
     if ignored:
         return f"preload ignored by ld.so ({ignored.group(1)})"
@@ -179,6 +183,8 @@ def _real(path: str | None) -> str | None:
 
 def _wrong_version(spec: AllocatorSpec, report: dict[str, Any]) -> str | None:
     """A built library that states its own version must state the catalogued one."""
+    if spec.recipe and spec.recipe.debian:
+        return _wrong_debian_version(spec, report)
     if not spec.recipe or not spec.recipe.self_reports:
         return None
     versions: dict[str, str] = report.get("versions", {})
@@ -194,8 +200,20 @@ def _wrong_version(spec: AllocatorSpec, report: dict[str, Any]) -> str | None:
     )
 
 
+def _wrong_debian_version(spec: AllocatorSpec, report: dict[str, Any]) -> str | None:
+    assert spec.recipe is not None
+    probe = spec.version_source.removeprefix("probe:")
+    stated = report.get("versions", {}).get(probe) if spec.version_source != probe else None
+    wanted = spec.recipe.upstream_version
+    if not stated or re.search(rf"(^|[^0-9.]){re.escape(wanted)}($|[^0-9])", stated):
+        return None
+    return f"the library says it is {probe} {stated}, but the catalog names {wanted}"
+
+
 def _version(spec: AllocatorSpec, report: dict[str, Any], library: str) -> str | None:
     source = spec.version_source
+    if spec.recipe and spec.recipe.debian:
+        return f"{spec.recipe.upstream_version} ({_debian_origin(spec)})"
     if spec.recipe:
         return f"{spec.recipe.upstream_version} ({spec.recipe.crate} {_crate_version(spec)})"
     versions: dict[str, str] = report.get("versions", {})
@@ -205,6 +223,25 @@ def _version(spec: AllocatorSpec, report: dict[str, Any], library: str) -> str |
         found = [versions[k] for k in ("jemalloc", "tcmalloc", "mimalloc") if k in versions]
         return found[0] if found else dpkg_version(library)
     return dpkg_version(library) if source == "dpkg" else None
+
+
+def _debian_origin(spec: AllocatorSpec) -> str:
+    """Which Debian file it came from, as its provenance recorded it at the fetch."""
+    assert spec.recipe is not None and spec.recipe.debian is not None
+    deb = spec.recipe.debian
+    p = builder.read_provenance(builder.output_dir(spec.name, spec.recipe))
+    what = deb.package or f"source {deb.source}"
+    text = f"Debian {deb.release} {what} {p.get('debian_version', '?')}"
+    if p.get("sha256"):
+        text += f", .deb sha256 {p['sha256']}"
+    files: dict[str, str] = p.get("files", {})
+    # The .dsc names every other file with its checksum; without it, the tarball.
+    signed = [n for n in files if n.endswith(".dsc")] or [n for n in files if ".orig.tar" in n]
+    for name in signed[:1]:
+        text += f", {name} sha256 {files[name]}"
+    if str(p.get("debian_patches", "")).startswith("not served"):
+        text += ", Debian's patches not served: upstream tarball"
+    return text + (f"; under glibc {deb.glibc}" if deb.glibc else "")
 
 
 def _crate_version(spec: AllocatorSpec) -> str:

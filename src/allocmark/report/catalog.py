@@ -52,7 +52,7 @@ def catalog(console: Console, verified: Sequence[Verified], every: bool = True) 
     table.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=room)
     for family, entries in rows.items():
         for i, (v, variants, unbuilt) in enumerate(entries):
-            name = f"{family}@*" if unbuilt else v.spec.name
+            name = f"{_recipe_family(v)}@*" if unbuilt else v.spec.name
             status = "[dim]not built[/]" if unbuilt or _unbuilt(v) else _status(v)
             version = _count(unbuilt) if unbuilt else _short_version(v)
             table.add_row(_t(family if i == 0 else ""), _t(name), status, _t(version),
@@ -93,17 +93,24 @@ def allocator_rows(verified: Sequence[Verified], every: bool) -> Entries:
                 bases[base][1].append(":" + variant)
             continue
         if not every and _unbuilt(v):
-            unbuilt[family] = unbuilt.get(family, 0) + 1
-            if unbuilt[family] > 1:
+            # one line per recipe (gperftools: tcmalloc-minimal@* and tcmalloc@*)
+            key = _recipe_family(v)
+            unbuilt[key] = unbuilt.get(key, 0) + 1
+            if unbuilt[key] > 1:
                 continue
         entry: tuple[Verified, list[str], int] = (v, [], 0)
         bases[base] = entry
         rows.setdefault(family, []).append(entry)
-    for family, count in unbuilt.items():
-        rows[family] = [e for e in rows[family] if not _unbuilt(e[0])] + [
-            next((v, [], count) for v, _, _ in rows[family] if _unbuilt(v))
-        ]
+    for key, count in unbuilt.items():
+        family = next(_family(v) for v in verified if _unbuilt(v) and _recipe_family(v) == key)
+        folded = [e for e in rows[family] if _unbuilt(e[0]) and _recipe_family(e[0]) == key]
+        rows[family] = [e for e in rows[family] if e not in folded] + [(folded[0][0], [], count)]
     return rows
+
+
+def _recipe_family(v: Verified) -> str:
+    """The name a selection gives every version of (FAMILY@*)."""
+    return v.spec.recipe.family if v.spec.recipe else _family(v)
 
 
 def _count(builds: int) -> str:
@@ -136,7 +143,7 @@ def _short_version(v: Verified) -> str:
 def _short_notes(v: Verified, unbuilt: int) -> str:
     spec, recipe = v.spec, v.spec.recipe
     if unbuilt:
-        return f"allocmark alloc build {_family(v)}@*"
+        return f"allocmark alloc build {_recipe_family(v)}@*"
     notes = [
         "baseline" if spec.baseline else "",
         spec.role if not spec.recommendable else "",
@@ -144,7 +151,8 @@ def _short_notes(v: Verified, unbuilt: int) -> str:
         f"lacks {', '.join(v.lacks)}" if v.lacks else "",
         v.reason if v.status in (Status.BROKEN, Status.MISSING) and not _unbuilt(v) else "",
         recipe.note if recipe else "",
-        " ".join(f"{k}={val}" for k, val in spec.env),
+        # where another glibc lives is the cache's business; that it is, the note's
+        " ".join(f"{k}={val}" for k, val in spec.env if k != "AM_RUN_GLIBC"),
     ]
     return "; ".join(n for n in notes if n)
 

@@ -315,7 +315,8 @@ MAX_VERSION_ROWS = 6
 def across_versions(comp: Comparison) -> list[Plot]:
     """Per family with two or more versions in the campaign: time and peak RSS of each
     version against the baseline, in version order, with 95 % intervals, a row of two
-    panels per workload row; a Debian build is drawn apart (square) at its version."""
+    panels per workload row; Debian's builds are a line of their own (squares), one
+    that runs under a newer glibc a hollow diamond."""
     if comp.baseline is None:
         return []
     present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
@@ -346,7 +347,7 @@ def _first(shown: Sequence[Row], comp: Comparison) -> str:
 
 def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, lineage.Lineage]],
                    versions: list[str]) -> None:  # fmt: skip
-    for crate in (True, False):
+    for series in ("crate", "Debian", "Debian, under a newer glibc"):
         xs, ys, lo, hi = [], [], [], []
         for a, lin in entries:
             # Speed: time, or throughput where the workload's time is fixed (larson).
@@ -354,21 +355,33 @@ def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str,
             if metric == "time_s" and cell is not None:
                 cell = recommend.speed_cell(row, a)
             r = cell.ratio if cell is not None else None
-            if r is None or (lin.origin == "crate") != crate:
+            if r is None or _series(lin) != series:
                 continue
-            xs.append(versions.index(lin.version) + (0 if crate else 0.18))
+            xs.append(versions.index(lin.version) + (0 if series == "crate" else 0.18))
             ys.append(r.value)
             # Too few blocks bound nothing (0 to infinity): the point alone, no whisker.
             bounded = r.low > 0 and math.isfinite(r.high)
             lo.append(r.value - r.low if bounded else 0.0)
             hi.append(r.high - r.value if bounded else 0.0)
         if xs:
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-" if crate else "s", capsize=3,
-                        color="#1f77b4" if crate else "#d62728",
-                        label="crate build" if crate else "Debian")  # fmt: skip
+            style = _SERIES[series]
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style[0], capsize=3, color=style[1],
+                        mfc=style[2] or style[1], label=series)  # fmt: skip
     ax.axhline(1, color="#999", lw=0.8)
     ax.set_xticks(range(len(versions)), [_cut(v) for v in versions], rotation=30, fontsize=8)
     ax.set_xlim(-0.5, len(versions) - 0.3)
+
+
+# fmt, colour, marker face ("": filled): crate builds, Debian's (this system's and
+# other releases'), and Debian's that run under another glibc (the C library changes too).
+_SERIES = {"crate": ("o-", "#1f77b4", ""), "Debian": ("s-", "#d62728", ""),
+           "Debian, under a newer glibc": ("D", "#d62728", "white")}  # fmt: skip
+
+
+def _series(lin: lineage.Lineage) -> str:
+    if lin.origin == "crate":
+        return "crate"
+    return "Debian, under a newer glibc" if lin.other_glibc else "Debian"
 
 
 def _speed_word(row: Row, entries: Sequence[tuple[str, lineage.Lineage]]) -> str:

@@ -14,6 +14,7 @@ StrList = list[str] | str
 class Backend(StrEnum):
     """The allocator a recipe's crate bundles (native/preload-rs)."""
 
+    DLMALLOC = "dlmalloc"
     HARDENED = "hardened"
     HOARD = "hoard"
     ISOALLOC = "isoalloc"
@@ -116,6 +117,62 @@ class RecipeEntry(_Strict):
     variant: dict[Name, Variant] = Field(default_factory=dict)
 
 
+class DebianVersion(_Strict):
+    """One version of a [debian.NAME] entry (NAME@VERSION): a binary package's library,
+    or a source package built here; VERSION is the upstream one."""
+
+    release: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{1,30}$")] = Field(
+        description='the Debian release that has it: "bullseye", "trixie", "sid"'
+    )
+    package: str = Field("", description="the binary package whose library is taken")
+    source: str = Field("", description="or: the source package built here ([debian.NAME.build])")
+    debian_version: str = Field(
+        "",
+        description='an exact Debian version ("2.8.1-1"); empty: the newest VERSION-* the '
+        "release has",
+    )
+    glibc: str = Field(
+        "",
+        description="a binary needing a newer glibc than this system's runs under "
+        'glibc@VERSION (e.g. "2.43"), the C library changing with it',
+    )
+    note: str = ""
+
+
+class DebianBuild(_Strict):
+    """How a source package becomes the library: commands in the unpacked source."""
+
+    commands: list[str] = Field(description="shell commands, run in order in the source tree")
+    output: str = Field(description="the library they make, relative to the source tree")
+    files: StrList = Field(
+        default_factory=list,
+        description="allocmark's own files (native/debian/...) copied into the source first",
+    )
+
+
+class DebianEntry(_Strict):
+    """[debian.NAME]: an allocator taken from another Debian release (NAME@VERSION)."""
+
+    description: str = ""
+    glibc: bool = Field(
+        False,
+        description="the C library itself: programs run under its own "
+        "loader (the whole C library changes, not only malloc)",
+    )
+    library: StrList = Field(
+        default_factory=list, description="the library's path in the binary package (globs)"
+    )
+    family: str = ""
+    version_probe: str = Field("", description="the probe's name for its version (tcmalloc)")
+    role: Role = _ROLE
+    license: str = _LICENSE
+    env: dict[str, str] = Field(default_factory=dict)
+    build: DebianBuild | None = None
+    default: str | None = Field(None, description="the version NAME alone names")
+    version: dict[Name, DebianVersion] = Field(default_factory=dict)
+    variant: dict[Name, Variant] = Field(default_factory=dict)
+
+
 class CatalogFile(_Strict):
     """An allocmark allocator catalog (`--catalog FILE`, same form as the built-in one)."""
 
@@ -123,3 +180,4 @@ class CatalogFile(_Strict):
 
     allocator: dict[Name, AllocatorEntry] = Field(default_factory=dict)
     recipe: dict[Name, RecipeEntry] = Field(default_factory=dict)
+    debian: dict[Name, DebianEntry] = Field(default_factory=dict)
