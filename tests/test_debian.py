@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -117,20 +118,25 @@ def test_each_route_is_verified_with_its_origin(fetched: Verified) -> None:
 
 
 def test_the_system_apt_configuration_is_never_touched(tmp_path: Path) -> None:
-    watched = [Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"),
-               Path("/var/lib/apt/lists")]  # fmt: skip
-    before = {p: (p.stat().st_mtime_ns, sorted(os.listdir(p)) if p.is_dir() else None)
-              for p in watched if p.exists()}  # fmt: skip
+    """The system's sources stay as they were and its lists gain nothing of trixie's
+    (its own apt may refresh bookworm's meanwhile: that is not ours to watch)."""
+
+    def state() -> tuple[dict[str, bytes], dict[str, int]]:
+        sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
+        lists = Path("/var/lib/apt/lists").glob("*trixie*")
+        return ({str(p): p.read_bytes() for p in sources if p.is_file()},
+                {str(p): p.stat().st_mtime_ns for p in lists})  # fmt: skip
+
+    before = state()
     r = cli("alloc", "build", SOURCE, env={"ALLOCMARK_CACHE": str(tmp_path)}, timeout=900)
     assert r.returncode == 0, r.stderr + r.stdout
-    after = {p: (p.stat().st_mtime_ns, sorted(os.listdir(p)) if p.is_dir() else None)
-             for p in watched if p.exists()}  # fmt: skip
-    assert after == before
+    assert state() == before
     private = (tmp_path / "debian" / "apt" / "trixie" / "sources.list").read_text()
     assert private.splitlines() == [
         f"deb [signed-by={debian.KEYRING}] {debian.MIRROR} trixie main",
         f"deb-src [signed-by={debian.KEYRING}] {debian.MIRROR} trixie main",
     ]
+    assert list((tmp_path / "debian" / "apt" / "trixie" / "lists").glob("*trixie*Sources*"))
 
 
 def test_programs_run_under_another_glibc_and_under_the_new_families(tmp_path: Path) -> None:
@@ -175,3 +181,29 @@ def test_debian_builds_are_one_line_across_versions_apart_from_crates() -> None:
     assert lineage.of(spec("glibc@2.41:arena2"), None) is None  # variants are not versions
     crate = lineage.of(spec("jemalloc@5.3.1"), None)
     assert crate and plots._series(crate) == "crate"
+
+
+def test_a_pasted_command_runs_under_the_entry_s_glibc() -> None:
+    from allocmark import tune
+
+    line = tune.paste_line(spec("glibc@2.41:arena2"), "/x/libc.so.6", ["true", "-x"])
+    loader = builder.glibc_dir("2.41") / "lib" / debian.LOADER
+    assert line.startswith("MALLOC_ARENA_MAX=2 ") and "LD_PRELOAD" not in line
+    assert f"{loader} --library-path {loader.parent} /usr/bin/true -x" in line
+    tcm = tune.paste_line(spec("tcmalloc-minimal@2.18.1"), "/y/libtcmalloc_minimal.so.4", ["ls"])
+    assert tcm.startswith("LD_PRELOAD=/y/libtcmalloc_minimal.so.4 ") and "2.43/lib" in tcm
+
+
+def test_a_library_s_companions_are_its_release_s_not_this_system_s() -> None:
+    """bullseye's tbbmalloc proxy needs libtbbmalloc.so.2: bullseye's is preloaded
+    first, so this system's 2021.8 one (same soname) is never loaded under it."""
+    r = cli("alloc", "build", "tbbmalloc@2020.3", timeout=900)
+    assert r.returncode == 0, r.stderr + r.stdout
+    v = allocators.verify(spec("tbbmalloc@2020.3"))
+    assert v.usable and v.malloc_object == v.library, v.reason
+    companion = v.spec.companions[0]
+    assert v.preload == f"{companion}:{v.library}" and os.path.isfile(companion)
+    maps = subprocess.run(["cat", "/proc/self/maps"], env=os.environ | {"LD_PRELOAD": v.preload},
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    loaded = {line.split()[-1] for line in maps.splitlines() if "libtbbmalloc" in line}
+    assert loaded == {companion, v.library}

@@ -364,6 +364,9 @@ def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say)
     else:
         made = debian.member(recipe, tree)
     out.mkdir(parents=True, exist_ok=True)
+    for companion in deb.companions:  # before the library, which marks a finished build
+        found = debian.member(recipe, tree, (companion,))
+        shutil.copyfile(found, out / Path(companion).name)
     if deb.is_glibc:
         # The whole unpacked C library stays; lib/ is the folder of its loader.
         shutil.rmtree(out / "root", ignore_errors=True)

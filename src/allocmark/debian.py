@@ -120,12 +120,19 @@ def fetch(recipe: Recipe, root: Path, work: Path, say: Say) -> tuple[Path, dict[
     deb = _origin(recipe)
     apt = Apt(root / "apt", deb.release)
     apt.update(say)
-    name = deb.source or deb.package
     try:
-        version = apt.newest(name, recipe.upstream_version, deb.debian_version, bool(deb.source))
+        return _fetch(apt, recipe, work, say)
     except UserError:
-        apt.update(say, force=True)  # the release moved on since its lists were read
-        version = apt.newest(name, recipe.upstream_version, deb.debian_version, bool(deb.source))
+        # The release may have moved on since its lists were read (a newer revision,
+        # the old one gone from the archive): read them again, once.
+        apt.update(say, force=True)
+        return _fetch(apt, recipe, work, say)
+
+
+def _fetch(apt: Apt, recipe: Recipe, work: Path, say: Say) -> tuple[Path, dict[str, Any]]:
+    deb = _origin(recipe)
+    name = deb.source or deb.package
+    version = apt.newest(name, recipe.upstream_version, deb.debian_version, bool(deb.source))
     if work.exists():
         shutil.rmtree(work)
     facts: dict[str, Any] = {"release": deb.release, "debian_version": version}
@@ -219,14 +226,14 @@ def build_source(recipe: Recipe, tree: Path, log: Path, say: Say) -> tuple[Path,
     return made, time.monotonic() - start
 
 
-def member(recipe: Recipe, tree: Path) -> Path:
-    """The library in an unpacked binary package."""
-    for pattern in _origin(recipe).members:
+def member(recipe: Recipe, tree: Path, patterns: tuple[str, ...] = ()) -> Path:
+    """The library (or another file named by `patterns`) in an unpacked binary package."""
+    for pattern in patterns or _origin(recipe).members:
         for found in sorted(glob.glob(str(tree / pattern))):
             real = Path(found).resolve()  # a symlink to the versioned file, inside the package
             if real.is_file() and real.is_relative_to(tree.resolve()):
                 return real
-    where = " or ".join(_origin(recipe).members)
+    where = " or ".join(patterns or _origin(recipe).members)
     raise UserError(f"{recipe.family}@{recipe.upstream_version}: the package has no "
                     f"{where}; fix the catalog's library")  # fmt: skip
 

@@ -41,6 +41,7 @@ class Debian:
     package: str = ""  # the binary package whose library is taken
     source: str = ""  # or the source package built here by `build`
     members: tuple[str, ...] = ()  # the library's path in the package (globs)
+    companions: tuple[str, ...] = ()  # other libraries of the package that it needs
     build: tuple[str, ...] = ()  # shell commands run in the unpacked source
     output: str = ""  # what `build` makes, relative to the source
     files: tuple[str, ...] = ()  # allocmark's own files put into the source first
@@ -92,6 +93,9 @@ class AllocatorSpec:
     family: str = ""  # the allocator it is a build of, where not its name ("gperftools")
     role: str = "general"  # "debug", "wrapper": never recommended (schemas.catalog.Role)
     license: str = ""  # where it binds what is built from it ("GPL-2.0-or-later")
+    # Preloaded before it: libraries of its own release that it needs, so that they,
+    # not this system's of the same soname, are the ones loaded (tbbmalloc's proxy).
+    companions: tuple[str, ...] = ()
 
     @property
     def recommendable(self) -> bool:
@@ -123,6 +127,11 @@ class AllocatorSpec:
         return self.recipe.upstream_version if deb.is_glibc and self.recipe else deb.glibc
 
 
+def preload_list(spec: AllocatorSpec, library: str | None) -> str | None:
+    """LD_PRELOAD for `library` of `spec`: its companions first."""
+    return ":".join([*spec.companions, library]) if library else None
+
+
 @dataclass(frozen=True)
 class Verified:
     """An allocator as checked on this machine by the probe."""
@@ -150,7 +159,9 @@ class Verified:
         # itself (Debian's redis links libjemalloc), it then really serves malloc.
         if self.spec.other_libc:
             return None  # its programs' children start under the system's glibc
-        return self.malloc_object if self.spec.system else self.library
+        if self.spec.system:
+            return self.malloc_object
+        return preload_list(self.spec, self.library)
 
     def child_env(self) -> dict[str, str]:
         """Environment additions for a child running on this allocator."""

@@ -20,17 +20,18 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import schemas, stats, tomlfile
+from allocmark import debian, schemas, stats, tomlfile
 from allocmark.allocators import catalog
 from allocmark.analyze import Comparison, Row, row_key, row_ratio
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Verified
+from allocmark.model import AllocatorSpec, Verified, preload_list
 from allocmark.recommend import Choice, Position, positions
 from allocmark.schemas.settings import Check, Family, SettingsFile, ShownBy, Style
 
@@ -207,7 +208,13 @@ def settings_shown(v: Verified, family: Family) -> Shown | None:
     env = os.environ | v.child_env()
     for key, value in show.set.items():
         env = _set(env, family.style, key, value, family.variable)
-    argv = [_loader() if a == "{ld.so}" else a for a in show.command]
+    # Under another glibc (glibc@2.41) its own loader lists its tunables, and any other
+    # command runs under that glibc as the runs do.
+    other = env.get("AM_RUN_GLIBC")
+    loader = os.path.join(other, debian.LOADER) if other else _loader()
+    argv = [loader if a == "{ld.so}" else a for a in show.command]
+    if other and argv[0] != loader:
+        argv = debian.under([shutil.which(argv[0]) or argv[0], *argv[1:]], env)
     try:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace",
                               timeout=30, check=False)  # fmt: skip
@@ -331,7 +338,11 @@ def paste_line(spec: AllocatorSpec, library: str, argv: Sequence[str]) -> str:
     """The command line that runs `argv` the way candidate `spec` ran."""
     env = dict(spec.env)
     thp = env.pop("AM_RUN_THP", None)  # the launcher's: not an environment variable to paste
-    words = [f"LD_PRELOAD={shlex.quote(library)}"] if library and not spec.system else []
+    glibc = env.pop("AM_RUN_GLIBC", None)  # likewise: it becomes that glibc's loader
+    preload = library and not (spec.system or spec.other_libc)
+    words = [f"LD_PRELOAD={shlex.quote(preload_list(spec, library) or '')}"] if preload else []
     words += [f"{k}={shlex.quote(val)}" for k, val in sorted(env.items())]
+    if glibc:
+        argv = debian.under([shutil.which(argv[0]) or argv[0], *argv[1:]], {"AM_RUN_GLIBC": glibc})
     line = " ".join([*words, shlex.join(argv)])
     return f"{line}  # with THP off (prctl PR_SET_THP_DISABLE)" if thp else line

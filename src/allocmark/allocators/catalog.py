@@ -175,7 +175,8 @@ def _debian_specs(
         build = t.build if vt.source else None
         origin = Debian(
             release=vt.release, package=vt.package, source=vt.source,
-            members=_strs(t.library), build=tuple(build.commands) if build else (),
+            members=_strs(t.library), companions=_strs(t.companions),
+            build=tuple(build.commands) if build else (),
             output=build.output if build else "", files=_strs(build.files) if build else (),
             glibc=vt.glibc, glibc_release=glibcs.get(vt.glibc, ""),
             debian_version=vt.debian_version, is_glibc=t.glibc,
@@ -184,9 +185,11 @@ def _debian_specs(
                         upstream_version=version, note=vt.note, debian=origin)  # fmt: skip
         spec = _recipe_spec(recipe, t.description, user, t.default == version)
         env = dict(t.env) | builder.debian_env(recipe)
+        out = builder.output_dir(spec.name, recipe)
         specs.append(dataclasses.replace(
             spec, family=t.family, role=t.role.value, license=t.license,
             env=tuple(sorted(env.items())),
+            companions=tuple(str(out / Path(c).name) for c in origin.companions),
             version_source=f"probe:{t.version_probe}" if t.version_probe else "none",
         ))  # fmt: skip
     return specs

@@ -15,7 +15,7 @@ from typing import Any
 
 from allocmark import builder, debian, native, records
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Status, Verified
+from allocmark.model import AllocatorSpec, Status, Verified, preload_list
 
 CORE = ("malloc", "free", "calloc", "realloc")
 C_API = (
@@ -96,8 +96,8 @@ def _elf_problem(path: str) -> str | None:
 
 def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | dict(spec.env)
-    if library:
-        env["LD_PRELOAD"] = library
+    if preload := preload_list(spec, library):
+        env["LD_PRELOAD"] = preload
     try:
         return subprocess.run(
             debian.under([str(native.program("am_probe"))], env),

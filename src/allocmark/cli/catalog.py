@@ -43,7 +43,8 @@ def alloc_build_cmd(
     force: Annotated[bool, typer.Option("--force", help="rebuild even if cached")] = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Build allocators from their crates.io sys crates into the cache, then verify them.
+    """Build allocators from their crates.io sys crates, or fetch (and build) them from
+    Debian's other releases, into the cache; then verify them.
     A build that fails is listed with its reason and the rest go on (exit 1 if any failed)."""
     from allocmark import allocators, builder
     from allocmark.errors import UserError
@@ -64,8 +65,9 @@ def alloc_build_cmd(
             if built.rebuilt
             else "cached"
         )
-        out().print(f"{spec.name}: {v.status.value} {v.version or ''} sha256 "
-                    f"{(v.sha256 or '')[:12]} ({took}) {v.reason}".rstrip())  # fmt: skip
+        facts = [v.status.value, v.version or "", f"sha256 {v.sha256[:12]}" if v.sha256 else ""]
+        out().print(f"{spec.name}: {' '.join(f for f in facts if f)} ({took}) "
+                    f"{v.reason}".rstrip())  # fmt: skip
     minutes = (time.monotonic() - start) / 60
     out().print(f"{len(chosen) - len(failed)} of {len(chosen)} built or cached in "
                 f"{minutes:.1f} min" + (f"; {len(failed)} failed:" if failed else ""))  # fmt: skip

@@ -334,8 +334,9 @@ def across_versions(comp: Comparison) -> list[Plot]:
                 ax.set_ylabel(f"/ {_cut(comp.baseline)}")
         grid[0][0].legend(fontsize=7)
         # Under TEXT_MAX for any family name of up to 20 characters.
-        fig.suptitle(f"{family} by version, against {comp.baseline}; 95% intervals; "
-                     f"squares: Debian{_first(rows, comp)}")  # fmt: skip
+        # The legend (first panel) tells crate builds, Debian's and those under a newer glibc.
+        fig.suptitle(f"{family} by version, against {comp.baseline}; 95% intervals"
+                     f"{_first(rows, comp)}")  # fmt: skip
         fig.tight_layout(rect=(0, 0, 1, 0.96))
         plots.append(Plot(f"versions-{_slug(family)}", fig.get_suptitle(), fig))
     return plots

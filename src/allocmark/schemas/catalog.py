@@ -162,6 +162,11 @@ class DebianEntry(_Strict):
     library: StrList = Field(
         default_factory=list, description="the library's path in the binary package (globs)"
     )
+    companions: StrList = Field(
+        default_factory=list,
+        description="other libraries of the package it needs, preloaded before it so that "
+        "they, not this system's of the same soname, are loaded",
+    )
     family: str = ""
     version_probe: str = Field("", description="the probe's name for its version (tcmalloc)")
     role: Role = _ROLE
