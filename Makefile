@@ -54,6 +54,7 @@ lint: setup
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
+	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	if command -v rustfmt >/dev/null; then rustfmt --edition 2021 --check native/preload-rs/build.rs native/preload-rs/src/*.rs; fi
 	cmake -S . -B build/lint -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build build/lint -j2

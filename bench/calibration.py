@@ -64,8 +64,10 @@ from pathlib import Path
 import psutil
 from scipy.stats import beta
 
-from allocmark import analyze, compare, native, recommend, stats, tune
+from allocmark import native, stats
+from allocmark.answer import analyze, compare, recommend
 from allocmark.store import Store
+from allocmark.verbs import tune
 
 ALLOCMARK = [sys.executable, "-m", "allocmark"]
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"

@@ -19,8 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from allocmark import allocators, builder, execute, workloads
+from allocmark import allocators, workloads
+from allocmark.allocators import builder
 from allocmark.model import RunSpec, RunStatus
+from allocmark.run import execute
 
 FUNCS = ("malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc")
 

@@ -31,8 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from allocmark import allocators, launch, profile, workloads
+from allocmark import allocators, profile, workloads
 from allocmark.model import Verified
+from allocmark.run import launch
 
 PARAMS = {"count": 100000, "rounds": 10, "size_min": 16, "size_max": 64, "threads": 1}
 TARGET = 1.25

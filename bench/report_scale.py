@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from allocmark import machine
 from allocmark.model import AllocatorSpec, RunSpec, Status, Verified
+from allocmark.run import machine
 from allocmark.store import Store
 
 ALLOCATORS = [f"alloc{i}" for i in range(10)]

@@ -19,8 +19,9 @@ import random
 import statistics
 import sys
 
-from allocmark import allocators, execute, workloads
+from allocmark import allocators, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark.run import execute
 
 TARGET = 0.01
 PYTHON = "d = {}\nfor i in range(300000): d[i] = str(i) * 3\n"

@@ -24,8 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from allocmark import allocators, analyze, execute, workloads
+from allocmark import allocators, workloads
+from allocmark.answer import analyze
 from allocmark.model import RunSpec, RunStatus, Verified
+from allocmark.run import execute
 from allocmark.store import Store
 
 

@@ -2,6 +2,8 @@
 
 - docs/schemas.md: the JSON Schema of every file allocmark reads or writes, as
   `allocmark schema KIND` prints it (tests/test_docs.py checks it is current);
+- docs/layout.md: the tree between `<!-- layout -->` and `<!-- end layout -->`
+  (scripts/layout.py: from the packages' docstrings and native/README.md);
 - every block between `<!-- output: ARGS -->` and `<!-- end output -->` in README.md
   and docs/*.md: what `allocmark ARGS` prints now. ARGS may only read (report,
   allocators, workloads, schema): a campaign is run by `make demo`, whose database
@@ -46,6 +48,16 @@ def schemas_page() -> str:
     return "\n".join(out)
 
 
+LAYOUT = re.compile(r"(<!-- layout -->\n```text\n)(.*?)(```\n<!-- end layout -->)", re.S)
+
+
+def layout_page(text: str) -> str:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import layout
+
+    return LAYOUT.sub(lambda m: m.group(1) + layout.tree() + m.group(3), text)
+
+
 def refreshed(text: str, name: str) -> str:
     def run(m: re.Match[str]) -> str:
         args = shlex.split(m.group(2))
@@ -66,7 +78,7 @@ def main() -> int:
     files = {ROOT / "docs" / "schemas.md": schemas_page()}
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         if path.name != "schemas.md":
-            files[path] = refreshed(path.read_text(), path.name)
+            files[path] = layout_page(refreshed(path.read_text(), path.name))
     changed = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if check:
         for p in changed:

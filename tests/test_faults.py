@@ -22,8 +22,10 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocmark import allocators, compare, machine, plan, workloads
+from allocmark import allocators, workloads
+from allocmark.answer import compare
 from allocmark.errors import AllocmarkError, UserError
+from allocmark.run import machine, plan
 from allocmark.store import SCHEMA_VERSION, Store
 from tests.conftest import cli
 from tests.fakes import alive, allocs, specs
@@ -461,8 +463,8 @@ def test_kill_points_then_resume_lose_and_repeat_nothing(tmp_path: Path) -> None
 def test_a_flooding_program_costs_neither_disk_nor_memory(tmp_path: Path) -> None:
     import resource
 
-    from allocmark import execute
     from allocmark.model import RunSpec
+    from allocmark.run import execute
 
     spec = RunSpec(seq=0, allocator="x", workload="w", params=(), rep=0, env=(),
                    argv=("sh", "-c", "yes flooding-the-terminal >&2"), timeout=2.0)  # fmt: skip

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from allocmark import allocators, plan, tune, workloads
+from allocmark import allocators, workloads
 from allocmark.errors import UserError
+from allocmark.run import plan
+from allocmark.verbs import tune
 from tests.conftest import cli
 
 

@@ -13,75 +13,32 @@ these functions: they parse, call, and print.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import (
-    allocators,
-    analyze,
-    builder,
-    campaign,
-    compare,
-    harden,
-    plan,
-    recommend,
-    stats,
-    tryout,
-    tune,
-    workloads,
-)
-from allocmark.campaign import Precision, RoundDone, RunDone
-from allocmark.defaults import DEFAULT_DB, DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
+from allocmark import allocators, stats, workloads
+from allocmark.allocators import builder
+from allocmark.answer import analyze, compare, recommend
+from allocmark.answer.forecast import Forecast
 from allocmark.errors import UserError
-from allocmark.execute import Executor
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
-from allocmark.forecast import Forecast
-from allocmark.model import AllocatorSpec, Params, Verified, Workload
-from allocmark.schemas.settings import Family
+from allocmark.model import Note as Note  # the library's own types, for its callers
+from allocmark.model import Request as Request
+from allocmark.model import Verified
+from allocmark.run import campaign, start
+from allocmark.run.campaign import Precision
+from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
+from allocmark.run.campaign import RunDone as RunDone
+from allocmark.run.execute import Executor
+from allocmark.run.start import selected as selected  # the CLI's listings
 from allocmark.store import Store
+from allocmark.verbs import harden, tryout, tune
 
 EXECUTORS = ("local", "dask")
-
-
-@dataclass(frozen=True)
-class Request:
-    """One campaign: what to run, on which allocators, how precisely, and where.
-    Every field has one name and one type from the command line to the store."""
-
-    workloads: tuple[str, ...] = ()  # workload names; none (and no command): the suite's
-    command: tuple[str, ...] = ()  # or the user's own program and its arguments
-    suite: str | None = None  # built-in suite name or suite .toml file (default: quick)
-    allocators: tuple[str, ...] = ()  # NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]
-    params: tuple[str, ...] = ()  # NAME=V[,V...] parameter overrides
-    min_runs: int | None = None  # blocks per cell to start with (default: the suite's, or 3)
-    max_runs: int | None = None  # at most this many blocks per cell (default DEFAULT_MAX_RUNS)
-    margin: float | None = None  # add blocks until every ratio is decided, same within ±this
-    budget_s: float | None = None  # stop adding blocks after this long (0: no limit)
-    timeout_s: float | None = None  # per run
-    seed: int | None = None  # shuffle seed of the run order
-    catalogs: tuple[Path, ...] = ()  # extra allocator catalog files
-    sample: int = 0  # profile: time 1 allocator call in `sample`; 0: not profiled
-    db: Path = DEFAULT_DB
-    executor: str = "local"  # "local" or "dask"
-    scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
-    yes: bool = False  # start a campaign of more than plan.CONFIRM_RUNS runs
-    memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
-    tune: str = ""  # race every allocator's settings on this objective (tune.OBJECTIVES)
-    settings: Path | None = None  # tune: a settings catalog over the built-in one
-
-
-@dataclass(frozen=True)
-class Note:
-    """Something the user should read: a skipped cell, an unusable allocator, a build."""
-
-    level: str  # "info" or "warning"
-    text: str
 
 
 @dataclass(frozen=True)
@@ -109,15 +66,19 @@ class Finished:
 Event = Note | Planned | RunDone | RoundDone | Forecast | Finished
 
 
-def run(req: Request, machine: Executor | None = None) -> Iterator[Event]:
-    """Start the campaign `req` describes and run it, yielding progress. `machine`
-    replaces the real child processes of the local executor (tests, dry runs)."""
+def run(
+    req: Request, machine: Executor | None = None, selection: start.Selection = start.AS_NAMED
+) -> Iterator[Event]:
+    """Start the campaign `req` describes and run it, yielding progress: plan, start,
+    execute. `selection` makes the candidates of the allocators named (`race`: each
+    with every setting `tune` races); `machine` replaces the real child processes of
+    the local executor (tests, dry runs)."""
     _check(req)
     new = not req.db.exists()
     store = Store(req.db)
     notes: list[Note] = []
     try:
-        cid, prepared = _start(store, req, notes)
+        cid, prepared = start.planned(store, req, selection, notes)
     except BaseException:
         if new:  # a refused command leaves no file behind
             _discard_if_empty(store)
@@ -125,6 +86,16 @@ def run(req: Request, machine: Executor | None = None) -> Iterator[Event]:
     yield from notes
     yield _planned(store, cid, prepared.usable, req)
     yield from _execute(store, cid, list(prepared.usable), req, machine)
+
+
+def race(objective: str, settings: Path | None = None) -> start.Selection:
+    """The selection `tune` races: every setting of each allocator, on `objective`."""
+    return tune.race_of(objective, settings)
+
+
+def reader(db: Path) -> Store:
+    """The database at `db` opened for a report: never created, never changed."""
+    return Store(db, create=False)
 
 
 def _discard_if_empty(store: Store) -> None:
@@ -158,10 +129,11 @@ def resume(
     yield from _execute(store, cid, verified, req, None)
 
 
-def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None) -> int:
+def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None,
+               selection: start.Selection = start.AS_NAMED) -> int:  # fmt: skip
     """`run`, consumed: the campaign's id once every run is stored."""
     cid = 0
-    for event in run(req):
+    for event in run(req, selection=selection):
         if on_event:
             on_event(event)
         if isinstance(event, Finished):
@@ -257,9 +229,6 @@ def regressions(
     return compare.compare(compare.load(old), compare.load(new), metric, margin)
 
 
-# ---------------------------------------------------------------------------
-# Resolution: what the request means on this machine
-# ---------------------------------------------------------------------------
 def _check(req: Request) -> None:
     if req.executor not in EXECUTORS:
         raise UserError(f"--executor {req.executor!r}: choose {' or '.join(EXECUTORS)}")
@@ -268,132 +237,6 @@ def _check(req: Request) -> None:
                         "`dask scheduler` prints)")  # fmt: skip
     if req.command and (req.workloads or req.suite):
         raise UserError("give either a command or workloads/a suite, not both")
-
-
-def _start(store: Store, req: Request, notes: list[Note]) -> tuple[int, campaign.Prepared]:
-    suite, cells = _cells(req, notes)
-    named = list(req.allocators) or (None if suite.allocators == ("all",)
-                                     else list(suite.allocators))  # fmt: skip
-    specs, explicit = selected(named, req.catalogs)
-    families = tune.families(req.settings) if req.tune else {}
-    if req.tune:
-        specs, explicit = _tuned(specs if req.allocators else None, families), True
-    n = req.min_runs or suite.repetitions
-    plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
-    prepared = campaign.prepare(built(specs, notes), explicit)
-    plan.check_glibc(cells, prepared.usable)
-    notes += unusable_notes(prepared)
-    if req.tune:
-        prepared = _taken(prepared, notes, families)
-    seed = req.seed if req.seed is not None else suite.seed
-    precision = None if req.sample else _precision(req, n, suite)
-    # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
-    as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
-    cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
-                         seed, sys.argv, precision, req.sample, req.memory_limit,
-                         suite.expected_s if as_sized else 0.0)  # fmt: skip
-    return cid, prepared
-
-
-def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Workload, Params]]]:
-    if req.command:
-        suite = plan.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
-        return dataclasses.replace(suite, name="try"), [(workloads.command_workload(
-            list(req.command)), ())]  # fmt: skip
-    if req.suite is None and req.workloads:
-        suite = plan.adhoc_suite(list(req.workloads), req.min_runs or DEFAULT_MIN_RUNS,
-                                 req.timeout_s or 600, req.seed or 1)  # fmt: skip
-    else:
-        suite = plan.load_suite(req.suite or "quick")
-        if req.workloads:
-            suite = _only(suite, req.workloads)
-    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
-    cells, skipped = plan.installed(cells, strict=bool(req.workloads))
-    notes += [Note("warning", f"skipped: {s}") for s in skipped]
-    if not cells:  # an empty campaign would become the newest, "finished", report
-        why = "; ".join(skipped) or "it has no [[runs]] entry"
-        raise UserError(f"{suite.source}: nothing to run: {why}")
-    return suite, cells
-
-
-def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
-    entries = tuple(e for e in suite.entries if e.workload in wanted)
-    if not entries:
-        raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
-    return dataclasses.replace(suite, entries=entries)
-
-
-def _tuned(specs: Sequence[AllocatorSpec] | None, families: dict[str, Family]
-           ) -> list[AllocatorSpec]:  # fmt: skip
-    """The candidates of `tune`: of the allocators named, or of every catalog entry
-    the settings catalog has settings for."""
-    if specs is None:
-        specs = [s for s in allocators.load_catalog() if s.name in families]
-    return tune.specs_for(specs, families)
-
-
-def _taken(prepared: campaign.Prepared, notes: list[Note], families: dict[str, Family]
-           ) -> campaign.Prepared:  # fmt: skip
-    """Only the candidates whose setting the allocator takes (tune.check)."""
-    checked = tune.check(prepared.usable, families)
-    notes += [Note("info", f"left out: {name}: {why}") for name, why in checked.left_out.items()]
-    notes += [Note("info", f"{name}'s settings are raced unchecked: {why}")
-              for name, why in checked.unchecked.items()]  # fmt: skip
-    usable = tuple(v for v in prepared.usable if v.spec.name not in checked.left_out)
-    return dataclasses.replace(prepared, usable=usable, left_out=tuple(checked.left_out.items()))
-
-
-def _precision(req: Request, min_runs: int, suite: plan.Suite) -> Precision:
-    margin = req.margin if req.margin is not None else suite.margin
-    budget = req.budget_s if req.budget_s is not None else suite.budget_s
-    most = next((m for m in (req.max_runs, suite.max_repetitions) if m is not None),
-                max(DEFAULT_MAX_RUNS, min_runs))  # fmt: skip
-    if req.max_runs is None and req.min_runs is not None and suite.max_repetitions:
-        most = max(most, min_runs)  # -n above the suite's cap raises the cap with it
-    if most < min_runs:
-        raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
-    if req.tune and req.tune not in tune.OBJECTIVES:
-        raise UserError(f"--objective {req.tune!r}: choose {', '.join(tune.OBJECTIVES)}")
-    return Precision(max_runs=most, margin=margin, budget_s=budget, race=req.tune)
-
-
-def selected(
-    alloc: Sequence[str] | None, catalogs: Sequence[Path]
-) -> tuple[list[AllocatorSpec], bool]:
-    """Selected allocator specs, and whether the user named them explicitly."""
-    names, adhoc = allocators.parse_selection(list(alloc or []))
-    chosen = (
-        allocators.select(allocators.load_catalog(list(catalogs)), names)
-        if names or not adhoc
-        else []
-    )
-    return chosen + adhoc, bool(alloc)
-
-
-def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
-    """Builds the recipe entries among `specs` that the cache lacks (first use)."""
-    for spec in specs:
-        if spec.recipe and not builder.is_built(spec):
-            builder.build(spec, say=lambda m: notes.append(Note("info", f"{m} (first use)")))
-    return specs
-
-
-def unusable_notes(prepared: campaign.Prepared) -> list[Note]:
-    out = [Note("warning", f"not used: {v.spec.name} is {v.status.value}: {v.reason}")
-           for v in prepared.unusable]  # fmt: skip
-    # tune's candidates share their allocator's library: one warning for all of them
-    partial: dict[tuple[str, str], list[str]] = {}
-    for v in prepared.usable:
-        if v.lacks:
-            partial.setdefault((tune.default_of(v.spec.name), v.reason), []).append(v.spec.name)
-    out += [Note("warning", f"warning: {_who(names)} partial: {why}")
-            for (_, why), names in partial.items()]  # fmt: skip
-    return out
-
-
-def _who(names: Sequence[str]) -> str:
-    more = len(names) - 1
-    return f"{names[0]} and its {more} tuned variants are" if more else f"{names[0]} is"
 
 
 def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request) -> Planned:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, NamedTuple
+
+from allocmark.defaults import DEFAULT_DB
 
 Env = tuple[tuple[str, str], ...]
 Params = tuple[tuple[str, int | str], ...]
@@ -361,3 +364,63 @@ class CellRuns:
         columns |= {n: tuple(r.metrics.get(n) for r in rs) for n in names}
         return CellRuns(*key, partial=any(r.partial for r in rs),
                         statuses=tuple(r.status for r in rs), columns=columns)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Facts about the machine, recorded with every campaign (run/machine.py gathers them)."""
+
+    hostname: str
+    cpu_model: str
+    cores: int
+    kernel: str
+    glibc: str
+    allocmark_version: str
+    python: str
+    memory_kib: int
+    governor: str
+    thp: str = "unknown"  # the system's transparent huge pages mode: always, madvise, never
+    rss_read_error_kib: int = 0  # how far one read of a process's RSS may be off (see below)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One campaign: what to run, on which allocators, how precisely, and where.
+    Every field has one name and one type from the command line to the store."""
+
+    workloads: tuple[str, ...] = ()  # workload names; none (and no command): the suite's
+    command: tuple[str, ...] = ()  # or the user's own program and its arguments
+    suite: str | None = None  # built-in suite name or suite .toml file (default: quick)
+    allocators: tuple[str, ...] = ()  # NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]
+    params: tuple[str, ...] = ()  # NAME=V[,V...] parameter overrides
+    min_runs: int | None = None  # blocks per cell to start with (default: the suite's, or 3)
+    max_runs: int | None = None  # at most this many blocks per cell (default DEFAULT_MAX_RUNS)
+    margin: float | None = None  # add blocks until every ratio is decided, same within ±this
+    budget_s: float | None = None  # stop adding blocks after this long (0: no limit)
+    timeout_s: float | None = None  # per run
+    seed: int | None = None  # shuffle seed of the run order
+    catalogs: tuple[Path, ...] = ()  # extra allocator catalog files
+    sample: int = 0  # profile: time 1 allocator call in `sample`; 0: not profiled
+    db: Path = DEFAULT_DB
+    executor: str = "local"  # "local" or "dask"
+    scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
+    yes: bool = False  # start a campaign of more than CONFIRM_RUNS runs
+    memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the user should read: a skipped cell, an unusable allocator, a build."""
+
+    level: str  # "info" or "warning"
+    text: str
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a campaign will run on, and what it could not use."""
+
+    usable: tuple[Verified, ...]
+    unusable: tuple[Verified, ...]
+    baseline: str | None
+    left_out: tuple[tuple[str, str], ...] = ()  # tune: (candidate, why), before the race

@@ -1,5 +1,14 @@
-"""Allocators: the catalog (catalog.py), what a command line selects (selection.py)
-and what really serves malloc under each (verification.py)."""
+"""The allocators stage: the catalog, the names chosen, what serves malloc.
+
+catalog.py reads the catalogs (built-in and the user's TOML) into `AllocatorSpec`s;
+selection.py resolves a command line's names (`FAMILY@*`, `NAME=/lib.so`);
+verification.py runs the probe under each and gives `Verified`; builder.py builds
+entries from their crates.io sys crates, debian.py fetches (and builds) them from
+Debian's other releases; lineage.py orders a family's versions.
+
+May import: `model`, `schemas`, `native`, `tomlfile`, `errors`, and run/records.py
+(the probe's report is a native record); nothing else of a later stage.
+"""
 
 from allocmark.allocators.catalog import builtin_catalog, load_catalog
 from allocmark.allocators.selection import baseline_name, parse_selection, select, to_build

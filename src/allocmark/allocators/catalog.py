@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from allocmark import builder, schemas, tomlfile
+from allocmark import schemas, tomlfile
+from allocmark.allocators import builder
 from allocmark.model import AllocatorSpec, Debian, Recipe
 from allocmark.schemas.catalog import (
     AllocatorEntry,

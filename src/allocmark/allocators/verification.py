@@ -13,9 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from allocmark import builder, debian, native, records
+from allocmark import native
+from allocmark.allocators import builder, debian
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Status, Verified, preload_list
+from allocmark.native import records
 
 CORE = ("malloc", "free", "calloc", "realloc")
 C_API = (

@@ -1,0 +1,1 @@
+"""The built-in catalogs: allocators, workloads, suites, settings, hardening."""

@@ -1,7 +1,10 @@
 """The command line: parse, call the library, print. Nothing else lives here.
 
 One module per verb family (catalog, runs, reports) over the shared app.py; each verb
-imports the stack it uses when it runs, so that `allocmark --help` starts at once."""
+imports the stack it uses when it runs, so that `allocmark --help` starts at once.
+
+May import: `api` (the run stage, the store and the statistics only through it),
+report/ to print, answer/, verbs/, allocators/ and workloads/ for their listings."""
 
 from __future__ import annotations
 

@@ -44,9 +44,9 @@ _REPORT = (
 STACKS: dict[str, tuple[str, ...]] = {
     **{verb: ("allocmark.api", *_REPORT) for verb in ("run", "profile", "try", "tune", "harden")},
     "report": _REPORT,
-    "compare": ("allocmark.compare", "allocmark.plan", "allocmark.report.table"),
+    "compare": ("allocmark.answer.compare", "allocmark.run.plan", "allocmark.report.table"),
     "allocators": ("allocmark.allocators", "allocmark.api", "allocmark.report.catalog"),
-    "alloc": ("allocmark.allocators", "allocmark.builder"),
+    "alloc": ("allocmark.allocators", "allocmark.allocators.builder"),
     "workloads": ("allocmark.workloads",),
     "schema": ("allocmark.schemas",),
 }
@@ -208,18 +208,18 @@ def one_target(workload: list[str] | None, command: list[str] | None, verb: str)
 
 
 def fraction(text: str | None, option: str) -> float | None:
-    from allocmark import plan
+    from allocmark import units
 
-    return plan.parse_fraction(text, option) if text else None
+    return units.parse_fraction(text, option) if text else None
 
 
 def size(text: str | None) -> int:
-    from allocmark import plan
+    from allocmark import units
 
-    return plan.parse_size(text) if text else 0
+    return units.parse_size(text) if text else 0
 
 
 def duration(text: str | None) -> float | None:
-    from allocmark import plan
+    from allocmark import units
 
-    return plan.parse_duration(text) if text is not None else None
+    return units.parse_duration(text) if text is not None else None

@@ -46,7 +46,8 @@ def alloc_build_cmd(
     """Build allocators from their crates.io sys crates, or fetch (and build) them from
     Debian's other releases, into the cache; then verify them.
     A build that fails is listed with its reason and the rest go on (exit 1 if any failed)."""
-    from allocmark import allocators, builder
+    from allocmark import allocators
+    from allocmark.allocators import builder
     from allocmark.errors import UserError
 
     specs = allocators.load_catalog(catalog or [])

@@ -41,8 +41,8 @@ def report_cmd(
     detail: DetailOpt = False,
 ) -> None:
     """Show or export the report of a stored campaign."""
+    from allocmark import api
     from allocmark.report import data, render
-    from allocmark.store import Store
 
     if fmt not in ("table", *render.TEXT_FORMATS):
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(render.TEXT_FORMATS)}")
@@ -51,7 +51,7 @@ def report_cmd(
     if runs and fmt not in ("csv", "json"):
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     view = "profile" if profiles else "runs" if runs else "summary"
-    store = Store(db, create=False)
+    store = api.reader(db)
     cid = store.campaign(campaign_id).id
     if fmt == "table":
         emit_table(data.load(store, cid, view, speedup, brief=not detail), output, detail)
@@ -93,15 +93,16 @@ def compare_cmd(
     ] = "3%",
 ) -> None:
     """Regression verdict between two result sets: faster / slower / same / inconclusive."""
-    from allocmark import compare, plan
+    from allocmark import units
+    from allocmark.answer import compare
     from allocmark.report import table
 
     key = _METRIC_NAMES.get(metric)
     if key is None:
         raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
     # A regression can exceed 100 % (2.5x slower is +150 %).
-    limit = plan.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
-    margin = plan.parse_fraction(target_ci, "--margin")
+    limit = units.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
+    margin = units.parse_fraction(target_ci, "--margin")
     old_set, new_set = compare.load(old), compare.load(new)
     verdicts = compare.compare(old_set, new_set, key, margin)
     control = next((v.allocator for v in verdicts if v.control), None)

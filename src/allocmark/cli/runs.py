@@ -92,7 +92,6 @@ def run_cmd(
     """Run a suite (default: quick) and store every run."""
     from allocmark import api
     from allocmark.report import data
-    from allocmark.store import Store
 
     if resume:
         cid = _follow(api.resume(db, executor, scheduler, take_over, yes), db)
@@ -106,7 +105,7 @@ def run_cmd(
             yes=yes, memory_limit=size(memory_limit),
         )  # fmt: skip
         cid = _follow(api.run(req), db)
-    store = Store(db, create=False)
+    store = api.reader(db)
     emit_table(data.load(store, cid, brief=not detail), None, detail)
     if store.sample(cid):
         emit_table(data.load(store, cid, "profile"), None)
@@ -132,7 +131,6 @@ def profile_cmd(
     side by side."""
     from allocmark import api
     from allocmark.report import data
-    from allocmark.store import Store
 
     chosen = one_target(workload, command, "profile")
     req = api.Request(workloads=chosen, command=tuple(command or ()),
@@ -141,7 +139,7 @@ def profile_cmd(
                       sample=sample, db=db, executor=executor, scheduler=scheduler,
                       yes=yes, memory_limit=size(memory_limit))  # fmt: skip
     cid = _follow(api.run(req), db)
-    emit_table(data.load(Store(db, create=False), cid, "profile"), None)
+    emit_table(data.load(api.reader(db), cid, "profile"), None)
 
 
 @app.command("try")
@@ -171,7 +169,6 @@ def try_cmd(
     """Run your own command under every usable allocator and compare."""
     from allocmark import api
     from allocmark.report import data, extra, table
-    from allocmark.store import Store
 
     req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
                       max_runs=max_runs, margin=fraction(margin, "--margin"),
@@ -182,7 +179,7 @@ def try_cmd(
     cid = _follow(api.run(req), db)
     lines, comp = api.command_lines(db, cid)
     table.try_table(out(), lines, comp)
-    store = Store(db, create=False)
+    store = api.reader(db)
     table.extra(out(), extra.extras(data.load(store, cid, known=comp)))
     if profile:
         emit_table(data.load(store, cid, "profile"), None)
@@ -228,9 +225,8 @@ def tune_cmd(
                       params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
                       max_runs=max_runs, margin=fraction(margin, "--margin"),
                       budget_s=duration(budget), timeout_s=timeout,
-                      catalogs=tuple(catalog or ()), db=db, yes=yes, tune=objective,
-                      settings=settings)  # fmt: skip
-    cid = _follow(api.run(req), db)
+                      catalogs=tuple(catalog or ()), db=db, yes=yes)  # fmt: skip
+    cid = _follow(api.run(req, selection=api.race(objective, settings)), db)
     table.recommendation(out(), api.comparison(db, cid))
     front(db, cid)
 
@@ -260,16 +256,16 @@ def harden_cmd(
 ) -> None:
     """The hardening battery: what each allocator does about each heap error, its
     score, and what hardening costs."""
-    from allocmark import api, harden
+    from allocmark import api
     from allocmark.report import data, extra, table
-    from allocmark.store import Store
+    from allocmark.verbs import harden
 
     chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
     catalogs = tuple(catalog or ())
     req = api.harden_request(chosen, reps, tuple(alloc or ()), catalogs, timeout_s=timeout,
                              db=db, yes=yes)  # fmt: skip
     cid = _follow(api.run(req), db)
-    report = data.load(Store(db, create=False), cid)
+    report = data.load(api.reader(db), cid)
     table.extra(out(), extra.extras(report))
     if not cost or report.battery is None:
         return
@@ -279,7 +275,7 @@ def harden_cmd(
                     "build mimalloc@2.1.7 mimalloc@2.1.7+secure`", style="dim")  # fmt: skip
         return
     cost_cid = _follow(api.run(more), db)
-    comp = data.load(Store(db, create=False), cost_cid).comparison
+    comp = data.load(api.reader(db), cost_cid).comparison
     if comp is not None:
         table.extra(out(), [extra.cost_table(harden.costs(comp), comp.margin)])
 
@@ -338,10 +334,10 @@ class _Progress:
     def show(self, event: api.Event) -> None:
         from rich.markup import escape
 
-        from allocmark import api, harden
-        from allocmark.campaign import RoundDone, RunDone
-        from allocmark.forecast import Forecast
+        from allocmark import api
+        from allocmark.answer.forecast import Forecast
         from allocmark.model import RunStatus
+        from allocmark.verbs import harden
 
         if isinstance(event, api.Note):
             style = "yellow" if event.level == "warning" else "cyan"
@@ -350,7 +346,7 @@ class _Progress:
             out().print(_plan_line(event), highlight=False)
             self.target = event.precision.margin if event.precision else None
             self.task = self.bar.add_task("running", total=event.total, completed=event.done)
-        elif isinstance(event, RoundDone):
+        elif isinstance(event, api.RoundDone):
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
             self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
                               f"decided (margin ±{self.target or 0:.0%}){more}")  # fmt: skip
@@ -367,7 +363,7 @@ class _Progress:
             if alert and alert[0] not in self.warned:  # each kind once
                 self.warned.add(alert[0])
                 self.bar.console.print(f"[yellow]{escape(alert[1])}[/]", soft_wrap=True)
-        elif isinstance(event, RunDone) and self.task is not None:
+        elif isinstance(event, api.RunDone) and self.task is not None:
             spec, result = event.spec, event.result
             what = f"{self.precision} | {spec.allocator} {spec.workload}"
             self.bar.update(self.task, completed=event.done, total=event.total, description=what)
@@ -396,7 +392,7 @@ def _plan_line(p: api.Planned) -> str:
 
 def _eta(p: api.Planned) -> str:
     if p.estimate_s is None and p.expected_s:
-        from allocmark.forecast import duration
+        from allocmark.answer.forecast import duration
 
         return f" (about {duration(p.expected_s)} on the 2-core VM this suite was sized on)"
     if p.estimate_s is None:

@@ -7,6 +7,8 @@ must share the machine and the moment) or one set-up run. The machine side
 again, and applies the verification run that covers an application's measured
 run; it is the same code on this machine (`local`) and on a cluster worker
 (`dask`). The campaign (coordinator) stores what comes back, run by run.
+
+May import: run/ (execute, machine), allocators/, model; a sibling of run/.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from allocmark.execute import Executor
-from allocmark.machine import Machine
-from allocmark.model import RunResult, RunSpec, RunStatus, Verified
+from allocmark.model import Machine, RunResult, RunSpec, RunStatus, Verified
+from allocmark.run.execute import Executor
 
 # The noise sentinel: a run during which other processes or the hypervisor took
 # more than SPIKE_SHARE of a CPU (beyond SPIKE_SLACK_S, /proc/stat's tick

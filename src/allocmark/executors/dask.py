@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import allocmark
-from allocmark import allocators, machine
+from allocmark import allocators
 from allocmark.errors import AllocmarkError, UserError
-from allocmark.execute import LocalExecutor
 from allocmark.executors import Batch, Done, Event, run_batch
 from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
+from allocmark.run import machine
+from allocmark.run.execute import LocalExecutor
 
 RESOURCE = "bench"
 CONNECT_TIMEOUT_S = 10

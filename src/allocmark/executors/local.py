@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from allocmark.execute import Executor, LocalExecutor
 from allocmark.executors import Batch, Event, run_batch
+from allocmark.run.execute import Executor, LocalExecutor
 
 
 class Local:

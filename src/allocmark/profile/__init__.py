@@ -1,6 +1,8 @@
-"""The profiler (libamprof.so, native/shim/am_prof_*.c) seen from Python: its records
+"""The profiler seen from Python. libamprof.so (native/shim/am_prof_*.c): its records
 (records.py: read and summed), the numbers read off them (summary.py), and the
-findings and side-by-side views of a campaign (explain.py)."""
+findings and side-by-side views of a campaign (explain.py).
+
+May import: native/ (its records), model."""
 
 from allocmark.profile.explain import View, findings, views
 from allocmark.profile.records import HISTOGRAMS, PEAK_KEYS, combine, merge, of_stored, read

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from allocmark import records
+from allocmark.native import records
 
 HISTOGRAMS = ("sizes", "sizes_sampled", "hist")
 PEAK_KEYS = ("peak", "rss", "track_interval")  # not summed over records

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.forecast import duration
-from allocmark.recommend import OVERALL, Answer, Choice, Position
+from allocmark.answer.forecast import duration
+from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 
 
 @dataclass(frozen=True)

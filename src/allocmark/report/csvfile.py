@@ -7,8 +7,8 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark.exchange import run_rows
 from allocmark.report import data, rows
+from allocmark.store.exchange import run_rows
 
 
 def render(report: data.ReportData) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import aging, analyze, composition, harden, profile
+from allocmark import profile
+from allocmark.answer import aging, analyze, composition
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
 from allocmark.report import glance
 from allocmark.store import Store
+from allocmark.verbs import harden
 
 VIEWS = ("summary", "runs", "profile")
 

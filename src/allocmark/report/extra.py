@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allocmark import aging, analyze, composition, harden, stats
+from allocmark import stats
+from allocmark.answer import aging, analyze, composition
 from allocmark.report import data, fmt
+from allocmark.verbs import harden
 
 
 @dataclass(frozen=True)

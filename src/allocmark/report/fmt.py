@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from allocmark import stats
-from allocmark.analyze import MEMORY, Cell, Comparison
+from allocmark.answer.analyze import MEMORY, Cell, Comparison
 from allocmark.text import printable as printable  # shown where numbers are
 
 TITLES = {

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from allocmark.analyze import Comparison
+from allocmark.answer.analyze import Comparison
 from allocmark.report import fmt, matrix
 
 STYLES = {matrix.BETTER: "green", matrix.WORSE: "red", matrix.SAME: "cyan",

@@ -15,11 +15,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from allocmark import exchange, recommend
-from allocmark.analyze import Comparison
+from allocmark.answer import recommend
+from allocmark.answer.analyze import Comparison
 from allocmark.profile import View
 from allocmark.report import answer, data, extra, fmt, interactive, matrix, profile_rows
 from allocmark.report.plots import Plot
+from allocmark.store import exchange
 
 MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from markupsafe import Markup
 
-from allocmark import recommend
-from allocmark.analyze import Comparison
+from allocmark.answer import recommend
+from allocmark.answer.analyze import Comparison
 from allocmark.model import Params, RssSeries
 from allocmark.report import plots
 

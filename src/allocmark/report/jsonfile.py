@@ -8,9 +8,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark import aging, recommend
-from allocmark.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
+from allocmark.answer import aging, recommend
 from allocmark.report import answer, data, rows
+from allocmark.store.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
 
 PROFILE_FORMAT = "allocmark-profile"
 

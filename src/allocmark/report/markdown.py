@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from allocmark import recommend
-from allocmark.analyze import Comparison
+from allocmark.answer import recommend
+from allocmark.answer.analyze import Comparison
 from allocmark.errors import UserError
 from allocmark.profile import View
 from allocmark.report import answer, data, extra, fmt, matrix, profile_rows

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from allocmark import recommend, stats
-from allocmark.analyze import Comparison, Row
+from allocmark import stats
+from allocmark.answer import recommend
+from allocmark.answer.analyze import Comparison, Row
 from allocmark.report import answer
 
 # What each kind of cell looks like: a glyph and a style every format maps.

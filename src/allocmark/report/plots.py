@@ -19,8 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 
-from allocmark import lineage, recommend
-from allocmark.analyze import Comparison, Row, value_text
+from allocmark.allocators import lineage
+from allocmark.answer import recommend
+from allocmark.answer.analyze import Comparison, Row, value_text
 from allocmark.model import Params, RssSeries
 from allocmark.report import fmt
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from allocmark import analyze
+from allocmark.answer import analyze
 from allocmark.errors import UserError
 from allocmark.report import csvfile, data, jsonfile, markdown
 from allocmark.store import Store

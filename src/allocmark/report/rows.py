@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from allocmark import profile
-from allocmark.analyze import Cell, Comparison
+from allocmark.answer.analyze import Cell, Comparison
 from allocmark.report import fmt, profile_rows
 
 

@@ -9,14 +9,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from allocmark import profile, recommend, stats, tune
-from allocmark.analyze import MEMORY, Cell, Comparison
-from allocmark.compare import Summary as CompareSummary
-from allocmark.compare import Verdict
+from allocmark import profile, stats
+from allocmark.answer import recommend
+from allocmark.answer.analyze import MEMORY, Cell, Comparison
+from allocmark.answer.compare import Summary as CompareSummary
+from allocmark.answer.compare import Verdict
 from allocmark.report import answer, fmt, profile_rows
 from allocmark.report import extra as extra_
 from allocmark.text import cell
-from allocmark.tryout import TryLine
+from allocmark.verbs import tune
+from allocmark.verbs.tryout import TryLine
 
 LONG_LABEL = 24
 

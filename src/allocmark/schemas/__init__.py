@@ -1,8 +1,10 @@
-"""Typed models (pydantic) of the files users write: suites and allocator catalogs.
+"""Typed models of the files users write: suites, catalogs, settings. Pydantic.
 
 The models validate the TOML, give the JSON Schema that `allocmark schema` prints
 (so that an editor checks a suite as it is typed), and their errors become one
 line naming the file, the key, the value and what is expected.
+
+May import: model, errors; every stage may import it.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class WorkloadEntry(_Strict):
         "free that the program calls (a partial allocator lacking one is not recommended)",
     )
     packages: StrList = Field(default_factory=list, description="Debian packages it needs")
-    input: str = Field("", description="a generated input file (see inputs.py)")
+    input: str = Field("", description="a generated input file (see workloads/inputs.py)")
     steps: list[list[str]] | None = Field(None, description="several commands, in turn")
     metrics: dict[Name, MetricEntry] = Field(default_factory=dict)
     service: ServiceEntry | None = None

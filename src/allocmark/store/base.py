@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from allocmark.errors import StoreError
-from allocmark.machine import Machine
-from allocmark.model import Campaign
+from allocmark.model import Campaign, Machine
 from allocmark.store import codec, schema
 
 

@@ -8,11 +8,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from allocmark import owner, seal
-from allocmark.machine import Machine
-from allocmark.model import AllocatorSpec, RunSpec, Verified, Workload
+from allocmark.model import AllocatorSpec, Machine, RunSpec, Verified, Workload
 from allocmark.schemas import stored
-from allocmark.store import codec
+from allocmark.store import codec, owner, seal
 from allocmark.store.base import Base
 
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import time
 
-from allocmark import owner
 from allocmark.errors import StoreError
-from allocmark.machine import Machine
-from allocmark.model import RunResult, RunSpec, Status, Verified
-from allocmark.store import codec
+from allocmark.model import Machine, RunResult, RunSpec, Status, Verified
+from allocmark.store import codec, owner
 from allocmark.store.base import Base
 
 

@@ -1,0 +1,422 @@
+"""Build allocators from their crates.io `-sys` crates into preloadable libraries.
+
+Each catalog recipe version becomes a Cargo project in the cache: the Rust
+forwarding layer shipped with allocmark (native/preload-rs) plus a generated
+Cargo.toml naming the crate, its exact version and features. All builds share
+one cargo target directory, so a crate compiled once is not compiled again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import allocmark
+from allocmark import native
+from allocmark.allocators import debian
+from allocmark.errors import UserError
+from allocmark.model import AllocatorSpec, Debian, Recipe
+from allocmark.schemas.catalog import Backend
+
+LIB_NAME = "libam_preload.so"
+BACKENDS = tuple(b.value for b in Backend)
+_LOG_TAIL = 25
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built library and the facts of its build."""
+
+    library: Path
+    provenance: dict[str, Any]
+    rebuilt: bool  # False when the cache already held it
+
+
+def sources_dir() -> Path:
+    """The Rust forwarding layer installed with the package."""
+    for root in allocmark.__path__:
+        candidate = Path(root) / "_rust" / "preload-rs"
+        if (candidate / "src" / "lib.rs").is_file():
+            return candidate
+    raise UserError(
+        "the Rust sources of the preload layer are not installed with allocmark; "
+        "reinstall with `pip install .`"
+    )
+
+
+@functools.cache
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    root = sources_dir()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def build_key(recipe: Recipe) -> str:
+    """Changes whenever the recipe or the forwarding layer (or, for a Debian source
+    build, allocmark's files it uses) changes."""
+    layer = _files_digest(recipe.debian.files) if recipe.debian else _source_digest()
+    text = json.dumps([_recipe_facts(recipe), layer], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _files_digest(names: tuple[str, ...]) -> str:
+    if not names:
+        return ""
+    h = hashlib.sha256()
+    for name in names:
+        h.update((debian.native_files() / name).read_bytes())
+    return h.hexdigest()
+
+
+def _recipe_facts(recipe: Recipe) -> dict[str, Any]:
+    if recipe.debian:
+        return {"debian": dataclasses.asdict(recipe.debian),
+                "upstream_version": recipe.upstream_version}  # fmt: skip
+    return {
+        "crate": recipe.crate,
+        "crate_version": recipe.crate_version,
+        "features": list(recipe.crate_features),
+        "backend": recipe.backend,
+        "build_env": dict(recipe.build_env),
+        "sys_std": recipe.sys_std,
+        "source_only": recipe.source_only,
+        "upstream_version": recipe.upstream_version,
+    }
+
+
+def output_dir(name: str, recipe: Recipe) -> Path:
+    if recipe.debian and recipe.debian.is_glibc:
+        # Other entries run under it (debian.glibc): a place found by version alone.
+        return glibc_dir(recipe.upstream_version)
+    safe = name.replace("@", "-").replace("+", "-")
+    return native.cache_root() / "allocators" / f"{safe}-{build_key(recipe)}"
+
+
+def glibc_dir(version: str) -> Path:
+    return native.cache_root() / "glibc" / version
+
+
+def library_path(name: str, recipe: Recipe) -> Path:
+    deb = recipe.debian
+    if deb is None:
+        return output_dir(name, recipe) / LIB_NAME
+    if deb.is_glibc:
+        return glibc_dir(recipe.upstream_version) / "lib" / "libc.so.6"
+    # The library keeps its file name: its soname is what other objects ask for.
+    return output_dir(name, recipe) / Path(deb.output or deb.members[0]).name
+
+
+def debian_env(recipe: Recipe) -> dict[str, str]:
+    """A glibc entry, and an entry built for a newer glibc than this system's, run
+    under that glibc (am_run: its loader, its libraries first)."""
+    deb = recipe.debian
+    version = recipe.upstream_version if deb and deb.is_glibc else deb.glibc if deb else ""
+    return {"AM_RUN_GLIBC": str(glibc_dir(version) / "lib")} if version else {}
+
+
+def is_built(spec: AllocatorSpec) -> bool:
+    return spec.recipe is not None and library_path(spec.name, spec.recipe).is_file()
+
+
+Say = Callable[[str], None]
+
+
+def build(spec: AllocatorSpec, force: bool = False, say: Say = lambda _: None) -> Built:
+    """Build `spec` (a recipe entry) unless the cache holds the same build."""
+    recipe = spec.recipe
+    if recipe is None:
+        raise UserError(f"allocator {spec.name!r} is not built by allocmark (it has no recipe)")
+    out = output_dir(spec.name, recipe)
+    library = library_path(spec.name, recipe)
+    with build_lock():
+        if not force and library.is_file():
+            return Built(library, read_provenance(out), rebuilt=False)
+        if recipe.debian:
+            return _build_debian(spec.name, recipe, out, library, say)
+        say(f"building {spec.name} from {recipe.crate} {recipe.crate_version}")
+        return _build_locked(spec.name, recipe, out)
+
+
+def read_provenance(out: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads((out / "provenance.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data
+
+
+def cargo() -> str:
+    """cargo on PATH, else rustup's default place (not on PATH in every shell)."""
+    found = shutil.which("cargo") or shutil.which("cargo", path=os.path.expanduser("~/.cargo/bin"))
+    if not found:
+        raise UserError(
+            "cargo is not installed, and allocmark builds these allocators with it; "
+            "install Rust (rustup, or `apt-get install cargo`) and try again"
+        )
+    return found
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """Held while a build uses the shared work and target directories."""
+    # Two allocmark processes (e.g. parallel test runs) share the target dir.
+    path = native.cache_root() / "build.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def project(recipe: Recipe) -> tuple[Path, dict[str, str]]:
+    """A fresh Cargo project for `recipe` and the environment to build it in."""
+    work = native.cache_root() / "work" / recipe.backend
+    _prepare_project(work, recipe)
+    return work, _build_env(work, recipe)
+
+
+def cargo_command(recipe: Recipe, *extra: str) -> list[str]:
+    return ["cargo", "build", "--release", "--features", _features(recipe), *extra]
+
+
+def _build_locked(name: str, recipe: Recipe, out: Path) -> Built:
+    work, env = project(recipe)
+    log = work / "build.log"
+    start = time.monotonic()
+    with log.open("w") as f:
+        proc = subprocess.run(
+            cargo_command(recipe),
+            cwd=work,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise UserError(_failure(name, recipe, log, proc.returncode))
+    return _install(name, recipe, work, out, env, seconds)
+
+
+def _prepare_project(work: Path, recipe: Recipe) -> None:
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(sources_dir(), work)
+    (work / "Cargo.toml").write_text(cargo_toml(recipe))
+
+
+def cargo_toml(recipe: Recipe) -> str:
+    """The generated manifest: the forwarding layer over exactly one sys crate."""
+    features = ", ".join(json.dumps(f) for f in recipe.crate_features)
+    feature_lines = "\n".join(f"backend_{b} = []" for b in BACKENDS)
+    # A source-only crate is a dependency of no real target: cargo fetches it (and
+    # `cargo metadata` says where) but never compiles its Rust code.
+    section = "target.'cfg(any())'.dependencies" if recipe.source_only else "dependencies"
+    return f"""# Generated by allocmark for {recipe.family} {recipe.upstream_version}; do not edit.
+[package]
+name = "am_preload"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[lib]
+crate-type = ["cdylib"]
+path = "src/lib.rs"
+
+[{section}]
+sys = {{ package = {json.dumps(recipe.crate)}, version = {json.dumps(recipe.crate_version)}, \
+features = [{features}] }}
+
+[build-dependencies]
+cc = "1"
+
+[features]
+{feature_lines}
+sys_std = []
+source_only = []
+
+[profile.release]
+panic = "abort"
+codegen-units = 1
+opt-level = 3
+"""
+
+
+def _features(recipe: Recipe) -> str:
+    wanted = {"sys_std": recipe.sys_std, "source_only": recipe.source_only}
+    return ",".join([f"backend_{recipe.backend}", *(f for f, on in wanted.items() if on)])
+
+
+def _build_env(work: Path, recipe: Recipe) -> dict[str, str]:
+    env = dict(os.environ) | dict(recipe.build_env)
+    # rustc and cargo's helpers live beside cargo.
+    env["PATH"] = os.path.dirname(cargo()) + os.pathsep + env.get("PATH", "")
+    env["CARGO_TARGET_DIR"] = str(native.cache_root() / "target")
+    env["AM_ALLOCATOR_VERSION"] = recipe.upstream_version
+    env.pop("LD_PRELOAD", None)
+    if recipe.needs_source:
+        env["AM_SYS_SOURCE"] = str(_crate_source(work, recipe, env))
+    return env
+
+
+def _crate_source(work: Path, recipe: Recipe, env: dict[str, str]) -> Path:
+    """Where cargo unpacked the sys crate (build.rs compiles C from it)."""
+    proc = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise UserError(f"cargo metadata for {recipe.crate} failed: {proc.stderr.strip()[-500:]}")
+    for package in json.loads(proc.stdout)["packages"]:
+        if package["name"] == recipe.crate:
+            return Path(package["manifest_path"]).parent
+    raise UserError(f"cargo metadata does not list {recipe.crate}")
+
+
+def _failure(name: str, recipe: Recipe, log: Path, code: int) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    tail = "\n".join("  " + line for line in lines[-_LOG_TAIL:])
+    return (
+        f"building {name} ({recipe.crate} {recipe.crate_version}) failed: cargo exited "
+        f"with {code}. Last lines of {log}:\n{tail}"
+    )
+
+
+def _install(
+    name: str, recipe: Recipe, work: Path, out: Path, env: dict[str, str], seconds: float
+) -> Built:
+    built = native.cache_root() / "target" / "release" / LIB_NAME
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (LIB_NAME + ".tmp")
+    shutil.copyfile(built, tmp)
+    provenance = {
+        "name": name,
+        "family": recipe.family,
+        "upstream_version": recipe.upstream_version,
+        "crate": recipe.crate,
+        "crate_version": _locked_version(work, recipe.crate),
+        "crate_requirement": recipe.crate_version,
+        "source_only": recipe.source_only,
+        "features": list(recipe.crate_features),
+        "build_env": dict(recipe.build_env),
+        "rustc": _tool_version("rustc", env),
+        "cargo": _tool_version("cargo", env),
+        "cc": _tool_version(env.get("CC", "cc"), env),
+        "profile": "release, opt-level 3, panic=abort, -Wl,-z,defs",
+        "build_seconds": round(seconds, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sha256": native.sha256_file(tmp),
+    }
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    shutil.copyfile(work / "build.log", out / "build.log")
+    os.replace(tmp, out / LIB_NAME)  # the library appears only once complete
+    _drop_older_builds(out)
+    return Built(out / LIB_NAME, provenance, rebuilt=True)
+
+
+def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> Built:
+    """Fetch (and for a source package, build) a Debian release's allocator."""
+    deb = recipe.debian
+    assert deb is not None
+    if deb.glibc and not (glibc_dir(deb.glibc) / "lib" / "libc.so.6").is_file():
+        say(f"{name} runs under glibc {deb.glibc}: fetching it first")
+        _build_debian(f"glibc@{deb.glibc}", runtime(deb), glibc_dir(deb.glibc),
+                      glibc_dir(deb.glibc) / "lib" / "libc.so.6", say)  # fmt: skip
+    work = native.cache_root() / "work" / "debian" / name.replace("@", "-")
+    start = time.monotonic()
+    tree, facts = debian.fetch(recipe, native.cache_root() / "debian", work, say)
+    built_s = 0.0
+    if deb.source:
+        made, built_s = debian.build_source(recipe, tree, work / "build.log", say)
+        facts |= debian.source_facts(work) | {"build": list(deb.build), "cc": _tool_version(
+            "cc", dict(os.environ))}  # fmt: skip
+    elif deb.is_glibc:
+        made = debian.glibc_tree(tree)
+    else:
+        made = debian.member(recipe, tree)
+    out.mkdir(parents=True, exist_ok=True)
+    for companion in deb.companions:  # before the library, which marks a finished build
+        found = debian.member(recipe, tree, (companion,))
+        shutil.copyfile(found, out / Path(companion).name)
+    if deb.is_glibc:
+        # The whole unpacked C library stays; lib/ is the folder of its loader.
+        shutil.rmtree(out / "root", ignore_errors=True)
+        os.replace(tree, out / "root")
+        (out / "lib").unlink(missing_ok=True)
+        (out / "lib").symlink_to(Path("root") / made.relative_to(tree))
+    provenance = {"name": name, "family": recipe.family, "upstream_version":
+                  recipe.upstream_version, "origin": "debian", **facts,
+                  "glibc": deb.glibc, "build_seconds": round(time.monotonic() - start, 1),
+                  "compile_seconds": round(built_s, 1),
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    if not deb.is_glibc:
+        tmp = out / (library.name + ".tmp")
+        shutil.copyfile(made, tmp)
+        provenance["library_sha256"] = native.sha256_file(tmp)
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+        os.replace(tmp, library)  # the library appears only once complete
+        _drop_older_builds(out)
+    else:
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return Built(library, provenance, rebuilt=True)
+
+
+def runtime(deb: Debian) -> Recipe:
+    """The glibc entry an entry built for a newer glibc runs under."""
+    libc = Debian(release=deb.glibc_release, package="libc6", is_glibc=True)
+    return Recipe(family="glibc", backend="", crate="", crate_version="",
+                  upstream_version=deb.glibc, debian=libc)  # fmt: skip
+
+
+def _drop_older_builds(out: Path) -> None:
+    """Earlier builds of the same entry (other recipe or layer): no longer reachable."""
+    name = out.name.rsplit("-", 1)[0]
+    for other in out.parent.iterdir():
+        if other != out and other.is_dir() and other.name.rsplit("-", 1)[0] == name:
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def _locked_version(work: Path, crate: str) -> str | None:
+    """The exact crate version cargo resolved, from Cargo.lock."""
+    try:
+        text = (work / "Cargo.lock").read_text()
+    except OSError:
+        return None
+    for block in text.split("[[package]]"):
+        if f'name = "{crate}"' in block:
+            for line in block.splitlines():
+                if line.startswith("version = "):
+                    return line.split("=", 1)[1].strip().strip('"')
+    return None
+
+
+def _tool_version(tool: str, env: dict[str, str]) -> str | None:
+    try:
+        proc = subprocess.run(
+            [tool, "--version"], env=env, capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return None
+    return proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout else None

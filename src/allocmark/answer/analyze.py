@@ -1,0 +1,503 @@
+"""Turn stored runs into the comparison the report shows."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from allocmark import profile, stats
+from allocmark.allocators import lineage
+from allocmark.model import CellRuns, Params, RunStatus, StoredRun
+from allocmark.stats import batch
+from allocmark.store import Store
+
+ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed
+# The hardening battery's runs are outcomes (harden.py), not times to compare.
+BATTERY = "harden"
+
+# Column groups of the report, in order, and the column of CellRuns each reads.
+# Beyond ALWAYS, a group none of whose cells has a number (e.g. overhead for a
+# user's command) is left out.
+METRICS: dict[str, str] = {
+    "time_s": "wall_s",
+    "peak_rss_kib": "maxrss_kib",
+    "rss_mib_s": "rss_mib_s",  # RSS integrated over the run (the launcher's samples)
+    "end_rss_kib": "rss_end_kib",  # a native workload's RSS once every block is freed
+    "idle_rss_kib": "rss_idle_1s_kib",  # ... and after 1 s of idling (idle_ms)
+    "overhead_ratio": "overhead_ratio",
+    "ops_per_s": "ops_per_s",
+}
+HIGHER_IS_BETTER = frozenset({"ops_per_s"})
+MEMORY = frozenset({"peak_rss_kib", "rss_mib_s", "end_rss_kib", "idle_rss_kib", "overhead_ratio"})
+# Memory groups beyond peak RSS that a brief comparison (the terminal's) leaves
+# out above BRIEF_ROWS rows: rich takes ~0.15 s per table of 100 rows x 10 allocators.
+SECONDARY = ("rss_mib_s", "end_rss_kib", "idle_rss_kib")
+BRIEF_ROWS = 20
+# The stored metrics METRICS reads.
+METRIC_NAMES = ("rss_mib_s", "rss_end_kib", "rss_idle_1s_kib", "overhead_ratio", "ops_per_s")
+
+
+def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:
+    """Cells as they are, or runs grouped into cells."""
+    if data and isinstance(data[0], StoredRun):
+        return CellRuns.of_runs(data, METRIC_NAMES)  # type: ignore[arg-type]
+    return list(data)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One allocator on one row for one metric."""
+
+    runs: int
+    failures: tuple[tuple[str, int], ...]  # status -> count, for runs that are not OK
+    summary: stats.Summary | None  # None unless every run is OK and has the metric
+    values: tuple[float, ...] = ()
+    ratio: stats.Ratio | None = None  # to the baseline's cell (inverted for speed-ups)
+    loose: bool = False  # its ratio's interval is wider than the precision target
+    verdict: stats.Verdict | None = None  # what the ratio says (None without a ratio)
+    blocks: tuple[int, ...] = ()  # the block (repetition) of each value, for pairing
+    fixed: bool = False  # time fixed by a parameter (duration-bound): not a result
+
+    @property
+    def state(self) -> str:
+        """ "ok", the worst failure with its count (e.g. "crashed 2/3"), "missing"
+        (no run), "fixed" (a duration-bound workload's time) or "n/a" (runs without
+        this metric)."""
+        if self.fixed:
+            return "fixed"
+        if self.summary is not None:
+            return "ok"
+        if self.failures:
+            status, count = self.failures[0]
+            return f"{status} {count}/{self.runs}"
+        return "missing" if self.runs == 0 else "n/a"
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    params: Params
+    label: str
+    cells: dict[str, dict[str, Cell]]  # metric -> allocator -> cell
+    final: bool = False  # its budget ended it undecided: the final look (stats.SPLIT)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: str | None
+    allocators: tuple[str, ...]
+    partial: frozenset[str]
+    rows: tuple[Row, ...]
+    geomean: dict[str, dict[str, stats.GeoMean | None]]  # metric -> allocator -> of ratios
+    metrics: tuple[str, ...] = tuple(METRICS)  # the groups that have numbers
+    speedup: bool = False  # time ratios are baseline / allocator
+    margin: float = stats.DEFAULT_MARGIN  # precision target and equivalence margin of the ratios
+    paired: bool = True  # ratios from blocks (else Welch on two independent samples)
+    sequential: bool = False  # blocks were added until decided: anytime-valid intervals
+    noise: Noise | None = None  # the campaign's noise sentinel, when stored
+    # What a partial allocator lacks, and which of those functions each row's program
+    # calls (None: not known), so that the recommendation can refuse it where it matters.
+    lacks: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    calls: dict[tuple[str, str], tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
+    left_out: tuple[str, ...] = ()  # groups with data left out of a brief comparison
+    # Allocators that are not for speed or memory: "debug", "wrapper" (never recommended).
+    roles: dict[str, str] = dataclasses.field(default_factory=dict)
+    lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What the noise sentinel saw during a campaign."""
+
+    reruns: int  # runs taken again because other work spiked during them
+    runs: int  # measured runs in all
+    calibration: stats.Summary | None  # the fixed CPU loop's seconds, between blocks
+
+
+def stored_comparison(
+    store: Store, cid: int, speedup: bool = False, brief: bool = False
+) -> Comparison:
+    """The comparison of a stored campaign, baseline first, then the catalog order.
+    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows."""
+    c = store.campaign(cid)
+    rows = store.allocator_rows(cid)  # read once: the order, what each lacks, its version
+    names = [r["name"] for r in rows]
+    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
+    settings = store.settings(cid)
+    margin = settings_margin(settings)
+    fixed = dict(settings.get("fixed_time", {}))
+    cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
+    left: tuple[str, ...] = ()
+    if brief and len({(x.workload, x.params) for x in cells if x.role == "measure"}) > BRIEF_ROWS:
+        left = tuple(m for m in SECONDARY if any(
+            v is not None for x in cells for v in x.columns.get(METRICS[m], ())))  # fmt: skip
+    comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed,
+                   groups=[m for m in METRICS if m not in left],
+                   sequential=is_sequential(settings),
+                   finished=c.status == "finished")  # fmt: skip
+    lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
+    specs = [s for s, _ in store.allocator_specs(cid)]
+    stated = {r["name"]: r.get("version") for r in rows}
+    lineages = {s.name: lin for s in specs if (lin := lineage.of(s, stated.get(s.name)))}
+    return dataclasses.replace(
+        comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
+        left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
+        lineages=lineages)  # fmt: skip
+
+
+def settings_margin(settings: dict[str, Any]) -> float:
+    """A campaign's equivalence margin ("target_ci" in campaigns stored before its rename)."""
+    return float(settings.get("margin") or settings.get("target_ci") or stats.DEFAULT_MARGIN)
+
+
+def is_sequential(settings: dict[str, Any]) -> bool:
+    """Were blocks added until the ratios decided (a campaign with a margin to reach,
+    allowed more blocks than it starts with)? `-n 5 --max-runs 5` never looks."""
+    looks = settings.get("max_runs", 0) > settings.get("min_runs", 0)
+    return ("margin" in settings or "target_ci" in settings) and looks
+
+
+def row_key(workload: str, params: Params) -> tuple[str, str]:
+    return workload, json.dumps(params)
+
+
+def _calls(
+    store: Store, cid: int, comp: Comparison
+) -> dict[tuple[str, str], tuple[str, ...] | None]:
+    """Per row: what libam_who saw the program call in its verification runs, or what
+    a native workload declared when the campaign was planned; None when neither is known."""
+    seen = store.verified_calls(cid)
+    declared = store.settings(cid).get("calls", {})
+    out: dict[tuple[str, str], tuple[str, ...] | None] = {}
+    for row in comp.rows:
+        key = row_key(row.workload, row.params)
+        native = declared.get(row.workload)
+        out[key] = seen[key] if key in seen else (tuple(native) if native is not None else None)
+    return out
+
+
+def _json_list(text: object) -> list[str]:
+    try:
+        value = json.loads(str(text)) if text else []
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _noise(store: Store, cid: int, cells: Sequence[CellRuns]) -> Noise:
+    measured = sum(len(c.statuses) for c in cells if c.role == "measure")
+    calib = store.calibrations(cid)
+    return Noise(int(store.metric_sum(cid, "noise_reruns")), measured,
+                 stats.summarize(calib) if calib else None)  # fmt: skip
+
+
+def stored_profiles(store: Store, cid: int) -> list[profile.View]:
+    """The profiler's view of a stored campaign, baseline first."""
+    c = store.campaign(cid)
+    rows = store.allocator_rows(cid)
+    names = [r["name"] for r in rows]
+    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
+    # glibc has no preloaded library: the object that served its malloc is libc.
+    libraries = {r["name"]: r["library"] or dict(json.loads(r["served_json"] or "[]")).get("malloc")
+                 for r in rows}  # fmt: skip
+    return profile.views(store.profiles(cid), libraries, ordered, c.baseline)
+
+
+def compare(
+    data: Sequence[CellRuns] | Sequence[StoredRun],
+    allocators: Sequence[str],
+    baseline: str | None,
+    speedup: bool = False,
+    margin: float = stats.DEFAULT_MARGIN,
+    paired: bool = True,
+    fixed_time: dict[str, str] | None = None,
+    groups: Sequence[str] | None = None,
+    sequential: bool = False,
+    finished: bool = False,
+) -> Comparison:
+    """Rows of measured runs (baseline-RSS runs only feed the overhead ratio). Ratios
+    to the baseline are paired by block unless `paired` is False (runs that were not
+    taken in blocks: imports, merged campaigns); duration-bound workloads
+    (`fixed_time`: workload -> the parameter that sets the duration) have no time
+    result. `groups`: only these of METRICS (default: all). `sequential`: blocks were
+    added until the ratios decided, so their intervals are the anytime-valid ones;
+    `finished` (no block will be added): a row left undecided gets its final look."""
+    cells = as_cells(data)
+    by_cell: dict[tuple[str, Params], dict[str, CellRuns]] = {}
+    for c in cells:
+        if c.role == "measure" and c.workload != BATTERY:
+            by_cell.setdefault((c.workload, c.params), {})[c.allocator] = c
+    keys = sorted(by_cell, key=_row_order)
+    labels = label_rows(keys)
+    how = _How(baseline, speedup, margin, paired, sequential and paired)
+    wanted = {m: c for m, c in METRICS.items() if groups is None or m in groups}
+    raws = [_raw(by_cell[key], allocators, time_is_fixed(fixed_time or {}, *key), wanted)
+            for key in keys]  # fmt: skip
+    _summarize(raws)
+    ratios = _paired(raws, how)
+    rows = tuple(_row(w, p, labels[(w, p)], raw, how, ratios)
+                 for (w, p), raw in zip(keys, raws, strict=True))  # fmt: skip
+    if how.sequential and finished:
+        rows = tuple(_final_look(row, raw, how) for row, raw in zip(rows, raws, strict=True))
+    return Comparison(
+        baseline=baseline,
+        allocators=tuple(allocators),
+        partial=frozenset(c.allocator for c in cells if c.partial),
+        rows=rows,
+        geomean={m: {a: _geomean(rows, m, a) for a in allocators} for m in wanted},
+        metrics=tuple(m for m in wanted if m in ALWAYS or _has_numbers(rows, m)),
+        speedup=speedup,
+        margin=margin,
+        paired=paired,
+        sequential=how.sequential,
+    )
+
+
+@dataclass(frozen=True)
+class _How:
+    """How a row's cells are compared with the baseline's."""
+
+    baseline: str | None
+    speedup: bool
+    margin: float
+    paired: bool
+    sequential: bool = False
+
+
+def time_is_fixed(fixed_time: dict[str, str], workload: str, params: Params) -> bool:
+    """Is this cell's time set by a parameter (a duration), so that it is no result?"""
+    name = fixed_time.get(workload, "")
+    return bool(name) and dict(params).get(name, 0) not in (0, "0")
+
+
+def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
+    return any(c.summary is not None for r in rows for c in r.cells[metric].values())
+
+
+Raw = dict[str, dict[str, Cell]]  # metric -> allocator -> cell, before its ratio
+
+
+def _raw(by_alloc: dict[str, CellRuns], allocators: Sequence[str], fixed_time: bool,
+         groups: dict[str, str]) -> Raw:  # fmt: skip
+    """A row's cells with their values (not summarised yet)."""
+    raw: Raw = {}
+    for metric, column in groups.items():
+        cells = {a: _values_of(by_alloc.get(a), column) for a in allocators}
+        if fixed_time and metric == "time_s":
+            cells = {a: dataclasses.replace(c, fixed=True) for a, c in cells.items()}
+        raw[metric] = cells
+    return raw
+
+
+def _summarize(raws: Sequence[Raw]) -> None:
+    """Every complete cell's summary, all in one batch (stats.summarize_many)."""
+    todo = [(cells, a) for raw in raws for cells in raw.values()
+            for a, c in cells.items() if c.values and not c.fixed]  # fmt: skip
+    summaries = stats.summarize_many([cells[a].values for cells, a in todo])
+    for (cells, a), summary in zip(todo, summaries, strict=True):
+        cells[a] = dataclasses.replace(cells[a], summary=summary)
+
+
+def _pair(cell: Cell, base: Cell | None, metric: str, how: _How) -> tuple[Cell, Cell] | None:
+    """(numerator, denominator) of a cell's ratio to the baseline, if it has one."""
+    if cell.summary is None or base is None or base.summary is None:
+        return None
+    return (base, cell) if how.speedup and metric == "time_s" else (cell, base)
+
+
+def _final_look(row: Row, raw: Raw, how: _How) -> Row:
+    """The row again with final looks (stats.SPLIT) when it ended undecided: its budget
+    or max_runs stopped it, not its intervals. Cells with fewer blocks than the row (a
+    race dropped them, for what their blocks said) keep the sequence alone."""
+    if stats.Verdict.INCONCLUSIVE not in decisions(row, how.baseline, how.margin):
+        return row
+    final = _paired([raw], how, final=True)
+    return dataclasses.replace(_row(row.workload, row.params, row.label, raw, how, final),
+                               final=True)  # fmt: skip
+
+
+def deciding(row: Row, baseline: str | None) -> list[Cell]:
+    """The cells whose ratios decide a row: time (throughput for a duration-bound
+    workload) and peak RSS, of every allocator but the baseline."""
+    metric = "ops_per_s" if any(c.fixed for c in row.cells["time_s"].values()) else "time_s"
+    return [c for m in (metric, "peak_rss_kib") for a, c in row.cells.get(m, {}).items()
+            if a != baseline]  # fmt: skip
+
+
+def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdict | None]:
+    """The verdict of each ratio that decides the row, judged as one family (Holm, as
+    the recommendation judges them); None for a cell that failed or has no ratio
+    (more blocks would not help)."""
+    return [None if r is None else stats.verdict(r, margin) for r in judged(row, baseline)]
+
+
+def judged(row: Row, baseline: str | None) -> list[stats.Ratio | None]:
+    """The ratio of each cell that decides the row (`deciding`) at its level in the
+    row's Holm family; None for a cell without one."""
+    cells = deciding(row, baseline)
+    family = iter(stats.holm([c.ratio for c in cells if c.ratio is not None]))
+    return [None if c.ratio is None else next(family) for c in cells]
+
+
+def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, stats.Ratio | None]:
+    """Every cell's paired ratio to the baseline (by id of the cell), in one batch;
+    `final`: the final looks of cells with all the row's blocks (one row)."""
+    if not how.paired:
+        return {}
+    jobs: list[tuple[int, tuple[Sequence[float], Sequence[float]]]] = []
+    for raw in raws:
+        for metric, by_alloc in raw.items():
+            base = by_alloc.get(how.baseline) if how.baseline else None
+            for cell in by_alloc.values():
+                pair = _pair(cell, base, metric, how)
+                aligned = aligned_blocks(*pair) if pair else None
+                if aligned:
+                    jobs.append((id(cell), aligned))
+    if how.sequential:
+        most = max((len(values[0]) for _, values in jobs), default=0)
+        ratios = [stats.paired_ratio(*values, sequential=True,
+                                     final=final and len(values[0]) == most)
+                  for _, values in jobs]  # fmt: skip
+    else:
+        ratios = batch.paired_ratios([values for _, values in jobs])
+    return {key: ratio for (key, _), ratio in zip(jobs, ratios, strict=True)}
+
+
+def _row(
+    workload: str, params: Params, label: str, raw: Raw, how: _How,
+    paired: dict[int, stats.Ratio | None],
+) -> Row:  # fmt: skip
+    cells: dict[str, dict[str, Cell]] = {}
+    for metric, by_alloc in raw.items():
+        base = by_alloc.get(how.baseline) if how.baseline else None
+        cells[metric] = {a: _finish(c, base, metric, how, paired.get(id(c)))
+                         for a, c in by_alloc.items()}  # fmt: skip
+    return Row(workload, params, label, cells)
+
+
+def cell_of(runs: CellRuns | None, column: str) -> Cell:
+    """A cell's numbers: only when every run is OK and has the metric."""
+    cell = _values_of(runs, column)
+    return dataclasses.replace(cell, summary=stats.summarize(cell.values)) if cell.values else cell
+
+
+def _values_of(runs: CellRuns | None, column: str) -> Cell:
+    """A cell's runs and values, without their summary (values only when every run
+    is OK and has the metric)."""
+    if runs is None:
+        return Cell(runs=0, failures=(), summary=None)
+    # tuple.count and `in` run in C: a report reads thousands of cells of 100 runs.
+    all_ok = runs.statuses.count(RunStatus.OK) == len(runs.statuses)
+    bad = Counter() if all_ok else Counter(s.value for s in runs.statuses if s is not RunStatus.OK)
+    values = runs.columns.get(column, ())
+    numbers = (cast(tuple[float, ...], values) if None not in values
+               else tuple(v for v in values if v is not None))  # fmt: skip
+    complete = bool(runs.statuses) and not bad and len(numbers) == len(runs.statuses)
+    reps = runs.columns.get("rep", ())
+    blocks = (tuple(map(int, cast(tuple[float, ...], reps))) if None not in reps
+              else tuple(int(r or 0) for r in reps))  # fmt: skip
+    return Cell(
+        runs=len(runs.statuses),
+        failures=tuple(bad.most_common()),
+        summary=None,
+        values=numbers if complete else (),
+        blocks=blocks if complete and len(reps) == len(numbers) else (),
+    )
+
+
+def _finish(
+    cell: Cell, base: Cell | None, metric: str, how: _How, ratio: stats.Ratio | None
+) -> Cell:
+    """The cell with its ratio to the baseline (the paired one, computed in batch, or
+    else Welch's on the two summaries) and its verdict."""
+    pair = _pair(cell, base, metric, how)
+    if pair is None:
+        return cell
+    if ratio is None:
+        ratio = stats.ratio_of(pair[0].summary, pair[1].summary)  # type: ignore[arg-type]
+    if ratio is None:
+        return cell
+    higher = metric in HIGHER_IS_BETTER or (how.speedup and metric == "time_s")
+    return dataclasses.replace(
+        cell,
+        ratio=ratio,
+        loose=ratio.half_width > how.margin,
+        verdict=stats.verdict(ratio, how.margin, higher),
+    )
+
+
+def paired_ratio(a: Cell, b: Cell, sequential: bool = False) -> stats.Ratio | None:
+    """a/b paired by block (see aligned_blocks); `sequential`: the anytime-valid interval."""
+    aligned = aligned_blocks(a, b)
+    return stats.paired_ratio(*aligned, sequential=sequential) if aligned else None
+
+
+def row_ratio(comp: Comparison, row: Row, a: Cell, b: Cell) -> stats.Ratio | None:
+    """a/b on a row, paired by block, by the method of the comparison's ratios: a final
+    look (stats.SPLIT) on a row that ended undecided, when a and b have all its blocks."""
+    aligned = aligned_blocks(a, b)
+    if not aligned:
+        return None
+    most = row_blocks(row)
+    final = row.final and len(aligned[0]) == most
+    return stats.paired_ratio(*aligned, sequential=comp.sequential, final=final)
+
+
+def row_blocks(row: Row) -> int:
+    """The most blocks any cell of the row has: the blocks the row ran."""
+    return max((len(c.blocks) for cells in row.cells.values() for c in cells.values()),
+               default=0)  # fmt: skip
+
+
+def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] | None:
+    """a's and b's values in the blocks both have, in block order (the order they ran,
+    which the anytime-valid interval needs); None with fewer than two such blocks, or
+    when a block holds two runs of one cell."""
+    if not a.blocks or not b.blocks:
+        return None
+    if a.blocks == b.blocks and len(set(a.blocks)) == len(a.blocks):  # the usual case
+        if len(a.blocks) < 2:
+            return None
+        if all(x < y for x, y in zip(a.blocks, a.blocks[1:], strict=False)):
+            return a.values, b.values
+        order = sorted(range(len(a.blocks)), key=a.blocks.__getitem__)  # the order they ran
+        return [a.values[i] for i in order], [b.values[i] for i in order]
+    by_a, by_b = (
+        dict(zip(a.blocks, a.values, strict=True)),
+        dict(zip(b.blocks, b.values, strict=True)),
+    )
+    if len(by_a) != len(a.values) or len(by_b) != len(b.values):
+        return None
+    common = sorted(by_a.keys() & by_b.keys())
+    if len(common) < 2:
+        return None
+    return [by_a[k] for k in common], [by_b[k] for k in common]
+
+
+def _geomean(rows: Sequence[Row], metric: str, allocator: str) -> stats.GeoMean | None:
+    ratios = [r.cells[metric][allocator].ratio for r in rows]
+    return stats.geomean([x.value for x in ratios if x is not None])
+
+
+def _row_order(key: tuple[str, Params]) -> tuple[str, tuple[tuple[str, int, str], ...]]:
+    workload, params = key
+    return workload, tuple((k, v if isinstance(v, int) else 0, str(v)) for k, v in params)
+
+
+def label_rows(keys: Sequence[tuple[str, Params]]) -> dict[tuple[str, Params], str]:
+    """Name each row by its workload and only the parameters that vary within it."""
+    out = {}
+    for workload, params in keys:
+        siblings = [dict(p) for w, p in keys if w == workload]
+        varying = [k for k, v in params if any(s.get(k) != v for s in siblings)]
+        text = " ".join(f"{k}={value_text(v)}" for k, v in params if k in varying)
+        out[(workload, params)] = f"{workload} {text}".strip()
+    return out
+
+
+def value_text(v: int | str) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)

@@ -1,0 +1,259 @@
+"""How long a verdict will take, said before the wait.
+
+From the runs so far: what one more block of every undecided row costs; the blocks
+at which a verdict first becomes possible (fewblock.MIN_BLOCKS blocks that agree in
+size); once two blocks show the noise, about how many blocks the speed ratios and
+the peak RSS ratios need at their levels in their rows' families
+(blocks_to_decide: 80 % of the time, if the blocks keep the spread they show);
+and whether the budget and --max-runs reach that, with the fix when they do not. The
+campaign yields one after its first and second blocks and after every round
+(campaign.steps); the CLI prints it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from allocmark import stats
+from allocmark.answer import analyze
+from allocmark.answer.analyze import Comparison
+from allocmark.model import Params
+from allocmark.stats import fewblock, student
+
+AXES = ("speed", "peak RSS")
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What deciding one axis (every speed ratio, or every peak RSS ratio) takes."""
+
+    blocks: int  # blocks in all its slowest row likely needs
+    seconds: float  # seconds more, over every row
+    stuck: int = 0  # ratios on the margin: no number of blocks in reach decides them
+    first_blocks: int = 0  # blocks in all its clearest undecided ratio likely needs
+    first_seconds: float = 0.0  # seconds more until then (every undecided row runs meanwhile)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What the runs so far say about the wait."""
+
+    blocks: int  # the fewest blocks an undecided row has (all decided: the most a row has)
+    block_s: float  # seconds one more block of every undecided row costs
+    undecided: int  # deciding ratios still inconclusive, of `ratios`
+    ratios: int
+    first_at: int = fewblock.MIN_BLOCKS  # blocks at which a verdict is first possible
+    waits: dict[str, Wait] = field(default_factory=dict)  # axis -> its wait (noise known)
+    planned: int = 0  # blocks the campaign runs whatever they say (-n)
+    left_s: float | None = None  # what the budget has left (None: no budget)
+    spent_s: float = 0.0  # what the campaign has spent of its budget
+    max_runs: int = 0
+    sequential: bool = True  # blocks are added until decided (else a fixed number)
+
+    def text(self) -> str:
+        """One line: the block's cost, the first possible verdict, the likely waits."""
+        out = (f"{self.ratios - self.undecided} of {self.ratios} ratios decided after "
+               f"{self.blocks} block{'s' if self.blocks != 1 else ''}")  # fmt: skip
+        if not self.undecided:
+            return out
+        first = max(0, self.first_at - self.blocks) * self.block_s
+        out += (f"; a block of every undecided row takes {duration(self.block_s)}; a verdict "
+                f"is possible from {self.first_at} blocks")  # fmt: skip
+        out += f" ({duration(first)} more)" if first else ""
+        seen = "the noise of 2 blocks (rough)" if self.blocks < 3 else "the noise seen"
+        for axis, w in self.waits.items():
+            out += f"; at {seen}, {axis}: "
+            if w.first_blocks < w.blocks:
+                out += (f"the clearest ratio decided by about {w.first_blocks} blocks "
+                        f"({duration(w.first_seconds)} more), ")  # fmt: skip
+            out += f"every ratio by about {w.blocks} blocks ({duration(w.seconds)} more)"
+            if w.stuck:
+                out += f", but for {w.stuck} on the margin"
+        return out
+
+    def warning(self) -> str | None:
+        """What the budget or --max-runs cannot reach, and the fix; None when they can."""
+        found = self.alert()
+        return found[1] if found else None
+
+    def alert(self) -> tuple[str, str] | None:
+        """(what kind of warning, its text): a kind is said once, though its figures
+        move from round to round."""
+        if not self.undecided:
+            return None
+        fix = "a wider --margin, fewer allocators (-a), or a smaller scale (-p scale=...)"
+        if self.max_runs < self.first_at:
+            return "nothing", (
+                f"{self.max_runs} blocks can decide nothing: a verdict needs at "
+                f"least {self.first_at}; use -n {self.first_at} or more"
+            )
+        short = [(axis, w) for axis, w in self.waits.items() if w.blocks > self.max_runs]
+        if short:
+            axis, w = short[0]
+            return f"max-runs {axis}", (
+                f"{axis} needs about {w.blocks} blocks, more than the {self.max_runs} this "
+                f"campaign may run: raise --max-runs, or use {fix}")  # fmt: skip
+        if not self.sequential or self.left_s is None:
+            return None
+        return self._over_budget(fix)
+
+    def _over_budget(self, fix: str) -> tuple[str, str] | None:
+        # The planned blocks run whatever the budget says; it pays for the ones after.
+        ahead = max(0, self.planned - self.blocks) * self.block_s
+        left = self.left_s - ahead if self.left_s is not None else math.inf
+        waits = {axis: w.seconds - ahead for axis, w in self.waits.items()}
+        if not waits:  # the noise is not known yet: the first possible verdict
+            waits = {"a verdict": max(0, self.first_at - max(self.blocks, self.planned))
+                     * self.block_s}  # fmt: skip
+        over = {axis: s for axis, s in waits.items() if s > max(0.0, left)}
+        if not over:
+            return None
+        # Every axis it cannot reach, the nearest first; the budget named reaches them all.
+        ordered = sorted(over.items(), key=lambda x: x[1])
+        total = budget_text(self.spent_s + ahead + ordered[-1][1])
+        reach = " nor ".join(f"{axis} (about {duration(need)} more)" for axis, need in ordered)
+        text = (
+            f"the budget cannot reach {reach} after the planned blocks, "
+            f"{duration(max(0.0, left))} left: use --budget {total} or more"
+        )
+        axis = ordered[-1][0]
+        w = self.waits.get(axis)
+        if w is not None and w.first_blocks < w.blocks:
+            beyond = w.first_seconds - ahead  # what the clearest ratio needs past the plan
+            if beyond <= max(0.0, left):
+                text += f" (its clearest {axis} ratio is within it)"
+            else:
+                first = budget_text(self.spent_s + ahead + beyond)
+                text += f" ({first} for its clearest {axis} ratio)"
+        return "budget " + " ".join(axis for axis, _ in ordered), f"{text}, or {fix}"
+
+
+POWER_Z = 0.8416  # the standard normal's 80 % quantile: "likely" in a forecast
+MOST_BLOCKS = 100_000  # beyond this a forecast says "not within reach"
+
+
+def blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
+    """About how many blocks in all would decide r at its level, 80 % of the time, if
+    its blocks keep the spread they show: the fewest n whose interval half-width (the
+    few-block test's, at r's share of alpha) plus the power term is below what decides
+    r: |log r| to exclude 1, or log(1+margin) - |log r| to lie within the margin,
+    whichever is larger. None without a paired spread (fewer than two blocks, Welch)
+    or beyond MOST_BLOCKS (a difference that sits on the margin)."""
+    if not r.paired or r.df <= 0 or math.isnan(r.se):
+        return None
+    n = int(r.df) + 1
+    sd = max(r.se * math.sqrt(n), fewblock.FLOOR)
+    effect = abs(math.log(r.value)) if r.value > 0 else math.inf
+    target = max(effect, math.log1p(margin) - effect)
+
+    def enough(k: int) -> bool:
+        return (_few_quantile(k, r.alpha, r.sequential) + POWER_Z) * sd / math.sqrt(k) <= target
+
+    low, high = max(n, fewblock.MIN_BLOCKS), max(n, fewblock.MIN_BLOCKS)
+    while not enough(high):  # doubling, then bisection: the half-width falls with k
+        if high >= MOST_BLOCKS:
+            return None
+        low, high = high, min(2 * high, MOST_BLOCKS)
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid + 1, high)
+    return high
+
+
+def _few_quantile(n: int, alpha: float, sequential: bool) -> float:
+    """The few-block test's multiple of s/√n at n blocks and its share of alpha."""
+    if sequential:
+        return fewblock.t_star(n, alpha / stats.SPLIT)
+    if n < fewblock.MIN_BLOCKS:
+        return math.inf
+    return student.quantile(n - 1, 1 - alpha / stats.FIXED_SHARES / 2)
+
+
+def budget_text(seconds: float) -> str:
+    """A budget that covers `seconds`, as --budget reads it: '45s', '12m', '3.2h'."""
+    return duration(seconds, budget=True)
+
+
+def duration(seconds: float, budget: bool = False) -> str:
+    """'45 s', '12 min', '3.2 h'; `budget`: rounded up and written as --budget reads it."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{math.ceil(seconds)}s" if budget else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{math.ceil(seconds / 60)}" + ("m" if budget else " min")
+    hours = math.ceil(seconds / 360) / 10 if budget else seconds / 3600
+    return f"{hours:.1f}" + ("h" if budget else " h")
+
+
+@dataclass
+class _Tally:
+    blocks: int = 0
+    seconds: float = 0.0
+    stuck: int = 0
+    known: bool = True
+    first: int | None = None  # the fewest blocks an undecided ratio needs
+
+
+def of(comp: Comparison, costs: Mapping[tuple[str, str, Params], float],
+       settings: Mapping[str, object], spent_s: float) -> Forecast:  # fmt: skip
+    """The forecast of a campaign's comparison; `costs`: seconds one more run of each
+    (allocator, workload, params) costs (campaign._run_costs)."""
+    undecided = ratios = 0
+    block_s = 0.0
+    fewest: int | None = None
+    most = 0
+    tallies = {axis: _Tally() for axis in AXES}
+    for row in comp.rows:
+        have = analyze.row_blocks(row)
+        most = max(most, have)
+        cells = analyze.deciding(row, comp.baseline)
+        judged = analyze.judged(row, comp.baseline)
+        ratios += len(judged)
+        open_ = [(c, r) for c, r in zip(cells, judged, strict=True) if r is not None
+                 and stats.verdict(r, comp.margin) is stats.Verdict.INCONCLUSIVE]  # fmt: skip
+        undecided += len(open_)
+        if not open_:
+            continue
+        fewest = have if fewest is None else min(fewest, have)
+        cost = sum(v for (_, w, p), v in costs.items() if w == row.workload and p == row.params)
+        block_s += cost
+        for axis in AXES:
+            mine = [r for c, r in open_ if _axis(row, c) == axis]
+            if mine:
+                _add(tallies[axis], mine, comp.margin, have, cost)
+    budget = float(settings.get("budget_s", 0.0) or 0.0)  # type: ignore[arg-type]
+    # Rows get blocks together, round after round: until the clearest ratio is decided,
+    # every undecided row runs.
+    waits = {a: Wait(t.blocks, t.seconds, t.stuck, t.first or t.blocks,
+                     max(0, (t.first or t.blocks) - (fewest or 0)) * block_s)
+             for a, t in tallies.items() if t.known and t.blocks}  # fmt: skip
+    return Forecast(
+        blocks=most if fewest is None else fewest, block_s=block_s, undecided=undecided,
+        ratios=ratios, waits=waits,
+        planned=int(settings.get("min_runs", 0) or 0),  # type: ignore[call-overload]
+        left_s=budget - spent_s if budget else None, spent_s=spent_s,
+        max_runs=int(settings.get("max_runs", 0) or 0),  # type: ignore[call-overload]
+        sequential=analyze.is_sequential(dict(settings)),
+    )  # fmt: skip
+
+
+def _axis(row: analyze.Row, cell: analyze.Cell) -> str:
+    return "peak RSS" if any(cell is c for c in row.cells["peak_rss_kib"].values()) else "speed"
+
+
+def _add(t: _Tally, ratios: list[stats.Ratio], margin: float, have: int, cost: float) -> None:
+    """A row's undecided ratios of one axis into its tally: the blocks its slowest
+    ratio likely needs, and what they cost."""
+    if have < 2 or any(r.df <= 0 for r in ratios):
+        t.known = False  # one block: no spread yet
+        return
+    needs = [blocks_to_decide(r, margin) for r in ratios]
+    t.stuck += needs.count(None)
+    row_needs = max((n for n in needs if n is not None), default=have)
+    t.blocks = max(t.blocks, row_needs)
+    clearest = min((n for n in needs if n is not None), default=None)
+    if clearest is not None:
+        t.first = clearest if t.first is None else min(t.first, clearest)
+    t.seconds += max(0, row_needs - have) * cost

@@ -1,0 +1,407 @@
+"""The answer: which allocator to use, per workload and over all of them.
+
+From a comparison's ratios to the baseline (time, or throughput where time is
+fixed, and peak RSS), each with its interval and verdict: the Pareto front of
+time and peak RSS, the best for time and the best for memory (each only when it
+beats the baseline significantly and by more than the margin), and the trade-off
+in one sentence each. The ratios behind one answer (every allocator's time and
+peak RSS) are judged as one family (Holm); two allocators are set against each
+other by their own paired ratio (a duel), never by their intervals to the
+baseline or their point estimates, so the front, the dominated and the ties say
+the same thing. An
+allocator that failed runs, leaves functions to glibc (partial), or is not
+meant for speed or memory (a debugging allocator, a wrapper) is never
+recommended, and the block says why. With too little data it says so, and about
+how many more blocks would decide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from allocmark import stats
+from allocmark.answer import analyze, forecast
+from allocmark.answer.analyze import Cell, Comparison, Row, row_key
+
+OVERALL = "all workloads"
+
+
+@dataclass(frozen=True)
+class Position:
+    """One allocator against the baseline on one axis: a ratio where lower is
+    better (time, or 1/throughput, or peak RSS), its interval and verdict."""
+
+    value: float
+    low: float
+    high: float
+    verdict: stats.Verdict
+    blocks_to_decide: int | None = None  # about how many more blocks would decide
+
+
+@dataclass(frozen=True)
+class Choice:
+    allocator: str
+    time: Position | None
+    rss: Position | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    scope: str  # a row's label, or OVERALL
+    baseline: str
+    front: tuple[Choice, ...]  # not dominated on (time, peak RSS), baseline included
+    fastest: Choice | None  # faster than the baseline beyond the margin, the most
+    smallest: Choice | None  # smaller peak RSS beyond the margin, the most
+    undecided: tuple[Choice, ...]  # inconclusive on time or RSS: more runs could decide
+    others: tuple[Choice, ...]  # the rest: off the front and decided
+    excluded: tuple[tuple[str, str], ...]  # allocator, why it is not recommended
+    margin: float = stats.DEFAULT_MARGIN  # what "beyond the margin" means here
+    tied_time: tuple[Choice, ...] = ()  # winners `fastest` is not clearly better than
+    tied_rss: tuple[Choice, ...] = ()
+    blocks: int = 0  # blocks behind it (over all workloads: the fewest of a row)
+    block_s: float = 0.0  # seconds one more block of its rows takes (their runs' mean times)
+
+
+# a against b on an axis ("time" or "rss"): a/b with its interval, lower is better
+Duel = Callable[[Choice, Choice, str], "Position | None"]
+
+
+def answers(comp: Comparison) -> list[Answer]:
+    """One answer per row, then one over all rows (when there are several)."""
+    if comp.baseline is None or len(comp.allocators) < 2:
+        return []
+    return list(_kept(comp, "answers", lambda: _answers(comp)))
+
+
+def _answers(comp: Comparison) -> list[Answer]:
+    found = per_row(comp)
+    out = [dataclasses.replace(_answer(row.label, comp, p, _row_duel(comp, row)),
+                               **_pace([row]))
+           for row, p in zip(comp.rows, found, strict=True)]  # fmt: skip
+    if len(comp.rows) > 1:
+        out.append(
+            dataclasses.replace(
+                _answer(OVERALL, comp, overall_positions(comp, found), _overall_duel(comp, found)),
+                **_pace(comp.rows),
+            )
+        )
+    return out
+
+
+def _pace(rows: Sequence[Row]) -> dict[str, Any]:
+    """The fewest blocks of the rows, and what one more block of each costs: the mean
+    time of every allocator's runs (for "about N minutes more would decide")."""
+    blocks = min((analyze.row_blocks(r) for r in rows), default=0)
+    cost = sum(c.summary.mean for r in rows for c in r.cells["time_s"].values()
+               if c.summary is not None)  # fmt: skip
+    return {"blocks": blocks, "block_s": cost}
+
+
+def per_row(comp: Comparison, rule: str = "holm") -> list[dict[str, Choice | str]]:
+    """positions() of every row, each row's ratios judged by `rule` (FAMILIES)."""
+    return _kept(comp, f"positions/{rule}",
+                 lambda: [positions(comp, row, rule) for row in comp.rows])  # fmt: skip
+
+
+# The last few comparisons' positions and answers, by identity: one report asks for
+# them from the matrix, the sentences and the tables, and each costs a Holm family per
+# row (most of a second over 100 rows of 10 allocators). Each entry holds its
+# comparison, so that an id never stands for another one.
+_KEPT: list[tuple[Comparison, str, Any]] = []
+T = TypeVar("T")
+
+
+def _kept(comp: Comparison, what: str, make: Callable[[], T]) -> T:
+    for c, w, value in _KEPT:
+        if c is comp and w == what:
+            return cast(T, value)
+    value = make()
+    _KEPT.insert(0, (comp, what, value))
+    del _KEPT[8:]
+    return value
+
+
+def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str], duel: Duel) -> Answer:
+    assert comp.baseline is not None
+    excluded = [(a, why) for a, why in positions.items() if isinstance(why, str)]
+    usable = [c for c in positions.values() if isinstance(c, Choice)]
+    judge = _Judge(duel, comp.margin, comp.baseline)
+    front = _front(usable, judge)
+    undecided = [c for c in usable if c.allocator != comp.baseline and _open(c)]
+    fastest, tied_time = _best(usable, "time", judge)
+    smallest, tied_rss = _best(usable, "rss", judge)
+    # What is recommended is never called dominated, whatever the front says.
+    picked = {c.allocator for c in (fastest, smallest, *tied_time, *tied_rss) if c}
+    named = {c.allocator for c in [*front, *undecided]} | {comp.baseline} | picked
+    return Answer(
+        scope=scope,
+        baseline=comp.baseline,
+        front=tuple(front),
+        fastest=fastest,
+        smallest=smallest,
+        undecided=tuple(undecided),
+        others=tuple(c for c in usable if c.allocator not in named),
+        excluded=tuple(sorted(excluded)),
+        margin=comp.margin,
+        tied_time=tied_time,
+        tied_rss=tied_rss,
+    )
+
+
+def _open(c: Choice) -> bool:
+    """More runs could change what is said about `c`."""
+    return any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
+
+
+def positions(comp: Comparison, row: Row, rule: str = "holm") -> dict[str, Choice | str]:
+    """Each allocator's time and peak RSS against the baseline on `row`, or why it
+    has none to recommend (its runs failed; partial for this program). The row's
+    ratios to the baseline are judged as one family: by Holm for the answer (it is
+    wrong anywhere at most 5 % of the time), by Benjamini–Hochberg for the matrix
+    (at most 5 % of its decided cells are wrong, on average)."""
+    out: dict[str, Choice | str] = {}
+    family = _family(comp, row, FAMILIES[rule])
+    for a in comp.allocators:
+        if role := _role(comp, a):
+            out[a] = role
+            continue
+        speed, rss_cell = speed_cell(row, a), row.cells["peak_rss_kib"][a]
+        failed = next((c.state for c in (speed, rss_cell) if c is not None and c.failures), None)
+        if failed:
+            out[a] = f"its runs failed ({failed})"
+            continue
+        if a in comp.partial and (why := _partial(comp, row, a)):
+            out[a] = why
+            continue
+        base = a == comp.baseline
+        out[a] = Choice(a, _position(speed, comp, _inverted(comp, row, a), base, family),
+                        _position(rss_cell, comp, False, base, family))  # fmt: skip
+    return out
+
+
+_ROLES = {
+    "debug": "a debugging allocator (hunts heap bugs; not for speed or memory)",
+    "wrapper": "a wrapper, not the allocator's own C code (headers, size classes of its own)",
+}
+
+
+def _role(comp: Comparison, a: str) -> str | None:
+    """Why `a` is never recommended, whatever its numbers (None: it may be)."""
+    role = comp.roles.get(a)
+    return None if role is None else _ROLES.get(role, f"role {role!r}")
+
+
+def speed_cell(row: Row, a: str) -> Cell | None:
+    """The cell that says how fast `a` is: time, or throughput where time is fixed."""
+    time_cell = row.cells["time_s"][a]
+    return row.cells.get("ops_per_s", {}).get(a) if time_cell.fixed else time_cell
+
+
+def _inverted(comp: Comparison, row: Row, a: str) -> bool:
+    """Is the speed cell's ratio higher-is-better (a speed-up, a throughput)?"""
+    return comp.speedup or (row.cells["time_s"][a].fixed and speed_cell(row, a) is not None)
+
+
+Judge = Callable[[Sequence[stats.Ratio]], list[stats.Ratio]]
+FAMILIES: dict[str, Judge] = {"holm": stats.holm, "bh": stats.bh}
+
+
+def _family(comp: Comparison, row: Row, judge: Judge) -> dict[int, stats.Ratio]:
+    """Every non-baseline speed and peak RSS ratio of the row at its level in the
+    family `judge` makes of them (by id of the cell)."""
+    cells = [c for a in comp.allocators if a != comp.baseline
+             for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
+             if c is not None and c.ratio is not None]  # fmt: skip
+    judged = judge([c.ratio for c in cells if c.ratio is not None])
+    return {id(c): r for c, r in zip(cells, judged, strict=True)}
+
+
+def _partial(comp: Comparison, row: Row, a: str) -> str | None:
+    """Why a partial allocator is not recommended for this row's program (None: the
+    program calls none of what it lacks, so glibc never serves a block of it)."""
+    lacks = comp.lacks.get(a, ())
+    calls = comp.calls.get(row_key(row.workload, row.params))
+    if calls is None:
+        return (f"partial: it lacks {', '.join(lacks) or 'some functions'} (glibc would "
+                "serve them), and whether this program calls them is not known")  # fmt: skip
+    if used := sorted(set(calls) & set(lacks)):
+        return (f"partial: it lacks {', '.join(used)}, which this program calls: glibc "
+                "would serve (or free) blocks of it")  # fmt: skip
+    return None
+
+
+def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool,
+              family: dict[int, stats.Ratio]) -> Position | None:  # fmt: skip
+    if base:
+        return Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
+    if cell is None or cell.ratio is None:
+        return None
+    r = family.get(id(cell), cell.ratio)
+    return _lower_is_better(r, invert, comp.margin, _blocks_to_decide(r, comp.margin))
+
+
+def _lower_is_better(r: stats.Ratio, invert: bool, margin: float,
+                     blocks: int | None = None) -> Position:  # fmt: skip
+    """A ratio as a Position (a speed-up or throughput ratio turned over)."""
+    bounds = (r.value, r.low, r.high)
+    value, low, high = stats.inverted(*bounds) if invert else bounds
+    verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.INCONCLUSIVE
+    return Position(value, low, high, verdict, blocks)
+
+
+def _row_duel(comp: Comparison, row: Row) -> Duel:
+    """a against b on the row: their own ratio, paired by block, by the method of the
+    comparison's ratios (anytime-valid when the campaign added blocks by looking)."""
+
+    def duel(a: Choice, b: Choice, axis: str) -> Position | None:
+        if axis == "time":
+            ca, cb = speed_cell(row, a.allocator), speed_cell(row, b.allocator)
+            invert = _inverted(comp, row, a.allocator)
+        else:
+            ca, cb, invert = row.cells["peak_rss_kib"][a.allocator], \
+                row.cells["peak_rss_kib"][b.allocator], False  # fmt: skip
+        if ca is None or cb is None or ca.summary is None or cb.summary is None:
+            return None
+        r = analyze.row_ratio(comp, row, ca, cb) if comp.paired else None
+        r = r or stats.ratio_of(ca.summary, cb.summary)
+        return None if r is None else _lower_is_better(r, invert, comp.margin)
+
+    return duel
+
+
+def _overall_duel(comp: Comparison, per_row: list[dict[str, Choice | str]]) -> Duel:
+    """a against b over all workloads: the geometric mean of their rows' ratios a/b,
+    paired by row (each row one observation, as for the ratios to the baseline)."""
+
+    def duel(a: Choice, b: Choice, axis: str) -> Position | None:
+        pairs = [
+            (getattr(p[a.allocator], axis), getattr(p[b.allocator], axis))
+            for p in per_row
+            if isinstance(p[a.allocator], Choice) and isinstance(p[b.allocator], Choice)
+        ]
+        quotients = [x.value / y.value for x, y in pairs if x and y and x.value > 0 < y.value]
+        g = stats.geomean(quotients) if len(quotients) >= 2 else None
+        if g is None:
+            return None
+        return Position(g.value, g.low, g.high, stats.judge(g.low, g.high, comp.margin))
+
+    return duel
+
+
+def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
+    """Blocks in all that would likely decide r (forecast.blocks_to_decide), when more
+    than it has."""
+    needed = forecast.blocks_to_decide(r, margin)
+    return needed if needed is not None and needed > r.df + 1 else None
+
+
+def overall_positions(
+    comp: Comparison, per_row: list[dict[str, Choice | str]]
+) -> dict[str, Choice | str]:
+    """Over all rows: the geometric means of the rows' ratios, with their intervals,
+    judged as one family (Holm)."""
+    out: dict[str, Choice | str] = {}
+    speed = "time_s" if comp.geomean.get("time_s") else "ops_per_s"
+    family = {(metric, a): r for (metric, a), r in _geo_family(comp, speed).items()}
+    for a in comp.allocators:
+        if role := _role(comp, a):
+            out[a] = role
+            continue
+        if failed := next((p[a] for p in per_row if isinstance(p[a], str)), None):
+            out[a] = f"on some workloads: {failed}"
+            continue
+        base = a == comp.baseline
+        out[a] = Choice(a, _geo_position(comp, speed, a, base, family),
+                        _geo_position(comp, "peak_rss_kib", a, base, family))  # fmt: skip
+    return out
+
+
+def _geo_family(comp: Comparison, speed: str) -> dict[tuple[str, str], stats.Ratio]:
+    """The non-baseline geometric means as Student-t ratios at their Holm levels."""
+    keys, ratios = [], []
+    for metric in (speed, "peak_rss_kib"):
+        for a in comp.allocators:
+            g = comp.geomean.get(metric, {}).get(a)
+            if a != comp.baseline and g is not None:
+                keys.append((metric, a))
+                ratios.append(stats.geomean_ratio(g))
+    return dict(zip(keys, stats.holm(ratios), strict=True))
+
+
+def _geo_position(comp: Comparison, metric: str, a: str, base: bool,
+                  family: dict[tuple[str, str], stats.Ratio]) -> Position | None:  # fmt: skip
+    if base:
+        return Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
+    r = family.get((metric, a))
+    if r is None:
+        return None
+    invert = metric == "ops_per_s" or (metric == "time_s" and comp.speedup)
+    return _lower_is_better(r, invert, comp.margin)
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """Sets two allocators against each other by their duel, each pair once."""
+
+    duel: Duel
+    margin: float
+    baseline: str
+    seen: dict[tuple[str, str, str], Position | None] = dataclasses.field(default_factory=dict)
+
+    def beats(self, a: Choice, b: Choice, axis: str) -> bool:
+        """`a` is clearly better (lower) than `b` on `axis`: their own ratio is
+        significantly below 1 and its estimate beyond the margin. The one rule for
+        the front, the dominated and the ties."""
+        pa, pb = getattr(a, axis), getattr(b, axis)
+        if pa is None or pb is None or pa.value * (1 + self.margin) >= pb.value:
+            return False  # not even the estimates differ by the margin: no duel needed
+        # Against the baseline, the duel is the position itself.
+        head = pa if b.allocator == self.baseline else self._duel(a, b, axis)
+        return head is not None and head.verdict is stats.Verdict.BETTER \
+            and head.value * (1 + self.margin) < 1  # fmt: skip
+
+    def _duel(self, a: Choice, b: Choice, axis: str) -> Position | None:
+        """a/b, from b/a when that was computed (the paired intervals are symmetric)."""
+        if (b.allocator, a.allocator, axis) in self.seen:
+            other = self.seen[(b.allocator, a.allocator, axis)]
+            return None if other is None else _turned(other)
+        key = (a.allocator, b.allocator, axis)
+        if key not in self.seen:
+            self.seen[key] = self.duel(a, b, axis)
+        return self.seen[key]
+
+
+def _turned(p: Position) -> Position:
+    value, low, high = stats.inverted(p.value, p.low, p.high)
+    flip = {stats.Verdict.BETTER: stats.Verdict.WORSE, stats.Verdict.WORSE: stats.Verdict.BETTER}
+    return Position(value, low, high, flip.get(p.verdict, p.verdict))
+
+
+def _dominated(c: Choice, by: Choice, judge: _Judge) -> bool:
+    """Another allocator is clearly better on one axis and not clearly worse on the other."""
+    return (judge.beats(by, c, "time") and not judge.beats(c, by, "rss")) or (
+        judge.beats(by, c, "rss") and not judge.beats(c, by, "time"))  # fmt: skip
+
+
+def _front(choices: Sequence[Choice], judge: _Judge) -> list[Choice]:
+    """Allocators that no other one dominates (see _dominated), fastest first."""
+    both = [c for c in choices if c.time and c.rss]
+    front = [c for c in both if not any(_dominated(c, o, judge) for o in both if o is not c)]
+    return sorted(front, key=lambda c: c.time.value if c.time else 0.0)
+
+
+def _best(
+    choices: Sequence[Choice], axis: str, judge: _Judge
+) -> tuple[Choice | None, tuple[Choice, ...]]:
+    """The allocator to recommend on `axis`: better than the baseline (its verdict) and
+    by more than the margin (its estimate: practical significance), the lowest such;
+    with the others it does not beat in their duel (ties)."""
+    winners = sorted((c for c in choices if (p := getattr(c, axis)) is not None
+                      and p.verdict is stats.Verdict.BETTER and p.value * (1 + judge.margin) < 1),
+                     key=lambda c: getattr(c, axis).value)  # fmt: skip
+    if not winners:
+        return None, ()
+    return winners[0], tuple(c for c in winners[1:] if not judge.beats(winners[0], c, axis))

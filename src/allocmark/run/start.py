@@ -1,0 +1,165 @@
+"""Request -> plan, in one call: what a `Request` means on this machine (its suite
+and cells; the allocators it names, built and verified; the candidates its
+selection makes of them) and the campaign stored to run it.
+
+`api.run` calls `planned` once, then executes. What `tune` races is a `Selection`
+handed in (verbs/tune.py: each allocator with each of its settings), never a branch
+here; a plain campaign's selection is the allocators as named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from allocmark import allocators, workloads
+from allocmark.allocators import builder
+from allocmark.answer import race
+from allocmark.defaults import DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
+from allocmark.errors import UserError
+from allocmark.model import AllocatorSpec, Note, Params, Prepared, Request, Workload
+from allocmark.run import campaign, plan
+from allocmark.run.campaign import Precision
+from allocmark.store import Store
+
+
+class Selection(Protocol):
+    """Which candidates a campaign compares, made of the allocators a request names."""
+
+    @property
+    def race(self) -> str:
+        """The objective on which candidates are dropped each round ("": none)."""
+        ...
+
+    def candidates(self, specs: list[AllocatorSpec], explicit: bool, named: bool
+                   ) -> tuple[list[AllocatorSpec], bool]:  # fmt: skip
+        """The candidates of `specs` (`named`: the user named them, not the suite),
+        and whether they are explicit (an unusable one is then an error)."""
+        ...
+
+    def taken(self, prepared: Prepared, notes: list[Note]) -> Prepared:
+        """The verified candidates kept for the race."""
+        ...
+
+
+@dataclass(frozen=True)
+class AsNamed:
+    """The allocators as named: each one a candidate, no race."""
+
+    race: str = ""
+
+    def candidates(self, specs: list[AllocatorSpec], explicit: bool, named: bool
+                   ) -> tuple[list[AllocatorSpec], bool]:  # fmt: skip
+        return specs, explicit
+
+    def taken(self, prepared: Prepared, notes: list[Note]) -> Prepared:
+        return prepared
+
+
+AS_NAMED = AsNamed()
+
+
+def planned(store: Store, req: Request, selection: Selection, notes: list[Note]
+            ) -> tuple[int, Prepared]:  # fmt: skip
+    """The campaign `req` asks for, stored and ready to execute, and its allocators."""
+    suite, cells = _cells(req, notes)
+    named = list(req.allocators) or (None if suite.allocators == ("all",)
+                                     else list(suite.allocators))  # fmt: skip
+    specs, explicit = selection.candidates(*selected(named, req.catalogs), bool(req.allocators))
+    n = req.min_runs or suite.repetitions
+    plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
+    prepared = campaign.prepare(built(specs, notes), explicit)
+    plan.check_glibc(cells, prepared.usable)
+    notes += unusable_notes(prepared)
+    prepared = selection.taken(prepared, notes)
+    seed = req.seed if req.seed is not None else suite.seed
+    precision = None if req.sample else _precision(req, n, suite, selection.race)
+    # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
+    as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
+    cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
+                         seed, sys.argv, precision, req.sample, req.memory_limit,
+                         suite.expected_s if as_sized else 0.0)  # fmt: skip
+    return cid, prepared
+
+
+def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Workload, Params]]]:
+    if req.command:
+        suite = plan.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
+        return dataclasses.replace(suite, name="try"), [(workloads.command_workload(
+            list(req.command)), ())]  # fmt: skip
+    if req.suite is None and req.workloads:
+        suite = plan.adhoc_suite(list(req.workloads), req.min_runs or DEFAULT_MIN_RUNS,
+                                 req.timeout_s or 600, req.seed or 1)  # fmt: skip
+    else:
+        suite = plan.load_suite(req.suite or "quick")
+        if req.workloads:
+            suite = _only(suite, req.workloads)
+    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
+    cells, skipped = plan.installed(cells, strict=bool(req.workloads))
+    notes += [Note("warning", f"skipped: {s}") for s in skipped]
+    if not cells:  # an empty campaign would become the newest, "finished", report
+        why = "; ".join(skipped) or "it has no [[runs]] entry"
+        raise UserError(f"{suite.source}: nothing to run: {why}")
+    return suite, cells
+
+
+def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
+    entries = tuple(e for e in suite.entries if e.workload in wanted)
+    if not entries:
+        raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
+    return dataclasses.replace(suite, entries=entries)
+
+
+def _precision(req: Request, min_runs: int, suite: plan.Suite, race: str) -> Precision:
+    margin = req.margin if req.margin is not None else suite.margin
+    budget = req.budget_s if req.budget_s is not None else suite.budget_s
+    most = next((m for m in (req.max_runs, suite.max_repetitions) if m is not None),
+                max(DEFAULT_MAX_RUNS, min_runs))  # fmt: skip
+    if req.max_runs is None and req.min_runs is not None and suite.max_repetitions:
+        most = max(most, min_runs)  # -n above the suite's cap raises the cap with it
+    if most < min_runs:
+        raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
+    return Precision(max_runs=most, margin=margin, budget_s=budget, race=race)
+
+
+def selected(
+    alloc: Sequence[str] | None, catalogs: Sequence[Path]
+) -> tuple[list[AllocatorSpec], bool]:
+    """Selected allocator specs, and whether the user named them explicitly."""
+    names, adhoc = allocators.parse_selection(list(alloc or []))
+    chosen = (
+        allocators.select(allocators.load_catalog(list(catalogs)), names)
+        if names or not adhoc
+        else []
+    )
+    return chosen + adhoc, bool(alloc)
+
+
+def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
+    """Builds the recipe entries among `specs` that the cache lacks (first use)."""
+    for spec in specs:
+        if spec.recipe and not builder.is_built(spec):
+            builder.build(spec, say=lambda m: notes.append(Note("info", f"{m} (first use)")))
+    return specs
+
+
+def unusable_notes(prepared: Prepared) -> list[Note]:
+    out = [Note("warning", f"not used: {v.spec.name} is {v.status.value}: {v.reason}")
+           for v in prepared.unusable]  # fmt: skip
+    # tune's candidates share their allocator's library: one warning for all of them
+    partial: dict[tuple[str, str], list[str]] = {}
+    for v in prepared.usable:
+        if v.lacks:
+            partial.setdefault((race.default_of(v.spec.name), v.reason), []).append(v.spec.name)
+    out += [Note("warning", f"warning: {_who(names)} partial: {why}")
+            for (_, why), names in partial.items()]  # fmt: skip
+    return out
+
+
+def _who(names: Sequence[str]) -> str:
+    more = len(names) - 1
+    return f"{names[0]} and its {more} tuned variants are" if more else f"{names[0]} is"

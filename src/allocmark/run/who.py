@@ -1,0 +1,123 @@
+"""libam_who's reports (native/who/am_who.c): which object served malloc in each
+process of a run that does not report it itself (applications, a user's command)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from allocmark.native import records
+
+FUNCTIONS = ("malloc", "free", "calloc", "realloc")
+
+
+@dataclass(frozen=True)
+class Report:
+    """One process: what served each function, and every object defining malloc."""
+
+    pid: int
+    exe: str
+    served: dict[str, str]  # function -> object ("" when nothing exports it)
+    libc: str
+    defines: tuple[str, ...]
+
+
+def read(directory: Path) -> list[Report]:
+    """One report per process that kept the preload (exec'd programs write again)."""
+    return [r for f in sorted(directory.iterdir())
+            if not f.name.startswith((CALLS, STATS)) and (r := _parse(f)) is not None]  # fmt: skip
+
+
+CALLS = "calls."  # files of "calls" records, one per process
+STATS = "stats."  # files of "stats" records: one per process that exited normally
+STATS_FIELDS = ("rss_kib", "live_kib", "held_kib", "metadata_kib", "released_kib",
+                "mapped_kib", "committed_kib")  # fmt: skip
+
+
+def stats(directory: Path) -> tuple[str, dict[str, float]]:
+    """The allocator's statistics of the run's largest process (by its RSS as it
+    exited): (its source; {alloc_FIELD: KiB} and alloc_processes, how many processes
+    reported). Not a sum: each process reports as it exits, so the records of a
+    pipeline or a launcher script (a pyenv shim runs a dozen commands before
+    Python) were never resident together."""
+    found = [r for r in _lines(directory, STATS, "stats") if r.get("source") != "none"
+             and isinstance(r.get("rss_kib"), int)]  # fmt: skip
+    if not found:
+        return "none", {}
+    top = max(found, key=lambda r: int(r["rss_kib"]))
+    fields = {f"alloc_{k}": float(top[k]) for k in STATS_FIELDS
+              if isinstance(top.get(k), int) and top[k] >= 0}  # fmt: skip
+    return str(top.get("source")), fields | {"alloc_processes": float(len(found))}
+
+
+# The functions libam_who sees called where the allocator lacks them (am_who.c).
+TRACKED = ("reallocarray", "pvalloc", "valloc", "memalign", "aligned_alloc", "posix_memalign",
+           "malloc_usable_size")  # fmt: skip
+
+
+def calls(directory: Path) -> list[str]:
+    """Which of the functions a partial allocator may lack (am_who.c) the run's
+    processes called, where the allocator under test did not define them."""
+    return sorted({str(r.get("fn")) for r in _lines(directory, CALLS, "calls")})
+
+
+def _lines(directory: Path, prefix: str, kind: str) -> list[dict[str, Any]]:
+    """The fields of every `kind` record in the files named PREFIX.PID."""
+    found = []
+    for f in sorted(directory.glob(f"{prefix}*")):
+        text = f.read_bytes()
+        whole = text[: text.rfind(b"\n") + 1]  # a process killed mid-line: its last is cut
+        found += [r.fields for r in records.parse(whole, f.name) if r.kind == kind]
+    return found
+
+
+def _parse(path: Path) -> Report | None:
+    """The file's "who" record; None for a file cut short (its process died writing)."""
+    text = path.read_bytes()
+    if not text.endswith(b"\n"):
+        return None
+    r = records.one(text, "who", f"libam_who's report {path.name}")
+    served = r.get("served", {})
+    return Report(
+        pid=int(r.get("pid", 0)),
+        exe=str(r.get("exe", "")),
+        served={fn: str(served.get(fn, "")) for fn in FUNCTIONS},
+        libc=str(r.get("libc", "")),
+        defines=tuple(str(d) for d in r.get("defines", [])),
+    )
+
+
+def label(reports: Sequence[Report]) -> str:
+    """The reports as stored with the run."""
+    return json.dumps([dataclasses.asdict(r) for r in reports])
+
+
+def problem(expected: str | None, reports: Sequence[Report]) -> tuple[str | None, str | None]:
+    """(why the run is unverified, or None; the object that served malloc)."""
+    if not reports:
+        return ("no process reported which object serves malloc: the preload was "
+                "ignored (a static or setuid program?)"), None  # fmt: skip
+    for r in reports:
+        for fn, served in r.served.items():
+            if real(served) != real(expected):
+                text = (f"{fn} in {r.exe} (pid {r.pid}) was served by {served or 'nothing'}, "
+                        f"not by {expected}")  # fmt: skip
+                return text, r.served["malloc"] or None
+    return None, reports[0].served["malloc"] or None
+
+
+def shadowed(reports: Sequence[Report], *served: str | None) -> str:
+    """Other allocators loaded into the processes (e.g. the libjemalloc Debian's redis
+    links), which the allocator under test shadows but whose extra calls may still run."""
+    ignore = {real(s) for s in served}
+    seen = {d for r in reports for d in r.defines if real(d) not in ignore | {real(r.libc)}}
+    return ", ".join(sorted(seen))
+
+
+def real(path: str | None) -> str | None:
+    return os.path.realpath(path) if path else None

@@ -1,0 +1,79 @@
+"""The statistics stage: numbers in, verdicts out.
+
+Takes the measured values of paired blocks (one value per allocator and block) and
+gives summaries, ratios with their intervals, p-values and the four words (faster,
+slower, the same within the margin, undecided): paired.py (what a comparison is
+told: summaries, ratios, Holm and Benjamini-Hochberg, the verdict), signedrank.py
+(the exact signed-rank test), sequential.py (the anytime-valid betting interval),
+student.py and fewblock.py (Student's interval and the Bayes-factor confidence
+sequence of few blocks), batch.py (the same, vectorised over many rows).
+
+May import: numpy, scipy, and of allocmark only `errors` and `model`; nothing of a
+later stage (checked by the import contracts in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+from allocmark.stats.paired import (
+    ALPHA,
+    DEFAULT_MARGIN,
+    FIXED_SHARES,
+    LEVEL,
+    MAD_LIMIT,
+    SPLIT,
+    VECTOR_MIN,
+    GeoMean,
+    Ratio,
+    Summary,
+    Verdict,
+    at_alpha,
+    bh,
+    geomean,
+    geomean_ratio,
+    holm,
+    inv,
+    inverted,
+    judge,
+    mad_outliers,
+    paired_ratio,
+    ratio,
+    ratio_of,
+    ratio_of_ratios,
+    rows_mean_sd,
+    summarize,
+    summarize_many,
+    t_interval,
+    verdict,
+)
+
+__all__ = [
+    "ALPHA",
+    "DEFAULT_MARGIN",
+    "FIXED_SHARES",
+    "LEVEL",
+    "MAD_LIMIT",
+    "SPLIT",
+    "VECTOR_MIN",
+    "GeoMean",
+    "Ratio",
+    "Summary",
+    "Verdict",
+    "at_alpha",
+    "bh",
+    "geomean",
+    "geomean_ratio",
+    "holm",
+    "inv",
+    "inverted",
+    "judge",
+    "mad_outliers",
+    "paired_ratio",
+    "ratio",
+    "ratio_of",
+    "ratio_of_ratios",
+    "rows_mean_sd",
+    "summarize",
+    "summarize_many",
+    "t_interval",
+    "verdict",
+]

@@ -1,0 +1,46 @@
+"""Numbers with units as users write them: a duration ("1m30s"), a size ("4G"),
+a fraction ("3%"). Read by suites (run/plan.py) and the command line alike."""
+
+from __future__ import annotations
+
+import re
+
+from allocmark.errors import UserError
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def parse_duration(text: str, option: str = "--budget") -> float:
+    """ "2m", "90s", "1m30s", "1h", "45" (seconds) -> seconds; "0" or "none": no budget."""
+    t = text.strip().lower()
+    if t in ("0", "none", "unlimited"):
+        return 0.0
+    m = _DURATION.fullmatch(t)
+    if not t or not m or not any(m.groups()):
+        raise UserError(f"{option} {text!r}: expected a duration such as 2m, 90s, 1m30s or 1h "
+                        "(0 or none: no budget)")  # fmt: skip
+    h, mins, secs = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mins * 60 + secs
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", re.IGNORECASE)
+
+
+def parse_size(text: str, option: str = "--memory-limit") -> int:
+    """ "4G", "512M", "1.5GiB", "1000000" (bytes) -> bytes (powers of 1024)."""
+    m = _SIZE.fullmatch(text.strip())
+    value = float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_") if m else 0
+    if not m or value < 1 << 20 or value > 1 << 50:
+        raise UserError(f"{option} {text!r}: expected a size from 1M to 1P, such as 512M or 4G")
+    return int(value)
+
+
+def parse_fraction(text: str, option: str, below: float = 1.0) -> float:
+    """ "2%" or "0.02" -> 0.02; it must lie above 0 and below `below`."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
+    if not 0 < value < below:
+        raise UserError(f"{option} {text!r}: must be between 0% and {below:.0%}")
+    return value

@@ -1,0 +1,114 @@
+"""The forecast (forecast.py): said before the wait, from the runs so far, with the fix
+when the budget or --max-runs cannot reach a verdict; and the matrix and the answer
+when a comparison is undecided."""
+
+from __future__ import annotations
+
+import random
+
+from allocmark import stats, units
+from allocmark.answer import analyze, forecast
+from allocmark.report import matrix
+from tests.fakes import stored
+
+PARAMS = (("threads", 1),)
+
+
+def _comparison(blocks: int, slower: float = 1.0, noise: float = 0.05,
+                sequential: bool = True) -> analyze.Comparison:  # fmt: skip
+    rng = random.Random(blocks)
+    runs = [stored(a, 2.0 * (slower if a == "other" else 1.0) * rng.lognormvariate(0, noise),
+                   rss=10000 + (500 if a == "other" else 0), rep=b)
+            for b in range(blocks) for a in ("glibc", "other")]  # fmt: skip
+    return analyze.compare(runs, ["glibc", "other"], "glibc", sequential=sequential)
+
+
+COSTS = {("glibc", "churn", PARAMS): 2.5, ("other", "churn", PARAMS): 2.5}
+
+
+def _settings(**kw: object) -> dict[str, object]:
+    return {"min_runs": 3, "max_runs": 1000, "margin": 0.03, "budget_s": 0.0} | kw
+
+
+def test_after_one_block_it_says_the_block_and_the_first_verdict() -> None:
+    f = forecast.of(_comparison(1), COSTS, _settings(), spent_s=5.0)
+    assert (f.blocks, f.block_s, f.undecided, f.ratios, f.waits) == (1, 5.0, 2, 2, {})
+    assert f.text() == ("0 of 2 ratios decided after 1 block; a block of every undecided row "
+                        "takes 5 s; a verdict is possible from 4 blocks (15 s more)")  # fmt: skip
+    assert f.warning() is None  # no budget, up to 1000 blocks
+
+
+def test_too_few_blocks_or_too_little_budget_are_said_at_once_with_the_fix() -> None:
+    few = forecast.of(_comparison(1), COSTS, _settings(min_runs=3, max_runs=3), spent_s=5.0)
+    assert (
+        few.warning() == "3 blocks can decide nothing: a verdict needs at least 4; use -n 4 or more"
+    )
+    # -n 3 with a 10 s budget: the three blocks run anyway (15 s), the fourth is beyond it.
+    poor = forecast.of(_comparison(1), COSTS, _settings(budget_s=10.0), spent_s=5.0)
+    warning = poor.warning()
+    assert warning is not None and warning.startswith(
+        "the budget cannot reach a verdict (about 5 s"
+    )
+    assert "use --budget 20s or more" in warning
+    # What it names is what --budget reads.
+    for seconds in (20.0, 400.0, 7000.0):
+        named = forecast.budget_text(seconds)
+        assert seconds <= units.parse_duration(named) < seconds * 1.2 + 60
+
+
+def test_once_the_noise_is_seen_it_says_how_long_each_axis_takes() -> None:
+    # Time 3 % apart with 5 % noise: the speed ratio needs many blocks; peak RSS (+5 %,
+    # every block alike) is decided.
+    comp = _comparison(4, slower=1.03)
+    f = forecast.of(comp, COSTS, _settings(budget_s=60.0), spent_s=20.0)
+    assert list(f.waits) == ["speed"]
+    wait = f.waits["speed"]
+    assert wait.blocks > 10 and wait.seconds == (wait.blocks - 4) * 5.0
+    assert f"speed: every ratio by about {wait.blocks} blocks" in f.text()
+    warning = f.warning()
+    assert warning is not None and "the budget cannot reach speed" in warning
+    assert "a wider --margin, fewer allocators (-a), or a smaller scale" in warning
+    # The forecast's blocks are the ones that would decide it: there, it is decided.
+    assert forecast.blocks_to_decide(_judged_time(comp), 0.03) == wait.blocks
+
+
+def test_the_clearest_ratio_is_said_apart_from_the_slowest() -> None:
+    """Two allocators on one row: one 20 % slower, one 2 % (10 % noise): the first needs
+    few blocks, the second many; the budget's fix names both."""
+    rng = random.Random(9)
+    runs = [
+        stored(a, f * rng.lognormvariate(0, 0.07), rss=10000, rep=b)
+        for b in range(4)
+        for a, f in (("glibc", 1.0), ("far", 1.2), ("near", 1.02))
+    ]
+    comp = analyze.compare(runs, ["glibc", "far", "near"], "glibc", sequential=True)
+    costs = {(a, "churn", PARAMS): 1.0 for a in ("glibc", "far", "near")}
+    f = forecast.of(comp, costs, _settings(budget_s=30.0), spent_s=12.0)
+    wait = f.waits["speed"]
+    assert wait.first_blocks < wait.blocks
+    assert f"speed: the clearest ratio decided by about {wait.first_blocks} blocks" in f.text()
+    warning = f.warning()
+    assert warning is not None and "(its clearest speed ratio is within it)" in warning
+    poorer = forecast.of(comp, costs, _settings(budget_s=13.0), spent_s=12.0).warning()
+    assert poorer is not None and "for its clearest speed ratio)" in poorer
+
+
+def _judged_time(comp: analyze.Comparison) -> stats.Ratio:
+    (time, _) = analyze.judged(comp.rows[0], "glibc")
+    assert time is not None
+    return time
+
+
+def test_a_decided_campaign_forecasts_nothing_more() -> None:
+    comp = _comparison(6, slower=2.0, noise=0.01)
+    f = forecast.of(comp, COSTS, _settings(budget_s=1.0), spent_s=100.0)
+    assert f.undecided == 0 and f.warning() is None
+    assert f.text() == "2 of 2 ratios decided after 6 blocks"
+
+
+def test_an_undecided_cell_shows_its_estimate_and_which_way_it_leans() -> None:
+    comp = _comparison(3, slower=1.25, noise=0.3)
+    found = {m.axis: m for m in matrix.matrices(comp)}
+    mark = found["time"].rows[0][1][1]
+    assert mark.kind == matrix.UNDECIDED and mark.shown.startswith("? ▿1.")
+    assert matrix.leaning(0.8) == "▵1.25×" and matrix.leaning(1.0) == "1.00×"

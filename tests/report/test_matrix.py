@@ -1,0 +1,68 @@
+"""The verdict matrix: one glyph and one number per allocator and workload, the same
+verdicts as the answer's sentences, in the terminal within 120 columns."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from allocmark.answer import analyze
+from allocmark.model import RunStatus
+from allocmark.report import glance, markdown, matrix
+from tests.answer.test_recommend import _comparison, _runs
+
+
+def _comp() -> analyze.Comparison:
+    rows = []
+    for w in ("churn", "larson"):
+        rows += [
+            *_runs("glibc", 1.0, 10000, workload=w),
+            *_runs("fast", 0.5, 10000, workload=w),
+            *_runs("twin", 1.0, 10000, workload=w),
+            *_runs("fat", 1.0, 13000, workload=w),
+        ]
+    crashed = [r._replace(status=RunStatus.CRASHED) for r in _runs("boom", 0.1, 100)]
+    return _comparison(rows, crashed)
+
+
+def test_each_cell_is_a_glyph_and_a_number() -> None:
+    time, rss = matrix.matrices(_comp())
+    assert time.allocators == ("glibc", "fast", "twin", "fat", "boom")
+    cells = {label: [m.shown for m in marks] for label, marks in time.rows}
+    assert cells["churn"][0] == "base" and cells["churn"][1].startswith("▲ 2.0")
+    assert cells["churn"][2:] == ["= same", "= same", "✗ crashed"] and cells["larson"][4] == "·"
+    assert cells[matrix.ALL][4] == "✗ crashed"  # on some workloads: never recommended
+    assert [label for label, _ in time.rows] == ["churn", "larson", matrix.ALL]
+    assert [m.shown for m in dict(rss.rows)["churn"]][3] == "▼ 1.30×"
+
+
+def test_the_matrix_says_what_the_answer_says() -> None:
+    comp = _comp()
+    leads = dict(matrix.leads(comp))
+    assert leads["all workloads"].startswith("Use fast")
+    time, _ = matrix.matrices(comp)
+    assert dict(time.rows)[matrix.ALL][1].kind == matrix.BETTER  # fast, over all of them
+
+
+def test_ten_allocators_fit_120_columns() -> None:
+    names = ["glibc", "glibc:arena2", "jemalloc", "jemalloc:nodecay", "mimalloc",
+             "tcmalloc-minimal", "tcmalloc", "tbbmalloc", "scudo", "scudo:norelease"]  # fmt: skip
+    runs = [r for i, a in enumerate(names) for w in ("churn", "larson threads=2")
+            for r in _runs(a, 1.0 + i / 20, 10000 + 100 * i, workload=w)]  # fmt: skip
+    comp = _comparison(runs)
+    out = io.StringIO()
+    glance.glance(Console(file=out, width=120, no_color=True), comp)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("Answer: ")
+    assert max(len(line.rstrip()) for line in lines) <= 120, out.getvalue()
+    assert "-minimal" in out.getvalue() and "scudo:" in out.getvalue()
+
+
+def test_markdown_opens_with_the_answer_and_the_matrices() -> None:
+    text = markdown.comparison(_comp())
+    assert text.startswith("**Answer:** Use fast")
+    assert text.index("### time against glibc") < text.index("## Recommendation")
+    assert (
+        "| = same | = same | ✗ crashed |" in text and "| **all (geomean)** | base | ▲ 2.0" in text
+    )

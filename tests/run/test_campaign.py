@@ -1,0 +1,187 @@
+"""The campaign loop with a fake executor: saving, interruption, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from allocmark import stats
+from allocmark.answer import analyze
+from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark.run import campaign, machine
+from allocmark.store import Store
+from tests.fakes import FakeExecutor, specs
+from tests.fakes import allocs as fake_allocs
+
+
+def setup(tmp_path: Path, n: int = 6) -> tuple[Store, int]:
+    s = Store(tmp_path / "c.db")
+    allocs = fake_allocs("a", "b")
+    cid = s.new_campaign("t", 1, machine.current(), [], allocs, [], specs(n), "b")
+    return s, cid
+
+
+def test_every_run_is_saved_and_the_campaign_finishes(tmp_path: Path) -> None:
+    s, cid = setup(tmp_path)
+    progress: list[tuple[int, int]] = []
+    fake = FakeExecutor(crash={2})
+    campaign.execute(s, cid, fake, fake_allocs("a", "b"), lambda d, t, *_: progress.append((d, t)))
+    assert fake.seen == list(range(6))
+    assert progress[-1] == (6, 6)
+    assert s.campaign(cid).status == "finished"
+    statuses = [r.status for r in s.runs(cid)]
+    assert statuses.count(RunStatus.CRASHED) == 1  # the campaign went on after the crash
+
+
+def test_interrupt_keeps_finished_runs_and_resume_does_the_rest(tmp_path: Path) -> None:
+    s, cid = setup(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        campaign.execute(s, cid, FakeExecutor(stop_at=4), fake_allocs("a", "b"))
+    assert s.campaign(cid).status == "interrupted"
+    assert [r.seq for r in s.runs(cid)] == [0, 1, 2, 3]
+    before = [(r.seq, r.wall_s) for r in s.runs(cid)]
+    fake = FakeExecutor()
+    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    assert fake.seen == [4, 5]  # nothing redone
+    assert [(r.seq, r.wall_s) for r in s.runs(cid)][:4] == before
+    assert s.campaign(cid).status == "finished"
+
+
+class Blocks:
+    """a is 0.8 of b in every block; the first blocks are noisy, later ones steady.
+    Every run reports `wall` seconds (the budget counts them)."""
+
+    def __init__(self, noisy: int = 3, spike_first: bool = False) -> None:
+        self.calls: list[RunSpec] = []
+        self.noisy = noisy
+        self.spike_first = spike_first
+
+    def calibrate(self) -> float | None:
+        return 0.0125
+
+    def run(self, spec: RunSpec) -> RunResult:
+        self.calls.append(spec)
+        jitter = [1.0, 1.3, 0.75][spec.rep % 3] if spec.rep < self.noisy else 1.0
+        wall = (0.8 if spec.allocator == "a" else 1.0) * (jitter if spec.allocator == "a" else 1)
+        noise = {"noise_other_cpu_s": 0.9 if self.spike_first and len(self.calls) == 1 else 0.0}
+        return RunResult(RunStatus.OK, wall_s=wall, maxrss_kib=1000, metrics=noise)
+
+
+def precise(tmp_path: Path, max_runs: int, target: float, budget: float = 0.0) -> tuple[Store, int]:
+    s = Store(tmp_path / "p.db")
+    settings = {"seed": 1, "min_runs": 3, "max_runs": max_runs, "margin": target,
+                "budget_s": budget}  # fmt: skip
+    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b",
+                         settings)  # fmt: skip
+    return s, cid
+
+
+def blocks_of(s: Store, cid: int) -> list[int]:
+    return sorted({r.rep for r in s.runs(cid)})
+
+
+def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=50, target=0.03)
+    rounds: list[tuple[int, int, int]] = []
+    campaign.execute(s, cid, Blocks(), fake_allocs("a", "b"), on_round=lambda *r: rounds.append(r))
+    n = len(blocks_of(s, cid))
+    # a is 20 % faster after 3 noisy blocks, and peak RSS is equal: both decided once
+    # the anytime-valid interval at alpha/2 can be finite (8 blocks at least), well before 50.
+    assert 8 <= n < 50
+    assert rounds[0] == (2, 2, 1)  # time and peak RSS undecided, one more block
+    assert rounds[-1] == (0, 2, 0)
+    comp = analyze.stored_comparison(s, cid)
+    assert comp.sequential and not comp.rows[0].final  # decided: the sequence alone
+    cells = comp.rows[0].cells
+    assert cells["time_s"]["a"].verdict is stats.Verdict.BETTER
+    assert cells["peak_rss_kib"]["a"].verdict is stats.Verdict.SAME
+    runs = s.runs(cid)
+    for rep in blocks_of(s, cid):  # every block holds each allocator once
+        assert sorted(r.allocator for r in runs if r.rep == rep) == ["a", "b"]
+    assert s.campaign(cid).status == "finished"
+
+
+def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=5, target=0.0001)
+    campaign.execute(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
+    assert blocks_of(s, cid) == [0, 1, 2, 3, 4]
+    assert [r.seq for r in s.runs(cid)] == list(range(10))
+    # max_runs, not its intervals, ended the row: it gets the final exact look
+    comp = analyze.stored_comparison(s, cid)
+    assert comp.rows[0].final
+    assert all(r.final for c in comp.rows[0].cells["time_s"].values() if (r := c.ratio))
+
+
+def test_blocks_stop_when_the_budget_is_spent(tmp_path: Path) -> None:
+    # Each block costs 1.8 s of runs: 5.4 s for the first three, 10 s allow two more.
+    s, cid = precise(tmp_path, max_runs=50, target=0.0001, budget=10.0)
+    campaign.execute(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
+    assert len(blocks_of(s, cid)) == 5
+    assert s.spent(cid) == pytest.approx(9.0, abs=0.5)
+
+
+def test_a_run_during_a_spike_is_taken_again_and_counted(tmp_path: Path) -> None:
+    s, cid = precise(tmp_path, max_runs=3, target=0.5)
+    fake = Blocks(spike_first=True)
+    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    assert [c.seq for c in fake.calls[:2]] == [0, 0]  # the spiked first run, again
+    first = next(r for r in s.runs(cid) if r.seq == 0)
+    assert first.metrics["noise_reruns"] == 1.0
+    assert s.calibrations(cid) == [0.0125] * 3  # one before every block
+
+
+def plan3() -> list[RunSpec]:
+    """Two allocators x one cell x 3 repetitions, interleaved."""
+    return [
+        RunSpec(seq=i, allocator="ab"[i % 2], workload="w", params=(), rep=i // 2,
+                argv=("true",), env=(), timeout=5)
+        for i in range(6)
+    ]  # fmt: skip
+
+
+class Verifying(Blocks):
+    """Runs as Blocks does; a's verification run finds another malloc."""
+
+    def run(self, spec: RunSpec) -> RunResult:
+        if spec.role == "verify":
+            self.calls.append(spec)
+            if spec.allocator == "a":
+                return RunResult(RunStatus.UNVERIFIED, detail="malloc in x was served by y")
+            return RunResult(RunStatus.OK, labels={"also_defines_malloc": "/lib/z.so"})
+        assert spec.expect_malloc is None  # measured runs carry no verifier
+        return super().run(spec)
+
+
+def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
+    s = Store(tmp_path / "v.db")
+    checks = [RunSpec(seq=i, allocator="ab"[i], workload="w", params=(), rep=0, argv=("true",),
+                      env=(), timeout=5, expect_malloc="/x/lib.so", role="verify")
+              for i in range(2)]  # fmt: skip
+    measured = [dataclasses.replace(r, seq=r.seq + 2, expect_malloc="/x/lib.so") for r in plan3()]
+    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [],
+                         checks + measured, "b")  # fmt: skip
+    fake = Verifying()
+    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    runs = {r.seq: r for r in s.runs(cid)}
+    assert [c.allocator for c in fake.calls if c.role == "measure"] == ["b"] * 3  # a never ran
+    for r in runs.values():
+        if r.role == "measure" and r.allocator == "a":
+            assert r.status is RunStatus.UNVERIFIED and "verification run #0" in r.detail
+        elif r.role == "measure":
+            assert r.status is RunStatus.OK and r.labels["verified_by"] == "run 1"
+            assert r.labels["also_defines_malloc"] == "/lib/z.so"
+
+
+def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+
+    def sample_of(settings: dict[str, object]) -> int:
+        cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a"), [], specs(1), "a",
+                             settings)  # fmt: skip
+        return s.sample(cid)
+
+    assert sample_of({"sample": 64}) == 64
+    assert sample_of({"profile": 1024}) == 1024  # stored before it was renamed
+    assert sample_of({}) == 0
