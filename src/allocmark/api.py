@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import allocators, stats, workloads
+from allocmark import allocators, schemas, stats, workloads
 from allocmark.allocators import builder
 from allocmark.answer import analyze, compare, recommend
-from allocmark.answer.forecast import Forecast
+from allocmark.answer.forecast import Forecast as Forecast  # an event the caller reads
+from allocmark.answer.forecast import duration as duration
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
+from allocmark.model import AllocatorSpec, Verified, Workload
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
-from allocmark.model import Verified
 from allocmark.run import campaign, start
 from allocmark.run.campaign import Precision
 from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
@@ -227,6 +228,83 @@ def regressions(
 ) -> list[compare.Verdict]:
     """Verdicts between two result sets (DB, DB#CAMPAIGN or a runs JSON export)."""
     return compare.compare(compare.load(old), compare.load(new), metric, margin)
+
+
+@dataclass(frozen=True)
+class Regression:
+    """`allocmark compare`: the verdicts of two result sets, their labels and summary."""
+
+    verdicts: list[compare.Verdict]
+    old_label: str
+    new_label: str
+    control: str | None  # the allocator both sets share as their baseline
+    summary: compare.Summary
+    failing: list[compare.Verdict]  # significant regressions above the limit
+
+
+def regression(old: str, new: str, metric: str, margin: float, limit: float | None
+               ) -> Regression:  # fmt: skip
+    old_set, new_set = compare.load(old), compare.load(new)
+    verdicts = compare.compare(old_set, new_set, metric, margin)
+    control = next((v.allocator for v in verdicts if v.control), None)
+    bad = compare.failing(verdicts, limit) if limit is not None else []
+    return Regression(verdicts, old_set.label, new_set.label, control,
+                      compare.summarize(verdicts), bad)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# The catalogs, for the CLI's listings and `alloc build`
+# ---------------------------------------------------------------------------
+def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list[Verified]:
+    """The allocators `names` select (all the catalog's but the hidden, if None), each
+    verified on this machine."""
+    if names:
+        return allocators.verify_all(selected(names, catalogs)[0])
+    return allocators.verify_all([s for s in allocators.load_catalog(list(catalogs))
+                                  if not s.hidden])  # fmt: skip
+
+
+def to_build(names: Sequence[str], build_all: bool, catalogs: Sequence[Path] = ()
+             ) -> list[AllocatorSpec]:  # fmt: skip
+    """The entries `alloc build NAMES` (or --all) builds."""
+    return allocators.to_build(allocators.load_catalog(list(catalogs)), names, build_all)
+
+
+def build(spec: AllocatorSpec, force: bool = False, say: Callable[[str], None] = lambda _: None
+          ) -> tuple[builder.Built, Verified]:  # fmt: skip
+    """Build (or fetch) `spec` unless cached, then verify it; UserError if it fails."""
+    built = builder.build(spec, force=force, say=say)
+    return built, allocators.verify(spec)
+
+
+@dataclass(frozen=True)
+class WorkloadLine:
+    """A workload as `allocmark workloads` lists it."""
+
+    workload: Workload
+    missing: tuple[str, ...]  # an application's executables not installed
+    install_hint: str
+    params: tuple[str, ...]  # a line per parameter
+
+
+def workload_lines() -> list[WorkloadLine]:
+    return [WorkloadLine(w, tuple(workloads.missing(w)) if w.kind == "app" else (),
+                         workloads.install_hint(w) if w.kind == "app" else "",
+                         tuple(workloads.describe_params(w)))
+            for w in workloads.load_catalog().values()]  # fmt: skip
+
+
+def json_schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema of a file allocmark reads or writes (`allocmark schema KIND`)."""
+    return schemas.json_schema(kind)
+
+
+def hardening_costs(comp: analyze.Comparison) -> list[harden.Cost]:
+    """What each hardened build costs against its plain build, from a cost campaign."""
+    return harden.costs(comp)
+
+
+HARDEN_WORKLOAD = harden.WORKLOAD  # the battery's workload: its failures are its findings
 
 
 def _check(req: Request) -> None:

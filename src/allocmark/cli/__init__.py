@@ -3,8 +3,8 @@
 One module per verb family (catalog, runs, reports) over the shared app.py; each verb
 imports the stack it uses when it runs, so that `allocmark --help` starts at once.
 
-May import: `api` (the run stage, the store and the statistics only through it),
-report/ to print, answer/, verbs/, allocators/ and workloads/ for their listings."""
+May import: `api`, and report/ to print; of the rest only the shared `model`,
+`errors`, `defaults`, `units`, `text` and `interrupts` (an import contract)."""
 
 from __future__ import annotations
 

@@ -44,11 +44,9 @@ _REPORT = (
 STACKS: dict[str, tuple[str, ...]] = {
     **{verb: ("allocmark.api", *_REPORT) for verb in ("run", "profile", "try", "tune", "harden")},
     "report": _REPORT,
-    "compare": ("allocmark.answer.compare", "allocmark.run.plan", "allocmark.report.table"),
-    "allocators": ("allocmark.allocators", "allocmark.api", "allocmark.report.catalog"),
-    "alloc": ("allocmark.allocators", "allocmark.allocators.builder"),
-    "workloads": ("allocmark.workloads",),
-    "schema": ("allocmark.schemas",),
+    "compare": ("allocmark.api", "allocmark.report.table"),
+    "allocators": ("allocmark.api", "allocmark.report.catalog"),
+    **{verb: ("allocmark.api",) for verb in ("alloc", "workloads", "schema")},
 }
 
 

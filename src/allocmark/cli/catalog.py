@@ -21,16 +21,14 @@ def allocators_cmd(
     ] = False,
 ) -> None:
     """List the allocator catalog with what verification found on this machine."""
-    from allocmark import allocators, api
+    from allocmark import api
     from allocmark.report import catalog as listing
 
     if alloc:
-        specs, _ = api.selected(alloc, catalog or [])
-        listing.allocators(out(), allocators.verify_all(specs))
+        listing.allocators(out(), api.verified(alloc, catalog or []))
         return
     # The whole catalog, including what allocmark can build.
-    specs = [s for s in allocators.load_catalog(catalog or []) if not s.hidden]
-    listing.catalog(out(), allocators.verify_all(specs), every)
+    listing.catalog(out(), api.verified(None, catalog or []), every)
 
 
 @alloc_app.command("build")
@@ -46,21 +44,18 @@ def alloc_build_cmd(
     """Build allocators from their crates.io sys crates, or fetch (and build) them from
     Debian's other releases, into the cache; then verify them.
     A build that fails is listed with its reason and the rest go on (exit 1 if any failed)."""
-    from allocmark import allocators
-    from allocmark.allocators import builder
+    from allocmark import api
     from allocmark.errors import UserError
 
-    specs = allocators.load_catalog(catalog or [])
     start, failed = time.monotonic(), []
-    chosen = allocators.to_build(specs, names or [], build_all)
+    chosen = api.to_build(names or [], build_all, catalog or [])
     for spec in chosen:
         try:
-            built = builder.build(spec, force=force, say=lambda m: err().print(f"[cyan]{m}…[/]"))
+            built, v = api.build(spec, force, say=lambda m: err().print(f"[cyan]{m}…[/]"))
         except UserError as e:
             failed.append((spec.name, str(e)))
             err().print(f"[red]{spec.name}: build failed[/]", highlight=False)
             continue
-        v = allocators.verify(spec)
         took = (
             f"built in {built.provenance.get('build_seconds', '?')} s"
             if built.rebuilt
@@ -85,20 +80,19 @@ def workloads_cmd(
     ] = False,
 ) -> None:
     """List the workloads, their parameters, and which applications are installed."""
-    from allocmark import workloads
+    from allocmark import api
 
-    catalog = workloads.load_catalog().values()
+    lines = api.workload_lines()
     if packages:
-        out().print(" ".join(dict.fromkeys(p for w in catalog for p in w.packages)))
+        out().print(" ".join(dict.fromkeys(p for x in lines for p in x.workload.packages)))
         return
-    for w in catalog:
-        state = ""
+    for x in lines:
+        w, state = x.workload, ""
         if w.kind == "app":
-            lacking = workloads.missing(w)
-            state = (f" [red]missing {', '.join(lacking)}: {workloads.install_hint(w)}[/]"
-                     if lacking else " [green]installed[/]")  # fmt: skip
+            state = (f" [red]missing {', '.join(x.missing)}: {x.install_hint}[/]"
+                     if x.missing else " [green]installed[/]")  # fmt: skip
         out().print(f"[bold]{w.name}[/] ({w.kind}): {w.description}{state}")
-        for line in workloads.describe_params(w):
+        for line in x.params:
             out().print("    " + line, markup=False, highlight=False)
 
 
@@ -112,6 +106,6 @@ def schema_cmd(
     ],
 ) -> None:
     """Print the JSON Schema of a suite, catalog, settings file or runs export."""
-    from allocmark import schemas
+    from allocmark import api
 
-    sys.stdout.write(json.dumps(schemas.json_schema(kind), indent=2) + "\n")
+    sys.stdout.write(json.dumps(api.json_schema(kind), indent=2) + "\n")

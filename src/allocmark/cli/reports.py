@@ -93,8 +93,7 @@ def compare_cmd(
     ] = "3%",
 ) -> None:
     """Regression verdict between two result sets: faster / slower / same / inconclusive."""
-    from allocmark import units
-    from allocmark.answer import compare
+    from allocmark import api, units
     from allocmark.report import table
 
     key = _METRIC_NAMES.get(metric)
@@ -103,13 +102,11 @@ def compare_cmd(
     # A regression can exceed 100 % (2.5x slower is +150 %).
     limit = units.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
     margin = units.parse_fraction(target_ci, "--margin")
-    old_set, new_set = compare.load(old), compare.load(new)
-    verdicts = compare.compare(old_set, new_set, key, margin)
-    control = next((v.allocator for v in verdicts if v.control), None)
-    table.verdicts(out(), verdicts, key, old_set.label, new_set.label, control)
-    summary = compare.summarize(verdicts)
-    out().print(table.verdict_summary(summary, key, control, margin), highlight=False)
-    if limit is not None and (bad := compare.failing(verdicts, limit)):
+    found = api.regression(old, new, key, margin, limit)
+    table.verdicts(out(), found.verdicts, key, found.old_label, found.new_label, found.control)
+    out().print(table.verdict_summary(found.summary, key, found.control, margin),
+                highlight=False)  # fmt: skip
+    if limit is not None and (bad := found.failing):
         err().print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}",
                     highlight=False)  # fmt: skip
         raise typer.Exit(1)

@@ -258,7 +258,6 @@ def harden_cmd(
     score, and what hardening costs."""
     from allocmark import api
     from allocmark.report import data, extra, table
-    from allocmark.verbs import harden
 
     chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
     catalogs = tuple(catalog or ())
@@ -277,7 +276,7 @@ def harden_cmd(
     cost_cid = _follow(api.run(more), db)
     comp = data.load(api.reader(db), cost_cid).comparison
     if comp is not None:
-        table.extra(out(), [extra.cost_table(harden.costs(comp), comp.margin)])
+        table.extra(out(), [extra.cost_table(api.hardening_costs(comp), comp.margin)])
 
 
 def _follow(events: Iterator[api.Event], db: Path) -> int:
@@ -335,9 +334,7 @@ class _Progress:
         from rich.markup import escape
 
         from allocmark import api
-        from allocmark.answer.forecast import Forecast
         from allocmark.model import RunStatus
-        from allocmark.verbs import harden
 
         if isinstance(event, api.Note):
             style = "yellow" if event.level == "warning" else "cyan"
@@ -350,7 +347,7 @@ class _Progress:
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
             self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
                               f"decided (margin ±{self.target or 0:.0%}){more}")  # fmt: skip
-        elif isinstance(event, Forecast):
+        elif isinstance(event, api.Forecast):
             self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
                               f"decided after {event.blocks} blocks")  # fmt: skip
             # After the first two blocks, then each time the blocks have doubled: a long
@@ -368,7 +365,7 @@ class _Progress:
             what = f"{self.precision} | {spec.allocator} {spec.workload}"
             self.bar.update(self.task, completed=event.done, total=event.total, description=what)
             # The battery's crashes are its findings (its matrix shows them).
-            if result.status is not RunStatus.OK and spec.workload != harden.WORKLOAD:
+            if result.status is not RunStatus.OK and spec.workload != api.HARDEN_WORKLOAD:
                 self.bar.console.print(
                     f"{result.status.value}: {spec.allocator} {spec.workload} "
                     f"{dict(spec.params)}: {result.detail[:300]}",
@@ -392,9 +389,9 @@ def _plan_line(p: api.Planned) -> str:
 
 def _eta(p: api.Planned) -> str:
     if p.estimate_s is None and p.expected_s:
-        from allocmark.answer.forecast import duration
+        from allocmark import api
 
-        return f" (about {duration(p.expected_s)} on the 2-core VM this suite was sized on)"
+        return f" (about {api.duration(p.expected_s)} on the 2-core VM this suite was sized on)"
     if p.estimate_s is None:
         return " (time: unknown until the first runs end)"
     t = p.estimate_s

@@ -1,0 +1,46 @@
+// am_run.h — what the launcher's three files share: am_run.c (spawn, signals, wait,
+// the report), am_run_limit.c (the memory limit: a cgroup, else a watchdog) and
+// am_run_rss.c (the run's RSS: its tree's sum, sampled over time).
+#ifndef AM_RUN_H
+#define AM_RUN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+int64_t am_now_ns(void);  // CLOCK_MONOTONIC
+
+// -- the memory limit (am_run_limit.c) ---------------------------------------------
+extern long long am_limit;  // bytes; 0: none
+extern char am_cgroup[512];  // the run's memory cgroup directory, or ""
+extern int am_cgroup_v;      // its cgroup version: 1 or 2
+void am_cgroup_make(void);
+long am_cgroup_oom_kills(void);
+void am_cgroup_remove(void);
+void am_join(pid_t pid, const int go[2]);  // the launcher: put the child in the cgroup
+void am_wait_go(const int go[2]);          // the child: wait until it is in it
+
+// -- RSS over time (am_run_rss.c) --------------------------------------------------
+#define AM_SERIES_MAX 512
+struct am_series {
+  int64_t period_ns;    // 0: no sampling
+  int64_t next_ns;      // when the next sample is due
+  int64_t t0_ns;        // the run's start
+  uint32_t t_ms[AM_SERIES_MAX];
+  uint32_t kib[AM_SERIES_MAX];
+  int points;           // kept
+  uint32_t stride;      // samples per kept point
+  uint32_t in_point;    // samples already folded into the open point
+  uint64_t samples;
+  int64_t spent_ns;     // time the launcher spent sampling
+  double integral;      // KiB x s, over every sample
+  int64_t last_ns;
+  uint32_t last_kib;
+  pid_t main_pid;       // the benchmark's first process
+  long long thp_kib;    // its AnonHugePages when last read (-1: never read)
+};
+extern struct am_series am_series;
+long long am_run_rss(void);           // the tree's RSS now (KiB; -1: unreadable)
+long long am_sample(int64_t now);     // a sample when due (-1: none taken)
+void am_series_write(int fd, int64_t end_ns);
+
+#endif

@@ -1,0 +1,190 @@
+// am_run_rss.c — the run's RSS: the sum over its process tree, read from /proc,
+// sampled over time into a bounded series (see am_run.c for the record it makes).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "am_run.h"
+
+// /proc files of the run's processes, kept open between samples: a pread of an
+// open /proc file costs a fraction of open+read+close. A process that ended
+// fails its read, and its entry is opened again (a reused pid is a new file).
+#define AM_PROCS_MAX 64
+static struct am_proc {
+  pid_t pid;
+  int statm, children;  // fds, -1: closed
+  int seen;             // in the last walk of the tree
+} am_procs[AM_PROCS_MAX];
+static int am_walk;
+
+static ssize_t am_pread(int *fd, const char *path, char *buf, size_t n, int keep) {
+  if (*fd < 0) *fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) return -1;
+  ssize_t got = pread(*fd, buf, n - 1, 0);
+  if (got <= 0 || !keep) {
+    close(*fd);
+    *fd = -1;
+  }
+  if (got >= 0) buf[got] = 0;
+  return got;
+}
+
+static struct am_proc *am_proc_of(pid_t pid) {
+  struct am_proc *free_slot = NULL;
+  for (int i = 0; i < AM_PROCS_MAX; i++) {
+    if (am_procs[i].pid == pid) return &am_procs[i];
+    if (!free_slot && am_procs[i].pid == 0) free_slot = &am_procs[i];
+  }
+  if (free_slot) *free_slot = (struct am_proc){.pid = pid, .statm = -1, .children = -1};
+  return free_slot;  // NULL: too many processes to keep files open for
+}
+
+// Resident bytes of `pid` and its descendants (through /proc's children lists).
+static long long am_tree_rss(pid_t pid, int depth, int self_too) {
+  char path[64], buf[4096];
+  long long total = 0;
+  struct am_proc *proc = am_proc_of(pid);
+  int none = -1;
+  if (proc) proc->seen = am_walk;
+  if (self_too) {
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    long size, resident;
+    if (am_pread(proc ? &proc->statm : &none, path, buf, sizeof buf, proc != NULL) > 0 &&
+        sscanf(buf, "%ld %ld", &size, &resident) == 2)
+      total = (long long)resident * sysconf(_SC_PAGESIZE);
+  }
+  if (depth > 64) return total;
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  if (am_pread(proc ? &proc->children : &none, path, buf, sizeof buf, proc != NULL) <= 0)
+    return total;
+  for (char *p = buf, *end; *p; p = end) {
+    long child = strtol(p, &end, 10);
+    if (end == p) break;
+    total += am_tree_rss((pid_t)child, depth + 1, 1);
+  }
+  return total;
+}
+
+// Resident bytes of the run: every process below the launcher, not itself.
+long long am_run_rss(void) {
+  am_walk++;
+  long long rss = am_tree_rss(getpid(), 0, 0);
+  for (int i = 0; i < AM_PROCS_MAX; i++) {  // forget the processes that ended
+    struct am_proc *p = &am_procs[i];
+    if (p->pid == 0 || p->seen == am_walk) continue;
+    if (p->statm >= 0) close(p->statm);
+    if (p->children >= 0) close(p->children);
+    p->pid = 0;
+  }
+  return rss;
+}
+
+// -- RSS over time ---------------------------------------------------------------
+struct am_series am_series = {.stride = 1, .thp_kib = -1};
+
+// A "Name: N kB" field of a /proc file (-1: not there).
+static long long am_proc_kib(const char *path, const char *field) {
+  char buf[4096];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return -1;
+  buf[got] = 0;
+  const char *at = strstr(buf, field);
+  return at ? atoll(at + strlen(field)) : -1;
+}
+
+// The transparent huge pages the benchmark's first process holds. smaps_rollup
+// walks every mapping under the process's mmap lock (~0.2 ms for a Python), so
+// it is read at samples 2, 8, 32, 64, then every 64th (about every 320 ms),
+// and only when the system holds any huge page at all (/proc/meminfo, ~10 us):
+// with none in the system, the process holds none either.
+static void am_read_thp(void) {
+  uint64_t n = am_series.samples;
+  if (n != 2 && n != 8 && n != 32 && (n == 0 || n % 64 != 0)) return;
+  if (am_proc_kib("/proc/meminfo", "AnonHugePages:") == 0) {
+    am_series.thp_kib = 0;
+    return;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)am_series.main_pid);
+  long long kib = am_proc_kib(path, "AnonHugePages:");
+  if (kib >= 0) am_series.thp_kib = kib;
+}
+
+static void am_series_fold(int64_t at_ns, uint32_t kib) {
+  if (am_series.in_point == 0) {
+    if (am_series.points == AM_SERIES_MAX) {  // full: merge neighbours
+      for (int i = 0; i < AM_SERIES_MAX / 2; i++) {
+        am_series.t_ms[i] = am_series.t_ms[2 * i];
+        uint32_t a = am_series.kib[2 * i], b = am_series.kib[2 * i + 1];
+        am_series.kib[i] = a > b ? a : b;
+      }
+      am_series.points = AM_SERIES_MAX / 2;
+      am_series.stride *= 2;
+    }
+    am_series.t_ms[am_series.points] = (uint32_t)((at_ns - am_series.t0_ns) / 1000000);
+    am_series.kib[am_series.points++] = kib;
+  } else if (kib > am_series.kib[am_series.points - 1]) {
+    am_series.kib[am_series.points - 1] = kib;
+  }
+  if (++am_series.in_point == am_series.stride) am_series.in_point = 0;
+}
+
+// One sample, if it is due; returns the RSS (bytes) read, or -1 if none was due.
+long long am_sample(int64_t now) {
+  if (am_series.period_ns == 0 || now < am_series.next_ns) return -1;
+  long long rss = am_run_rss();
+  if (rss <= 0) {  // the processes are exiting: no reading
+    am_series.next_ns = now + am_series.period_ns;
+    return -1;
+  }
+  uint32_t kib = (uint32_t)(rss >> 10);
+  if (am_series.samples > 0)  // trapezoids between samples
+    am_series.integral += (double)(kib + am_series.last_kib) / 2 * (double)(now - am_series.last_ns) / 1e9;
+  am_series_fold(now, kib);
+  am_series.samples++;
+  am_read_thp();
+  am_series.last_ns = now;
+  am_series.last_kib = kib;
+  int64_t done = am_now_ns();
+  am_series.spent_ns += done - now;
+  am_series.next_ns += am_series.period_ns;
+  if (am_series.next_ns <= done) am_series.next_ns = done + am_series.period_ns;  // late: skip
+  return rss;
+}
+
+// One write: the record is a single line however many points it has.
+void am_series_write(int fd, int64_t end_ns) {
+  static char text[64 + AM_SERIES_MAX * 24 + 256];
+  size_t n = 0;
+#define AM_PUT(...) n += (size_t)snprintf(text + n, sizeof text - n, __VA_ARGS__)
+  // The last RSS read holds until the end.
+  am_series.integral += (double)am_series.last_kib * (double)(end_ns - am_series.last_ns) / 1e9;
+  AM_PUT("{\"am\":\"rss\",\"v\":1,\"period_us\":%" PRId64 ",\"stride\":%u,\"samples\":%" PRIu64
+         ",\"sample_ns\":%" PRId64 ",\"integral_kib_s\":%.3f,\"last_kib\":%u,\"thp_kib\":%lld"
+         ",\"t_ms\":[",
+         am_series.period_ns / 1000, am_series.stride, am_series.samples, am_series.spent_ns,
+         am_series.integral, am_series.last_kib, am_series.thp_kib);
+  for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.t_ms[i]);
+  AM_PUT("],\"kib\":[");
+  for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.kib[i]);
+  AM_PUT("]}\n");
+#undef AM_PUT
+  for (size_t done = 0; done < n;) {
+    ssize_t w = write(fd, text + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += (size_t)w;
+  }
+}
