@@ -11,7 +11,13 @@ May import: `model`, `schemas`, `native`, `tomlfile`, `errors`, and run/records.
 """
 
 from allocmark.allocators.catalog import builtin_catalog, load_catalog
-from allocmark.allocators.selection import baseline_name, parse_selection, select, to_build
+from allocmark.allocators.selection import (
+    baseline_name,
+    parse_selection,
+    select,
+    selected,
+    to_build,
+)
 from allocmark.allocators.verification import (
     C_API,
     CORE,
@@ -33,6 +39,7 @@ __all__ = [
     "load_catalog",
     "parse_selection",
     "select",
+    "selected",
     "to_build",
     "verify",
     "verify_all",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from allocmark.allocators import catalog
 from allocmark.errors import UserError
@@ -165,3 +166,12 @@ def baseline_name(verified: Sequence[Verified]) -> str | None:
         return None
     flagged = [v for v in usable if v.spec.baseline]
     return (flagged or usable)[0].spec.name
+
+
+def selected(
+    alloc: Sequence[str] | None, catalogs: Sequence[Path]
+) -> tuple[list[AllocatorSpec], bool]:
+    """Selected allocator specs, and whether the user named them explicitly."""
+    names, adhoc = parse_selection(list(alloc or []))
+    chosen = select(catalog.load_catalog(list(catalogs)), names) if names or not adhoc else []
+    return chosen + adhoc, bool(alloc)

@@ -42,9 +42,12 @@ _REPORT = (
     "allocmark.report.extra",
 )
 STACKS: dict[str, tuple[str, ...]] = {
-    **{verb: ("allocmark.api", *_REPORT) for verb in ("run", "profile", "try", "tune", "harden")},
+    **{
+        verb: ("allocmark.api.campaigns", *_REPORT)
+        for verb in ("run", "profile", "try", "tune", "harden")
+    },
     "report": _REPORT,
-    "compare": ("allocmark.api", "allocmark.report.table"),
+    "compare": ("allocmark.api.campaigns", "allocmark.report.table"),
     "allocators": ("allocmark.api", "allocmark.report.catalog"),
     **{verb: ("allocmark.api",) for verb in ("alloc", "workloads", "schema")},
 }

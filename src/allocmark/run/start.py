@@ -13,11 +13,11 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
-from allocmark import allocators, workloads
+from allocmark import workloads
 from allocmark.allocators import builder
+from allocmark.allocators.selection import selected
 from allocmark.answer import race
 from allocmark.defaults import DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 from allocmark.errors import UserError
@@ -124,19 +124,6 @@ def _precision(req: Request, min_runs: int, suite: plan.Suite, race: str) -> Pre
     if most < min_runs:
         raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
     return Precision(max_runs=most, margin=margin, budget_s=budget, race=race)
-
-
-def selected(
-    alloc: Sequence[str] | None, catalogs: Sequence[Path]
-) -> tuple[list[AllocatorSpec], bool]:
-    """Selected allocator specs, and whether the user named them explicitly."""
-    names, adhoc = allocators.parse_selection(list(alloc or []))
-    chosen = (
-        allocators.select(allocators.load_catalog(list(catalogs)), names)
-        if names or not adhoc
-        else []
-    )
-    return chosen + adhoc, bool(alloc)
 
 
 def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:

@@ -1,15 +1,7 @@
-"""allocmark as a library: what the command line does, for programs and notebooks.
-
-    from allocmark import api
-    req = api.Request(workloads=("samethread",), allocators=("glibc", "jemalloc"))
-    cid = api.run_to_end(req)                      # or: for event in api.run(req): ...
-    for row in api.comparison(req.db, cid).rows:   # the report's data
-        print(row.workload, row.cells["time_s"]["jemalloc"].ratio)
-
-`run` opens a campaign and yields progress events while it runs and stores each
-run; `resume` finishes an interrupted one. The CLI's verbs are thin layers over
-these functions: they parse, call, and print.
-"""
+"""The campaigns side of `api` (see its docstring): run, resume, the answers of a
+campaign, the verbs' requests. `allocmark.api` loads it on first use, so that the
+listings (`allocmark schema`, `workloads`, `allocators`) start without the stages
+a campaign needs."""
 
 from __future__ import annotations
 
@@ -19,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import allocators, schemas, stats, workloads
+from allocmark import allocators, stats, workloads
 from allocmark.allocators import builder
 from allocmark.answer import analyze, compare, recommend
 from allocmark.answer.forecast import Forecast as Forecast  # an event the caller reads
@@ -27,15 +19,14 @@ from allocmark.answer.forecast import duration as duration
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
-from allocmark.model import AllocatorSpec, Verified, Workload
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
+from allocmark.model import Verified
 from allocmark.run import campaign, start
 from allocmark.run.campaign import Precision
 from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
 from allocmark.run.campaign import RunDone as RunDone
 from allocmark.run.execute import Executor
-from allocmark.run.start import selected as selected  # the CLI's listings
 from allocmark.store import Store
 from allocmark.verbs import harden, tryout, tune
 
@@ -250,53 +241,6 @@ def regression(old: str, new: str, metric: str, margin: float, limit: float | No
     bad = compare.failing(verdicts, limit) if limit is not None else []
     return Regression(verdicts, old_set.label, new_set.label, control,
                       compare.summarize(verdicts), bad)  # fmt: skip
-
-
-# ---------------------------------------------------------------------------
-# The catalogs, for the CLI's listings and `alloc build`
-# ---------------------------------------------------------------------------
-def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list[Verified]:
-    """The allocators `names` select (all the catalog's but the hidden, if None), each
-    verified on this machine."""
-    if names:
-        return allocators.verify_all(selected(names, catalogs)[0])
-    return allocators.verify_all([s for s in allocators.load_catalog(list(catalogs))
-                                  if not s.hidden])  # fmt: skip
-
-
-def to_build(names: Sequence[str], build_all: bool, catalogs: Sequence[Path] = ()
-             ) -> list[AllocatorSpec]:  # fmt: skip
-    """The entries `alloc build NAMES` (or --all) builds."""
-    return allocators.to_build(allocators.load_catalog(list(catalogs)), names, build_all)
-
-
-def build(spec: AllocatorSpec, force: bool = False, say: Callable[[str], None] = lambda _: None
-          ) -> tuple[builder.Built, Verified]:  # fmt: skip
-    """Build (or fetch) `spec` unless cached, then verify it; UserError if it fails."""
-    built = builder.build(spec, force=force, say=say)
-    return built, allocators.verify(spec)
-
-
-@dataclass(frozen=True)
-class WorkloadLine:
-    """A workload as `allocmark workloads` lists it."""
-
-    workload: Workload
-    missing: tuple[str, ...]  # an application's executables not installed
-    install_hint: str
-    params: tuple[str, ...]  # a line per parameter
-
-
-def workload_lines() -> list[WorkloadLine]:
-    return [WorkloadLine(w, tuple(workloads.missing(w)) if w.kind == "app" else (),
-                         workloads.install_hint(w) if w.kind == "app" else "",
-                         tuple(workloads.describe_params(w)))
-            for w in workloads.load_catalog().values()]  # fmt: skip
-
-
-def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of a file allocmark reads or writes (`allocmark schema KIND`)."""
-    return schemas.json_schema(kind)
 
 
 def hardening_costs(comp: analyze.Comparison) -> list[harden.Cost]:
