@@ -76,6 +76,14 @@ class Recipe:
     note: str = ""  # what this version is, where its name does not say
     debian: Debian | None = None  # from Debian, not from a crate
 
+    @property
+    def glibc_version(self) -> str:
+        """The glibc its programs run under, where not the system's: its own (a glibc
+        entry), or the one a build for a newer glibc needs ("" for the system's)."""
+        if self.debian is None:
+            return ""
+        return self.upstream_version if self.debian.is_glibc else self.debian.glibc
+
 
 @dataclass(frozen=True)
 class AllocatorSpec:
@@ -124,10 +132,7 @@ class AllocatorSpec:
     def glibc_version(self) -> str:
         """The glibc its programs run under, where not the system's: its own (glibc@2.41),
         or the one a build for a newer glibc needs ("" for the system's)."""
-        deb = self.recipe.debian if self.recipe else None
-        if deb is None:
-            return ""
-        return self.recipe.upstream_version if deb.is_glibc and self.recipe else deb.glibc
+        return self.recipe.glibc_version if self.recipe else ""
 
 
 def preload_list(spec: AllocatorSpec, library: str | None) -> str | None:

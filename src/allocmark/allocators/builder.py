@@ -124,8 +124,7 @@ def library_path(name: str, recipe: Recipe) -> Path:
 def debian_env(recipe: Recipe) -> dict[str, str]:
     """A glibc entry, and an entry built for a newer glibc than this system's, run
     under that glibc (am_run: its loader, its libraries first)."""
-    deb = recipe.debian
-    version = recipe.upstream_version if deb and deb.is_glibc else deb.glibc if deb else ""
+    version = recipe.glibc_version
     return {"AM_RUN_GLIBC": str(glibc_dir(version) / "lib")} if version else {}
 
 

@@ -16,6 +16,7 @@ its provenance that Debian's patches were not applied.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -23,7 +24,7 @@ import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -255,13 +256,15 @@ def native_files() -> Path:
                     "reinstall with `pip install .`")  # fmt: skip
 
 
-def under(argv: list[str], env: dict[str, str]) -> list[str]:
+def under(argv: list[str], env: Mapping[str, str]) -> list[str]:
     """`argv` run under the glibc that `AM_RUN_GLIBC` names (the launcher does the
-    same for runs, am_run.c): that glibc's loader, its libraries first."""
+    same for runs, am_run.c): that glibc's loader, its libraries first. The loader
+    does not search PATH: the program is found here."""
     folder = env.get("AM_RUN_GLIBC")
     if not folder:
         return argv
-    return [os.path.join(folder, LOADER), "--library-path", folder, *argv]
+    program = shutil.which(argv[0]) or argv[0]
+    return [os.path.join(folder, LOADER), "--library-path", folder, program, *argv[1:]]
 
 
 _NEEDS = re.compile(r"version `GLIBC_([0-9.]+)' not found")
@@ -279,6 +282,7 @@ _OWN = ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "libresol
 _LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
 
 
+@functools.cache  # once per program: every glibc entry of a campaign asks
 def glibc_needed(program: str) -> tuple[tuple[int, ...], str]:
     """The newest GLIBC_x.y that `program` or a library it loads from this system asks
     for, and which file asks: a program cannot run under an older glibc."""

@@ -20,7 +20,6 @@ import functools
 import os
 import re
 import shlex
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -213,7 +212,7 @@ def settings_shown(v: Verified, family: Family) -> Shown | None:
     loader = os.path.join(other, debian.LOADER) if other else _loader()
     argv = [loader if a == "{ld.so}" else a for a in show.command]
     if other and argv[0] != loader:
-        argv = debian.under([shutil.which(argv[0]) or argv[0], *argv[1:]], env)
+        argv = debian.under(argv, env)
     try:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace",
                               timeout=30, check=False)  # fmt: skip
@@ -307,7 +306,7 @@ def paste_line(spec: AllocatorSpec, library: str, argv: Sequence[str]) -> str:
     words = [f"LD_PRELOAD={shlex.quote(preload_list(spec, library) or '')}"] if preload else []
     words += [f"{k}={shlex.quote(val)}" for k, val in sorted(env.items())]
     if glibc:
-        argv = debian.under([shutil.which(argv[0]) or argv[0], *argv[1:]], {"AM_RUN_GLIBC": glibc})
+        argv = debian.under(list(argv), {"AM_RUN_GLIBC": glibc})
     line = " ".join([*words, shlex.join(argv)])
     return f"{line}  # with THP off (prctl PR_SET_THP_DISABLE)" if thp else line
 
