@@ -85,8 +85,8 @@ def test_a_program_cannot_forge_its_result(tmp_path: Path) -> None:
     forged = total = 0
     for case, (mode, reason) in FORGERIES.items():
         db = tmp_path / f"{mode}.db"
-        r = cli("try", "-a", "glibc", "-n", "2", "--timeout", "3", "--db", str(db), "--",
-                sys.executable, str(script), mode)  # fmt: skip
+        r = cli("try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--timeout", "3",
+                "--db", str(db), "--", sys.executable, str(script), mode)  # fmt: skip
         assert "Traceback" not in r.stderr, r.stderr
         runs = _runs(db)
         total += len(runs)
@@ -94,7 +94,8 @@ def test_a_program_cannot_forge_its_result(tmp_path: Path) -> None:
         # The campaign goes on to its end: every planned run is stored, as the run's error.
         assert len(runs) == 3 and {s for _, s, _ in runs} == {"error"}, (case, runs)
         assert all(reason in detail for _, _, detail in runs), (case, runs)
-        assert r.returncode == 1 and "no run succeeded" in r.stderr, (case, r.stderr)
+        # -i: the campaign ran on past its first failed run, and exits 0
+        assert r.returncode == 0 and "ERROR" in r.stdout, (case, r.stdout, r.stderr)
     print(f"\nforged results stored: {forged} of {total} runs of {len(FORGERIES)} forging "
           "programs (each run stored as error with the reason)")  # fmt: skip
     assert forged == 0

@@ -303,7 +303,7 @@ class Campaign:
 
     id: int
     name: str
-    status: str  # "running", "interrupted", "finished"
+    status: str  # "running", "interrupted", "finished", "failed" (store.base.ENDED)
     created: float
     baseline: str | None
     planned: int
@@ -411,6 +411,7 @@ class Request:
     scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
     yes: bool = False  # start a campaign of more than CONFIRM_RUNS runs
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
+    keep_going: bool = False  # `try -i`: run on though the command fails under the baseline
 
 
 @dataclass(frozen=True)

@@ -214,6 +214,22 @@ def test_unbuilt_families_are_one_line_each_unless_all(tmp_path: Path) -> None:
     assert full.stdout.count("\n") > short.stdout.count("\n") + 15
 
 
+@pytest.mark.parametrize("cache", ["empty", "this machine's"])
+def test_the_catalog_fits_40_lines_with_every_family(tmp_path: Path, cache: str) -> None:
+    """Built or not, the versions of a recipe share one line unless --all."""
+    env = {"ALLOCMARK_WIDTH": "120"} | ({"ALLOCMARK_CACHE": str(tmp_path)} if cache == "empty"
+                                        else {})  # fmt: skip
+    short = cli("allocators", env=env)
+    assert short.returncode == 0, short.stderr
+    lines = short.stdout.splitlines()
+    families = {s.family_name for s in allocators.load_catalog([]) if not s.hidden}
+    first = {x.split()[0] for x in lines[2:] if x and not x.startswith(" ")}
+    assert len(lines) <= 40 and families <= first, (len(lines), families - first)
+    assert all(len(line) <= 120 for line in lines)
+    full = cli("allocators", "--all", env=env)
+    assert full.stdout.count("\n") > short.stdout.count("\n") + 15  # a line per entry there
+
+
 def test_the_whole_catalog_is_one_line_per_entry(tmp_path: Path) -> None:
     full = cli("allocators", "--all", env={"ALLOCMARK_CACHE": str(tmp_path),
                                            "ALLOCMARK_WIDTH": "120"})  # fmt: skip

@@ -149,8 +149,8 @@ def test_a_suite_caps_its_blocks_and_the_quick_suite_is_fixed(tmp_path: Path) ->
     path.write_text('repetitions = 4\nmax_repetitions = 6\n[[runs]]\nworkload = "churn"\n')
     suite = plan.load_suite(str(path))
     assert suite.max_repetitions == 6
-    assert start._precision(api.Request(), 4, suite, "").max_runs == 6
-    assert start._precision(api.Request(min_runs=9), 9, suite, "").max_runs == 9  # -n lifts it
-    assert start._precision(api.Request(max_runs=20), 4, suite, "").max_runs == 20
+    assert start._precision(api.Request(), suite, "").max_runs == 6
+    assert start._precision(api.Request(min_runs=9), suite, "").max_runs == 9  # -n lifts it
+    assert start._precision(api.Request(max_runs=20), suite, "").max_runs == 20
     quick = plan.load_suite("quick")  # fixed blocks: judged by the exact test, not added
     assert quick.repetitions == quick.max_repetitions == 10

@@ -107,6 +107,7 @@ class Comparison:
     # Allocators that are not for speed or memory: "debug", "wrapper" (never recommended).
     roles: dict[str, str] = dataclasses.field(default_factory=dict)
     lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
+    cores: int = 0  # of the machine the campaign ran on (0: not known)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def stored_comparison(
     return dataclasses.replace(
         comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
         left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
-        lineages=lineages)  # fmt: skip
+        lineages=lineages, cores=int(store.machine_facts(cid).get("cores") or 0))  # fmt: skip
 
 
 def settings_margin(settings: dict[str, Any]) -> float:

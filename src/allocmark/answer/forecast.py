@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from allocmark import stats
+from allocmark import stats, units
 from allocmark.answer import analyze
 from allocmark.answer.analyze import Comparison
 from allocmark.model import Params
@@ -72,6 +72,21 @@ class Forecast:
             if w.stuck:
                 out += f", but for {w.stuck} on the margin"
         return out
+
+    def first_verdict_blocks(self) -> int:
+        """The blocks at which the first verdict is likely: the clearest ratio's (noise
+        known), else the first at which one is possible."""
+        known = [w.first_blocks for w in self.waits.values()]
+        return max(self.first_at, min(known, default=self.first_at))
+
+    def first_verdict_s(self) -> float | None:
+        """Seconds more until the first verdict is likely (first_verdict_blocks); None
+        once a ratio is decided, or when nothing is undecided that blocks could help."""
+        if self.undecided < self.ratios or not self.block_s:
+            return None
+        if self.waits:
+            return min(w.first_seconds for w in self.waits.values())
+        return max(0, self.first_at - self.blocks) * self.block_s
 
     def warning(self) -> str | None:
         """What the budget or --max-runs cannot reach, and the fix; None when they can."""
@@ -176,6 +191,11 @@ def budget_text(seconds: float) -> str:
     return duration(seconds, budget=True)
 
 
+def budget_seconds(seconds: float) -> float:
+    """The seconds of budget_text(seconds): what a budget said that way gives."""
+    return units.parse_duration(budget_text(seconds), "budget")
+
+
 def duration(seconds: float, budget: bool = False) -> str:
     """'45 s', '12 min', '3.2 h'; `budget`: rounded up and written as --budget reads it."""
     seconds = max(0.0, seconds)
@@ -213,7 +233,8 @@ def of(comp: Comparison, costs: Mapping[tuple[str, str, Params], float],
         ratios += len(judged)
         open_ = [(c, r) for c, r in zip(cells, judged, strict=True) if r is not None
                  and stats.verdict(r, comp.margin) is stats.Verdict.INCONCLUSIVE]  # fmt: skip
-        undecided += len(open_)
+        # a ratio without runs to judge (every run failed) is not decided either
+        undecided += len(open_) + sum(r is None for r in judged)
         if not open_:
             continue
         fewest = have if fewest is None else min(fewest, have)

@@ -59,12 +59,16 @@ Event = Note | Planned | RunDone | RoundDone | Forecast | Finished
 
 
 def run(
-    req: Request, machine: Executor | None = None, selection: start.Selection = start.AS_NAMED
+    req: Request,
+    machine: Executor | None = None,
+    selection: start.Selection = start.AS_NAMED,
+    confirm: campaign.Confirm | None = None,
 ) -> Iterator[Event]:
     """Start the campaign `req` describes and run it, yielding progress: plan, start,
     execute. `selection` makes the candidates of the allocators named (`race`: each
     with every setting `tune` races); `machine` replaces the real child processes of
-    the local executor (tests, dry runs)."""
+    the local executor (tests, dry runs); `confirm` asks the user whether a default
+    budget may be stretched far (campaign.Stretch; without it, only --yes does)."""
     _check(req)
     new = not req.db.exists()
     store = Store(req.db)
@@ -77,7 +81,7 @@ def run(
         raise
     yield from notes
     yield _planned(store, cid, prepared.usable, req)
-    yield from _execute(store, cid, list(prepared.usable), req, machine)
+    yield from _execute(store, cid, list(prepared.usable), req, machine, confirm)
 
 
 def race(objective: str, settings: Path | None = None) -> start.Selection:
@@ -105,12 +109,13 @@ def resume(
     scheduler: str | None = None,
     take_over: bool = False,
     yes: bool = False,
+    confirm: campaign.Confirm | None = None,
 ) -> Iterator[Event]:
     """Finish the newest unfinished campaign in `db` (allocators verified again, its
     plan checked against the catalog). Refused while another live process runs it;
     `take_over` when its owner is on another machine and known to be gone; `yes` to
     run runs that are not signed by this user (seal.py; the refusal lists them)."""
-    req = Request(db=db, executor=executor, scheduler=scheduler)
+    req = Request(db=db, executor=executor, scheduler=scheduler, yes=yes)
     _check(req)
     store = Store(db, create=False)  # a resume of nothing leaves no file behind
     cid = store.campaign(unfinished=True).id
@@ -118,7 +123,7 @@ def resume(
     campaign.check_resume(store, cid, verified, yes)
     store.claim(cid, take_over)
     yield _planned(store, cid, verified, req)
-    yield from _execute(store, cid, verified, req, None)
+    yield from _execute(store, cid, verified, req, None, confirm)
 
 
 def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None,
@@ -259,6 +264,8 @@ def _check(req: Request) -> None:
                         "`dask scheduler` prints)")  # fmt: skip
     if req.command and (req.workloads or req.suite):
         raise UserError("give either a command or workloads/a suite, not both")
+    if req.command:
+        workloads.check_command(req.command)  # before any file is made or run started
 
 
 def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request) -> Planned:
@@ -268,7 +275,7 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
     cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
     measured = len(verified) * cells * n
     precision = (Precision(settings["max_runs"], analyze.settings_margin(settings),
-                           settings["budget_s"])
+                           settings["budget_s"], stretch=bool(settings.get("stretch")))
                  if analyze.is_sequential(settings) else None)  # fmt: skip
     return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
                    max(0, c.planned - measured), c.planned, c.done, precision,
@@ -287,11 +294,17 @@ def _estimate(store: Store, cid: int) -> float | None:
 
 
 def _execute(
-    store: Store, cid: int, verified: list[Verified], req: Request, machine: Executor | None
+    store: Store,
+    cid: int,
+    verified: list[Verified],
+    req: Request,
+    machine: Executor | None,
+    confirm: campaign.Confirm | None = None,
 ) -> Iterator[Event]:
     dispatcher = _dispatcher(req, verified, machine)
     try:
-        yield from campaign.steps(store, cid, dispatcher, verified)
+        stretch = campaign.Stretch(yes=req.yes, confirm=confirm)
+        yield from campaign.steps(store, cid, dispatcher, verified, stretch)
     finally:
         close = getattr(dispatcher, "close", None)
         if close:

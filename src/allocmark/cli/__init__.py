@@ -28,7 +28,10 @@ def main() -> None:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:  # outside a campaign (which says how to resume)
         _fail("interrupted: nothing was stored", 130)
-    except sqlite3.DatabaseError as e:  # a damaged page, a file changed under us
+    except sqlite3.DatabaseError as e:  # a damaged page, a file changed under us, a full disk
+        if getattr(e, "sqlite_errorname", "") == "SQLITE_FULL":
+            _fail(f"the disk holding the results database is full ({e}); what it stores was "
+                  "not changed: free space, then run the command again", 2)  # fmt: skip
         _fail(f"the results database cannot be read ({e}); stored runs were not changed: "
               "restore it from a copy, or export what is readable with `report`", 2)  # fmt: skip
     except OSError as e:

@@ -4,6 +4,7 @@ running campaign prints."""
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -93,8 +94,10 @@ def run_cmd(
     from allocmark import api
     from allocmark.report import data
 
+    progress = _Progress()
     if resume:
-        cid = _follow(api.resume(db, executor, scheduler, take_over, yes), db)
+        cid = _follow(api.resume(db, executor, scheduler, take_over, yes, progress.ask), db,
+                      progress)  # fmt: skip
     else:
         req = api.Request(
             suite=suite, allocators=tuple(alloc or ()), workloads=names(workload),
@@ -104,7 +107,7 @@ def run_cmd(
             sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
             yes=yes, memory_limit=size(memory_limit),
         )  # fmt: skip
-        cid = _follow(api.run(req), db)
+        cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     store = api.reader(db)
     emit_table(data.load(store, cid, brief=not detail), None, detail)
     if store.sample(cid):
@@ -159,7 +162,10 @@ def try_cmd(
     ignore: Annotated[
         bool,
         typer.Option(
-            "-i", "--ignore-failure", help="exit 0 even when every run under an allocator failed"
+            "-i",
+            "--ignore-failure",
+            help="run on when the command fails under the baseline on its first run (else "
+            "it stops there), and exit 0 even when every run under an allocator failed",
         ),
     ] = False,
     memory_limit: MemoryOpt = None,
@@ -175,8 +181,9 @@ def try_cmd(
                       budget_s=duration(budget), timeout_s=timeout,
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
                       scheduler=scheduler, yes=yes, memory_limit=size(memory_limit),
-                      sample=sample if profile else 0)  # fmt: skip
-    cid = _follow(api.run(req), db)
+                      sample=sample if profile else 0, keep_going=ignore)  # fmt: skip
+    progress = _Progress()
+    cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     lines, comp = api.command_lines(db, cid)
     table.try_table(out(), lines, comp)
     store = api.reader(db)
@@ -279,13 +286,13 @@ def harden_cmd(
         table.extra(out(), [extra.cost_table(api.hardening_costs(comp), comp.margin)])
 
 
-def _follow(events: Iterator[api.Event], db: Path) -> int:
+def _follow(events: Iterator[api.Event], db: Path, progress: _Progress | None = None) -> int:
     """Prints a campaign's notes and progress as it runs; its id at the end."""
     from allocmark import api
 
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        with _Progress() as progress:
+        with progress or _Progress() as progress:
             for event in events:
                 if isinstance(event, api.Finished):
                     return event.campaign
@@ -330,6 +337,17 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         self.bar.__exit__(None, None, None)
 
+    def ask(self, question: str) -> bool:
+        """A yes/no question on the terminal, the bar paused; False where none can be
+        asked (no terminal: a script, CI), so that nothing waits on an answer."""
+        if not sys.stdin.isatty():
+            return False
+        self.bar.stop()
+        try:
+            return typer.confirm(question, default=True, err=True)
+        finally:
+            self.bar.start()
+
     def show(self, event: api.Event) -> None:
         from rich.markup import escape
 
@@ -366,19 +384,28 @@ class _Progress:
             self.bar.update(self.task, completed=event.done, total=event.total, description=what)
             # The battery's crashes are its findings (its matrix shows them).
             if result.status is not RunStatus.OK and spec.workload != api.HARDEN_WORKLOAD:
+                params = " ".join(f"{k}={v}" for k, v in spec.params)
                 self.bar.console.print(
-                    f"{result.status.value}: {spec.allocator} {spec.workload} "
-                    f"{dict(spec.params)}: {result.detail[:300]}",
+                    f"{result.status.value}: {spec.allocator} {spec.workload}"
+                    f"{' ' + params if params else ''}: {result.detail[:300]}",
                     soft_wrap=True, markup=False,
                 )  # fmt: skip
 
 
 def _plan_line(p: api.Planned) -> str:
+    from allocmark import api
+
     if p.done:
         return f"resuming campaign {p.campaign}: {p.total - p.done} runs left{_eta(p)}"
     more = ""
     if p.precision:
-        budget = f"{p.precision.budget_s:g} s budget" if p.precision.budget_s else "no time budget"
+        budget = (
+            f"{api.duration(p.precision.budget_s)} budget"
+            if p.precision.budget_s
+            else "no time budget"
+        )
+        if p.precision.stretch:
+            budget += ", the default: stretched if the first verdict needs more"
         more = (f", then more blocks until every ratio is faster, slower or the same within "
                 f"±{p.precision.margin:.0%} "
                 f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich import box
 from rich.console import Console
@@ -39,10 +40,10 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
 
 def catalog(console: Console, verified: Sequence[Verified], every: bool = True) -> None:
     """The catalog on one screen: a line per entry (its variants on its line), by family;
-    unless `every`, a line per family for the versions not built yet. What many entries
-    share (partial, not built, debug) is said once, under the table."""
-    table = Table(title="Allocators", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)  # fmt: skip
+    unless `every`, a line per recipe for all its versions (built or not), so that
+    every family fits in 40 lines. What many entries share (partial, not built, debug)
+    is said once, under the table."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
     rows = allocator_rows(verified, every)
     widest = _catalog_widths(rows)
     for col, width in widest.items():
@@ -50,19 +51,64 @@ def catalog(console: Console, verified: Sequence[Verified], every: bool = True) 
     # rich would squeeze the fixed columns to fit a long note: the note is cut instead.
     room = max(20, console.width - sum(widest.values()) - 2 * len(widest) - 2)
     table.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=room)
-    for family, entries in rows.items():
-        for i, (v, variants, unbuilt) in enumerate(entries):
-            name = f"{_recipe_family(v)}@*" if unbuilt else v.spec.name
-            status = "[dim]not built[/]" if unbuilt or _unbuilt(v) else _status(v)
-            version = _count(unbuilt) if unbuilt else _short_version(v)
-            table.add_row(_t(family if i == 0 else ""), _t(name), status, _t(version),
-                          _t(" ".join(variants)), _t(_short_notes(v, unbuilt)))  # fmt: skip
+    for family, lines in rows.items():
+        for i, line in enumerate(lines):
+            table.add_row(_t(family if i == 0 else ""), _t(line.name), line.status,
+                          _t(line.version), _t(" ".join(line.variants)),
+                          _t(line.notes))  # fmt: skip
     console.print(table)
-    for line in _catalog_footnotes(verified, rows):
-        console.print(line, style="dim", highlight=False)
+    for text in _catalog_footnotes(verified, rows, every):
+        console.print(text, style="dim", highlight=False)
 
 
-Entries = dict[str, list[tuple[Verified, list[str], int]]]
+@dataclass(frozen=True)
+class Line:
+    """A line of the catalog: an entry with its variants, or (`group`) every version
+    of a recipe folded into one."""
+
+    first: Verified
+    variants: tuple[str, ...] = ()
+    group: tuple[Verified, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{_recipe_family(self.first)}@*" if self.group else self.first.spec.name
+
+    @property
+    def built(self) -> tuple[Verified, ...]:
+        return tuple(v for v in self.group if not _unbuilt(v))
+
+    @property
+    def status(self) -> str:
+        if not self.group:
+            return "[dim]not built[/]" if _unbuilt(self.first) else _status(self.first)
+        found = {v.status for v in self.built}
+        if not found:
+            return "[dim]not built[/]"
+        return _status(self.built[0]) if len(found) == 1 else "[yellow]mixed[/]"
+
+    @property
+    def version(self) -> str:
+        if not self.group:
+            return _short_version(self.first)
+        versions = list(dict.fromkeys(_short_version(v) for v in self.group))
+        return versions[0] if len(versions) == 1 else f"{versions[0]}…{versions[-1]}"
+
+    @property
+    def notes(self) -> str:
+        if not self.group:
+            return _short_notes(self.first)
+        built, n = self.built, len(self.group)
+        parts = [f"{len(built)} of {n} built" if built else f"{n} version{'s' * (n > 1)}"]
+        parts += [f"{s.value}: {', '.join(_short_version(v) for v in built if v.status is s)}"
+                  for s in (Status.BROKEN, Status.PARTIAL, Status.OK)
+                  if any(v.status is s for v in built)]  # fmt: skip
+        if len(built) < n:
+            parts.append(f"allocmark alloc build {self.name}")
+        return "; ".join(parts)
+
+
+Entries = dict[str, list[Line]]
 
 
 def _catalog_widths(rows: Entries) -> dict[str, int]:
@@ -70,51 +116,45 @@ def _catalog_widths(rows: Entries) -> dict[str, int]:
     lines = [e for es in rows.values() for e in es]
     return {
         "family": max(map(len, rows), default=6),
-        "entry": max((len(v.spec.name) for v, _, _ in lines), default=5),
+        "entry": max((len(x.name) for x in lines), default=5),
         "status": 9,
-        "version": min(
-            18, max((len(_count(n) if n else _short_version(v)) for v, _, n in lines), default=7)
-        ),
-        "variants": max((len(" ".join(variants)) for _, variants, _ in lines), default=8),
+        "version": min(18, max((len(x.version) for x in lines), default=7)),
+        "variants": max((len(" ".join(x.variants)) for x in lines), default=8),
     }
 
 
 def allocator_rows(verified: Sequence[Verified], every: bool) -> Entries:
-    """family -> (entry, its variants, 0) in catalog order; unless `every`, the family's
-    unbuilt versions as one (first unbuilt entry, [], how many)."""
-    rows: Entries = {}
-    bases: dict[str, tuple[Verified, list[str], int]] = {}
-    unbuilt: dict[str, int] = {}
+    """family -> its lines in catalog order: an entry with its variants; unless
+    `every`, the versions of a recipe that has several as one folded line."""
+    entries: dict[str, tuple[Verified, list[str]]] = {}
     for v in verified:
-        family = _family(v)
         base, _, variant = v.spec.name.partition(":")
-        if variant:  # on its base's line (none: the base is folded into FAMILY@*)
-            if base in bases:
-                bases[base][1].append(":" + variant)
-            continue
-        if not every and _unbuilt(v):
-            # one line per recipe (gperftools: tcmalloc-minimal@* and tcmalloc@*)
-            key = _recipe_family(v)
-            unbuilt[key] = unbuilt.get(key, 0) + 1
-            if unbuilt[key] > 1:
+        if variant and base in entries:  # on its base's line
+            entries[base][1].append(":" + variant)
+        elif not variant:
+            entries[base] = (v, [])
+    groups: dict[str, list[Verified]] = {}
+    for v, _ in entries.values():
+        if v.spec.recipe and not every:
+            groups.setdefault(_recipe_family(v), []).append(v)
+    rows: Entries = {}
+    shown: set[str] = set()
+    for v, variants in entries.values():
+        group = groups.get(_recipe_family(v), []) if v.spec.recipe else []
+        if len(group) > 1 or (group and _unbuilt(v)):
+            if _recipe_family(v) in shown:
                 continue
-        entry: tuple[Verified, list[str], int] = (v, [], 0)
-        bases[base] = entry
-        rows.setdefault(family, []).append(entry)
-    for key, count in unbuilt.items():
-        family = next(_family(v) for v in verified if _unbuilt(v) and _recipe_family(v) == key)
-        folded = [e for e in rows[family] if _unbuilt(e[0]) and _recipe_family(e[0]) == key]
-        rows[family] = [e for e in rows[family] if e not in folded] + [(folded[0][0], [], count)]
+            shown.add(_recipe_family(v))
+            kept = sorted({x for g in group for x in entries[g.spec.name][1]})
+            rows.setdefault(_family(v), []).append(Line(v, tuple(kept), tuple(group)))
+        else:
+            rows.setdefault(_family(v), []).append(Line(v, tuple(variants)))
     return rows
 
 
 def _recipe_family(v: Verified) -> str:
     """The name a selection gives every version of (FAMILY@*)."""
     return v.spec.recipe.family if v.spec.recipe else _family(v)
-
-
-def _count(builds: int) -> str:
-    return f"{builds} builds" if builds > 1 else "1 build"
 
 
 def _family(v: Verified) -> str:
@@ -140,10 +180,8 @@ def _short_version(v: Verified) -> str:
     return text.split("-0-g")[0]  # jemalloc's "5.3.0-0-g54eaed…"
 
 
-def _short_notes(v: Verified, unbuilt: int) -> str:
+def _short_notes(v: Verified) -> str:
     spec, recipe = v.spec, v.spec.recipe
-    if unbuilt:
-        return f"allocmark alloc build {_recipe_family(v)}@*"
     notes = [
         "baseline" if spec.baseline else "",
         spec.role if not spec.recommendable else "",
@@ -157,19 +195,20 @@ def _short_notes(v: Verified, unbuilt: int) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def _catalog_footnotes(verified: Sequence[Verified], rows: Entries) -> list[str]:
+def _catalog_footnotes(verified: Sequence[Verified], rows: Entries, every: bool) -> list[str]:
+    """Each under 80 columns: the listing fits a terminal's 40 lines."""
     entries = sum(len(e) for e in rows.values())
+    more = "" if every else "; --all: a line each"
     lines = [f"{len(rows)} families, {len(verified)} entries with their variants "
-             f"({entries} lines)."]  # fmt: skip
+             f"({entries} lines{more})."]  # fmt: skip
     if any(v.status is Status.PARTIAL for v in verified):
-        lines.append("partial: glibc serves the functions it lacks, so a program calling "
-                     "them mixes two heaps.")  # fmt: skip
+        lines.append("partial: glibc serves what it lacks; a program calling it mixes two heaps.")
     if any(_unbuilt(v) for v in verified):
-        lines.append("not built: `allocmark alloc build NAME` (FAMILY@* for every version, "
-                     "--all for all), or on first use.")  # fmt: skip
+        lines.append("not built: `allocmark alloc build NAME` (FAMILY@*: every version), or "
+                     "first use.")  # fmt: skip
     if any(not v.spec.recommendable for v in verified):
-        lines.append('debug: a debugging allocator (the hardening reference): not in "all", '
-                     "never recommended.")  # fmt: skip
+        lines.append('debug: the hardening battery\'s reference; not in "all", never '
+                     "recommended.")  # fmt: skip
     if any("GPL" in v.spec.license for v in verified):
         lines.append("GPL: a library built from it is under the GPL.")
     lines.append("`allocmark allocators -a NAME`: its library, sha256, Rust layer's cost.")

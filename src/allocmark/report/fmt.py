@@ -174,12 +174,16 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
-    exact = ("its anytime-valid 95% interval (a confidence sequence by betting at 2.5%: "
-             "valid at whichever block the campaign stopped, as blocks were added until "
-             "decided; 8 blocks at least; a workload the budget left undecided is narrowed "
-             "by the exact signed-rank interval at 2.5% at its last block)" if comp.sequential else
-             "its exact 95% interval (Wilcoxon signed-rank over blocks, inverted; 6 blocks at "
-             "least)")  # fmt: skip
+    exact = ("its anytime-valid 95% interval, valid at whichever block the campaign "
+             "stopped, as blocks were added until decided: where these meet, a confidence "
+             "sequence by betting on the blocks' signs and sizes, and the Bayes-factor "
+             "sequence of Student's t (normal noise; from 4 blocks), each at 5%/3; a workload "
+             "the budget left undecided is narrowed by the exact signed-rank interval at "
+             "5%/3 at its last block. A plain difference is decided at 4 blocks, no verdict "
+             "comes before" if comp.sequential else
+             "its 95% interval: where the exact signed-rank interval over blocks (inverted) "
+             "and Student's t interval (normal noise; from 4 blocks) meet, each at "
+             "2.5%")  # fmt: skip
     how = ("the Hodges–Lehmann estimate of its per-block ratios (paired: each block ran every "
            f"allocator back to back, in random order), ± half {exact}" if comp.paired else
            "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)")  # fmt: skip

@@ -259,12 +259,37 @@ def scaling(comp: Comparison) -> list[Plot]:
                 xs = [int(dict(r.params)["threads"]) for r in prow if _median(r, "ops_per_s", a)]
                 ys = [m / 1e6 for r in prow if (m := _median(r, "ops_per_s", a))]
                 if xs:
-                    ax.plot(xs, ys, "o-", label=_cut(a))
+                    line = ax.plot(xs, ys, "o-", label=_cut(a))[0]
+                    _hollow_past(ax, xs, ys, comp.cores, str(line.get_color()))
+            _past_cores(ax, comp.cores, max(int(dict(r.params)["threads"]) for r in prow))
             ax.set(title=f"{workload} {title}".strip(), xlabel="threads", ylabel="Mops/s")
         _legend(fig, axes)
-        fig.suptitle(f"{workload}: thread scaling")
+        past = (
+            f"; shaded: more threads than the {comp.cores} cores"
+            if any(int(dict(r.params)["threads"]) > comp.cores for r in rows) and comp.cores
+            else ""
+        )
+        fig.suptitle(f"{workload}: thread scaling{past}")
         plots.append(Plot(f"scaling-{workload}", fig.get_suptitle(), fig))
     return plots
+
+
+def _hollow_past(ax: Axes, xs: Sequence[int], ys: Sequence[float], cores: int, color: str
+                 ) -> None:  # fmt: skip
+    """Points past the cores drawn hollow: they measure time-slicing, not scaling."""
+    past = [(x, y) for x, y in zip(xs, ys, strict=True) if cores and x > cores]
+    if past:
+        ax.plot(*zip(*past, strict=True), "o", markerfacecolor="white", markeredgecolor=color,
+                zorder=3)  # fmt: skip
+
+
+def _past_cores(ax: Axes, cores: int, most: int) -> None:
+    """The threads beyond the machine's cores, shaded and named."""
+    if not cores or most <= cores:
+        return
+    ax.axvspan(cores + 0.5, most + 0.5, color="0.9", zorder=0)
+    ax.text(cores + 0.55, 0.98, f"> {cores} cores:\ntime-slicing", va="top", fontsize=7,
+            color="0.35", transform=ax.get_xaxis_transform())  # fmt: skip
 
 
 def normalized(comp: Comparison) -> list[Plot]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
 import shlex
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from allocmark.executors import Batch, Calibrated, Check, Dispatcher
 from allocmark.executors.local import Local
 from allocmark.model import (
     AllocatorSpec,
+    Note,
     Params,
     Prepared,
     RunResult,
@@ -29,6 +32,7 @@ from allocmark.model import (
 from allocmark.run import machine, plan
 from allocmark.run.execute import Executor
 from allocmark.store import Store, owner, seal
+from allocmark.store.base import StoreFull, filesystem, is_full
 from allocmark.text import printable
 
 OnRun = Callable[[int, int, RunSpec, RunResult], None]
@@ -61,10 +65,12 @@ def start(
     sample: int = 0,
     memory_limit: int = 0,
     expected_s: float = 0.0,
+    stop_on_failure: bool = False,
 ) -> int:
     """Plan and save the campaign; nothing runs yet. `sample` > 0: under the profiler,
     timing 1 allocator call in `sample`; `expected_s`: how long its suite took where it
-    was sized (said at the start)."""
+    was sized (said at the start); `stop_on_failure`: the first run under the baseline
+    failing stops the campaign (`try`: the command itself fails)."""
     runs = plan.generate(cell_list, prepared.usable, repetitions, timeout, seed, sample,
                          memory_limit)  # fmt: skip
     used = {w.name: w for w, _ in cell_list}.values()
@@ -79,6 +85,8 @@ def start(
         settings |= dataclasses.asdict(precision)
     if expected_s:
         settings["expected_s"] = expected_s
+    if stop_on_failure:
+        settings["stop_on_failure"] = True
     if prepared.left_out:
         settings["left_out"] = dict(prepared.left_out)
     return store.new_campaign(
@@ -99,6 +107,9 @@ class Precision:
     margin: float
     budget_s: float = 0.0
     race: str = ""  # `tune`: drop candidates dominated on this objective (race.OBJECTIVES)
+    # budget_s is allocmark's default, not the user's: it is stretched to reach the first
+    # verdict the forecast says is possible (forecast.Forecast.first_verdict_s).
+    stretch: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,8 +131,9 @@ class RoundDone:
     blocks: int
 
 
-Progress = RunDone | RoundDone | forecast.Forecast
+Progress = RunDone | RoundDone | forecast.Forecast | Note
 FORESEEN = 2  # the first blocks after which a forecast is said: time, then noise too
+Confirm = Callable[[str], bool]  # asks the user a yes/no question (False: cannot ask)
 
 
 def execute(
@@ -141,16 +153,22 @@ def execute(
 
 
 def steps(
-    store: Store, cid: int, executor: Executor | Dispatcher, verified: Sequence[Verified]
+    store: Store,
+    cid: int,
+    executor: Executor | Dispatcher,
+    verified: Sequence[Verified],
+    stretch: Stretch | None = None,
 ) -> Iterator[Progress]:
     """Run what is still pending, saving each run as it ends, then (precision
     campaigns) add blocks for the cells whose ratios are still undecided, while the
     budget lasts. Ctrl-C keeps every finished run; a resume picks up the same loop.
-    Set-up runs (baselines, verification) go first: measured runs depend on them."""
+    Set-up runs (baselines, verification) go first, the baseline's first: measured
+    runs depend on them. `stretch`: how a default budget may grow (Stretch)."""
     dispatcher = executor if isinstance(executor, Dispatcher) else Local(executor)
     by_name = {v.spec.name: v for v in verified}
     baselines = store.baseline_rss(cid)
     settings = store.settings(cid)
+    stretch = stretch or Stretch()
     checks = Checks(store, cid)
     try:
         while pending := store.pending(cid):
@@ -158,7 +176,8 @@ def steps(
             done = total - len(pending)
             started, counted = time.monotonic(), 0.0
             left = _first_blocks(pending)
-            for phase in _phases(pending):
+            first = FirstRun(store, cid, settings, done)
+            for phase in _phases(pending, first.baseline):
                 for event in dispatcher.run_batches(checks.batches(phase)):
                     if isinstance(event, Calibrated):
                         store.add_calibration(cid, event.seq, event.seconds)
@@ -172,10 +191,15 @@ def steps(
                     checks.note(spec, result)
                     done += 1
                     yield RunDone(done, total, spec, result)
+                    first.check(spec, result)
                     if left.get(spec.rep) and spec.role == "measure":
                         left[spec.rep] -= 1
                         if not left[spec.rep]:
-                            yield foresee(store, cid, settings)
+                            fc = foresee(store, cid, settings)
+                            if notes := list(stretch.apply(store, cid, settings, fc)):
+                                yield from notes
+                                fc = foresee(store, cid, settings)  # at the new budget
+                            yield fc
             _require_progress(store, cid, pending)
             if analyze.is_sequential(settings):
                 # The budget is the user's time: what a round costs beyond its runs (the
@@ -185,15 +209,131 @@ def steps(
                 started = time.monotonic()
                 comp = analyze.stored_comparison(store, cid)  # one analysis a round
                 more, undecided, ratios = more_runs(store, cid, settings, comp)
+                if undecided and settings.get("stretch"):  # the budget may be what ends it
+                    fc = foresee(store, cid, settings, comp)
+                    if notes := list(stretch.apply(store, cid, settings, fc)):
+                        yield from notes  # a stretched budget pays for more blocks now
+                        more, undecided, ratios = more_runs(store, cid, settings, comp)
                 yield RoundDone(undecided, ratios, len({_block(s) for s in more}))
                 if more:
                     yield foresee(store, cid, settings, comp)
                 store.extend_plan(cid, more)
                 _spend_rest(store, cid, started, 0.0)
+    except CommandFails:
+        store.set_status(cid, "failed")
+        raise
+    except sqlite3.Error as e:
+        _ended(store, cid, "interrupted")
+        if not is_full(e, store.path):
+            raise
+        raise StoreFull(full_advice(store, cid)) from None
     except BaseException:
-        store.set_status(cid, "interrupted")
+        _ended(store, cid, "interrupted")
         raise
     store.set_status(cid, "finished")
+
+
+def _ended(store: Store, cid: int, status: str) -> None:
+    """The status set where it can be: on a full disk it cannot, and a resume still
+    finds the campaign unfinished (its owner's process is gone)."""
+    with contextlib.suppress(sqlite3.Error):
+        store.set_status(cid, status)
+
+
+def full_advice(store: Store, cid: int) -> str:
+    """What a full disk means for the campaign: nothing lost, and how to finish it."""
+    c = store.campaign(cid)
+    return (f"no room left for {store.path}: the disk is full at {filesystem(store.path)}. "
+            f"Campaign {cid} keeps its {c.done} finished runs, intact ({c.planned - c.done} "
+            "to go); free space there, then finish it with "
+            f"`allocmark run --resume --db {store.path}`")  # fmt: skip
+
+
+class CommandFails(UserError):
+    """The campaign's command failed on its first run under the baseline."""
+
+
+TAIL_LINES = 12  # of a failing first run's exit status and stderr, in its error
+
+
+class FirstRun:
+    """`try`'s first run: the command under the baseline. When it fails, nothing after
+    it can be measured (every allocator would fail the same way), so the campaign stops
+    there with the command's exit status and the end of its stderr, as hyperfine does;
+    `-i` (no `stop_on_failure` setting) runs on. Armed only in a campaign that has not
+    run anything yet: a resume has its first run behind it."""
+
+    def __init__(self, store: Store, cid: int, settings: dict[str, Any], done: int) -> None:
+        self.baseline = store.campaign(cid).baseline or ""
+        self.armed = bool(settings.get("stop_on_failure")) and done == 0
+        self.db = store.path
+
+    def check(self, spec: RunSpec, result: RunResult) -> None:
+        if not self.armed or spec.allocator != self.baseline:
+            return
+        self.armed = False
+        if result.status in (RunStatus.OK, RunStatus.UNVERIFIED):
+            return
+        line = shlex.join(spec.argv)
+        # its own lines, each made printable: the program's text cannot drive the terminal
+        tail = [printable(x) for x in result.detail.splitlines()[-TAIL_LINES:]] or ["no detail"]
+        raise CommandFails(
+            f"`{printable(line)}` {result.status.value} on its first run, under "
+            f"{self.baseline}:\n  " + "\n  ".join(tail) + "\n"
+            "Nothing else was run: under every allocator it would fail the same way. "
+            "Fix the command (it must exit 0), or add -i to run it under every "
+            f"allocator anyway (this run is kept in {self.db})."
+        )
+
+
+@dataclass
+class Stretch:
+    """A default budget (Precision.stretch) grown, once, to reach the first verdict the
+    forecast says is possible, while no ratio is decided yet: to `FAR_S` in all without
+    a word more than a note; beyond, only when `yes` or `confirm` accepts. An explicit
+    budget (--budget, a suite's `budget`) is never changed. A note says each stretch."""
+
+    yes: bool = False
+    confirm: Confirm | None = None
+    declined: bool = False
+
+    def apply(self, store: Store, cid: int, settings: dict[str, Any],
+              fc: forecast.Forecast) -> Iterator[Note]:  # fmt: skip
+        if not settings.get("stretch") or self.declined:
+            return
+        budget = float(settings.get("budget_s") or 0.0)
+        need = fc.first_verdict_s()
+        # The planned blocks run whatever the budget says: it pays for the ones after.
+        if not budget or need is None or fc.first_verdict_blocks() <= fc.planned:
+            return
+        # A quarter more than the forecast: run times vary, and the last block must fit.
+        wanted = fc.spent_s + STRETCH_SLACK * need
+        if wanted <= budget:
+            return
+        new = forecast.budget_seconds(wanted)
+        given = float(settings.get("budget_given_s", budget))
+        at = f"the first verdict is expected at {fc.first_verdict_blocks()} blocks"
+        if new > FAR_S and not self.yes:
+            question = (f"The default budget ({forecast.duration(given)}) ends before any "
+                        f"verdict: {at}, about {forecast.duration(fc.spent_s + need)} in all. "
+                        f"Stretch the budget to {forecast.duration(new)}?")  # fmt: skip
+            if not (self.confirm and self.confirm(question)):
+                self.declined = True
+                yield Note("warning", f"the default budget ({forecast.duration(given)}) ends "
+                           f"before any verdict: {at}, about "
+                           f"{forecast.duration(fc.spent_s + need)} in all; kept (far: more "
+                           f"than {forecast.duration(FAR_S)}): --yes stretches it, or --budget "
+                           f"{forecast.budget_text(new)} sets it")  # fmt: skip
+                return
+        store.stretch_budget(cid, new)
+        settings["budget_given_s"] = given
+        settings["budget_s"] = new
+        yield Note("info", f"budget stretched from the default {forecast.duration(given)} to "
+                   f"{forecast.duration(new)}: {at} (--budget sets it)")  # fmt: skip
+
+
+STRETCH_SLACK = 1.25
+FAR_S = 600.0  # a stretch beyond this campaign time is asked first (or --yes)
 
 
 def _first_blocks(pending: Sequence[RunSpec]) -> dict[int, int]:
@@ -218,8 +358,10 @@ def _spend_rest(store: Store, cid: int, started: float, counted: float) -> None:
     store.add_spent(cid, max(0.0, time.monotonic() - started - counted))
 
 
-def _phases(pending: Sequence[RunSpec]) -> list[list[RunSpec]]:
-    setup = [s for s in pending if s.role != "measure"]
+def _phases(pending: Sequence[RunSpec], baseline: str) -> list[list[RunSpec]]:
+    """Set-up runs, the baseline's first (FirstRun checks it), then the measured runs."""
+    setup = sorted((s for s in pending if s.role != "measure"),
+                   key=lambda s: s.allocator != baseline)  # fmt: skip
     return [p for p in (setup, [s for s in pending if s.role == "measure"]) if p]
 
 
@@ -294,7 +436,8 @@ def more_runs(
         key = (r.workload, _planned_params(r.params))
         verdicts = analyze.decisions(r, comp.baseline, comp.margin)
         ratios += len(verdicts)
-        undecided += verdicts.count(stats.Verdict.INCONCLUSIVE)
+        # a ratio without runs to judge (every run failed) is not decided either
+        undecided += verdicts.count(stats.Verdict.INCONCLUSIVE) + verdicts.count(None)
         can_help = None not in verdicts
         open_rows[key] = open_rows.get(key, False) or (
             can_help and stats.Verdict.INCONCLUSIVE in verdicts

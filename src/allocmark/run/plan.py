@@ -43,6 +43,7 @@ class Suite:
     seed: int
     entries: tuple[SuiteEntry, ...]
     budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
+    budget_given: bool = False  # budget_s is the file's own, not DEFAULT_BUDGET_S
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
     max_repetitions: int | None = None  # blocks a cell gets at most (None: the default)
     expected_s: float = 0.0  # how long it took as it is where it was sized (0: not said)
@@ -75,6 +76,7 @@ def load_suite(name_or_path: str) -> Suite:
         seed=f.seed,
         entries=tuple(_entry(r, str(path), ("runs", i)) for i, r in enumerate(f.runs)),
         budget_s=_parsed(f.budget, "budget", units.parse_duration, DEFAULT_BUDGET_S, str(path)),
+        budget_given=bool(f.budget),
         margin=_parsed(f.margin or f.target_ci, "margin" if f.margin else "target_ci",
                        units.parse_fraction, stats.DEFAULT_MARGIN, str(path)),
         max_repetitions=f.max_repetitions,

@@ -10,6 +10,7 @@ here; a plain campaign's selection is the allocators as named.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Note, Params, Prepared, Request, Workload
 from allocmark.run import campaign, plan
 from allocmark.run.campaign import Precision
+from allocmark.stats import fewblock
 from allocmark.store import Store
 
 
@@ -70,20 +72,30 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note]
     named = list(req.allocators) or (None if suite.allocators == ("all",)
                                      else list(suite.allocators))  # fmt: skip
     specs, explicit = selection.candidates(*selected(named, req.catalogs), bool(req.allocators))
-    n = req.min_runs or suite.repetitions
+    precision = None if req.sample else _precision(req, suite, selection.race)
+    n = planned_blocks(req.min_runs or suite.repetitions, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = campaign.prepare(built(specs, notes), explicit)
     plan.check_glibc(cells, prepared.usable)
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
     seed = req.seed if req.seed is not None else suite.seed
-    precision = None if req.sample else _precision(req, n, suite, selection.race)
     # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
     as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
                          seed, sys.argv, precision, req.sample, req.memory_limit,
-                         suite.expected_s if as_sized else 0.0)  # fmt: skip
+                         suite.expected_s if as_sized else 0.0,
+                         stop_on_failure=bool(req.command) and not req.keep_going)  # fmt: skip
     return cid, prepared
+
+
+def planned_blocks(n: int, precision: Precision | None) -> int:
+    """The blocks a campaign plans: at least those a verdict needs (fewblock.MIN_BLOCKS:
+    none is possible before) when it adds blocks until decided, so that its first
+    verdicts never wait on the budget; else `n` as asked (a fixed number, a profile)."""
+    if precision is None or precision.max_runs < fewblock.MIN_BLOCKS:
+        return n
+    return max(n, fewblock.MIN_BLOCKS)
 
 
 def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Workload, Params]]]:
@@ -101,10 +113,27 @@ def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Work
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
     cells, skipped = plan.installed(cells, strict=bool(req.workloads))
     notes += [Note("warning", f"skipped: {s}") for s in skipped]
+    notes += past_cores(cells, os.cpu_count() or 1)
     if not cells:  # an empty campaign would become the newest, "finished", report
         why = "; ".join(skipped) or "it has no [[runs]] entry"
         raise UserError(f"{suite.source}: nothing to run: {why}")
     return suite, cells
+
+
+def past_cores(cells: Sequence[tuple[Workload, Params]], cores: int) -> list[Note]:
+    """A warning when cells run more threads than the machine has cores: there a run
+    measures the scheduler's time-slicing as much as the allocator's scaling."""
+    over: dict[int, list[str]] = {}
+    for w, params in cells:
+        threads = dict(params).get("threads")
+        if isinstance(threads, int) and threads > cores and w.name not in over.get(threads, []):
+            over.setdefault(threads, []).append(w.name)
+    if not over:
+        return []
+    counts = ", ".join(f"threads={t} ({', '.join(names)})" for t, names in sorted(over.items()))
+    return [Note("warning", f"{counts}: more threads than this machine's {cores} cores; "
+                 "past the cores a run measures time-slicing, not the allocator's scaling "
+                 "(the scaling plots mark those points)")]  # fmt: skip
 
 
 def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
@@ -114,7 +143,8 @@ def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
     return dataclasses.replace(suite, entries=entries)
 
 
-def _precision(req: Request, min_runs: int, suite: plan.Suite, race: str) -> Precision:
+def _precision(req: Request, suite: plan.Suite, race: str) -> Precision:
+    min_runs = req.min_runs or suite.repetitions
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
     most = next((m for m in (req.max_runs, suite.max_repetitions) if m is not None),
@@ -123,7 +153,8 @@ def _precision(req: Request, min_runs: int, suite: plan.Suite, race: str) -> Pre
         most = max(most, min_runs)  # -n above the suite's cap raises the cap with it
     if most < min_runs:
         raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
-    return Precision(max_runs=most, margin=margin, budget_s=budget, race=race)
+    default = req.budget_s is None and not suite.budget_given and budget > 0
+    return Precision(max_runs=most, margin=margin, budget_s=budget, race=race, stretch=default)
 
 
 def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:

@@ -15,6 +15,54 @@ from allocmark.errors import StoreError
 from allocmark.model import Campaign, Machine
 from allocmark.store import codec, schema
 
+# A campaign that ended: all its runs done ("finished"), or stopped because its own
+# command fails under the baseline ("failed"); nothing is left to resume of either.
+ENDED = ("finished", "failed")
+ROOM = 1 << 20  # bytes free below which a write error of SQLite's is the disk's
+
+
+class StoreFull(StoreError):
+    """The filesystem holding the database has no room for the next write; what is
+    stored is intact (SQLite's transaction failed whole)."""
+
+
+def is_full(error: sqlite3.Error, path: Path) -> bool:
+    """Does `error` mean that the disk under `path` is full? SQLITE_FULL, or an I/O
+    error while the filesystem has (almost) no room: growing the WAL's index fails so."""
+    name = getattr(error, "sqlite_errorname", "")
+    if name == "SQLITE_FULL":
+        return True
+    return name.startswith("SQLITE_IOERR") and free_bytes(path) < ROOM
+
+
+def free_bytes(path: Path) -> int:
+    try:
+        st = os.statvfs(path.absolute().parent)
+    except OSError:
+        return ROOM  # nothing known: not called full
+    return st.f_bavail * st.f_frsize
+
+
+def filesystem(path: Path) -> str:
+    """Where `path` lives: its mount point, the filesystem's size and what is free."""
+    where = path.absolute().parent
+    while not os.path.ismount(where) and where != where.parent:
+        where = where.parent
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return str(where)
+    return (f"{where} (a filesystem of {_size(st.f_blocks * st.f_frsize)}, "
+            f"{_size(st.f_bavail * st.f_frsize)} free)")  # fmt: skip
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # not reached
+
 
 class Base:
     """A results database. Opening never changes results already stored."""
@@ -91,11 +139,12 @@ class Base:
         return [Campaign(*r) for r in rows]
 
     def campaign(self, cid: int | None = None, unfinished: bool = False) -> Campaign:
-        """Campaign `cid`, or the newest one (the newest unfinished one if asked)."""
+        """Campaign `cid`, or the newest one (the newest unfinished one if asked: not
+        finished, nor stopped because its command fails)."""
         found = [
             c
             for c in self.campaigns()
-            if (cid is None or c.id == cid) and not (unfinished and c.status == "finished")
+            if (cid is None or c.id == cid) and not (unfinished and c.status in ENDED)
         ]
         if not found:
             what = (

@@ -94,6 +94,16 @@ class Progress(Base):
         with self.db:
             self.db.execute("UPDATE campaigns SET spent_s = spent_s + ? WHERE id=?", (seconds, cid))
 
+    def stretch_budget(self, cid: int, budget_s: float) -> None:
+        """The campaign's budget raised to `budget_s` (a default budget stretched to its
+        first verdict); the budget it had is kept as `budget_given_s`."""
+        settings = self.settings(cid)
+        settings.setdefault("budget_given_s", settings.get("budget_s", 0.0))
+        settings["budget_s"] = budget_s
+        with self.db:
+            self.db.execute("UPDATE campaigns SET settings_json=? WHERE id=?",
+                            (json.dumps(settings), cid))  # fmt: skip
+
     def spent(self, cid: int) -> float:
         row = self.db.execute("SELECT spent_s FROM campaigns WHERE id=?", (cid,)).fetchone()
         return float(row[0]) if row else 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import shutil
 import signal
@@ -226,6 +227,27 @@ def _param(name: str, t: ParamEntry, at: _Where) -> Param:
 def command_workload(argv: Sequence[str]) -> Workload:
     """A user's own command (`allocmark try`): measured from outside only."""
     return Workload(name=COMMAND, description="user command", kind="command", argv=tuple(argv))
+
+
+def check_command(argv: Sequence[str]) -> None:
+    """A command that cannot start is refused before any run, as a shell would refuse
+    it: a name without "/" is looked up in PATH (the launcher's execvp does the same),
+    a path must be an executable file."""
+    if not argv or not argv[0]:
+        raise UserError("no command: give it after --, e.g. `allocmark try -- ./my-program`")
+    name = argv[0]
+    if "/" not in name:
+        if shutil.which(name) is None:
+            raise UserError(f"{name}: command not found (searched PATH); give its path, "
+                            "e.g. ./" + name)  # fmt: skip
+        return
+    path = Path(name)
+    if not path.exists():
+        raise UserError(f"{name}: command not found (no such file)")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        what = "a directory" if path.is_dir() else "not executable"
+        fix = "" if path.is_dir() else f" (chmod +x {name}, or run it through its interpreter)"
+        raise UserError(f"{name}: cannot run it: {what}{fix}")
 
 
 def resolve_params(w: Workload, given: Mapping[str, int | str], where: str) -> Params:
