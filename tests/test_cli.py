@@ -118,7 +118,8 @@ def test_try_stops_at_a_command_failing_under_the_baseline(tmp_path: Path) -> No
     assert result.returncode == 2, result.stderr
     assert "failed on its first run, under glibc:\n  exit code 3: line1\n  oops: no input.txt\n" \
         in result.stderr  # fmt: skip
-    assert "add -i to run it under every allocator anyway" in " ".join(result.stderr.split())
+    assert "add -i (`allocmark try -i`) to run it under every allocator anyway" in \
+        " ".join(result.stderr.split())  # fmt: skip
     assert count_runs(db) == 1 and "Traceback" not in result.stderr
     # the progress line names the cell without an empty "{}" of parameters
     assert "failed: glibc command: exit code 3" in result.stderr and "{}" not in result.stderr

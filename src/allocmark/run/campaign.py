@@ -281,8 +281,8 @@ class FirstRun:
             f"`{printable(line)}` {result.status.value} on its first run, under "
             f"{self.baseline}:\n  " + "\n  ".join(tail) + "\n"
             "Nothing else was run: under every allocator it would fail the same way. "
-            "Fix the command (it must exit 0), or add -i to run it under every "
-            f"allocator anyway (this run is kept in {self.db})."
+            "Fix the command (it must exit 0), or add -i (`allocmark try -i`) to run it "
+            f"under every allocator anyway (this run is kept in {self.db})."
         )
 
 
@@ -333,7 +333,7 @@ class Stretch:
 
 
 STRETCH_SLACK = 1.25
-FAR_S = 600.0  # a stretch beyond this campaign time is asked first (or --yes)
+FAR_S = 300.0  # a stretch beyond this campaign time is asked first (or --yes)
 
 
 def _first_blocks(pending: Sequence[RunSpec]) -> dict[int, int]:
