@@ -209,7 +209,8 @@ def steps(
                 started = time.monotonic()
                 comp = analyze.stored_comparison(store, cid)  # one analysis a round
                 more, undecided, ratios = more_runs(store, cid, settings, comp)
-                if undecided and settings.get("stretch"):  # the budget may be what ends it
+                # Nothing decided yet: the default budget may be what stands in the way.
+                if undecided == ratios > 0 and settings.get("stretch") and not stretch.declined:
                     fc = foresee(store, cid, settings, comp)
                     if notes := list(stretch.apply(store, cid, settings, fc)):
                         yield from notes  # a stretched budget pays for more blocks now
