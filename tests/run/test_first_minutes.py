@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from matplotlib.colors import to_hex
 
 from allocmark import stats, workloads
 from allocmark.answer import analyze, forecast
@@ -209,21 +210,27 @@ def test_threads_past_the_cores_are_said_at_the_start() -> None:
     assert start.past_cores(cells, 4) == []
 
 
-def test_the_scaling_plot_marks_the_points_past_the_cores() -> None:
+def test_the_scaling_plot_marks_the_points_past_the_cores(tmp_path: Path) -> None:
     runs = [stored(a, 1.0, params=(("threads", t),), rep=rep, workload="xthread",
                    metrics={"ops_per_s": 1e6 * min(t, 2) * (1.1 if a == "a" else 1.0)})
             for t in (1, 2, 3, 4) for a in ("a", "b") for rep in range(3)]  # fmt: skip
     comp = dataclasses.replace(analyze.compare(runs, ["b", "a"], "b"), cores=2)
-    [plot] = plots.scaling(comp)
+    every = plots.all_plots(comp)  # as `report --plots` draws and saves them
+    [plot] = [p for p in every if p.name == "scaling-xthread"]
     try:
+        assert tmp_path / "scaling-xthread.png" in plots.save(every, tmp_path)
         ax = plot.figure.axes[0]
         assert "more threads than the 2 cores" in plot.title
         assert any("time-slicing" in t.get_text() for t in ax.texts)
         hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "white"]
         assert len(hollow) == 2 and all(list(ln.get_xdata()) == [3, 4] for ln in hollow)
+        lines = [ln for ln in ax.lines if ln.get_markerfacecolor() != "white"]
+        # each hollow mark in its line's colour, and the lines in the cycle's first two
+        assert [to_hex(h.get_color()) for h in hollow] == [to_hex(x.get_color()) for x in lines]
+        assert [to_hex(x.get_color()) for x in lines] == ["#1f77b4", "#ff7f0e"]
         assert ax.patches  # the span past the cores
     finally:
-        plots.close([plot])
+        plots.close(every)
     unmarked = dataclasses.replace(comp, cores=8)
     [plot] = plots.scaling(unmarked)
     try:

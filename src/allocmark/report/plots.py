@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
+from matplotlib.typing import ColorType
 
 from allocmark.allocators import lineage
 from allocmark.answer import recommend
@@ -260,7 +261,7 @@ def scaling(comp: Comparison) -> list[Plot]:
                 ys = [m / 1e6 for r in prow if (m := _median(r, "ops_per_s", a))]
                 if xs:
                     line = ax.plot(xs, ys, "o-", label=_cut(a))[0]
-                    _hollow_past(ax, xs, ys, comp.cores, str(line.get_color()))
+                    _hollow_past(ax, xs, ys, comp.cores, line.get_color())
             _past_cores(ax, comp.cores, max(int(dict(r.params)["threads"]) for r in prow))
             ax.set(title=f"{workload} {title}".strip(), xlabel="threads", ylabel="Mops/s")
         _legend(fig, axes)
@@ -269,18 +270,19 @@ def scaling(comp: Comparison) -> list[Plot]:
             if any(int(dict(r.params)["threads"]) > comp.cores for r in rows) and comp.cores
             else ""
         )
-        fig.suptitle(f"{workload}: thread scaling{past}")
-        plots.append(Plot(f"scaling-{workload}", fig.get_suptitle(), fig))
+        # said in the caption: the figure's own title has no room beside its legend
+        fig.suptitle(f"{workload}: thread scaling")
+        plots.append(Plot(f"scaling-{workload}", fig.get_suptitle() + past, fig))
     return plots
 
 
-def _hollow_past(ax: Axes, xs: Sequence[int], ys: Sequence[float], cores: int, color: str
-                 ) -> None:  # fmt: skip
+def _hollow_past(ax: Axes, xs: Sequence[int], ys: Sequence[float], cores: int,
+                 color: ColorType) -> None:  # fmt: skip
     """Points past the cores drawn hollow: they measure time-slicing, not scaling."""
     past = [(x, y) for x, y in zip(xs, ys, strict=True) if cores and x > cores]
     if past:
-        ax.plot(*zip(*past, strict=True), "o", markerfacecolor="white", markeredgecolor=color,
-                zorder=3)  # fmt: skip
+        # its colour given: the next allocator's line keeps its place in the colour cycle
+        ax.plot(*zip(*past, strict=True), "o", color=color, markerfacecolor="white", zorder=3)
 
 
 def _past_cores(ax: Axes, cores: int, most: int) -> None:
