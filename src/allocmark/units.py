@@ -1,5 +1,6 @@
 """Numbers with units as users write them: a duration ("1m30s"), a size ("4G"),
-a fraction ("3%"). Read by suites (run/plan.py) and the command line alike."""
+a fraction ("3%"). Read by suites (run/plan.py) and the command line alike; and a
+size as allocmark writes it (size_text), for the report and the store's messages."""
 
 from __future__ import annotations
 
@@ -44,3 +45,11 @@ def parse_fraction(text: str, option: str, below: float = 1.0) -> float:
     if not 0 < value < below:
         raise UserError(f"{option} {text!r}: must be between 0% and {below:.0%}")
     return value
+
+
+def size_text(n: float) -> str:
+    """One decimal in the largest unit that fits: 1.7 MiB, 43.3 KiB, 512 B."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"

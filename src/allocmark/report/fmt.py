@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from allocmark import stats
+from allocmark import stats, units
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
 from allocmark.text import printable as printable  # shown where numbers are
 
@@ -64,12 +64,7 @@ def seconds(s: float) -> str:
     return f"{s:.2f} s" if s < 10 else f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
 
 
-def size_bytes(n: float) -> str:
-    """One decimal in the largest unit that fits: 1.7 MiB, 43.3 KiB, 512 B."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+size_bytes = units.size_text  # the store's messages write sizes the same way
 
 
 def size_bucket(k: int) -> str:

@@ -170,13 +170,13 @@ def steps(
     settings = store.settings(cid)
     stretch = stretch or Stretch()
     checks = Checks(store, cid)
+    first = FirstRun(store, cid, settings)
     try:
         while pending := store.pending(cid):
             total = store.campaign(cid).planned
             done = total - len(pending)
             started, counted = time.monotonic(), 0.0
             left = _first_blocks(pending)
-            first = FirstRun(store, cid, settings, done)
             for phase in _phases(pending, first.baseline):
                 for event in dispatcher.run_batches(checks.batches(phase)):
                     if isinstance(event, Calibrated):
@@ -264,9 +264,10 @@ class FirstRun:
     `-i` (no `stop_on_failure` setting) runs on. Armed only in a campaign that has not
     run anything yet: a resume has its first run behind it."""
 
-    def __init__(self, store: Store, cid: int, settings: dict[str, Any], done: int) -> None:
-        self.baseline = store.campaign(cid).baseline or ""
-        self.armed = bool(settings.get("stop_on_failure")) and done == 0
+    def __init__(self, store: Store, cid: int, settings: dict[str, Any]) -> None:
+        c = store.campaign(cid)
+        self.baseline = c.baseline or ""
+        self.armed = bool(settings.get("stop_on_failure")) and c.done == 0
         self.db = store.path
 
     def check(self, spec: RunSpec, result: RunResult) -> None:

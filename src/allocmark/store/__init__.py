@@ -8,7 +8,7 @@ One database class, `Store`, made of one part per concern, each a short module:
 - reads.py (and cache.py): what a report reads, kept until the campaign gains a run;
 - codec.py: rows to and from columns; a damaged value is a StoreError.
 The parts import base, codec and schema only, never this package's `Store`.
-May import: schemas/, model; nothing of a later stage (import contracts).
+May import: schemas/, model, units; nothing of a later stage (import contracts).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from allocmark import units
 from allocmark.errors import StoreError
 from allocmark.model import Campaign, Machine
 from allocmark.store import codec, schema
@@ -52,16 +53,8 @@ def filesystem(path: Path) -> str:
         st = os.statvfs(where)
     except OSError:
         return str(where)
-    return (f"{where} (a filesystem of {_size(st.f_blocks * st.f_frsize)}, "
-            f"{_size(st.f_bavail * st.f_frsize)} free)")  # fmt: skip
-
-
-def _size(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # not reached
+    return (f"{where} (a filesystem of {units.size_text(st.f_blocks * st.f_frsize)}, "
+            f"{units.size_text(st.f_bavail * st.f_frsize)} free)")  # fmt: skip
 
 
 class Base:
