@@ -30,6 +30,13 @@ A/B: glibc against `burn` (glibc plus busy work in every k-th malloc, native/bur
 k chosen from paired runs of its own to make samethread 5 % and 10 % slower, over
 several cells (seeds), at the default margin and budget: detected when judged slower.
 
+Why (issue 42): on A/A, how many differences are explained (only a false verdict can
+be); and planted causes: glibc under a second name with MALLOC_MMAP_THRESHOLD_=256
+(every block of 256 bytes or more in a mapping of its own, unmapped on free: slower
+by system CPU, larger by anonymous memory at the peak) on samethread, one row per
+seed: how often the planted cause is named "most of it" for a decided difference
+(target >= 90 %), and how often another cause is (target <= 5 %).
+
 It prints each rate with its 95 % Clopper-Pearson interval, and the median blocks a
 verdict took: what the anytime-valid interval costs. Targets (issue 26): false
 verdicts and false recommendations <= 5 % over N >= 100 cells, "same" reached in
@@ -43,8 +50,9 @@ defaults (tune's Holm family, :nothp in it) is false, and so is recommending one
 usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
   per condition, and 100 on the applications); CELLS: A/B cells (default 10);
-  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab (default: all;
-  apps is the applications' A/A, appsab their A/B).
+  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why (default: all;
+  apps is the applications' A/A, appsab their A/B, why the planted causes: CELLS
+  seeds of samethread under `mmapper`, the right cause named and no other).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
 """
@@ -65,7 +73,7 @@ import psutil
 from scipy.stats import beta
 
 from allocmark import native, stats
-from allocmark.answer import analyze, compare, recommend
+from allocmark.answer import analyze, compare, recommend, why
 from allocmark.store import Store
 from allocmark.verbs import tune
 
@@ -114,6 +122,9 @@ class Tally:
     tune_answers: list[str] = field(default_factory=list)  # "" right, else what was wrong
     # A/B on applications: (what, detected, measured ratio, blocks)
     app_effects: list[tuple[str, bool, float, int]] = field(default_factory=list)
+    aa_explained: list[str] = field(default_factory=list)  # A/A differences explained
+    # planted causes: (axis, decided, the planted cause named "most of it", another one)
+    planted: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -129,6 +140,8 @@ class Tally:
                     what = f"{kind} {row.label} {metric} ×{c.ratio.value:.4f}"
                     speed = "peak_rss_kib" if metric == "peak_rss_kib" else "time_s"
                     self.cells.append((what, speed, c.verdict, int(c.ratio.df) + 1))
+        self.aa_explained += [f"{kind} {w.label} {w.axis}: {w.allocator}" for w in why.explain(comp)
+                              if w.allocator == twin and w.explained]  # fmt: skip
         if not kind.startswith("quick") and (s := comp.rows[0].cells["time_s"][twin].summary):
             self.seconds.setdefault(kind.split("/")[0], []).append(s.median)
         for a in recommend.answers(comp):
@@ -353,6 +366,29 @@ def ab(tally: Tally, work: Path, cells: int, every: dict[float, int], tag: str) 
                 tally.seen.setdefault(f, []).append(c.ratio.value - 1)
 
 
+# The planted cause (tests/answer/test_why_planted.py): glibc under a second name told to
+# put every block of 256 bytes or more in a mapping of its own, unmapped on free.
+PLANTED = {"time": "sys_s", "rss": "peak_anon_kib"}
+
+
+def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
+    """Planted causes: is the planted one named for each decided difference, and no other?"""
+    twin = _twins(work, f"why-{tag}")["glibc"].split("=", 1)[1]
+    db = work / f"{tag}-why.db"
+    seeds = ",".join(str(s) for s in range(1, cells + 1))
+    allocmark("run", "-w", "samethread", *SAMETHREAD, "-p", f"seed={seeds}", "--db", str(db),
+              "-a", f"glibc,mmapper={twin}:MALLOC_MMAP_THRESHOLD_=256")  # fmt: skip
+    store = Store(db, create=False)
+    comp = analyze.stored_comparison(store, store.campaign().id)
+    found = {(w.label, w.axis): w for w in why.explain(comp) if w.allocator == "mmapper"}
+    for row in comp.rows:
+        for axis, signal in PLANTED.items():
+            w = found.get((row.label, axis))
+            most = {f.signal for f in w.factors if f.share is not None and f.share >= why.MOST} \
+                if w else set()  # fmt: skip
+            tally.planted.append((axis, w is not None, signal in most, bool(most - {signal})))
+
+
 @contextlib.contextmanager
 def condition(name: str) -> Iterator[None]:
     """Nothing else ("quiet"), or one core spinning in another process ("busy")."""
@@ -385,11 +421,24 @@ def report(name: str, t: Tally, reps: int) -> None:
             f"(measured {statistics.median(e[2] - 1 for e in mine):+.1%} median; first "
             f"decided at block {statistics.median(blocks) if blocks else '-'}, median)"
         )
+    if t.planted:
+        report_why(t)
     for f in (0.10, 0.05):
         if hits := t.detected.get(f, []):
             seen = t.seen.get(f, [])
             median = f", measured {statistics.median(seen):+.1%} median" if seen else ""
             print(f"  detected (+{f:.0%}): {rate(sum(hits), len(hits))} (samethread{median})")
+
+
+def report_why(t: Tally) -> None:
+    """The planted causes' explanations (targets: the right cause >= 90 % of decided
+    cells, a wrong one <= 5 %)."""
+    for axis, label in (("time", "time (system CPU)"), ("rss", "peak RSS (anonymous)")):
+        mine = [p for p in t.planted if p[0] == axis]
+        decided = [p for p in mine if p[1]]
+        print(f"  planted cause, {label}: decided {rate(len(decided), len(mine))}; the planted "
+              f"cause named: {rate(sum(p[2] for p in decided), len(decided))}; another cause "
+              f"named: {rate(sum(p[3] for p in decided), len(decided))}")  # fmt: skip
 
 
 def report_tune(t: Tally, reps: int) -> None:
@@ -469,6 +518,9 @@ def report_aa(t: Tally, reps: int) -> None:
                 f"  blocks to a verdict ({kind}, {label}): median {decided_at} of "
                 f"{len(blocks)} decided; {len(left)} undecided (median {left_at} blocks)"
             )
+    print(f"  A/A differences explained: {rate(len(t.aa_explained), len(cells))}")
+    for what in t.aa_explained:
+        print(f"      {what}")
     across_false = [w for v, w in t.across if v in ("better", "worse")]
     across = rate(len(across_false), len(t.across))
     print(f"  false verdicts through compare across campaigns: {across}")
@@ -478,7 +530,8 @@ def main(argv: Sequence[str]) -> None:
     reps = int(argv[0]) if argv else 3
     cells = int(argv[1]) if len(argv) > 1 else 10
     conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
-    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps", "appsab"}
+    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps", "appsab",
+                                                           "why"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
         every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}
@@ -502,6 +555,8 @@ def main(argv: Sequence[str]) -> None:
                     apps_aa(tally, work, reps, name)
                 if "appsab" in parts:
                     apps_ab(tally, work, max(3, cells // 3), name)
+                if "why" in parts:
+                    why_ab(tally, work, cells, name)
             report(name, tally, reps)
             sys.stdout.flush()
 

@@ -62,10 +62,16 @@
 //
 // On STATUS_FD it writes an "rss" record (when sampling is on), then a "run"
 // record, one JSON line each (see native/records.py in the package):
-//   {"am":"rss","v":1,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
-//    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"t_ms":[...],"kib":[...]}
+//   {"am":"rss","v":2,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
+//    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"start_kib":N,"peak_kib":N,
+//    "peak_file_kib":N,"smaps_at_kib":N,"smaps_kib":[A,D,L,H],"smaps_reads":N,
+//    "smaps_ns":N,"t_ms":[...],"kib":[...]}
 // thp_kib: the AnonHugePages of the benchmark's first process when last read
-// (-1: never; see am_read_thp).
+// (-1: never; see am_read_thp). start_kib: the first sample's RSS; peak_kib and
+// peak_file_kib: the largest sample and its file-backed part (statm's shared);
+// smaps_kib: Anonymous, Private_Dirty, LazyFree and AnonHugePages of the first
+// process read nearest the peak (when the tree's RSS was smaps_at_kib, -1: never),
+// after smaps_reads reads that took smaps_ns (see am_read_smaps).
 //   {"am":"run","v":4,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
 //    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog","stopped":0|1}
@@ -296,7 +302,8 @@ static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru) {
     int64_t now = am_now_ns();  // all still running
     long long rss = am_sample(now);
     if (watch && now >= next_watch) {
-      if (rss < 0) rss = am_run_rss();
+      long long file;
+      if (rss < 0) rss = am_run_rss(&file);
       if (!am_oom_by_watchdog && rss > am_limit) {
         am_oom_by_watchdog = 1;
         am_kill_children();
@@ -362,6 +369,8 @@ int main(int argc, char **argv) {
   am_series.period_ns = (sample_us ? atoll(sample_us) : 5000) * 1000;
   if (am_series.period_ns < 0) am_series.period_ns = 0;
   unsetenv("AM_RUN_SAMPLE_US");
+  am_series.near_peak = !getenv("AM_RUN_NO_NEAR_PEAK");  // bench/signals_cost.py turns it off
+  unsetenv("AM_RUN_NO_NEAR_PEAK");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
   int gopipe[2] = {-1, -1};  // with a cgroup: the child waits until it is in it

@@ -37,9 +37,20 @@ struct am_series {
   uint32_t last_kib;
   pid_t main_pid;       // the benchmark's first process
   long long thp_kib;    // its AnonHugePages when last read (-1: never read)
+  uint32_t start_kib;   // the first sample: the program loaded, before its work grows
+  uint32_t peak_kib;    // the largest sample, and its file-backed part (statm's shared)
+  uint32_t peak_file_kib;
+  // smaps_rollup of the first process, read at new peaks within a time budget
+  // (am_read_smaps): the read nearest the peak, and the tree's RSS when it was read.
+  long long smaps_at_kib;  // -1: never read
+  long long smaps_kib[4];  // Anonymous, Private_Dirty, LazyFree, AnonHugePages
+  uint32_t smaps_reads;
+  int64_t smaps_ns;     // time spent reading it
+  int64_t smaps_last_ns;  // what the last read took: the next one will take about as long
+  int near_peak;        // read smaps_rollup at all
 };
 extern struct am_series am_series;
-long long am_run_rss(void);           // the tree's RSS now (KiB; -1: unreadable)
+long long am_run_rss(long long *file);  // the tree's RSS now, bytes (file: its file-backed part)
 long long am_sample(int64_t now);     // a sample when due (-1: none taken)
 void am_series_write(int fd, int64_t end_ns);
 

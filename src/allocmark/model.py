@@ -332,6 +332,11 @@ class StoredRun(NamedTuple):
     partial: bool
     role: str = "measure"
     labels: dict[str, str] = {}  # noqa: RUF012 - never mutated; readers get their own
+    # rusage of the run's tree: what explains a difference (answer/why.py)
+    minflt: int = 0
+    majflt: int = 0
+    nvcsw: int = 0
+    nivcsw: int = 0
 
 
 @dataclass(frozen=True)
@@ -365,7 +370,9 @@ class CellRuns:
             "sys_s": tuple(r.sys_s for r in rs),
             "maxrss_kib": tuple(float(r.maxrss_kib) for r in rs),
             "rep": tuple(float(r.rep) for r in rs),
-        }
+            **{c: tuple(float(getattr(r, c)) for r in rs)
+               for c in ("minflt", "majflt", "nvcsw", "nivcsw")},
+        }  # fmt: skip
         columns |= {n: tuple(r.metrics.get(n) for r in rs) for n in names}
         return CellRuns(*key, partial=any(r.partial for r in rs),
                         statuses=tuple(r.status for r in rs), columns=columns)  # fmt: skip

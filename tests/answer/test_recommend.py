@@ -43,8 +43,8 @@ def test_the_fastest_and_the_smallest_are_named_with_their_trade_off() -> None:
     lines = answer.blocks([a])[0].lines
     assert lines[0].startswith("Use fast for time (1.6") and ", small for memory (" in lines[0]
     assert lines[1].startswith("for time: fast: 1.6") and "× faster" in lines[1]
-    assert "peak RSS +20%" in lines[1]
-    assert lines[2].startswith("for memory: small: 1.30× slower") and "peak RSS -30%" in lines[2]
+    assert "peak RSS +20.0% [+19.9%–+20.1%]" in lines[1]
+    assert lines[2].startswith("for memory: small: 1.30× slower") and "peak RSS -30.0%" in lines[2]
 
 
 def test_nothing_better_keeps_the_baseline() -> None:

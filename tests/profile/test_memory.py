@@ -60,6 +60,40 @@ def test_every_run_has_an_rss_series_that_sees_its_memory() -> None:
 
 
 @pytest.mark.integration
+def test_every_run_says_what_its_peak_is_made_of(tmp_path: Path) -> None:
+    """Anonymous and file-backed RSS at the largest sample (statm), the RSS at start-up,
+    and smaps_rollup read near the peak: a program that touches 50 MiB of anonymous
+    memory and then maps a 30 MiB file and reads it in."""
+    data = tmp_path / "data"
+    data.write_bytes(b"x" * (30 << 20))
+    script = (f"import mmap, time; a = bytearray(50 << 20); f = open({str(data)!r}, 'rb'); "
+              "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); "
+              "s = sum(m[i] for i in range(0, len(m), 4096)); time.sleep(0.3)")  # fmt: skip
+    r = execute.run(command(sys.executable, "-c", script))
+    assert r.status is RunStatus.OK, r.detail
+    m, error = r.metrics, machine.rss_read_error_kib()
+    assert m["peak_anon_kib"] >= 50 * 1024 - 2 * error
+    assert m["peak_file_kib"] >= 30 * 1024 - 2 * error
+    assert m["peak_anon_kib"] + m["peak_file_kib"] <= r.maxrss_kib + 2 * error
+    assert 0 < m["start_rss_kib"] < 50 * 1024 <= m["peak_anon_kib"]
+    # The reads near the peak: at least one, within their time budget (1/200 of the
+    # run's time, and one read), each field no larger than the RSS it was read at.
+    assert m["near_peak_reads"] >= 1 and m["near_peak_read_s"] < r.wall_s
+    assert 0 < m["near_peak_rss_kib"] <= r.maxrss_kib + 2 * error
+    assert 0 <= m["near_peak_dirty_kib"] <= m["near_peak_rss_kib"] + 2 * error
+    assert 0 <= m["near_peak_anon_kib"] <= m["near_peak_rss_kib"] + 2 * error
+    assert m["near_peak_lazyfree_kib"] >= 0 and m["near_peak_thp_kib"] >= 0
+
+
+@pytest.mark.integration
+def test_the_near_peak_reads_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AM_RUN_NO_NEAR_PEAK", "1")
+    r = execute.run(command(sys.executable, "-c", ALLOCATE_50_MIB))
+    assert r.status is RunStatus.OK and r.metrics["near_peak_reads"] == 0
+    assert "near_peak_rss_kib" not in r.metrics and r.metrics["peak_anon_kib"] >= 50 * 1024 * 0.9
+
+
+@pytest.mark.integration
 def test_a_long_run_keeps_a_bounded_series(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AM_RUN_SAMPLE_US", "200")  # ~2,500 samples in half a second
     r = execute.run(command("sleep", "0.5"))

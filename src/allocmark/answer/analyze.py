@@ -39,6 +39,11 @@ SECONDARY = ("rss_mib_s", "end_rss_kib", "idle_rss_kib")
 BRIEF_ROWS = 20
 # The stored metrics METRICS reads.
 METRIC_NAMES = ("rss_mib_s", "rss_end_kib", "rss_idle_1s_kib", "overhead_ratio", "ops_per_s")
+# What explains a difference (why.py): run columns and stored metrics of every run.
+SIGNAL_COLUMNS = ("rep", "wall_s", "maxrss_kib", "user_s", "sys_s", "minflt", "majflt", "nvcsw",
+                  "nivcsw")  # fmt: skip
+SIGNAL_METRICS = ("peak_anon_kib", "peak_file_kib", "start_rss_kib", "near_peak_rss_kib",
+                  "near_peak_dirty_kib", "near_peak_lazyfree_kib", "near_peak_thp_kib")  # fmt: skip
 
 
 def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:
@@ -108,6 +113,7 @@ class Comparison:
     roles: dict[str, str] = dataclasses.field(default_factory=dict)
     lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
     cores: int = 0  # of the machine the campaign ran on (0: not known)
+    signals: tuple[CellRuns, ...] = ()  # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,8 @@ def stored_comparison(
     return dataclasses.replace(
         comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
         left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
-        lineages=lineages, cores=int(store.machine_facts(cid).get("cores") or 0))  # fmt: skip
+        lineages=lineages, cores=int(store.machine_facts(cid).get("cores") or 0),
+        signals=tuple(store.cells(cid, SIGNAL_METRICS, columns=SIGNAL_COLUMNS)))  # fmt: skip
 
 
 def settings_margin(settings: dict[str, Any]) -> float:

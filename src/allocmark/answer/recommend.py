@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from allocmark import stats
-from allocmark.answer import analyze, forecast
+from allocmark.answer import across, analyze, forecast
 from allocmark.answer.analyze import Cell, Comparison, Row, row_key
 
 OVERALL = "all workloads"
@@ -39,6 +39,9 @@ class Position:
     high: float
     verdict: stats.Verdict
     blocks_to_decide: int | None = None  # about how many more blocks would decide
+    ratio: stats.Ratio | None = None  # as measured, at its family's level (not turned over)
+    inverted: bool = False  # value, low, high are the ratio turned over (a speed-up)
+    tally: across.Tally | None = None  # across workloads: the rows' verdicts counted
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def answers(comp: Comparison) -> list[Answer]:
     """One answer per row, then one over all rows (when there are several)."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    return list(_kept(comp, "answers", lambda: _answers(comp)))
+    return list(kept(comp, "answers", lambda: _answers(comp)))
 
 
 def _answers(comp: Comparison) -> list[Answer]:
@@ -102,7 +105,7 @@ def _pace(rows: Sequence[Row]) -> dict[str, Any]:
 
 def per_row(comp: Comparison, rule: str = "holm") -> list[dict[str, Choice | str]]:
     """positions() of every row, each row's ratios judged by `rule` (FAMILIES)."""
-    return _kept(comp, f"positions/{rule}",
+    return kept(comp, f"positions/{rule}",
                  lambda: [positions(comp, row, rule) for row in comp.rows])  # fmt: skip
 
 
@@ -114,7 +117,8 @@ _KEPT: list[tuple[Comparison, str, Any]] = []
 T = TypeVar("T")
 
 
-def _kept(comp: Comparison, what: str, make: Callable[[], T]) -> T:
+def kept(comp: Comparison, what: str, make: Callable[[], T]) -> T:
+    """`make()` once per comparison and `what` (see _KEPT)."""
     for c, w, value in _KEPT:
         if c is comp and w == what:
             return cast(T, value)
@@ -249,7 +253,7 @@ def _lower_is_better(r: stats.Ratio, invert: bool, margin: float,
     bounds = (r.value, r.low, r.high)
     value, low, high = stats.inverted(*bounds) if invert else bounds
     verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.INCONCLUSIVE
-    return Position(value, low, high, verdict, blocks)
+    return Position(value, low, high, verdict, blocks, r, invert)
 
 
 def _row_duel(comp: Comparison, row: Row) -> Duel:
@@ -273,22 +277,27 @@ def _row_duel(comp: Comparison, row: Row) -> Duel:
 
 
 def _overall_duel(comp: Comparison, per_row: list[dict[str, Choice | str]]) -> Duel:
-    """a against b over all workloads: the geometric mean of their rows' ratios a/b,
-    paired by row (each row one observation, as for the ratios to the baseline)."""
+    """a against b over these workloads: the geometric mean of their rows' own duels,
+    judged as the positions across workloads are (across.pooled)."""
+    duels = [_row_duel(comp, row) for row in comp.rows]
 
     def duel(a: Choice, b: Choice, axis: str) -> Position | None:
-        pairs = [
-            (getattr(p[a.allocator], axis), getattr(p[b.allocator], axis))
-            for p in per_row
-            if isinstance(p[a.allocator], Choice) and isinstance(p[b.allocator], Choice)
-        ]
-        quotients = [x.value / y.value for x, y in pairs if x and y and x.value > 0 < y.value]
-        g = stats.geomean(quotients) if len(quotients) >= 2 else None
-        if g is None:
-            return None
-        return Position(g.value, g.low, g.high, stats.judge(g.low, g.high, comp.margin))
+        cells = []
+        for p, row_duel in zip(per_row, duels, strict=True):
+            pa, pb = p[a.allocator], p[b.allocator]
+            if not isinstance(pa, Choice) or not isinstance(pb, Choice):
+                continue
+            d = row_duel(pa, pb, axis)
+            cells.append(across.Cell(None, False, None) if d is None
+                         else across.Cell(d.ratio, d.inverted, d.verdict))  # fmt: skip
+        found = across.pooled(cells, comp.margin, family=1)
+        return None if found is None else _pooled_position(found)
 
     return duel
+
+
+def _pooled_position(p: across.Pooled) -> Position:
+    return Position(p.value, p.low, p.high, p.verdict, tally=p.tally)
 
 
 def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
@@ -301,11 +310,11 @@ def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
 def overall_positions(
     comp: Comparison, per_row: list[dict[str, Choice | str]]
 ) -> dict[str, Choice | str]:
-    """Over all rows: the geometric means of the rows' ratios, with their intervals,
-    judged as one family (Holm)."""
+    """Over these workloads: each allocator's rows' positions pooled (across.pooled),
+    the non-baseline means judged together (their count is the family's size)."""
     out: dict[str, Choice | str] = {}
-    speed = "time_s" if comp.geomean.get("time_s") else "ops_per_s"
-    family = {(metric, a): r for (metric, a), r in _geo_family(comp, speed).items()}
+    judged = [a for a in comp.allocators if a != comp.baseline and not _role(comp, a)]
+    family = 2 * max(len(judged), 1)
     for a in comp.allocators:
         if role := _role(comp, a):
             out[a] = role
@@ -313,33 +322,24 @@ def overall_positions(
         if failed := next((p[a] for p in per_row if isinstance(p[a], str)), None):
             out[a] = f"on some workloads: {failed}"
             continue
-        base = a == comp.baseline
-        out[a] = Choice(a, _geo_position(comp, speed, a, base, family),
-                        _geo_position(comp, "peak_rss_kib", a, base, family))  # fmt: skip
+        if a == comp.baseline:
+            same = Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
+            out[a] = Choice(a, same, same)
+            continue
+        found = [_across(per_row, a, axis, comp.margin, family) for axis in ("time", "rss")]
+        out[a] = Choice(a, *found)
     return out
 
 
-def _geo_family(comp: Comparison, speed: str) -> dict[tuple[str, str], stats.Ratio]:
-    """The non-baseline geometric means as Student-t ratios at their Holm levels."""
-    keys, ratios = [], []
-    for metric in (speed, "peak_rss_kib"):
-        for a in comp.allocators:
-            g = comp.geomean.get(metric, {}).get(a)
-            if a != comp.baseline and g is not None:
-                keys.append((metric, a))
-                ratios.append(stats.geomean_ratio(g))
-    return dict(zip(keys, stats.holm(ratios), strict=True))
-
-
-def _geo_position(comp: Comparison, metric: str, a: str, base: bool,
-                  family: dict[tuple[str, str], stats.Ratio]) -> Position | None:  # fmt: skip
-    if base:
-        return Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
-    r = family.get((metric, a))
-    if r is None:
+def _across(per_row: list[dict[str, Choice | str]], a: str, axis: str, margin: float,
+            family: int) -> Position | None:  # fmt: skip
+    positions = [getattr(p[a], axis) for p in per_row if isinstance(p[a], Choice)]
+    if all(p is None for p in positions):
         return None
-    invert = metric == "ops_per_s" or (metric == "time_s" and comp.speedup)
-    return _lower_is_better(r, invert, comp.margin)
+    cells = [across.Cell(None, False, None) if p is None
+             else across.Cell(p.ratio, p.inverted, p.verdict) for p in positions]  # fmt: skip
+    found = across.pooled(cells, margin, family)
+    return None if found is None else _pooled_position(found)
 
 
 @dataclass(frozen=True)

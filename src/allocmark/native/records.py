@@ -26,7 +26,7 @@ from typing import Any
 from allocmark.errors import AllocmarkError
 
 VERSIONS = {
-    "run": 4, "rss": 1, "calib": 1, "who": 2, "calls": 1, "stats": 1, "probe": 2, "result": 2,
+    "run": 4, "rss": 2, "calib": 1, "who": 2, "calls": 1, "stats": 1, "probe": 2, "result": 2,
     "stage": 1, "prof": 4,
 }  # fmt: skip
 

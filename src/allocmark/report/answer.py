@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from allocmark import stats
+from allocmark import stats, units
+from allocmark.answer.across import Tally
 from allocmark.answer.forecast import duration
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
+from allocmark.answer.remedy import Try
+from allocmark.answer.why import Factor, Why
+from allocmark.report.fmt import seconds
 
 
 @dataclass(frozen=True)
@@ -15,21 +20,21 @@ class Block:
     lines: tuple[str, ...]
 
 
-def blocks(answers: list[Answer]) -> list[Block]:
+def blocks(answers: list[Answer], whys: Sequence[Why] = (),
+           tries: Sequence[Try] = ()) -> list[Block]:  # fmt: skip
     """Over all workloads first (the answer most users want), then each workload."""
     ordered = sorted(answers, key=lambda a: a.scope != OVERALL)
-    return [Block(a.scope, tuple(_lines(a))) for a in ordered]
+    return [Block(a.scope, tuple(_lines(a, whys, tries))) for a in ordered]
 
 
-def _lines(a: Answer) -> list[str]:
-    out = [lead(a), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
+def _lines(a: Answer, whys: Sequence[Why], tries: Sequence[Try]) -> list[str]:
+    out = [lead(a, whys), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
+    out += [try_line(t) for t in tries if t.why.label == a.scope]
     front = ", ".join(c.allocator for c in a.front)
     if len(a.front) > 1:
         out.append(f"trade-off (no other allocator beats these on one axis without losing "
                    f"on the other): {front}")  # fmt: skip
-    # Over all workloads an interval spans the workloads' differences: wide there
-    # means mixed results more often than too few runs.
-    word = "mixed across workloads or inconclusive" if a.scope == OVERALL else "inconclusive"
+    word = "undecided over these workloads" if a.scope == OVERALL else "inconclusive"
     for c in a.undecided:
         out.append(f"{word}: {_choice(c)}{_more(c)}")
     if a.others:  # their numbers are in the tables: names are enough here
@@ -40,18 +45,27 @@ def _lines(a: Answer) -> list[str]:
     return out
 
 
-def lead(a: Answer) -> str:
-    """The answer in one sentence a user can act on; the lines after it are the detail."""
+def lead(a: Answer, whys: Sequence[Why] = ()) -> str:
+    """The answer in one sentence a user can act on; the lines after it are the detail.
+    Each decided difference of a workload's sentence says why (`whys`: why.explain's)."""
     f, s = a.fastest, a.smallest
+    mine = {(w.allocator, w.axis): w for w in whys if w.label == a.scope}
+
+    def time(c: Choice) -> str:
+        return _time(c.time) + _because(mine.get((c.allocator, "time")))
+
+    def rss(c: Choice) -> str:
+        return _rss(c.rss) + _because(mine.get((c.allocator, "rss")))
+
     if f and s and f.allocator == s.allocator:
-        text = f"Use {f.allocator}: {_time(f.time)}, {_rss(f.rss)}"
+        text = f"Use {f.allocator}: {time(f)}, {rss(f)}"
     elif f and s:
-        text = (f"Use {f.allocator} for time ({_time(f.time)}, {_rss(f.rss)}), "
-                f"{s.allocator} for memory ({_rss(s.rss)}, {_time(s.time)})")  # fmt: skip
+        text = (f"Use {f.allocator} for time ({time(f)}, {rss(f)}), "
+                f"{s.allocator} for memory ({rss(s)}, {time(s)})")  # fmt: skip
     elif f:
-        text = f"Use {f.allocator} for time: {_time(f.time)}, {_rss(f.rss)}"
+        text = f"Use {f.allocator} for time: {time(f)}, {rss(f)}"
     elif s:
-        text = f"Use {s.allocator} for memory: {_rss(s.rss)}, {_time(s.time)}"
+        text = f"Use {s.allocator} for memory: {rss(s)}, {time(s)}"
     elif contenders(a):
         text = _undecided(a)
     else:
@@ -89,9 +103,10 @@ def _undecided(a: Answer) -> str:
         if best is not None and p is not None and p.value < 1:
             size = f"{1 / p.value:.2f}× faster" if axis == "time" else \
                 f"peak RSS {p.value - 1:+.1%}"  # fmt: skip
-            leads.append(f"{best.allocator} {size}")
-    text = (f"Undecided after {a.blocks} blocks: no allocator is yet significantly faster "
-            f"or smaller than {a.baseline} by more than {a.margin:.0%}")  # fmt: skip
+            leads.append(f"{best.allocator} {size}{_tally(p, axis)}")
+    where = " over these workloads" if a.scope == OVERALL else ""
+    text = (f"Undecided{where} after {a.blocks} blocks: no allocator is yet significantly "
+            f"faster or smaller than {a.baseline} by more than {a.margin:.0%}")  # fmt: skip
     if leads:
         text += "; leading, not significant yet: " + ", ".join(leads)
     need = [p.blocks_to_decide for found in open_.values() for _, p in found
@@ -133,16 +148,53 @@ def _choice(c: Choice) -> str:
 
 def _time(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
-        return _plain("time", p, f"×{p.value:.2f}" if p else "")
+        return _plain("time", p, f"×{p.value:.2f}" if p else "") + _tally(p, "time")
     f, lo, hi = stats.inverted(p.value, p.low, p.high) if p.value < 1 else (p.value, p.low, p.high)
     word = "faster" if p.value < 1 else "slower"
-    return f"{f:.2f}× {word} [{lo:.2f}–{hi:.2f}]{_maybe(p)}"
+    d = _digits(lo, hi, 2, lambda x, d: f"{x:.{d}f}")
+    return f"{f:.{d}f}× {word} [{lo:.{d}f}–{hi:.{d}f}]{_maybe(p)}{_tally(p, 'time')}"
 
 
 def _rss(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
-        return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "")
-    return f"peak RSS {p.value - 1:+.0%} [{p.low - 1:+.0%}–{p.high - 1:+.0%}]{_maybe(p)}"
+        return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "") + _tally(p, "rss")
+    d = _digits(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
+    return (f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]"
+            f"{_maybe(p)}{_tally(p, 'rss')}")  # fmt: skip
+
+
+def _digits(low: float, high: float, least: int, text: Callable[[float, int], str]) -> int:
+    """The fewest decimals (from `least`, at most 2 more) that tell an interval's ends
+    apart: "[+14%–+14%]" says nothing a reader can use, "[+13.6%–+14.4%]" does."""
+    d = least
+    while d < least + 2 and low != high and text(low, d) == text(high, d):
+        d += 1
+    return d
+
+
+def _tally(p: Position | None, axis: str) -> str:
+    """Across workloads: on how many each verdict, and the decided ratios' range."""
+    t = p.tally if p is not None else None
+    if t is None:
+        return ""
+    better, worse = ("faster", "slower") if axis == "time" else ("smaller", "larger")
+    counts = [f"{word} on {n}" for word, n in ((better, t.better), (worse, t.worse),
+              ("the same", t.same), ("undecided", t.undecided)) if n]  # fmt: skip
+    return f" (of {t.rows} workloads: {', '.join(counts)}{_span(t, axis)})"
+
+
+def _span(t: Tally, axis: str) -> str:
+    """The decided ratios' range: "; decided +15% to +289%"."""
+    if t.low is None or t.high is None:
+        return ""
+    low, high = _factor(t.low, axis), _factor(t.high, axis)
+    return f"; decided {low}" + ("" if low == high else f" to {high}")
+
+
+def _factor(x: float, axis: str) -> str:
+    if axis == "rss":
+        return f"{x - 1:+.0%}"
+    return f"{1 / x:.2f}× faster" if x < 1 else f"{x:.2f}× slower"
 
 
 def _plain(axis: str, p: Position | None, value: str) -> str:
@@ -157,3 +209,93 @@ def _maybe(p: Position) -> str:
 def _more(c: Choice) -> str:
     need = [p.blocks_to_decide for p in (c.time, c.rss) if p and p.blocks_to_decide]
     return f"; about {max(need)} blocks in all would decide" if need else ""
+
+
+def _because(w: Why | None) -> str:
+    return "" if w is None else f" ({clause(w)})"
+
+
+def clause(w: Why, most: int = 1) -> str:
+    """What moved with a decided difference, in a few words: the `most` signals with the
+    largest shares and a count it came with; or that nothing measured accounts for it,
+    and what was checked (--detail names each signal)."""
+    shared = [f for f in w.factors if f.share is not None][:most]
+    counts = [f for f in w.factors if f.share is None][:1]
+    if not shared:
+        said = "not explained by what was measured: " + (
+            f"checked {_checked(w)}" if w.checked else "no signal recorded"
+        )
+        return "; ".join([said, *(_count(f) for f in counts)])
+    return "; ".join([*(_part(f) for f in shared), *(_count(f) for f in counts)])
+
+
+_PEAK, _SMAPS = "anonymous and file RSS at the peak", "smaps near the peak"
+_GROUPS = {"user_s": "CPU", "sys_s": "CPU", "minflt": "faults", "majflt": "faults",
+           "nvcsw": "switches", "nivcsw": "switches", "peak_anon_kib": _PEAK,
+           "peak_file_kib": _PEAK, "start_rss_kib": "start-up RSS",
+           "near_peak_dirty_kib": _SMAPS, "near_peak_lazyfree_kib": _SMAPS,
+           "near_peak_thp_kib": _SMAPS}  # fmt: skip
+
+
+def _checked(w: Why) -> str:
+    return ", ".join(dict.fromkeys(_GROUPS.get(s, s) for s in w.checked))
+
+
+def _part(f: Factor) -> str:
+    """ "+3.1 MiB anonymous at the peak, most of it", "user CPU -0.42 s, most of it"."""
+    if f.unit == "KiB":
+        return f"{_delta(f)} {f.words}, {f.degree}"
+    return f"{f.words} {_delta(f)}, {f.degree}"
+
+
+def _count(f: Factor) -> str:
+    """ "with 0.61× the minor faults" """
+    return f"with {f.ratio:.2f}× the {f.words}"
+
+
+def factor_line(f: Factor) -> str:
+    """One signal with its interval, for --detail, Markdown and HTML."""
+    return (
+        f"{f.words}: ×{f.ratio:.3g} [{f.low:.3g}–{f.high:.3g}], "
+        f"{_delta(f)}{'' if f.share is None else f' ({f.share:.0%} of the difference)'}"
+    )
+
+
+def _delta(f: Factor) -> str:
+    if f.unit == "KiB":
+        return ("+" if f.delta > 0 else "-") + units.size_text(abs(f.delta) * 1024)
+    if f.unit == "s":
+        return ("+" if f.delta > 0 else "-") + seconds(abs(f.delta))
+    return f"{f.delta:+.3g}"
+
+
+def why_lines(whys: Sequence[Why]) -> list[str]:
+    """Every explained difference with each signal's interval: --detail, Markdown, HTML."""
+    out = []
+    for w in whys:
+        outcome = "time" if w.axis == "time" else "peak RSS"
+        out.append(f"{w.label}: {w.allocator} {outcome}: {clause(w, most=len(w.factors))}")
+        out += [f"    {factor_line(f)}" for f in w.factors]
+    return out
+
+
+def why_record(w: Why) -> dict[str, object]:
+    """A difference's explanation as the JSON summary carries it."""
+    return {"workload": w.workload, "params": dict(w.params), "allocator": w.allocator,
+            "axis": w.axis, "delta": w.delta, "text": clause(w, most=len(w.factors)),
+            "explained": w.explained, "checked": list(w.checked),
+            "factors": [{"signal": f.signal, "words": f.words, "unit": f.unit, "delta": f.delta,
+                         "ratio": f.ratio, "low": f.low, "high": f.high, "share": f.share,
+                         "degree": f.degree} for f in w.factors]}  # fmt: skip
+
+
+def try_line(t: Try) -> str:
+    """ "to try for jemalloc's peak RSS (+18.1 MiB anonymous at the peak, most of it):
+    jemalloc:nodecay (why); measured here: peak RSS +12% [...]" or the command."""
+    axis = "time" if t.why.axis == "time" else "peak RSS"
+    versus = f"{t.why.allocator} against {t.baseline}"
+    text = f"to try for {t.allocator}'s {axis} ({versus}: {clause(t.why)}): {t.variant} ({t.says})"
+    if t.position is not None:
+        shown = _time(t.position) if t.why.axis == "time" else _rss(t.position)
+        return f"{text}; measured here: {shown}"
+    return f"{text}; measure it: {t.command}"

@@ -15,7 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from allocmark.answer import recommend
+from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import Comparison
 from allocmark.profile import View
 from allocmark.report import answer, data, extra, fmt, interactive, matrix, profile_rows
@@ -39,6 +39,7 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
     verdicts: list[dict[str, Any]] = []
     matrices: list[matrix.Matrix] = []
     leads: list[tuple[str, str]] = []
+    why_lines: list[str] = []
     live: list[tuple[str, str, Markup]] = []
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
@@ -47,7 +48,12 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         tables = [_table(comp, m) for m in comp.metrics] if comp.rows else []
         legend = fmt.legend(comp) if comp.rows else ""
         tables += [_extra(t) for t in extra.extras(report)]
-        recommendation, baseline = answer.blocks(recommend.answers(comp)), comp.baseline or ""
+        whys = why.explain(comp)
+        recommendation, baseline = (
+            answer.blocks(recommend.answers(comp), whys, remedy.tries(comp)),
+            comp.baseline or "",
+        )
+        why_lines = answer.why_lines(whys)
         verdicts = _verdict_counts(comp)
         matrices, leads = matrix.matrices(comp), matrix.leads(comp)
         live = interactive.figures(comp, report.series) if comp.rows else []
@@ -63,6 +69,7 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         tables=tables,
         legend=legend,
         recommendation=recommendation,
+        why_lines=why_lines,
         baseline=baseline,
         verdicts=verdicts,
         matrices=matrices,

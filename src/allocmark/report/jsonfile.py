@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark.answer import aging, recommend
+from allocmark.answer import aging, recommend, remedy, why
 from allocmark.report import answer, data, rows
 from allocmark.store.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
 
@@ -24,12 +24,25 @@ def render(report: data.ReportData) -> str:
                         {"profiles": views})  # fmt: skip
     comp = data.comparison(report)
     # Fields were added (lead, margin, tied_*), none changed: the version stays.
-    answers = [dataclasses.asdict(a) | {"lead": answer.lead(a)} for a in recommend.answers(comp)]
+    whys = why.explain(comp)
+    answers = [_plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, whys)}
+               for a in recommend.answers(comp)]  # fmt: skip
     made = [dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest}
             for m in report.made]  # fmt: skip
-    memory = {"aging": [_steady(s) for s in report.aging], "made_of": made}
+    memory = {"aging": [_steady(s) for s in report.aging], "made_of": made,
+              "why": [answer.why_record(w) for w in whys],
+              "try": [remedy.as_record(t) for t in remedy.tries(comp)]}  # fmt: skip
     return document(SUMMARY_FORMAT, report.campaign, rows.summary_rows(comp),
                     rows.summary_extra(comp) | {"recommendation": answers} | memory)  # fmt: skip
+
+
+def _plain_answer(value: Any) -> Any:
+    """An answer without its positions' ratios (the blocks' logs: in the rows already)."""
+    if isinstance(value, dict):
+        return {k: _plain_answer(v) for k, v in value.items() if k != "ratio"}
+    if isinstance(value, list | tuple):
+        return [_plain_answer(v) for v in value]
+    return value
 
 
 def _steady(s: aging.Steady) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from allocmark.answer import recommend
+from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import Comparison
 from allocmark.errors import UserError
 from allocmark.profile import View
@@ -57,12 +57,15 @@ def glance(comp: Comparison) -> list[str]:
 
 def recommendation(comp: Comparison) -> list[str]:
     """The answer first (recommend.py), as the HTML report has it."""
-    found = answer.blocks(recommend.answers(comp))
+    found = answer.blocks(recommend.answers(comp), why.explain(comp), remedy.tries(comp))
     if not found:
         return []
     out = ["## Recommendation\n", "_Against the baseline, with 95% intervals._\n"]
     for block in found:
         out += [f"**{block.scope}**\n", *(f"- {line}" for line in block.lines), ""]
+    if lines := answer.why_lines(why.explain(comp)):
+        out += ["### Why\n", "_Each decided difference: what moved with it, paired by block "
+                "(95% Holm intervals)._\n", "```", *lines, "```", ""]  # fmt: skip
     return out
 
 

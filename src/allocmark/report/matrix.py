@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import recommend
+from allocmark.answer import recommend, why
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.report import answer
 
@@ -53,20 +53,20 @@ def legend(margin: float, found: list[Matrix], more: str = "--detail: all values
 def leads(comp: Comparison) -> list[tuple[str, str]]:
     """(scope, one-sentence answer): all workloads first, then each workload."""
     found = sorted(recommend.answers(comp), key=lambda a: a.scope != recommend.OVERALL)
-    return [(a.scope, answer.lead(a)) for a in found]
+    whys = why.explain(comp)
+    return [(a.scope, answer.lead(a, whys)) for a in found]
 
 
 def matrices(comp: Comparison) -> list[Matrix]:
     """The speed matrix and the peak RSS matrix, each where the campaign has one. The
-    cells are positions (recommend.py), each row's ratios judged as one family at a 5 %
-    false discovery rate (Benjamini–Hochberg: of the cells a matrix decides, at most
-    5 % are wrong on average), the "all" row by the geometric means. The answer under
-    it judges the same ratios by Holm (wrong anywhere at most 5 % of the time), so a
-    cell may be decided where the sentence still says "undecided", never the reverse."""
+    cells are the answer's own positions (recommend.py): each row's ratios judged as
+    one family by Holm (wrong anywhere in the row at most 5 % of the time), the "all"
+    row across these workloads (across.py). One promise per cell: a cell and the
+    sentence under the matrix never disagree."""
     if not comp.rows or comp.baseline is None or len(comp.allocators) < 2:
         return []
     order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
-    per_row = recommend.per_row(comp, "bh")
+    per_row = recommend.per_row(comp)
     labelled: list[tuple[str, dict[str, recommend.Choice | str], Row | None]] = [
         (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
     if len(comp.rows) > 1:

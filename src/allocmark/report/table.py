@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from allocmark import profile, stats
-from allocmark.answer import recommend
+from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
 from allocmark.answer.compare import Summary as CompareSummary
 from allocmark.answer.compare import Verdict
@@ -60,7 +60,7 @@ def comparison(console: Console, comp: Comparison) -> None:
 
 def recommendation(console: Console, comp: Comparison) -> None:
     """The answer block that ends `run`, `try` and `report` (recommend.py)."""
-    found = answer.blocks(recommend.answers(comp))
+    found = answer.blocks(recommend.answers(comp), why.explain(comp), remedy.tries(comp))
     if not found:
         return
     console.print(Text("Recommendation (against the baseline, 95% intervals)", style="bold"))
@@ -68,6 +68,11 @@ def recommendation(console: Console, comp: Comparison) -> None:
         console.print(_t(f"{block.scope}:"), style="bold", highlight=False)
         for line in block.lines:
             console.print(_t(f"  - {line}"), highlight=False)
+    if lines := answer.why_lines(why.explain(comp)):
+        console.print(Text("Why (each decided difference: what moved with it, paired by "
+                           "block, 95% Holm intervals)", style="bold"))  # fmt: skip
+        for line in lines:
+            console.print(_t(f"  {line}"), highlight=False)
 
 
 def _metric_table(
@@ -143,8 +148,8 @@ def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
             console.print(f"(against its allocator's defaults: the {front.judged} settings' "
                           "time and peak RSS intervals judged as one family, Holm)",
                           style="dim", highlight=False)  # fmt: skip
-        for name, why in front.left_out:
-            console.print(_t(f"(not raced: {name}: {why})"), style="dim", highlight=False)
+        for name, reason in front.left_out:
+            console.print(_t(f"(not raced: {name}: {reason})"), style="dim", highlight=False)
 
 
 MAX_EXTRA_ROWS = 60  # a longer extra table is left to the other formats

@@ -274,4 +274,24 @@ def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
         "rss_last_sample_kib": float(r["last_kib"]),
         "rss_samples": float(r["samples"]),
         "rss_sample_s": float(r["sample_ns"]) / 1e9,
+        **_peak(r),
     } | ({"anon_huge_kib": float(thp)} if thp >= 0 else {})
+
+
+# smaps_rollup's fields as am_run writes them, by the metric each becomes
+NEAR_PEAK = ("near_peak_anon_kib", "near_peak_dirty_kib", "near_peak_lazyfree_kib",
+             "near_peak_thp_kib")  # fmt: skip
+
+
+def _peak(r: dict[str, Any]) -> dict[str, float]:
+    """What the RSS is made of: at the start, at the largest sample (anonymous and
+    file-backed, from statm), and from smaps_rollup read nearest the peak (with the
+    RSS it was read at, and what the reads cost)."""
+    peak, file = int(r["peak_kib"]), int(r["peak_file_kib"])
+    out = {"start_rss_kib": float(r["start_kib"]), "peak_anon_kib": float(max(peak - file, 0)),
+           "peak_file_kib": float(file), "near_peak_reads": float(r["smaps_reads"]),
+           "near_peak_read_s": float(r["smaps_ns"]) / 1e9}  # fmt: skip
+    if int(r["smaps_at_kib"]) >= 0:
+        out["near_peak_rss_kib"] = float(r["smaps_at_kib"])
+        out |= {name: float(v) for name, v in zip(NEAR_PEAK, r["smaps_kib"], strict=True)}
+    return out

@@ -35,6 +35,10 @@ class RunRow(BaseModel):
     user_s: float = Field(ge=0)
     sys_s: float = Field(ge=0)
     maxrss_kib: int = Field(ge=0, description="peak RSS of the run's process tree")
+    minflt: int = Field(0, ge=0, description="minor page faults of the run's tree (rusage)")
+    majflt: int = Field(0, ge=0, description="major page faults (rusage)")
+    nvcsw: int = Field(0, ge=0, description="voluntary context switches (rusage)")
+    nivcsw: int = Field(0, ge=0, description="involuntary context switches (rusage)")
     partial: bool = False
     detail: str = ""
 

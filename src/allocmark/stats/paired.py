@@ -472,19 +472,6 @@ class GeoMean:
     n: int
 
 
-def geomean_ratio(g: GeoMean) -> Ratio:
-    """A geometric mean of ratios as a Ratio with its one-sample t-test (p, se, df),
-    so that it can be judged in a family (holm)."""
-    if g.n < 2 or not 0 < g.low <= g.high < math.inf:
-        return Ratio(g.value, g.low, g.high, 1.0)
-    df = g.n - 1
-    se = (math.log(g.high) - math.log(g.low)) / 2 / _t(df)
-    if se == 0:
-        return Ratio(g.value, g.low, g.high, 0.0 if g.value != 1 else 1.0, 0.0, df)
-    p = 2 * student.tail(df, math.log(g.value) / se)
-    return Ratio(g.value, g.low, g.high, p, se, df)
-
-
 def geomean(values: Sequence[float]) -> GeoMean | None:
     """Geometric mean of positive values with a Student-t 95 % interval computed on
     their logs (each value one observation); None when there are none."""

@@ -14,7 +14,9 @@ from allocmark.store import codec
 from allocmark.store.cache import Cache
 
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
-CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep")
+# Faults and context switches are rusage's, of the run's whole tree.
+CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep", "minflt", "majflt", "nvcsw",
+                "nivcsw")  # fmt: skip
 
 
 class Reads(Cache):
@@ -28,12 +30,13 @@ class Reads(Cache):
         )
         rows = self.db.execute(
             "SELECT id, seq, allocator, workload, params_json, rep, status, wall_s, user_s, "
-            f"sys_s, maxrss_kib, detail, partial, role, labels_json{picks} FROM runs "
+            "sys_s, maxrss_kib, detail, partial, role, labels_json, minflt, majflt, nvcsw, "
+            f"nivcsw{picks} FROM runs "
             "WHERE campaign_id=? ORDER BY seq",
             (*names, cid),
         ).fetchall()
         values = self._metrics(cid) if metrics is None else {
-            r[0]: {n: v for n, v in zip(names, r[15:], strict=True) if v is not None}
+            r[0]: {n: v for n, v in zip(names, r[19:], strict=True) if v is not None}
             for r in rows
         }  # fmt: skip
         # Many runs share their parameters and labels: parse each text once.
@@ -58,6 +61,10 @@ class Reads(Cache):
                 labels=labels[r[14]]
                 if r[14] in labels
                 else labels.setdefault(r[14], codec.loads(r[14])),
+                minflt=r[15] or 0,
+                majflt=r[16] or 0,
+                nvcsw=r[17] or 0,
+                nivcsw=r[18] or 0,
             )
             for r in rows
         ]

@@ -1,0 +1,212 @@
+"""Why a decided difference: the signals every run records, over the same blocks.
+
+Every measured run records, at no cost to what it measures, what can explain its
+time and its peak RSS (the launcher, run/launch.py): user and system CPU, minor
+and major faults, voluntary and involuntary context switches (rusage of the run's
+tree), the RSS at start-up, the anonymous and file-backed parts of the largest
+sample (statm), and smaps_rollup read near the peak (private dirty, lazily freed,
+in huge pages). The rule (docs/statistics.md, "Why"):
+
+- only a difference the answer decided (its row's Holm family) is explained;
+- a signal counts when its own paired ratio to the baseline's, over the blocks both
+  cells have and by the comparison's own method (anytime-valid when blocks were
+  added by looking), is decided in the family of the signals checked for that
+  difference (Holm, 5 %), and moves the same way as the difference;
+- a signal in the outcome's units (seconds of CPU for time; KiB at the peak for peak
+  RSS) then accounts for its share of the difference, the mean of its per-block
+  differences over the outcome's: "most of it" from one half, else "part of it"; a
+  count (faults, switches) cannot be converted and is said "with", never "because";
+- peak RSS is never explained by end-of-run figures (rusage's counts), only by what
+  was read at the peak (statm) or near it (smaps_rollup, counted only where it was
+  read at 90 % of the peak or more in the median block), and by the start-up RSS;
+- a difference no signal accounts for says "not explained by what was measured" and
+  names what was checked.
+
+Counts and sizes that can be 0 (major faults, lazily freed pages) are compared as
+x + 1: a ratio needs positive values, and one fault or KiB more changes nothing.
+Hand-written: no library attributes paired differences this way; the tests are
+stats.paired_ratio's and stats.holm's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from allocmark import stats
+from allocmark.answer import analyze, recommend
+from allocmark.answer.analyze import Comparison, Row
+from allocmark.model import CellRuns, Params, RunStatus
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str  # the run column or stored metric
+    words: str  # what the sentence calls it
+    unit: str  # "s", "KiB", or "" (a count: said "with")
+    near_peak: bool = False  # read by smaps_rollup near the peak (see the rule)
+
+
+TIME = (
+    Signal("user_s", "user CPU", "s"),
+    Signal("sys_s", "system CPU", "s"),
+    Signal("minflt", "minor faults", ""),
+    Signal("majflt", "major faults", ""),
+    Signal("nvcsw", "voluntary context switches", ""),
+    Signal("nivcsw", "involuntary context switches", ""),
+)
+RSS = (
+    Signal("peak_anon_kib", "anonymous at the peak", "KiB"),
+    Signal("peak_file_kib", "file-backed at the peak", "KiB"),
+    Signal("start_rss_kib", "at start-up", "KiB"),
+    Signal("near_peak_dirty_kib", "private dirty near the peak", "KiB", near_peak=True),
+    Signal(
+        "near_peak_lazyfree_kib", "freed lazily (MADV_FREE) near the peak", "KiB", near_peak=True
+    ),
+    Signal("near_peak_thp_kib", "in transparent huge pages near the peak", "KiB", near_peak=True),
+)
+MOST = 0.5  # the share of a difference that makes "most of it"
+NEAR = 0.9  # smaps_rollup counts where it was read at this share of the peak
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One signal that moved with a decided difference."""
+
+    signal: str
+    words: str
+    unit: str
+    delta: float  # the allocator's minus the baseline's, mean over the blocks
+    ratio: float  # its paired ratio to the baseline's, with the interval that decided it
+    low: float
+    high: float
+    share: float | None  # of the difference, in its units (None: a count)
+
+    @property
+    def degree(self) -> str:
+        if self.share is None:
+            return "with"
+        return "most of it" if self.share >= MOST else "part of it"
+
+
+@dataclass(frozen=True)
+class Why:
+    """A decided difference of one allocator on one row, and what moved with it."""
+
+    workload: str
+    params: Params
+    label: str
+    allocator: str
+    axis: str  # "time" or "rss"
+    delta: float  # the outcome's difference in its units (s, KiB), mean over the blocks
+    factors: tuple[Factor, ...]  # decided, the same way; largest share first
+    checked: tuple[str, ...]  # the signals looked at (Signal.name)
+
+    @property
+    def explained(self) -> bool:
+        """Accounted for at least in part by a signal in the outcome's units."""
+        return any(f.share is not None for f in self.factors)
+
+    @property
+    def mostly(self) -> bool:
+        return any(f.share is not None and f.share >= MOST for f in self.factors)
+
+
+def explain(comp: Comparison) -> list[Why]:
+    """Every decided time and peak RSS difference of the comparison's rows with what
+    moved with it (from comp.signals; kept by the comparison's identity, as its
+    answers are)."""
+    return recommend.kept(comp, "why", lambda: _explain(comp))
+
+
+def _explain(comp: Comparison) -> list[Why]:
+    if comp.baseline is None or not comp.paired or not comp.signals:
+        return []
+    by_cell = {(c.workload, c.params, c.allocator): c for c in comp.signals
+               if c.role == "measure"}  # fmt: skip
+    out = []
+    for row, found in zip(comp.rows, recommend.per_row(comp), strict=True):
+        base = by_cell.get((row.workload, row.params, comp.baseline))
+        for a, choice in found.items():
+            if a == comp.baseline or not isinstance(choice, recommend.Choice) or base is None:
+                continue
+            mine = by_cell.get((row.workload, row.params, a))
+            for axis in ("time", "rss"):
+                p = getattr(choice, axis)
+                decided = p is not None and p.verdict in (stats.Verdict.BETTER,
+                                                          stats.Verdict.WORSE)  # fmt: skip
+                if decided and mine is not None and not _fixed(row, a, axis):
+                    out.append(_why(comp, row, a, axis, mine, base))
+    return out
+
+
+def _fixed(row: Row, a: str, axis: str) -> bool:
+    """A duration-bound workload's speed is its throughput: no seconds to account for."""
+    return axis == "time" and row.cells["time_s"][a].fixed
+
+
+def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: CellRuns) -> Why:
+    outcome = "wall_s" if axis == "time" else "maxrss_kib"
+    pairs = _pairs(mine, base, outcome)
+    delta = _mean_delta(pairs)
+    candidates = TIME if axis == "time" else tuple(
+        s for s in RSS if not s.near_peak or _near(mine, base))  # fmt: skip
+    tested = []
+    for s in candidates:
+        sp = _pairs(mine, base, s.name)
+        if len(sp) < 2:
+            continue
+        offset = 1.0 if any(x <= 0 or y <= 0 for x, y in sp) else 0.0
+        r = stats.paired_ratio([x + offset for x, _ in sp], [y + offset for _, y in sp],
+                               sequential=comp.sequential)  # fmt: skip
+        if r is not None:
+            tested.append((s, sp, r))
+    judged = stats.holm([r for _, _, r in tested])
+    factors = []
+    for (s, sp, _), r in zip(tested, judged, strict=True):
+        moved = _mean_delta(sp)
+        same_way = (moved > 0) == (delta > 0) and moved != 0
+        if r.df > 0 and (r.low > 1 or r.high < 1) and same_way:
+            share = moved / delta if s.unit and delta else None
+            factors.append(Factor(s.name, s.words, s.unit, moved, r.value, r.low, r.high, share))
+    factors.sort(key=lambda f: (f.share is None, -(f.share or 0.0)))
+    return Why(row.workload, row.params, row.label, a, axis, delta, tuple(factors),
+               tuple(s.name for s, _, _ in tested))  # fmt: skip
+
+
+def _pairs(mine: CellRuns, base: CellRuns, column: str) -> list[tuple[float, float]]:
+    """(allocator's, baseline's) value in every block both have an OK run with it, in
+    block order (the order the anytime-valid interval needs)."""
+    a, b = _by_block(mine, column), _by_block(base, column)
+    return [(a[k], b[k]) for k in sorted(a.keys() & b.keys())]
+
+
+def _by_block(c: CellRuns, column: str) -> dict[int, float]:
+    reps, values = c.columns.get("rep", ()), c.columns.get(column, ())
+    out: dict[int, float] = {}
+    for rep, value, status in zip(reps, values, c.statuses, strict=False):
+        if rep is not None and value is not None and status is RunStatus.OK:
+            if int(rep) in out:
+                return {}  # two runs of one cell in a block: no pairing
+            out[int(rep)] = float(value)
+    return out
+
+
+def _mean_delta(pairs: Sequence[tuple[float, float]]) -> float:
+    return statistics.fmean(x - y for x, y in pairs) if pairs else 0.0
+
+
+def _near(*cells: CellRuns) -> bool:
+    """Was smaps_rollup read at NEAR of the peak or more, in the median block, in both
+    cells?"""
+    for c in cells:
+        at, peak = _by_block(c, "near_peak_rss_kib"), _by_block(c, "maxrss_kib")
+        shares = [at[k] / peak[k] for k in at.keys() & peak.keys() if peak[k] > 0]
+        if not shares or statistics.median(shares) < NEAR:
+            return False
+    return True
+
+
+def of_row(found: Sequence[Why], row: analyze.Row) -> list[Why]:
+    return [w for w in found if (w.workload, w.params) == (row.workload, row.params)]

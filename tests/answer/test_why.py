@@ -1,0 +1,112 @@
+"""Why a decided difference (answer/why.py): planted causes in fake runs, and A/A."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from allocmark.answer import analyze, remedy, why
+from allocmark.model import CellRuns, StoredRun
+from allocmark.report import answer
+from tests.fakes import stored
+
+BLOCKS = 12
+
+
+def _runs(allocator: str, user: float, sys: float, anon: int, file: int, faults: int,
+          seed: str = "") -> list[StoredRun]:  # fmt: skip
+    """Runs whose time is user + sys CPU and whose peak RSS is anonymous + file-backed,
+    each within ±1 % from block to block."""
+    rng = random.Random(allocator + seed)
+    out = []
+    for b in range(BLOCKS):
+        u, s = user * rng.uniform(0.99, 1.01), sys * rng.uniform(0.99, 1.01)
+        a, f = anon * rng.uniform(0.99, 1.01), file * rng.uniform(0.995, 1.005)
+        metrics = {"peak_anon_kib": round(a), "peak_file_kib": round(f), "start_rss_kib": 900.0}
+        run = stored(allocator, u + s, rss=round(a + f), rep=b, metrics=metrics)
+        out.append(run._replace(user_s=u, sys_s=s, minflt=round(faults * rng.uniform(0.99, 1.01)),
+                                nvcsw=rng.randint(2, 4)))  # fmt: skip
+    return out
+
+
+def _whys(*sets: list[StoredRun]) -> list[why.Why]:
+    return why.explain(_comparison(*sets))
+
+
+def test_system_time_and_faults_explain_a_slower_allocator() -> None:
+    """Planted: every block in its own mapping: system CPU and minor faults up, user
+    CPU the same. Named: system CPU, most of it, with more faults; not user CPU."""
+    (w,) = _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
+                 _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000))  # fmt: skip
+    assert (w.allocator, w.axis) == ("mmapper", "time")
+    assert [f.signal for f in w.factors] == ["sys_s", "minflt"]
+    assert w.factors[0].degree == "most of it" and w.factors[1].degree == "with"
+    assert 0.9 < (w.factors[0].share or 0) < 1.1
+    text = answer.clause(w)
+    assert text.startswith("system CPU +3") and "most of it; with 4.9" in text
+    assert text.endswith("× the minor faults")
+
+
+def test_anonymous_memory_at_the_peak_explains_a_larger_peak() -> None:
+    (w,) = _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
+                 _runs("padder", 0.9, 0.1, 13000, 2000, 1000))  # fmt: skip
+    assert (w.allocator, w.axis) == ("padder", "rss")
+    assert [f.signal for f in w.factors] == ["peak_anon_kib"]
+    assert answer.clause(w).startswith("+4.9 MiB anonymous at the peak, most of it")
+
+
+def test_a_difference_nothing_moved_with_is_not_explained() -> None:
+    """Planted: time up by waiting (neither CPU nor faults moved): said so, with what
+    was checked; never a cause."""
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
+    waits = [r._replace(wall_s=r.wall_s * 1.3) for r in _runs("waiter", 0.9, 0.1, 8000, 2000,
+                                                              1000, seed="x")]  # fmt: skip
+    (w,) = _whys(base, waits)
+    assert w.axis == "time" and not w.explained
+    assert answer.clause(w) == ("not explained by what was measured: checked CPU, faults, "
+                                "switches")  # fmt: skip
+
+
+def test_a_a_explains_nothing() -> None:
+    assert _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
+                 _runs("twin", 0.9, 0.1, 8000, 2000, 1000)) == []  # fmt: skip
+
+
+def test_a_signal_that_moved_the_other_way_is_not_named() -> None:
+    """Faster, with more system CPU (less user CPU): the system CPU is not a reason."""
+    (w,) = _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
+                 _runs("fast", 0.4, 0.15, 8000, 2000, 1000))  # fmt: skip
+    assert w.axis == "time" and [f.signal for f in w.factors] == ["user_s"]
+
+
+def _comparison(*sets: list[StoredRun]) -> analyze.Comparison:
+    runs = [r for s in sets for r in s]
+    names = list(dict.fromkeys(r.allocator for r in runs))
+    comp = analyze.compare(runs, names, "glibc")
+    return dataclasses.replace(comp, signals=tuple(CellRuns.of_runs(runs, analyze.SIGNAL_METRICS)))
+
+
+def test_freed_pages_kept_name_the_setting_that_returns_them() -> None:
+    """jemalloc larger by anonymous memory at the peak: try jemalloc:nodecay; measured
+    in the campaign, its own position; else the command that would measure it."""
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
+    big = _runs("jemalloc", 0.9, 0.1, 14000, 2000, 1000)
+    (t,) = remedy.tries(_comparison(base, big))
+    assert (t.allocator, t.variant, t.why.axis, t.position) == ("jemalloc", "jemalloc:nodecay",
+                                                                "rss", None)  # fmt: skip
+    assert t.command == "allocmark run -w churn -p threads=1 -a glibc,jemalloc,jemalloc:nodecay"
+    line = answer.try_line(t)
+    assert line.startswith("to try for jemalloc's peak RSS (jemalloc against glibc: +5.9 MiB")
+    (t,) = remedy.tries(_comparison(base, big, _runs("jemalloc:nodecay", 0.9, 0.1, 8100, 2000,
+                                                     1000)))  # fmt: skip
+    assert t.position is not None and t.position.value < 1.03
+    assert "; measured here: peak RSS" in answer.try_line(t)
+
+
+def test_no_setting_is_named_for_a_cause_that_is_not_most_of_it() -> None:
+    """A larger peak that anonymous memory explains only in part names no setting."""
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
+    big = _runs("jemalloc", 0.9, 0.1, 9000, 4000, 1000)
+    (w,) = why.explain(_comparison(base, big))
+    assert w.factors[0].signal == "peak_file_kib"
+    assert remedy.tries(_comparison(base, big)) == []

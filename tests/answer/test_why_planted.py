@@ -1,0 +1,47 @@
+"""Planted causes under real processes: the answer names the cause that was planted,
+with its sign, and no other (issue 42).
+
+The planted allocator is glibc itself under a second name (a symlink: the same
+pages), told by MALLOC_MMAP_THRESHOLD_=256 to put every block of 256 bytes or more in
+a mapping of its own and unmap it on free: each such block costs two system calls and
+a page fault, and a whole page of memory. So its time is longer by system CPU, with
+more minor faults, and its peak RSS larger by anonymous memory at the peak."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+
+
+@pytest.mark.integration
+def test_one_mapping_per_block_is_named_by_system_cpu_and_anonymous_memory(
+    tmp_path: Path,
+) -> None:
+    twin = tmp_path / "libc.so.6"
+    twin.symlink_to(LIBC)
+    db = str(tmp_path / "planted.db")
+    run = cli("run", "-w", "samethread", "-p", "count=20000", "-p", "rounds=2", "-p",
+              "threads=1", "-a", f"glibc,mmapper={twin}:MALLOC_MMAP_THRESHOLD_=256", "-n", "6",
+              "--max-runs", "6", "--db", db)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = cli("report", "--db", db, "--format", "json")
+    assert report.returncode == 0, report.stderr
+    found = {(w["allocator"], w["axis"]): w for w in json.loads(report.stdout)["why"]}
+    assert set(found) == {("mmapper", "time"), ("mmapper", "rss")}
+    time, rss = found[("mmapper", "time")], found[("mmapper", "rss")]
+    assert time["delta"] > 0 and rss["delta"] > 0
+    # The cause that accounts for the difference, first: system CPU, most of it; the
+    # faults come with it; user CPU is no cause (its share, if decided, is smaller).
+    assert time["factors"][0]["signal"] == "sys_s" and time["factors"][0]["degree"] == "most of it"
+    assert any(f["signal"] == "minflt" and f["ratio"] > 1 for f in time["factors"])
+    assert rss["factors"][0]["signal"] == "peak_anon_kib"
+    assert rss["factors"][0]["degree"] == "most of it"
+    assert all(f["delta"] > 0 for f in [*time["factors"], *rss["factors"]])
+    text = cli("report", "--db", db, "--detail").stdout.split("Why (", 1)[1]
+    assert "mmapper time: system CPU +" in text and "anonymous at the peak, most of it" in text
