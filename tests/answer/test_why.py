@@ -7,7 +7,7 @@ import random
 
 from allocmark.answer import analyze, remedy, why
 from allocmark.model import CellRuns, StoredRun
-from allocmark.report import answer
+from allocmark.report import answer, extra
 from tests.fakes import stored
 
 BLOCKS = 12
@@ -110,3 +110,34 @@ def test_no_setting_is_named_for_a_cause_that_is_not_most_of_it() -> None:
     (w,) = why.explain(_comparison(base, big))
     assert w.factors[0].signal == "peak_file_kib"
     assert remedy.tries(_comparison(base, big)) == []
+
+
+def test_detail_shows_what_each_run_spent() -> None:
+    """--detail, Markdown and HTML show the signals' medians per cell and allocator."""
+    comp = _comparison(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
+                       _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000))  # fmt: skip
+    table = extra.signals_table(comp)
+    assert table is not None and table.heads[2:5] == ("user CPU", "system CPU", "minor faults")
+    rows = {r[1]: r for r in table.rows}
+    assert rows["mmapper"][3].endswith(" ms") and 390 < float(rows["mmapper"][3][:-3]) < 410
+    assert 4900 <= int(rows["mmapper"][4]) <= 5100 and rows["glibc"][9] == "7.8 MiB"
+    assert extra.signals_table(dataclasses.replace(comp, signals=())) is None
+
+
+def test_smaps_near_the_peak_counts_only_where_it_was_read_near_it() -> None:
+    """Private dirty memory read at 95 % of the peak explains a larger peak; read at
+    a third of it, it is not even checked (never explained by what was far from it)."""
+
+    def near(runs: list[StoredRun], at: float, dirty: float) -> list[StoredRun]:
+        return [r._replace(metrics=r.metrics | {"near_peak_rss_kib": r.maxrss_kib * at,
+                                                "near_peak_dirty_kib": dirty * (1 + r.rep / 1e3)})
+                for r in runs]  # fmt: skip
+
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
+    big = _runs("jemalloc", 0.9, 0.1, 14000, 2000, 1000)
+    (w,) = why.explain(_comparison(near(base, 0.95, 7000), near(big, 0.95, 13000)))
+    assert "near_peak_dirty_kib" in w.checked
+    most = {f.signal for f in w.factors if f.degree == "most of it"}
+    assert most == {"peak_anon_kib", "near_peak_dirty_kib"}
+    (w,) = why.explain(_comparison(near(base, 0.3, 7000), near(big, 0.3, 13000)))
+    assert "near_peak_dirty_kib" not in w.checked

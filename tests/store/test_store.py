@@ -278,3 +278,18 @@ def test_the_measured_runs_overhead_is_the_time_between_them(tmp_path: Path) -> 
         s.record(cid, spec, result, allocs[spec.allocator])
     s.add_spent(cid, 60.0)
     assert s.measured_overhead(cid) == 0.5
+
+
+def test_faults_and_switches_are_read_back_by_run_and_by_cell(tmp_path: Path) -> None:
+    """rusage's counts were stored and never read (issue 42): now runs and cells carry
+    them, for the answer's why."""
+    s, cid = new(tmp_path / "r.db")
+    allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
+    spec = specs(1)[0]
+    s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0, minflt=812, majflt=3, nvcsw=14,
+                                  nivcsw=9), allocs[spec.allocator])  # fmt: skip
+    (run,) = s.runs(cid)
+    assert (run.minflt, run.majflt, run.nvcsw, run.nivcsw) == (812, 3, 14, 9)
+    (cell,) = s.cells(cid, (), columns=("minflt", "majflt", "nvcsw", "nivcsw"))
+    assert cell.columns == {"minflt": (812.0,), "majflt": (3.0,), "nvcsw": (14.0,),
+                            "nivcsw": (9.0,)}  # fmt: skip

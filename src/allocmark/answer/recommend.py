@@ -103,10 +103,9 @@ def _pace(rows: Sequence[Row]) -> dict[str, Any]:
     return {"blocks": blocks, "block_s": cost}
 
 
-def per_row(comp: Comparison, rule: str = "holm") -> list[dict[str, Choice | str]]:
-    """positions() of every row, each row's ratios judged by `rule` (FAMILIES)."""
-    return kept(comp, f"positions/{rule}",
-                 lambda: [positions(comp, row, rule) for row in comp.rows])  # fmt: skip
+def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
+    """positions() of every row: the answer's, the matrix's and the why's."""
+    return kept(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
 
 
 # The last few comparisons' positions and answers, by identity: one report asks for
@@ -160,14 +159,13 @@ def _open(c: Choice) -> bool:
     return any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
 
 
-def positions(comp: Comparison, row: Row, rule: str = "holm") -> dict[str, Choice | str]:
+def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
     """Each allocator's time and peak RSS against the baseline on `row`, or why it
     has none to recommend (its runs failed; partial for this program). The row's
-    ratios to the baseline are judged as one family: by Holm for the answer (it is
-    wrong anywhere at most 5 % of the time), by Benjamini–Hochberg for the matrix
-    (at most 5 % of its decided cells are wrong, on average)."""
+    ratios to the baseline are judged as one family by Holm: it is wrong anywhere at
+    most 5 % of the time."""
     out: dict[str, Choice | str] = {}
-    family = _family(comp, row, FAMILIES[rule])
+    family = _family(comp, row)
     for a in comp.allocators:
         if role := _role(comp, a):
             out[a] = role
@@ -209,17 +207,13 @@ def _inverted(comp: Comparison, row: Row, a: str) -> bool:
     return comp.speedup or (row.cells["time_s"][a].fixed and speed_cell(row, a) is not None)
 
 
-Judge = Callable[[Sequence[stats.Ratio]], list[stats.Ratio]]
-FAMILIES: dict[str, Judge] = {"holm": stats.holm, "bh": stats.bh}
-
-
-def _family(comp: Comparison, row: Row, judge: Judge) -> dict[int, stats.Ratio]:
+def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
     """Every non-baseline speed and peak RSS ratio of the row at its level in the
-    family `judge` makes of them (by id of the cell)."""
+    family Holm makes of them (by id of the cell)."""
     cells = [c for a in comp.allocators if a != comp.baseline
              for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
              if c is not None and c.ratio is not None]  # fmt: skip
-    judged = judge([c.ratio for c in cells if c.ratio is not None])
+    judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
     return {id(c): r for c, r in zip(cells, judged, strict=True)}
 
 

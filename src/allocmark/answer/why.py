@@ -31,11 +31,11 @@ stats.paired_ratio's and stats.holm's.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import analyze, recommend
+from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.model import CellRuns, Params, RunStatus
 
@@ -115,30 +115,55 @@ class Why:
 
 def explain(comp: Comparison) -> list[Why]:
     """Every decided time and peak RSS difference of the comparison's rows with what
-    moved with it (from comp.signals; kept by the comparison's identity, as its
-    answers are)."""
-    return recommend.kept(comp, "why", lambda: _explain(comp))
+    moved with it (from comp.signals), in row order."""
+    return [w for row in comp.rows for a in comp.allocators for axis in ("time", "rss")
+            if (w := one(comp, row.label, a, axis)) is not None]  # fmt: skip
 
 
-def _explain(comp: Comparison) -> list[Why]:
-    if comp.baseline is None or not comp.paired or not comp.signals:
-        return []
-    by_cell = {(c.workload, c.params, c.allocator): c for c in comp.signals
-               if c.role == "measure"}  # fmt: skip
-    out = []
-    for row, found in zip(comp.rows, recommend.per_row(comp), strict=True):
-        base = by_cell.get((row.workload, row.params, comp.baseline))
-        for a, choice in found.items():
-            if a == comp.baseline or not isinstance(choice, recommend.Choice) or base is None:
-                continue
-            mine = by_cell.get((row.workload, row.params, a))
-            for axis in ("time", "rss"):
-                p = getattr(choice, axis)
-                decided = p is not None and p.verdict in (stats.Verdict.BETTER,
-                                                          stats.Verdict.WORSE)  # fmt: skip
-                if decided and mine is not None and not _fixed(row, a, axis):
-                    out.append(_why(comp, row, a, axis, mine, base))
-    return out
+Lookup = Callable[[str, str, str], "Why | None"]  # (row label, allocator, axis)
+
+
+def lookup(comp: Comparison) -> Lookup:
+    """one() of this comparison: what a sentence asks for the few differences it names
+    (a terminal's report explains those, not all of a large campaign's)."""
+    return lambda label, allocator, axis: one(comp, label, allocator, axis)
+
+
+def one(comp: Comparison, label: str, allocator: str, axis: str) -> Why | None:
+    """The why of `allocator`'s decided difference on `axis` ("time", "rss") on the
+    row labelled `label`; None when it is not decided (or cannot be explained: no
+    signals, not paired). Kept by the comparison's identity, as its answers are."""
+    memo: dict[tuple[str, str, str], Why | None] = recommend.kept(comp, "why", dict)
+    key = (label, allocator, axis)
+    if key not in memo:
+        memo[key] = _one(comp, *key)
+    return memo[key]
+
+
+def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
+    rows = recommend.kept(comp, "why/rows", lambda: _rows(comp))
+    if comp.baseline is None or a == comp.baseline or label not in rows:
+        return None
+    row, found = rows[label]
+    cells = recommend.kept(comp, "why/cells", lambda: _cells(comp))
+    base = cells.get((row.workload, row.params, comp.baseline))
+    mine = cells.get((row.workload, row.params, a))
+    choice = found.get(a)
+    if base is None or mine is None or not isinstance(choice, recommend.Choice):
+        return None
+    p = getattr(choice, axis)
+    decided = p is not None and p.verdict in (stats.Verdict.BETTER, stats.Verdict.WORSE)
+    return _why(comp, row, a, axis, mine, base) if decided and not _fixed(row, a, axis) else None
+
+
+def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice | str]]]:
+    if not comp.paired or not comp.signals:
+        return {}
+    return {r.label: (r, p) for r, p in zip(comp.rows, recommend.per_row(comp), strict=True)}
+
+
+def _cells(comp: Comparison) -> dict[tuple[str, Params, str], CellRuns]:
+    return {(c.workload, c.params, c.allocator): c for c in comp.signals if c.role == "measure"}
 
 
 def _fixed(row: Row, a: str, axis: str) -> bool:
@@ -206,7 +231,3 @@ def _near(*cells: CellRuns) -> bool:
         if not shares or statistics.median(shares) < NEAR:
             return False
     return True
-
-
-def of_row(found: Sequence[Why], row: analyze.Row) -> list[Why]:
-    return [w for w in found if (w.workload, w.params) == (row.workload, row.params)]

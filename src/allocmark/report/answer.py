@@ -10,7 +10,7 @@ from allocmark.answer.across import Tally
 from allocmark.answer.forecast import duration
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.answer.remedy import Try
-from allocmark.answer.why import Factor, Why
+from allocmark.answer.why import Factor, Lookup, Why
 from allocmark.report.fmt import seconds
 
 
@@ -20,14 +20,14 @@ class Block:
     lines: tuple[str, ...]
 
 
-def blocks(answers: list[Answer], whys: Sequence[Why] = (),
+def blocks(answers: list[Answer], whys: Lookup | None = None,
            tries: Sequence[Try] = ()) -> list[Block]:  # fmt: skip
     """Over all workloads first (the answer most users want), then each workload."""
     ordered = sorted(answers, key=lambda a: a.scope != OVERALL)
     return [Block(a.scope, tuple(_lines(a, whys, tries))) for a in ordered]
 
 
-def _lines(a: Answer, whys: Sequence[Why], tries: Sequence[Try]) -> list[str]:
+def _lines(a: Answer, whys: Lookup | None, tries: Sequence[Try]) -> list[str]:
     out = [lead(a, whys), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
     out += [try_line(t) for t in tries if t.why.label == a.scope]
     front = ", ".join(c.allocator for c in a.front)
@@ -45,17 +45,19 @@ def _lines(a: Answer, whys: Sequence[Why], tries: Sequence[Try]) -> list[str]:
     return out
 
 
-def lead(a: Answer, whys: Sequence[Why] = ()) -> str:
+def lead(a: Answer, whys: Lookup | None = None) -> str:
     """The answer in one sentence a user can act on; the lines after it are the detail.
-    Each decided difference of a workload's sentence says why (`whys`: why.explain's)."""
+    Each decided difference of a workload's sentence says why (`whys`: why.lookup's)."""
     f, s = a.fastest, a.smallest
-    mine = {(w.allocator, w.axis): w for w in whys if w.label == a.scope}
+
+    def said(c: Choice, axis: str) -> str:
+        return _because(whys(a.scope, c.allocator, axis) if whys else None)
 
     def time(c: Choice) -> str:
-        return _time(c.time) + _because(mine.get((c.allocator, "time")))
+        return _time(c.time) + said(c, "time")
 
     def rss(c: Choice) -> str:
-        return _rss(c.rss) + _because(mine.get((c.allocator, "rss")))
+        return _rss(c.rss) + said(c, "rss")
 
     if f and s and f.allocator == s.allocator:
         text = f"Use {f.allocator}: {time(f)}, {rss(f)}"
@@ -152,7 +154,7 @@ def _time(p: Position | None) -> str:
     f, lo, hi = stats.inverted(p.value, p.low, p.high) if p.value < 1 else (p.value, p.low, p.high)
     word = "faster" if p.value < 1 else "slower"
     d = _digits(lo, hi, 2, lambda x, d: f"{x:.{d}f}")
-    return f"{f:.{d}f}× {word} [{lo:.{d}f}–{hi:.{d}f}]{_maybe(p)}{_tally(p, 'time')}"
+    return f"{f:.{d}f}× {word} [{lo:.{d}f}–{hi:.{d}f}]{_notes(p, 'time')}"
 
 
 def _rss(p: Position | None) -> str:
@@ -160,7 +162,7 @@ def _rss(p: Position | None) -> str:
         return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "") + _tally(p, "rss")
     d = _digits(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
     return (f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]"
-            f"{_maybe(p)}{_tally(p, 'rss')}")  # fmt: skip
+            f"{_notes(p, 'rss')}")  # fmt: skip
 
 
 def _digits(low: float, high: float, least: int, text: Callable[[float, int], str]) -> int:
@@ -202,8 +204,11 @@ def _plain(axis: str, p: Position | None, value: str) -> str:
     return f"{axis} n/a" if p is None else f"{axis} the same ({value})"
 
 
-def _maybe(p: Position) -> str:
-    return " (not significant)" if p.verdict is stats.Verdict.INCONCLUSIVE else ""
+def _notes(p: Position, axis: str) -> str:
+    """ " (not significant; of 9 workloads: ...)": what a position's interval does not say."""
+    notes = ["not significant"] if p.verdict is stats.Verdict.INCONCLUSIVE else []
+    notes += [_tally(p, axis)[2:-1]] if p.tally else []
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _more(c: Choice) -> str:

@@ -1,15 +1,17 @@
 """The report's tables beyond the comparison, in one form every format renders:
 the hardening battery's matrix, scores and costs (harden.py), phased workloads'
-RSS per phase with their steady-state verdicts (aging.py), and what the RSS is
-made of (composition.py)."""
+RSS per phase with their steady-state verdicts (aging.py), what the RSS is made of
+(composition.py), and what each run spent (the signals the answer's why reads)."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.answer import aging, analyze, composition
+from allocmark.model import CellRuns, RunStatus
 from allocmark.report import data, fmt
 from allocmark.verbs import harden
 
@@ -36,7 +38,42 @@ def extras(report: data.ReportData, made: bool = True) -> list[Extra]:
     found += aging_tables(report.aging)
     if report.made and made:
         found.append(made_table(report.made))
+    if made and report.comparison is not None and (spent := signals_table(report.comparison)):
+        found.append(spent)
     return found
+
+
+# What every run records to explain a difference (why.py): column -> heading, unit.
+SIGNAL_COLUMNS = {"user_s": ("user CPU", "s"), "sys_s": ("system CPU", "s"),
+                  "minflt": ("minor faults", ""), "majflt": ("major faults", ""),
+                  "nvcsw": ("voluntary switches", ""), "nivcsw": ("involuntary switches", ""),
+                  "start_rss_kib": ("start-up RSS", "KiB"),
+                  "peak_anon_kib": ("anonymous at the peak", "KiB"),
+                  "peak_file_kib": ("file-backed at the peak", "KiB")}  # fmt: skip
+
+
+def signals_table(comp: analyze.Comparison) -> Extra | None:
+    """Per cell and allocator, the median over its OK measured runs of each signal
+    the answer's why reads (None: no run has them)."""
+    cells = [c for c in comp.signals if c.role == "measure"]
+    labels = analyze.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
+    rows = tuple((labels[(c.workload, c.params)], c.allocator,
+                  *(_median_signal(c, k, unit) for k, (_, unit) in SIGNAL_COLUMNS.items()))
+                 for c in cells)  # fmt: skip
+    if not any(x != "-" for r in rows for x in r[2:]):
+        return None
+    return Extra("What each run spent (medians of the measured runs; the answer's why reads "
+                 "these)", ("workload", "allocator", *(h for h, _ in SIGNAL_COLUMNS.values())),
+                 rows, keep=2)  # fmt: skip
+
+
+def _median_signal(c: CellRuns, column: str, unit: str) -> str:
+    values = [float(v) for v, s in zip(c.columns.get(column, ()), c.statuses, strict=False)
+              if v is not None and s is RunStatus.OK]  # fmt: skip
+    if not values:
+        return "-"
+    m = statistics.median(values)
+    return fmt.seconds(m) if unit == "s" else fmt.size_kib(m) if unit == "KiB" else f"{m:.0f}"
 
 
 def aging_tables(steadies: Sequence[aging.Steady]) -> list[Extra]:

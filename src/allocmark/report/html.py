@@ -48,12 +48,10 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         tables = [_table(comp, m) for m in comp.metrics] if comp.rows else []
         legend = fmt.legend(comp) if comp.rows else ""
         tables += [_extra(t) for t in extra.extras(report)]
-        whys = why.explain(comp)
-        recommendation, baseline = (
-            answer.blocks(recommend.answers(comp), whys, remedy.tries(comp)),
-            comp.baseline or "",
-        )
-        why_lines = answer.why_lines(whys)
+        recommendation = answer.blocks(recommend.answers(comp), why.lookup(comp),
+                                       remedy.tries(comp))  # fmt: skip
+        baseline = comp.baseline or ""
+        why_lines = answer.why_lines(why.explain(comp))
         verdicts = _verdict_counts(comp)
         matrices, leads = matrix.matrices(comp), matrix.leads(comp)
         live = interactive.figures(comp, report.series) if comp.rows else []

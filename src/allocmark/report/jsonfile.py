@@ -25,7 +25,7 @@ def render(report: data.ReportData) -> str:
     comp = data.comparison(report)
     # Fields were added (lead, margin, tied_*), none changed: the version stays.
     whys = why.explain(comp)
-    answers = [_plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, whys)}
+    answers = [_plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, why.lookup(comp))}
                for a in recommend.answers(comp)]  # fmt: skip
     made = [dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest}
             for m in report.made]  # fmt: skip

@@ -57,7 +57,7 @@ def glance(comp: Comparison) -> list[str]:
 
 def recommendation(comp: Comparison) -> list[str]:
     """The answer first (recommend.py), as the HTML report has it."""
-    found = answer.blocks(recommend.answers(comp), why.explain(comp), remedy.tries(comp))
+    found = answer.blocks(recommend.answers(comp), why.lookup(comp), remedy.tries(comp))
     if not found:
         return []
     out = ["## Recommendation\n", "_Against the baseline, with 95% intervals._\n"]

@@ -53,8 +53,7 @@ def legend(margin: float, found: list[Matrix], more: str = "--detail: all values
 def leads(comp: Comparison) -> list[tuple[str, str]]:
     """(scope, one-sentence answer): all workloads first, then each workload."""
     found = sorted(recommend.answers(comp), key=lambda a: a.scope != recommend.OVERALL)
-    whys = why.explain(comp)
-    return [(a.scope, answer.lead(a, whys)) for a in found]
+    return [(a.scope, answer.lead(a, why.lookup(comp))) for a in found]
 
 
 def matrices(comp: Comparison) -> list[Matrix]:

@@ -60,7 +60,7 @@ def comparison(console: Console, comp: Comparison) -> None:
 
 def recommendation(console: Console, comp: Comparison) -> None:
     """The answer block that ends `run`, `try` and `report` (recommend.py)."""
-    found = answer.blocks(recommend.answers(comp), why.explain(comp), remedy.tries(comp))
+    found = answer.blocks(recommend.answers(comp), why.lookup(comp), remedy.tries(comp))
     if not found:
         return
     console.print(Text("Recommendation (against the baseline, 95% intervals)", style="bold"))

@@ -3,7 +3,7 @@
 Takes the measured values of paired blocks (one value per allocator and block) and
 gives summaries, ratios with their intervals, p-values and the four words (faster,
 slower, the same within the margin, undecided): paired.py (what a comparison is
-told: summaries, ratios, Holm and Benjamini-Hochberg, the verdict), signedrank.py
+told: summaries, ratios, Holm, the verdict), signedrank.py
 (the exact signed-rank test), sequential.py (the anytime-valid betting interval),
 student.py and fewblock.py (Student's interval and the Bayes-factor confidence
 sequence of few blocks), batch.py (the same, vectorised over many rows).
@@ -27,7 +27,6 @@ from allocmark.stats.paired import (
     Summary,
     Verdict,
     at_alpha,
-    bh,
     geomean,
     holm,
     inv,
@@ -58,7 +57,6 @@ __all__ = [
     "Summary",
     "Verdict",
     "at_alpha",
-    "bh",
     "geomean",
     "holm",
     "inv",

@@ -265,24 +265,6 @@ def holm(ratios: Sequence[Ratio]) -> list[Ratio]:
     return [at_alpha(r, a) for r, a in zip(ratios, alphas, strict=True)]
 
 
-def bh(ratios: Sequence[Ratio]) -> list[Ratio]:
-    """The ratios judged as one family by Benjamini–Hochberg's step-up rule: R is the
-    largest k whose k-th smallest p is below alpha·k/m; every interval is recomputed at
-    alpha·max(R, 1)/m, the level whose false coverage rate over the selected ratios is
-    alpha (Benjamini & Yekutieli 2005). Of the cells it decides, at most 5 % are wrong
-    on average: a matrix's promise. Where most ratios differ (the applications' peak
-    RSS), it judges each near alpha; where none does (A/A), as strictly as Bonferroni.
-    Its level holds for positively dependent ratios, as ratios to one shared baseline
-    are (calibration counts it)."""
-    m = len(ratios)
-    if m <= 1:
-        return list(ratios)
-    ranked = sorted(r.p for r in ratios)
-    rejected = max((k for k in range(1, m + 1) if ranked[k - 1] <= ALPHA * k / m), default=0)
-    level = ALPHA * max(rejected, 1) / m
-    return [at_alpha(r, level) for r in ratios]
-
-
 def at_alpha(r: Ratio, alpha: float) -> Ratio:
     """The ratio's interval at 1 - alpha, by the method that made it."""
     if r.df <= 0 or math.isnan(r.se) or alpha == r.alpha:
