@@ -419,6 +419,7 @@ class Request:
     yes: bool = False  # start a campaign of more than CONFIRM_RUNS runs
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
     keep_going: bool = False  # `try -i`: run on though the command fails under the baseline
+    why: str = "off"  # the why pass (run/whypass.py): "auto", "on" or "off"
 
 
 @dataclass(frozen=True)

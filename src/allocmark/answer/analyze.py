@@ -43,7 +43,8 @@ METRIC_NAMES = ("rss_mib_s", "rss_end_kib", "rss_idle_1s_kib", "overhead_ratio",
 SIGNAL_COLUMNS = ("rep", "wall_s", "maxrss_kib", "user_s", "sys_s", "minflt", "majflt", "nvcsw",
                   "nivcsw")  # fmt: skip
 SIGNAL_METRICS = ("peak_anon_kib", "peak_file_kib", "start_rss_kib", "near_peak_rss_kib",
-                  "near_peak_dirty_kib", "near_peak_lazyfree_kib", "near_peak_thp_kib")  # fmt: skip
+                  "near_peak_dirty_kib", "near_peak_lazyfree_kib", "near_peak_thp_kib",
+                  "prof_inside_s", "prof_slack_kib")  # fmt: skip
 
 
 def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:

@@ -5,7 +5,10 @@ time and its peak RSS (the launcher, run/launch.py): user and system CPU, minor
 and major faults, voluntary and involuntary context switches (rusage of the run's
 tree), the RSS at start-up, the anonymous and file-backed parts of the largest
 sample (statm), and smaps_rollup read near the peak (private dirty, lazily freed,
-in huge pages). The rule (docs/statistics.md, "Why"):
+in huge pages). When the campaign ran its why pass (run/whypass.py), its profiled
+blocks add the time inside the allocator and the size-class rounding at the peak of
+live bytes, paired over those blocks (a fixed number: the fixed-n tests). The rule
+(docs/statistics.md, "Why"):
 
 - only a difference the answer decided (its row's Holm family) is explained;
 - a signal counts when its own paired ratio to the baseline's, over the blocks both
@@ -46,6 +49,7 @@ class Signal:
     words: str  # what the sentence calls it
     unit: str  # "s", "KiB", or "" (a count: said "with")
     near_peak: bool = False  # read by smaps_rollup near the peak (see the rule)
+    profiled: bool = False  # from the why pass's profiled blocks (run/whypass.py)
 
 
 TIME = (
@@ -55,6 +59,7 @@ TIME = (
     Signal("majflt", "major faults", ""),
     Signal("nvcsw", "voluntary context switches", ""),
     Signal("nivcsw", "involuntary context switches", ""),
+    Signal("prof_inside_s", "time inside the allocator", "s", profiled=True),
 )
 RSS = (
     Signal("peak_anon_kib", "anonymous at the peak", "KiB"),
@@ -65,6 +70,9 @@ RSS = (
         "near_peak_lazyfree_kib", "freed lazily (MADV_FREE) near the peak", "KiB", near_peak=True
     ),
     Signal("near_peak_thp_kib", "in transparent huge pages near the peak", "KiB", near_peak=True),
+    Signal(
+        "prof_slack_kib", "of size-class rounding at the peak of live bytes", "KiB", profiled=True
+    ),
 )
 MOST = 0.5  # the share of a difference that makes "most of it"
 NEAR = 0.9  # smaps_rollup counts where it was read at this share of the peak
@@ -146,14 +154,19 @@ def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
         return None
     row, found = rows[label]
     cells = recommend.kept(comp, "why/cells", lambda: _cells(comp))
-    base = cells.get((row.workload, row.params, comp.baseline))
-    mine = cells.get((row.workload, row.params, a))
+    base = cells.get((row.workload, row.params, comp.baseline, "measure"))
+    mine = cells.get((row.workload, row.params, a, "measure"))
     choice = found.get(a)
     if base is None or mine is None or not isinstance(choice, recommend.Choice):
         return None
     p = getattr(choice, axis)
-    decided = p is not None and p.verdict in (stats.Verdict.BETTER, stats.Verdict.WORSE)
-    return _why(comp, row, a, axis, mine, base) if decided and not _fixed(row, a, axis) else None
+    if p is None or p.verdict not in (stats.Verdict.BETTER, stats.Verdict.WORSE):
+        return None
+    if _fixed(row, a, axis):
+        return None
+    pb = cells.get((row.workload, row.params, comp.baseline, "why"))
+    pa = cells.get((row.workload, row.params, a, "why"))
+    return _why(comp, row, a, axis, mine, base, (pa, pb) if pa and pb else None)
 
 
 def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice | str]]]:
@@ -162,8 +175,10 @@ def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice |
     return {r.label: (r, p) for r, p in zip(comp.rows, recommend.per_row(comp), strict=True)}
 
 
-def _cells(comp: Comparison) -> dict[tuple[str, Params, str], CellRuns]:
-    return {(c.workload, c.params, c.allocator): c for c in comp.signals if c.role == "measure"}
+def _cells(comp: Comparison) -> dict[tuple[str, Params, str, str], CellRuns]:
+    """The measured cells and the why pass's, by (workload, params, allocator, role)."""
+    return {(c.workload, c.params, c.allocator, c.role): c for c in comp.signals
+            if c.role in ("measure", "why")}  # fmt: skip
 
 
 def _fixed(row: Row, a: str, axis: str) -> bool:
@@ -171,7 +186,9 @@ def _fixed(row: Row, a: str, axis: str) -> bool:
     return axis == "time" and row.cells["time_s"][a].fixed
 
 
-def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: CellRuns) -> Why:
+def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: CellRuns,
+         profiled: tuple[CellRuns, CellRuns] | None) -> Why:  # fmt: skip
+    """`profiled`: the allocator's and the baseline's cells of the why pass, if it ran."""
     outcome = "wall_s" if axis == "time" else "maxrss_kib"
     pairs = _pairs(mine, base, outcome)
     delta = _mean_delta(pairs)
@@ -179,12 +196,16 @@ def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: Ce
         s for s in RSS if not s.near_peak or _near(mine, base))  # fmt: skip
     tested = []
     for s in candidates:
-        sp = _pairs(mine, base, s.name)
+        if s.profiled and profiled is None:
+            continue
+        # The why pass's blocks are a fixed number; the measured ones may have been
+        # added until decided (their anytime-valid intervals, then).
+        sp = _pairs(*profiled, s.name) if s.profiled and profiled else _pairs(mine, base, s.name)
         if len(sp) < 2:
             continue
         offset = 1.0 if any(x <= 0 or y <= 0 for x, y in sp) else 0.0
         r = stats.paired_ratio([x + offset for x, _ in sp], [y + offset for _, y in sp],
-                               sequential=comp.sequential)  # fmt: skip
+                               sequential=comp.sequential and not s.profiled)  # fmt: skip
         if r is not None:
             tested.append((s, sp, r))
     judged = stats.holm([r for _, _, r in tested])

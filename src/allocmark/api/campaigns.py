@@ -48,6 +48,7 @@ class Planned:
     precision: Precision | None
     estimate_s: float | None = None  # the pending runs at this database's earlier medians
     expected_s: float = 0.0  # what its suite took where it was sized (0: not said)
+    why: str = "off"  # the why pass after the measured blocks: "auto", "on", "off"
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,8 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
                  if analyze.is_sequential(settings) else None)  # fmt: skip
     return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
                    max(0, c.planned - measured), c.planned, c.done, precision,
-                   _estimate(store, cid), float(settings.get("expected_s", 0.0)))  # fmt: skip
+                   _estimate(store, cid), float(settings.get("expected_s", 0.0)),
+                   str(settings.get("why", "off")))  # fmt: skip
 
 
 def _estimate(store: Store, cid: int) -> float | None:

@@ -146,6 +146,12 @@ DetailOpt = Annotated[
 ProfileOpt = Annotated[
     bool, typer.Option("--profile", help="under the profiler (libamprof.so): its view too")
 ]
+WhyOpt = Annotated[
+    bool | None,
+    typer.Option("--why/--no-why", help="after the measured blocks, 4 profiled blocks of the "
+                 "cells with a decided difference, to say why (default: when they add at most "
+                 "15 % to the campaign's time)"),
+]  # fmt: skip
 SampleOpt = Annotated[
     int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
 ]

@@ -29,6 +29,7 @@ from allocmark.cli.app import (
     SchedulerOpt,
     TargetOpt,
     TimeoutOpt,
+    WhyOpt,
     WorkloadOpt,
     YesOpt,
     app,
@@ -89,6 +90,7 @@ def run_cmd(
     yes: YesOpt = False,
     memory_limit: MemoryOpt = None,
     detail: DetailOpt = False,
+    why: WhyOpt = None,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     from allocmark import api
@@ -105,7 +107,7 @@ def run_cmd(
             margin=fraction(margin, "--margin"), budget_s=duration(budget),
             timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
             sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
-            yes=yes, memory_limit=size(memory_limit),
+            yes=yes, memory_limit=size(memory_limit), why=_why(why),
         )  # fmt: skip
         cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     store = api.reader(db)
@@ -171,6 +173,7 @@ def try_cmd(
     memory_limit: MemoryOpt = None,
     profile: ProfileOpt = False,
     sample: SampleOpt = 1024,
+    why: WhyOpt = None,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     from allocmark import api
@@ -181,7 +184,8 @@ def try_cmd(
                       budget_s=duration(budget), timeout_s=timeout,
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
                       scheduler=scheduler, yes=yes, memory_limit=size(memory_limit),
-                      sample=sample if profile else 0, keep_going=ignore)  # fmt: skip
+                      sample=sample if profile else 0, keep_going=ignore,
+                      why=_why(why))  # fmt: skip
     progress = _Progress()
     cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     lines, comp = api.command_lines(db, cid)
@@ -392,6 +396,11 @@ class _Progress:
                 )  # fmt: skip
 
 
+def _why(flag: bool | None) -> str:
+    """--why: "on"; --no-why: "off"; neither: "auto" (when it adds at most 15 %)."""
+    return "auto" if flag is None else "on" if flag else "off"
+
+
 def _plan_line(p: api.Planned) -> str:
     from allocmark import api
 
@@ -409,6 +418,10 @@ def _plan_line(p: api.Planned) -> str:
         more = (f", then more blocks until every ratio is faster, slower or the same within "
                 f"±{p.precision.margin:.0%} "
                 f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip
+    if p.why != "off":
+        more += ", then a why pass (4 profiled blocks of the cells with a decided difference" + (
+            ")" if p.why == "on" else ", if they add at most 15 % to the time)"
+        )
     return (f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
             f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
             f"verification) to start{_eta(p)} -> {p.db}")  # fmt: skip

@@ -14,6 +14,7 @@ from allocmark.profile.summary import (
     Summary,
     bucket_low,
     count_text,
+    explaining,
     hw_state,
     live_margin,
     new_and_reuse,
@@ -27,7 +28,7 @@ from allocmark.profile.summary import (
 
 __all__ = [
     "ALLOCATING", "HISTOGRAMS", "PATHS", "PEAK_KEYS", "SYSCALLS", "PathStats", "Summary",
-    "View", "bucket_low", "combine", "count_text", "findings", "hw_state", "live_margin",
-    "merge", "new_and_reuse", "of_stored", "quantile", "read", "shim_library",
+    "View", "bucket_low", "combine", "count_text", "explaining", "findings", "hw_state",
+    "live_margin", "merge", "new_and_reuse", "of_stored", "quantile", "read", "shim_library",
     "size_histogram", "summarize", "usable_at_peak", "views", "visibility",
 ]  # fmt: skip

@@ -201,3 +201,24 @@ def live_margin(memory: Mapping[str, int]) -> float:
     """The 95% margin of the live-bytes estimate at its peak, as a share of it."""
     peak = memory.get("peak_requested", 0)
     return 1.96 * memory.get("peak_requested_sd", 0) / peak if peak else 0.0
+
+
+def explaining(prof: Mapping[str, Any]) -> dict[str, float]:
+    """What a profiled run of the why pass stores to explain a difference (the
+    answer's why, answer/why.py), from its summed records: the threads' time inside
+    the allocator (estimated from the timed calls, in seconds of the TSC), and the
+    live bytes at the peak of live bytes with the usable bytes above them (size-class
+    rounding, from the sampled allocations). Not the time outside the allocator: a
+    thread's cycles run from its start to its end, waiting included (a main thread
+    joining its workers), so it is no share of the run's time. Empty without a TSC
+    rate or thread cycles."""
+    threads, tsc = prof.get("threads", {}), prof.get("tsc_per_us", 0)
+    if not tsc or not threads.get("cycles"):
+        return {}
+    out = {"prof_inside_s": threads.get("alloc_cycles", 0) / (tsc * 1e6)}
+    m = prof.get("memory", {})
+    if m.get("peak_requested"):
+        ratio = m["sampled_usable"] / m["sampled_requested"] if m.get("sampled_requested") else 1.0
+        out["prof_live_kib"] = m["peak_requested"] / 1024
+        out["prof_slack_kib"] = m["peak_requested"] * max(ratio - 1, 0.0) / 1024
+    return out

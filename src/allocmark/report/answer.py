@@ -239,7 +239,8 @@ _GROUPS = {"user_s": "CPU", "sys_s": "CPU", "minflt": "faults", "majflt": "fault
            "nvcsw": "switches", "nivcsw": "switches", "peak_anon_kib": _PEAK,
            "peak_file_kib": _PEAK, "start_rss_kib": "start-up RSS",
            "near_peak_dirty_kib": _SMAPS, "near_peak_lazyfree_kib": _SMAPS,
-           "near_peak_thp_kib": _SMAPS}  # fmt: skip
+           "near_peak_thp_kib": _SMAPS, "prof_inside_s": "time inside the allocator",
+           "prof_slack_kib": "size-class rounding"}  # fmt: skip
 
 
 def _checked(w: Why) -> str:

@@ -9,7 +9,7 @@ import random
 import shlex
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from allocmark.model import (
     Verified,
     Workload,
 )
-from allocmark.run import machine, plan
+from allocmark.run import machine, plan, whypass
 from allocmark.run.execute import Executor
 from allocmark.store import Store, owner, seal
 from allocmark.store.base import StoreFull, filesystem, is_full
@@ -66,11 +66,13 @@ def start(
     memory_limit: int = 0,
     expected_s: float = 0.0,
     stop_on_failure: bool = False,
+    why: str = "off",
 ) -> int:
     """Plan and save the campaign; nothing runs yet. `sample` > 0: under the profiler,
     timing 1 allocator call in `sample`; `expected_s`: how long its suite took where it
     was sized (said at the start); `stop_on_failure`: the first run under the baseline
-    failing stops the campaign (`try`: the command itself fails)."""
+    failing stops the campaign (`try`: the command itself fails); `why`: the why pass
+    (whypass.py: "auto", "on", "off")."""
     runs = plan.generate(cell_list, prepared.usable, repetitions, timeout, seed, sample,
                          memory_limit)  # fmt: skip
     used = {w.name: w for w, _ in cell_list}.values()
@@ -87,6 +89,8 @@ def start(
         settings["expected_s"] = expected_s
     if stop_on_failure:
         settings["stop_on_failure"] = True
+    if why != "off":
+        settings["why"] = why
     if prepared.left_out:
         settings["left_out"] = dict(prepared.left_out)
     return store.new_campaign(
@@ -172,7 +176,7 @@ def steps(
     checks = Checks(store, cid)
     first = FirstRun(store, cid, settings)
     try:
-        while pending := store.pending(cid):
+        while (pending := store.pending(cid)) or (pending := (yield from _why_pass(store, cid))):
             total = store.campaign(cid).planned
             done = total - len(pending)
             started, counted = time.monotonic(), 0.0
@@ -232,6 +236,21 @@ def steps(
         _ended(store, cid, "interrupted")
         raise
     store.set_status(cid, "finished")
+
+
+def _why_pass(store: Store, cid: int) -> Generator[Note, None, list[RunSpec]]:
+    """Once the measured blocks are done: the why pass's runs (whypass.py), planned
+    once per campaign, and a note saying what it does."""
+    settings = store.settings(cid)
+    if "why" not in settings or "why_pass" in settings:
+        return []
+    found = whypass.plan(store, cid, settings, _run_costs(store, cid))
+    store.note_why_pass(cid, found.note)
+    if settings["why"] != "off":
+        yield Note("info", found.note)
+    if found.runs:
+        store.extend_plan(cid, found.runs)
+    return store.pending(cid)
 
 
 def _ended(store: Store, cid: int, status: str) -> None:

@@ -259,6 +259,8 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
         if problem:
             status, detail = RunStatus.UNVERIFIED, problem
         malloc_object = spec.expect_malloc if not problem else malloc_object
+        if not problem and prof is not None and spec.role == "why":
+            metrics = metrics | profile.explaining(profile.combine(prof["records"]))
     wait = st.get("status", 0)
     return RunResult(
         status=status,

@@ -85,7 +85,8 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note]
     cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
                          seed, sys.argv, precision, req.sample, req.memory_limit,
                          suite.expected_s if as_sized else 0.0,
-                         stop_on_failure=bool(req.command) and not req.keep_going)  # fmt: skip
+                         stop_on_failure=bool(req.command) and not req.keep_going,
+                         why="off" if req.sample else req.why)  # fmt: skip
     return cid, prepared
 
 

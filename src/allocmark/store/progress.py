@@ -104,6 +104,13 @@ class Progress(Base):
             self.db.execute("UPDATE campaigns SET settings_json=? WHERE id=?",
                             (json.dumps(settings), cid))  # fmt: skip
 
+    def note_why_pass(self, cid: int, note: str) -> None:
+        """What the why pass did (run/whypass.py): it is planned once per campaign."""
+        settings = self.settings(cid) | {"why_pass": note}
+        with self.db:
+            self.db.execute("UPDATE campaigns SET settings_json=? WHERE id=?",
+                            (json.dumps(settings), cid))  # fmt: skip
+
     def spent(self, cid: int) -> float:
         row = self.db.execute("SELECT spent_s FROM campaigns WHERE id=?", (cid,)).fetchone()
         return float(row[0]) if row else 0.0
