@@ -190,6 +190,11 @@ def legend(comp: Comparison) -> str:
     ]
     if comp.speedup:
         parts.append("time ratios are speed-ups: baseline time / allocator time")
+    if len(comp.rows) > 1:
+        parts.append("geomean: of the rows' ratios, its interval for a workload like these "
+                     "(Student's t over the rows: their spread, which no number of blocks "
+                     "narrows); the answer and the matrix's 'all' row judge these "
+                     "workloads")  # fmt: skip
     if comp.baseline:
         parts.append(f"* baseline: {comp.baseline}")
     if comp.partial:

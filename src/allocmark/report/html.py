@@ -92,7 +92,7 @@ def _when(ts: float | None) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-FIRST = ("time-vs-rss",)  # the plots shown with the recommendation
+FIRST = ("time-vs-rss", "why-time", "why-rss")  # the plots shown with the recommendation
 
 
 def _verdict_counts(comp: Comparison) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from matplotlib.ticker import FixedFormatter, FuncFormatter
 from matplotlib.typing import ColorType
 
 from allocmark.allocators import lineage
-from allocmark.answer import recommend
+from allocmark.answer import recommend, why
 from allocmark.answer.analyze import Comparison, Row, value_text
 from allocmark.model import Params, RssSeries
 from allocmark.report import fmt
@@ -59,6 +59,7 @@ def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
         normalized,
         across_versions,
         distributions,
+        why_parts,
     ]
     plots = [p for make in makers for p in make(comp)] + rss_over_time(comp, series)
     for p in plots:
@@ -335,6 +336,52 @@ def normalized(comp: Comparison) -> list[Plot]:
         ax.set_title(title)
         plots.append(Plot(f"normalized-{metric}", title, fig))
     return plots
+
+
+WHY_MOST = 24  # explained differences drawn, the largest first
+
+
+def why_parts(comp: Comparison) -> list[Plot]:
+    """Each explained difference (why.py) beside the signals in its units that moved
+    with it: the difference's own bar, then one per signal (seconds of CPU for time,
+    KiB at the peak for peak RSS), so that "most of it" can be seen at a glance."""
+    found = [w for w in why.explain(comp) if w.explained]
+    plots = []
+    for axis, unit, scale, title in (("time", "s", 1.0, "time"),
+                                     ("rss", "MiB", 1 / 1024, "peak RSS")):  # fmt: skip
+        mine = sorted((w for w in found if w.axis == axis), key=lambda w: -abs(w.delta))
+        mine = mine[:WHY_MOST]
+        if not mine:
+            continue
+        names = list(dict.fromkeys(f.words for w in mine for f in w.factors if f.share is not None))
+        fig, ax = plt.subplots(figsize=(9.0, 1.5 + 0.3 * len(mine) * (1 + len(names)) / 2))
+        height = 0.8 / (1 + len(names))
+        for i, w in enumerate(mine):
+            ax.barh(i, w.delta * scale, height, color="0.3",
+                    label="the difference" if i == 0 else None)  # fmt: skip
+            for k, name in enumerate(names, 1):
+                f = next((f for f in w.factors if f.words == name), None)
+                if f is not None:
+                    ax.barh(i + k * height, f.delta * scale, height, color=f"C{k - 1}",
+                            label=name if not any(x.words == name for x in _seen(mine, i))
+                            else None)  # fmt: skip
+        labels = [textwrap.shorten(w.label, 34, placeholder="…") + f": {_cut(w.allocator)}"
+                  for w in mine]  # fmt: skip
+        ax.set_yticks(range(len(mine)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_xlabel(f"{title} against {_cut(comp.baseline or '')} ({unit})")
+        ax.legend(fontsize=7)
+        name = f"Why: each decided {title} difference and what accounts for it"
+        ax.set_title(name, fontsize=10)
+        fig.tight_layout()
+        plots.append(Plot(f"why-{axis}", name, fig))
+    return plots
+
+
+def _seen(mine: Sequence[why.Why], i: int) -> list[why.Factor]:
+    """The factors drawn before difference i (each signal is named in the legend once)."""
+    return [f for w in mine[:i] for f in w.factors if f.share is not None]
 
 
 MAX_VERSION_ROWS = 6
