@@ -293,3 +293,20 @@ def test_faults_and_switches_are_read_back_by_run_and_by_cell(tmp_path: Path) ->
     (cell,) = s.cells(cid, (), columns=("minflt", "majflt", "nvcsw", "nivcsw"))
     assert cell.columns == {"minflt": (812.0,), "majflt": (3.0,), "nvcsw": (14.0,),
                             "nivcsw": (9.0,)}  # fmt: skip
+
+
+def test_sparse_cells_read_the_metrics_some_runs_lack(tmp_path: Path) -> None:
+    """What explains a difference is read in one lookup per run: a metric a run lacks
+    is None in its column, as cells() gives it."""
+    s, cid = new(tmp_path / "r.db")
+    allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
+    for spec, metrics in zip(specs(4), ({"peak_anon_kib": 10.5, "x": 1.0}, {}, {"x": 2.0},
+                                        {"peak_anon_kib": 7.0}), strict=True):  # fmt: skip
+        s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0, metrics=metrics),
+                 allocs[spec.allocator])  # fmt: skip
+    names = ("peak_anon_kib", "x")
+    sparse = {c.allocator: c.columns for c in s.sparse_cells(cid, names, ("rep", "wall_s"))}
+    dense = {c.allocator: c.columns for c in s.cells(cid, names, ("rep", "wall_s"))}
+    assert sparse == dense
+    values = [v for c in sparse.values() for v in c["peak_anon_kib"]]
+    assert sorted(values, key=str) == sorted([10.5, None, None, 7.0], key=str)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -115,6 +115,10 @@ class Comparison:
     lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
     cores: int = 0  # of the machine the campaign ran on (0: not known)
     signals: tuple[CellRuns, ...] = ()  # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell
+    # ... or how to read them, when first asked (why.signals): a CSV never reads them
+    read_signals: Callable[[], Sequence[CellRuns]] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ def stored_comparison(
         comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
         left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
         lineages=lineages, cores=int(store.machine_facts(cid).get("cores") or 0),
-        signals=tuple(store.cells(cid, SIGNAL_METRICS, columns=SIGNAL_COLUMNS)))  # fmt: skip
+        read_signals=lambda: store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS))  # fmt: skip
 
 
 def settings_margin(settings: dict[str, Any]) -> float:

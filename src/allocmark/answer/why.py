@@ -169,15 +169,23 @@ def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
     return _why(comp, row, a, axis, mine, base, (pa, pb) if pa and pb else None)
 
 
+def signals(comp: Comparison) -> tuple[CellRuns, ...]:
+    """The comparison's signals: as given, or read once when first asked."""
+    if comp.signals or comp.read_signals is None:
+        return comp.signals
+    read = comp.read_signals
+    return recommend.kept(comp, "why/signals", lambda: tuple(read()))
+
+
 def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice | str]]]:
-    if not comp.paired or not comp.signals:
+    if not comp.paired or not signals(comp):
         return {}
     return {r.label: (r, p) for r, p in zip(comp.rows, recommend.per_row(comp), strict=True)}
 
 
 def _cells(comp: Comparison) -> dict[tuple[str, Params, str, str], CellRuns]:
     """The measured cells and the why pass's, by (workload, params, allocator, role)."""
-    return {(c.workload, c.params, c.allocator, c.role): c for c in comp.signals
+    return {(c.workload, c.params, c.allocator, c.role): c for c in signals(comp)
             if c.role in ("measure", "why")}  # fmt: skip
 
 

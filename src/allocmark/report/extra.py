@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import aging, analyze, composition
+from allocmark.answer import aging, analyze, composition, why
 from allocmark.model import CellRuns, RunStatus
 from allocmark.report import data, fmt
 from allocmark.verbs import harden
@@ -55,7 +55,7 @@ SIGNAL_COLUMNS = {"user_s": ("user CPU", "s"), "sys_s": ("system CPU", "s"),
 def signals_table(comp: analyze.Comparison) -> Extra | None:
     """Per cell and allocator, the median over its OK measured runs of each signal
     the answer's why reads (None: no run has them)."""
-    cells = [c for c in comp.signals if c.role == "measure"]
+    cells = [c for c in why.signals(comp) if c.role == "measure"]
     labels = analyze.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
     rows = tuple((labels[(c.workload, c.params)], c.allocator,
                   *(_median_signal(c, k, unit) for k, (_, unit) in SIGNAL_COLUMNS.items()))

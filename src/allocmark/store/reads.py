@@ -19,6 +19,16 @@ CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep", "minflt", "maj
                 "nivcsw")  # fmt: skip
 
 
+def _sparse(metrics: Sequence[str], text: str) -> dict[str, tuple[float | None, ...]]:
+    """ "a=1;b=2,,a=3" (a run's metrics, runs by commas) as a column per metric."""
+    runs = [dict(item.split("=", 1) for item in run.split(";") if item) if run else {}
+            for run in text.split(",")]  # fmt: skip
+    try:
+        return {m: tuple(float(r[m]) if m in r else None for r in runs) for m in metrics}
+    except ValueError:
+        raise codec.damaged(text[:80]) from None
+
+
 class Reads(Cache):
     def runs(self, cid: int, metrics: Sequence[str] | None = None) -> list[StoredRun]:
         """Every finished run of a campaign, with its metrics (only `metrics`, if given)."""
@@ -92,6 +102,47 @@ class Reads(Cache):
             )
             for r in rows
         ]
+
+    def sparse_cells(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str]
+    ) -> list[CellRuns]:
+        """As cells(), for metrics most runs lack or that few reports read (what
+        explains a difference): one lookup per run for all of them instead of one per
+        metric (a third of the time over 100,000 runs)."""
+        if not set(columns) <= set(CELL_COLUMNS):
+            raise ValueError(f"columns must be among {CELL_COLUMNS}")
+        query = json.dumps(["sparse", list(metrics), list(columns)])
+        rows = self._kept_rows(cid, query, lambda: self._sparse_rows(cid, metrics, columns))
+        hosts = self._hosts({r[6] for r in rows})
+        return [
+            CellRuns(
+                allocator=r[0],
+                workload=r[1],
+                params=codec.params(r[2]) + hosts.get(r[6], ()),
+                role=r[3],
+                partial=bool(r[4]),
+                statuses=tuple(codec.status(x) for x in str(r[5]).split(",")),
+                columns={n: tuple(values) for n, values in zip(columns, r[7:], strict=False)}
+                | _sparse(metrics, r[7 + len(columns)]),
+            )
+            for r in rows
+        ]
+
+    def _sparse_rows(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str]
+    ) -> list[Sequence[Any]]:
+        own = "".join(f", group_concat(ifnull({c}, ''))" for c in columns)
+        marks = ",".join("?" * len(metrics))
+        rows = self.db.execute(
+            "SELECT allocator, workload, params_json, role, max(partial), group_concat(status), "
+            f"machine_id{own}, group_concat(ifnull((SELECT group_concat(name || '=' || value, "
+            f"';') FROM metrics WHERE run_id = r.id AND name IN ({marks})), ''), ',') "
+            "FROM runs r WHERE campaign_id=? GROUP BY allocator, workload, params_json, role, "
+            "machine_id",
+            (*metrics, cid),
+        ).fetchall()
+        return [[*r[:7], *(list(codec.floats(text)) for text in r[7:-1]), r[-1] or ""]
+                for r in rows]  # fmt: skip
 
     def _cell_rows(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str]
