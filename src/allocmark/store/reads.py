@@ -84,24 +84,7 @@ class Reads(Cache):
     ) -> list[CellRuns]:
         """Every cell's runs, column by column, grouped by SQLite itself: a report over
         100,000 runs reads a few thousand rows instead of building 100,000 objects."""
-        if not set(columns) <= set(CELL_COLUMNS):
-            raise ValueError(f"columns must be among {CELL_COLUMNS}")
-        query = json.dumps(["floats", list(metrics), list(columns)])
-        rows = self._kept_rows(cid, query, lambda: self._cell_rows(cid, metrics, columns))
-        names = (*columns, *metrics)
-        hosts = self._hosts({r[6] for r in rows})
-        return [
-            CellRuns(
-                allocator=r[0],
-                workload=r[1],
-                params=codec.params(r[2]) + hosts.get(r[6], ()),
-                role=r[3],
-                partial=bool(r[4]),
-                statuses=tuple(codec.status(x) for x in str(r[5]).split(",")),
-                columns={n: tuple(values) for n, values in zip(names, r[7:], strict=True)},
-            )
-            for r in rows
-        ]
+        return self._grouped(cid, metrics, columns, sparse=False)
 
     def sparse_cells(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str]
@@ -109,11 +92,24 @@ class Reads(Cache):
         """As cells(), for metrics most runs lack or that few reports read (what
         explains a difference): one lookup per run for all of them instead of one per
         metric (a third of the time over 100,000 runs)."""
+        return self._grouped(cid, metrics, columns, sparse=True)
+
+    def _grouped(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str], sparse: bool
+    ) -> list[CellRuns]:
         if not set(columns) <= set(CELL_COLUMNS):
             raise ValueError(f"columns must be among {CELL_COLUMNS}")
-        query = json.dumps(["sparse", list(metrics), list(columns)])
-        rows = self._kept_rows(cid, query, lambda: self._sparse_rows(cid, metrics, columns))
+        query = json.dumps(["sparse" if sparse else "floats", list(metrics), list(columns)])
+        read = self._sparse_rows if sparse else self._cell_rows
+        rows = self._kept_rows(cid, query, lambda: read(cid, metrics, columns))
         hosts = self._hosts({r[6] for r in rows})
+
+        def values(r: Sequence[Any]) -> dict[str, tuple[float | None, ...]]:
+            if sparse:
+                own = dict(zip(columns, r[7:], strict=False))
+                return {n: tuple(v) for n, v in own.items()} | _sparse(metrics, r[-1])
+            return {n: tuple(v) for n, v in zip((*columns, *metrics), r[7:], strict=True)}
+
         return [
             CellRuns(
                 allocator=r[0],
@@ -122,8 +118,7 @@ class Reads(Cache):
                 role=r[3],
                 partial=bool(r[4]),
                 statuses=tuple(codec.status(x) for x in str(r[5]).split(",")),
-                columns={n: tuple(values) for n, values in zip(columns, r[7:], strict=False)}
-                | _sparse(metrics, r[7 + len(columns)]),
+                columns=values(r),
             )
             for r in rows
         ]
