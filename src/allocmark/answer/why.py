@@ -25,8 +25,9 @@ live bytes, paired over those blocks (a fixed number: the fixed-n tests). The ru
 - a difference no signal accounts for says "not explained by what was measured" and
   names what was checked.
 
-Counts and sizes that can be 0 (major faults, lazily freed pages) are compared as
-x + 1: a ratio needs positive values, and one fault or KiB more changes nothing.
+Counts, sizes and times that can be 0 (major faults, lazily freed pages, a short
+run's system CPU) are compared as x + OFFSET (one count, one KiB, one millisecond):
+a ratio needs positive values, and so little more changes nothing.
 Hand-written: no library attributes paired differences this way; the tests are
 stats.paired_ratio's and stats.holm's.
 """
@@ -75,6 +76,10 @@ RSS = (
     ),
 )
 MOST = 0.5  # the share of a difference that makes "most of it"
+# What a value that can be 0 is compared with added (x + OFFSET): one count, one KiB,
+# one millisecond (rusage's CPU times move by clock ticks of 1-4 ms). One second, as
+# at first, drowned a 40 ms difference of system CPU in the added second.
+OFFSET = {"": 1.0, "KiB": 1.0, "s": 1e-3}
 NEAR = 0.9  # smaps_rollup counts where it was read at this share of the peak
 
 
@@ -202,23 +207,32 @@ def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: Ce
     delta = _mean_delta(pairs)
     candidates = TIME if axis == "time" else tuple(
         s for s in RSS if not s.near_peak or _near(mine, base))  # fmt: skip
+    # Blocks added until the outcome was decided stop as soon as it is: its signals'
+    # anytime-valid intervals are then often too wide to decide (4 blocks of a 6x
+    # system CPU: [1.2-56]). Where the why pass ran, its blocks (a fixed number: the
+    # fixed-n tests) are what every signal is judged over instead.
+    pass_blocks = profiled is not None and comp.sequential
     tested = []
     for s in candidates:
         if s.profiled and profiled is None:
             continue
-        # The why pass's blocks are a fixed number; the measured ones may have been
-        # added until decided (their anytime-valid intervals, then).
-        sp = _pairs(*profiled, s.name) if s.profiled and profiled else _pairs(mine, base, s.name)
+        from_pass = profiled is not None and (s.profiled or pass_blocks)
+        sp = _pairs(*profiled, s.name) if profiled and from_pass else _pairs(mine, base, s.name)
         if len(sp) < 2:
             continue
-        offset = 1.0 if any(x <= 0 or y <= 0 for x, y in sp) else 0.0
+        offset = OFFSET[s.unit] if any(x <= 0 or y <= 0 for x, y in sp) else 0.0
         r = stats.paired_ratio([x + offset for x, _ in sp], [y + offset for _, y in sp],
-                               sequential=comp.sequential and not s.profiled)  # fmt: skip
+                               sequential=comp.sequential and not from_pass)  # fmt: skip
         if r is not None:
             tested.append((s, sp, r))
-    judged = stats.holm([r for _, _, r in tested])
+    # Two families, two kinds of statement: the causes (signals in the outcome's units,
+    # said "most" or "part of it") and what came with them (counts, said "with").
+    causes = [i for i, (s, _, _) in enumerate(tested) if s.unit]
+    counts = [i for i, (s, _, _) in enumerate(tested) if not s.unit]
+    judged = dict(zip(causes, stats.holm([tested[i][2] for i in causes]), strict=True))
+    judged |= dict(zip(counts, stats.holm([tested[i][2] for i in counts]), strict=True))
     factors = []
-    for (s, sp, _), r in zip(tested, judged, strict=True):
+    for (s, sp, _), r in zip(tested, (judged[i] for i in range(len(tested))), strict=True):
         moved = _mean_delta(sp)
         same_way = (moved > 0) == (delta > 0) and moved != 0
         if r.df > 0 and (r.low > 1 or r.high < 1) and same_way:
