@@ -58,3 +58,22 @@ def test_one_mapping_per_block_is_named_by_system_cpu_and_anonymous_memory(
     dom = headless("--dump-dom", page.as_uri()).stdout
     assert 'id="why"' in dom and "mmapper time: system CPU +" in dom
     assert re.search(r"system CPU: ×[0-9.]+ \[[0-9.]+–[0-9.]+\]", dom)
+
+
+@pytest.mark.integration
+def test_nothing_given_back_is_named_by_anonymous_memory_at_the_peak(tmp_path: Path) -> None:
+    """Planted: `bump` (per-thread lists per size class, nothing ever given back to the
+    system nor reused across size classes) on churn, whose blocks change size: its peak
+    RSS is larger, by anonymous memory at the peak, most of it; no other cause."""
+    db = str(tmp_path / "bump.db")
+    run = cli("run", "-w", "churn", "-p", "count=20000", "-p", "rounds=4", "-p", "threads=1",
+              "-a", "glibc,bump", "-n", "10", "--max-runs", "10", "--db", db)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    found = {
+        (w["allocator"], w["axis"]): w
+        for w in json.loads(cli("report", "--db", db, "--format", "json").stdout)["why"]
+    }
+    rss = found[("bump", "rss")]
+    assert rss["delta"] > 0 and rss["factors"][0]["signal"] == "peak_anon_kib"
+    mostly = [f["signal"] for f in rss["factors"] if f["degree"] == "most of it"]
+    assert set(mostly) <= {"peak_anon_kib", "near_peak_dirty_kib"}

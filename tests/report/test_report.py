@@ -601,3 +601,10 @@ def test_help_after_the_double_dash_belongs_to_the_command() -> None:
     app = importlib.import_module("allocmark.cli.app")  # the package re-exports the Typer app
     assert app._asks_help(["report", "--help"])
     assert not app._asks_help(["try", "-a", "glibc", "--", "python3", "--help"])
+
+
+def test_an_interval_is_printed_with_the_decimals_that_tell_its_ends_apart() -> None:
+    """ "[1.14–1.14]" says nothing a reader can use (issue 42)."""
+    tight = stats.Ratio(1.142, 1.1404, 1.1447, 0.001, 0.001, 10)
+    assert fmt.ratio_interval(tight) == "[1.140–1.145]"
+    assert fmt.ratio_interval(dataclasses.replace(tight, low=1.05, high=1.25)) == "[1.05–1.25]"

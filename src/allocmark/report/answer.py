@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats, units
@@ -11,7 +11,7 @@ from allocmark.answer.forecast import duration
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.answer.remedy import Try
 from allocmark.answer.why import Factor, Lookup, Why
-from allocmark.report.fmt import seconds
+from allocmark.report.fmt import decimals, seconds
 
 
 @dataclass(frozen=True)
@@ -153,25 +153,16 @@ def _time(p: Position | None) -> str:
         return _plain("time", p, f"×{p.value:.2f}" if p else "") + _tally(p, "time")
     f, lo, hi = stats.inverted(p.value, p.low, p.high) if p.value < 1 else (p.value, p.low, p.high)
     word = "faster" if p.value < 1 else "slower"
-    d = _digits(lo, hi, 2, lambda x, d: f"{x:.{d}f}")
+    d = decimals(lo, hi, 2, lambda x, d: f"{x:.{d}f}")
     return f"{f:.{d}f}× {word} [{lo:.{d}f}–{hi:.{d}f}]{_notes(p, 'time')}"
 
 
 def _rss(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
         return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "") + _tally(p, "rss")
-    d = _digits(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
+    d = decimals(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
     return (f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]"
             f"{_notes(p, 'rss')}")  # fmt: skip
-
-
-def _digits(low: float, high: float, least: int, text: Callable[[float, int], str]) -> int:
-    """The fewest decimals (from `least`, at most 2 more) that tell an interval's ends
-    apart: "[+14%–+14%]" says nothing a reader can use, "[+13.6%–+14.4%]" does."""
-    d = least
-    while d < least + 2 and low != high and text(low, d) == text(high, d):
-        d += 1
-    return d
 
 
 def _tally(p: Position | None, axis: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from allocmark import stats, units
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
@@ -109,7 +110,19 @@ def margin(r: stats.Ratio) -> str:
 def ratio_interval(r: stats.Ratio | None) -> str:
     if r is not None and r.df > 0 and r.half_width == math.inf:
         return f"(needs ≥{r.blocks_needed} blocks)"
-    return f"[{r.low:.2f}–{r.high:.2f}]" if r is not None and r.low != r.high else ""
+    if r is None or r.low == r.high:
+        return ""
+    d = decimals(r.low, r.high, 2, lambda x, d: f"{x:.{d}f}")
+    return f"[{r.low:.{d}f}–{r.high:.{d}f}]"
+
+
+def decimals(low: float, high: float, least: int, text: Callable[[float, int], str]) -> int:
+    """The fewest decimals (from `least`, at most 2 more) that tell an interval's ends
+    apart: "[+14%–+14%]" says nothing a reader can use, "[+13.6%–+14.4%]" does."""
+    d = least
+    while d < least + 2 and low != high and text(low, d) == text(high, d):
+        d += 1
+    return d
 
 
 _WORDS = {
