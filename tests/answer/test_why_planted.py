@@ -19,6 +19,9 @@ from tests.conftest import cli
 from tests.report.test_html import headless
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+# The anonymous memory at the peak, as statm reads it at the largest sample and as
+# smaps_rollup reads it near the peak (counted where read at 90 % of it or more).
+ANON = {"peak_anon_kib", "near_peak_dirty_kib"}
 
 
 @pytest.mark.integration
@@ -47,8 +50,10 @@ def test_one_mapping_per_block_is_named_by_system_cpu_and_anonymous_memory(
     # faults come with it; user CPU is no cause (its share, if decided, is smaller).
     assert time["factors"][0]["signal"] == "sys_s" and time["factors"][0]["degree"] == "most of it"
     assert any(f["signal"] == "minflt" and f["ratio"] > 1 for f in time["factors"])
-    assert rss["factors"][0]["signal"] == "peak_anon_kib"
-    assert rss["factors"][0]["degree"] == "most of it"
+    # Anonymous memory at the peak (statm), or the private dirty memory smaps_rollup
+    # saw near it: the same pages, read two ways; which share is the larger depends on
+    # when the near-peak read fell (later beside a busy neighbour: nearer the peak).
+    assert rss["factors"][0]["signal"] in ANON and rss["factors"][0]["degree"] == "most of it"
     assert all(f["delta"] > 0 for f in [*time["factors"], *rss["factors"]])
     text = cli("report", "--db", db, "--detail").stdout.split("Why (", 1)[1]
     assert "mmapper time: system CPU +" in text and "anonymous at the peak, most of it" in text
@@ -74,6 +79,6 @@ def test_nothing_given_back_is_named_by_anonymous_memory_at_the_peak(tmp_path: P
         for w in json.loads(cli("report", "--db", db, "--format", "json").stdout)["why"]
     }
     rss = found[("bump", "rss")]
-    assert rss["delta"] > 0 and rss["factors"][0]["signal"] == "peak_anon_kib"
+    assert rss["delta"] > 0 and rss["factors"][0]["signal"] in ANON
     mostly = [f["signal"] for f in rss["factors"] if f["degree"] == "most of it"]
-    assert set(mostly) <= {"peak_anon_kib", "near_peak_dirty_kib"}
+    assert mostly and set(mostly) <= ANON
