@@ -83,9 +83,8 @@ class Pooled:
 
 
 def tally(cells: Sequence[Cell]) -> Tally:
-    sure = (stats.Verdict.BETTER, stats.Verdict.WORSE)
     decided = [_bounds(c.ratio, c.invert)[0] for c in cells
-               if c.ratio is not None and c.verdict in sure]  # fmt: skip
+               if c.ratio is not None and c.verdict is not None and c.verdict.differs]  # fmt: skip
     count = {v: sum(c.verdict is v for c in cells) for v in stats.Verdict}
     return Tally(
         better=count[stats.Verdict.BETTER],

@@ -165,7 +165,7 @@ def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
     if base is None or mine is None or not isinstance(choice, recommend.Choice):
         return None
     p = getattr(choice, axis)
-    if p is None or p.verdict not in (stats.Verdict.BETTER, stats.Verdict.WORSE):
+    if p is None or not p.verdict.differs:
         return None
     if _fixed(row, a, axis):
         return None

@@ -454,7 +454,7 @@ def more_runs(
     open_rows: dict[tuple[str, Params], bool] = {}
     undecided = ratios = 0
     for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
-        key = (r.workload, _planned_params(r.params))
+        key = (r.workload, plan.planned_params(r.params))
         verdicts = analyze.decisions(r, comp.baseline, comp.margin)
         ratios += len(verdicts)
         # a ratio without runs to judge (every run failed) is not decided either
@@ -504,10 +504,6 @@ def more_runs(
             out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
                     for i, s in enumerate(members)]  # fmt: skip
     return out, undecided, ratios
-
-
-def _planned_params(params: Params) -> Params:
-    return tuple(p for p in params if p[0] != "host")
 
 
 def _run_costs(

@@ -176,6 +176,11 @@ def cells(
     return list(out.values())
 
 
+def planned_params(params: Params) -> Params:
+    """A cell's parameters as planned: without the `host` a cluster's report adds."""
+    return tuple(p for p in params if p[0] != "host")
+
+
 SAMPLE_ENV = "AM_PROF_SAMPLE"  # the profiler shim's 1-in-N sampling
 MAX_CELLS = 100_000  # (workload, parameters) cells of one campaign
 MAX_RUNS = 1_000_000  # runs of one campaign's first blocks, even with --yes

@@ -22,10 +22,9 @@ import dataclasses
 import random
 from typing import Any
 
-from allocmark import stats
 from allocmark.answer import analyze, recommend
 from allocmark.model import Params, RunSpec
-from allocmark.run.plan import SAMPLE_ENV
+from allocmark.run.plan import SAMPLE_ENV, planned_params
 from allocmark.stats import fewblock
 from allocmark.store import Store
 
@@ -83,9 +82,7 @@ def _decided(comp: analyze.Comparison) -> dict[tuple[str, Params], set[str]]:
         return out
     for row, found in zip(comp.rows, recommend.per_row(comp), strict=True):
         for a, c in found.items():
-            sure = (stats.Verdict.BETTER, stats.Verdict.WORSE)
             if isinstance(c, recommend.Choice) and a != comp.baseline and any(
-                    p is not None and p.verdict in sure for p in (c.time, c.rss)):  # fmt: skip
-                key = (row.workload, tuple(x for x in row.params if x[0] != "host"))
-                out.setdefault(key, {comp.baseline}).add(a)
+                    p is not None and p.verdict.differs for p in (c.time, c.rss)):  # fmt: skip
+                out.setdefault((row.workload, planned_params(row.params)), {comp.baseline}).add(a)
     return out

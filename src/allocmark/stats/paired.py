@@ -286,6 +286,11 @@ class Verdict(StrEnum):
     SAME = "same"  # the interval lies inside ±margin: an equivalence test (TOST at 5 %)
     INCONCLUSIVE = "inconclusive"  # neither: `Ratio.detectable` says how much it could see
 
+    @property
+    def differs(self) -> bool:
+        """Better or worse: a difference decided (what an explanation is for)."""
+        return self in (Verdict.BETTER, Verdict.WORSE)
+
 
 def verdict(r: Ratio, margin: float, higher_is_better: bool = False) -> Verdict:
     """judge() of a ratio's interval; a ratio without one (one run) is inconclusive."""
