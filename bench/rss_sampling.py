@@ -1,5 +1,6 @@
-"""What sampling RSS over time costs a run (issue 18: at most 1 % of run time), and
-what the explaining signals cost (issue 42: at most 1 % of time, no peak RSS).
+"""What sampling RSS over time costs a run (issue 18: at most 1 % of run time), what
+the explaining signals cost (issue 42: at most 1 % of time, no peak RSS), and what the
+launcher's reading of what served malloc costs (issue 43: the watch, on and off).
 
 am_run reads the run's RSS from /proc every 5 ms. Each case runs with sampling
 on and off (AM_RUN_SAMPLE_US=0) back to back, in a shuffled order, round after
@@ -21,6 +22,7 @@ usage: .venv/bin/python bench/rss_sampling.py [ROUNDS (default 15)]
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import statistics
@@ -85,6 +87,7 @@ def main() -> None:
     verdict = "within" if worst <= TARGET else "ABOVE"
     print(f"sampling costs at most {worst:.3%} of run time (target <= {TARGET:.0%}): {verdict}")
     signals(glibc.malloc_object, rounds)
+    watch(str(glibc.malloc_object), rounds)
     os.environ.pop("AM_RUN_SAMPLE_US")
     os.environ.pop("AM_RUN_NO_NEAR_PEAK", None)
 
@@ -111,6 +114,27 @@ def signals(glibc: object, rounds: int) -> None:
     verdict = "within" if worst <= TARGET else "ABOVE"
     print(f"the near-peak reads cost at most {worst:.3%} of run time (target <= {TARGET:.0%}): "
           f"{verdict}")  # fmt: skip
+
+
+def watch(glibc: str, rounds: int) -> None:
+    """The launcher's reading of what served malloc (issue 43) on and off, back to back:
+    a run that names the malloc it expects is watched (am_run_watch.c)."""
+    print("the watch: what served malloc read by the launcher, on and off, back to back")
+    specs = cases(glibc) | {"/bin/true": RunSpec(seq=0, allocator="glibc", workload="true",
+                                                 params=(), rep=0, argv=("/bin/true",), env=(),
+                                                 timeout=60)}  # fmt: skip
+    for name, spec in specs.items():
+        ratios, shares = [], []
+        for _ in range(rounds):
+            order = [True, False]
+            random.shuffle(order)
+            got = {on: run(dataclasses.replace(spec, expect_malloc=glibc if on else None), True)
+                   for on in order}  # fmt: skip
+            ratios.append(got[True].wall_s / got[False].wall_s)
+            shares.append(got[True].metrics["watch_read_s"] / got[True].wall_s)
+        q1, med, q3 = statistics.quantiles(ratios, n=4)
+        print(f"{name:18} wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  readings: "
+              f"{statistics.median(shares):.3%} of the wall time")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ from allocmark import allocators
 from allocmark.model import Verified
 
 HERE = Path(__file__).parent
+# A Python every user can run: run as root, allocmark runs the measured program as the
+# user `allocmark` (run/runas.py), who cannot reach the interpreter of a virtualenv
+# made from a Python in root's home (pyenv). Installed by `make setup-apps`.
+PYTHON = "/usr/bin/python3"
 
 
 def cli(
@@ -39,6 +44,35 @@ def build_so(tmp: Path, name: str, source: str) -> Path:
     out = tmp / f"{name}.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
     return out
+
+
+@pytest.fixture(autouse=True)
+def _tmp_readable(request: pytest.FixtureRequest) -> None:
+    """Run as root, allocmark runs the measured programs as the user `allocmark`
+    (run/runas.py), who must read what a test makes for them (a library, a script, an
+    input): pytest's temporary directories are private (0700), so a test's is opened
+    like an ordinary directory (0755, still writable by root only)."""
+    if "tmp_path" in request.fixturenames:
+        readable(request.getfixturevalue("tmp_path"))
+
+
+def readable(directory: Path) -> Path:
+    """A temporary directory the measured program's user can read (see _tmp_readable)."""
+    if os.geteuid() == 0:
+        top = Path(tempfile.gettempdir())
+        for d in (directory, *directory.parents):
+            if d == top or d == d.parent:
+                break
+            d.chmod(0o755)
+    return directory
+
+
+def writable_by_all(path: Path) -> Path:
+    """A directory the measured program may write into (a test's hostile program leaves
+    its findings there); sticky, as /tmp is."""
+    path.mkdir(exist_ok=True)
+    path.chmod(0o1777)
+    return path
 
 
 @pytest.fixture(scope="session")

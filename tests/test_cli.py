@@ -20,7 +20,7 @@ import pytest
 
 from allocmark.model import RunStatus, Verified
 from allocmark.store import Store
-from tests.conftest import cli
+from tests.conftest import PYTHON, cli, writable_by_all
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +154,7 @@ def test_try_compares_a_command(tmp_path: Path) -> None:
         "--db",
         str(tmp_path / "t.db"),
         "--",
-        sys.executable,
+        PYTHON,
         "-c",
         "x = [bytes(100) for _ in range(200000)]",
     )
@@ -236,7 +236,7 @@ def _killed_campaign(db: Path) -> None:
 
 
 def test_resume_refuses_a_plan_the_catalog_would_not_make(tmp_path: Path) -> None:
-    db, marker = tmp_path / "c.db", tmp_path / "touched"
+    db, marker = tmp_path / "c.db", writable_by_all(tmp_path / "out") / "touched"
     _killed_campaign(db)
     with sqlite3.connect(db) as con:
         con.execute("UPDATE plan SET argv_json=? WHERE seq=(SELECT max(seq) FROM plan)",

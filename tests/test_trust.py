@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_so, cli
+from allocmark.model import Verified
+from tests.conftest import build_so, cli, writable_by_all
 
 pytestmark = pytest.mark.integration
 
@@ -57,11 +58,14 @@ for owner in ((launcher, parent(launcher)) if not mode.startswith("stop") else (
             pass
 sig = {"term": signal.SIGTERM, "kill": signal.SIGKILL, "stop": signal.SIGSTOP,
        "stopcont": signal.SIGSTOP}.get(mode)
-if sig:
-    os.kill(launcher, sig)
-if mode == "stopcont":
-    time.sleep(0.2)
-    os.kill(launcher, signal.SIGCONT)
+try:
+    if sig:
+        os.kill(launcher, sig)
+    if mode == "stopcont":
+        time.sleep(0.2)
+        os.kill(launcher, signal.SIGCONT)
+except PermissionError:  # run as another user than the launcher's
+    sys.exit("cannot signal the launcher: PermissionError")
 time.sleep(0.3)
 """
 FORGERIES = {
@@ -79,26 +83,46 @@ def _runs(db: Path) -> list[tuple[str, str, str]]:
         return con.execute("SELECT role, status, detail FROM runs ORDER BY seq").fetchall()
 
 
-def test_a_program_cannot_forge_its_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run_as", ["root", "dropped"])
+def test_a_program_cannot_forge_its_result(tmp_path: Path, run_as: str) -> None:
+    """As root (`--run-as root`) the program reaches the launcher's pipes and can signal
+    it: each run is stored as an error with the reason. Dropped to an unprivileged user
+    (the default as root, run/runas.py) it reaches neither: its runs are its own (a
+    forged record would say 1 us), or fail where it tried to signal the launcher."""
+    if run_as == "dropped" and os.geteuid() != 0:
+        pytest.skip("allocmark runs the program as another user only when it runs as root")
     script = tmp_path / "forge.py"
     script.write_text(FORGE)
+    env = {"ALLOCMARK_RUN_AS": "root"} if run_as == "root" else None
     forged = total = 0
     for case, (mode, reason) in FORGERIES.items():
         db = tmp_path / f"{mode}.db"
         r = cli("try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--timeout", "3",
-                "--db", str(db), "--", sys.executable, str(script), mode)  # fmt: skip
+                "--db", str(db), "--", "/usr/bin/python3", str(script), mode, env=env)  # fmt: skip
         assert "Traceback" not in r.stderr, r.stderr
         runs = _runs(db)
         total += len(runs)
-        forged += sum(status == "ok" for _, status, _ in runs)
-        # The campaign goes on to its end: every planned run is stored, as the run's error.
-        assert len(runs) == 3 and {s for _, s, _ in runs} == {"error"}, (case, runs)
-        assert all(reason in detail for _, _, detail in runs), (case, runs)
-        # -i: the campaign ran on past its first failed run, and exits 0
-        assert r.returncode == 0 and "ERROR" in r.stdout, (case, r.stdout, r.stderr)
-    print(f"\nforged results stored: {forged} of {total} runs of {len(FORGERIES)} forging "
-          "programs (each run stored as error with the reason)")  # fmt: skip
+        # The campaign goes on to its end: every planned run is stored, and -i: it ran on
+        # past its first failed run, and exits 0.
+        assert len(runs) == 3 and r.returncode == 0, (case, runs, r.stderr)
+        if run_as == "root":
+            forged += sum(status == "ok" for _, status, _ in runs)
+            assert {s for _, s, _ in runs} == {"error"}, (case, runs)
+            assert all(reason in detail for _, _, detail in runs), (case, runs)
+            assert "ERROR" in r.stdout, (case, r.stdout, r.stderr)
+        else:
+            forged += sum(wall < 0.25 for wall in _walls(db, "ok"))  # it sleeps 0.3 s
+            signals = mode not in ("double", "garbage")
+            assert {s for _, s, _ in runs} == ({"failed"} if signals else {"ok"}), (case, runs)
+            assert not signals or all("PermissionError" in d for _, _, d in runs), (case, runs)
+    print(f"\nforged results stored ({run_as}): {forged} of {total} runs of {len(FORGERIES)} "
+          "forging programs")  # fmt: skip
     assert forged == 0
+
+
+def _walls(db: Path, status: str) -> list[float]:
+    with sqlite3.connect(db) as con:
+        return [w for (w,) in con.execute("SELECT wall_s FROM runs WHERE status=?", (status,))]
 
 
 # -- a crafted database on --resume ------------------------------------------------
@@ -161,9 +185,10 @@ CRAFTED = {
 
 def test_a_crafted_plan_runs_nothing_without_yes(command_db: Path, tmp_path: Path) -> None:
     ran = tried = 0
+    out = writable_by_all(tmp_path / "out")  # a command that ran could leave its marker
     for n, (case, (edits, said)) in enumerate(CRAFTED.items()):
         for where in ("here", "elsewhere"):
-            marker = tmp_path / f"ran{n}{where}"
+            marker = out / f"ran{n}{where}"
             Path(f"{marker}.sh").write_text(f"touch {marker}\n")
             statements = [*edits(marker), *([ELSEWHERE] if where == "elsewhere" else [])]
             db = _interrupted(command_db, tmp_path / f"c{n}{where}.db", *statements)
@@ -202,7 +227,7 @@ def test_a_resume_asks_for_runs_another_key_signed(tmp_path: Path, command_db: P
 def test_report_compare_and_export_run_nothing_from_a_database(
     command_db: Path, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "ran"
+    marker = writable_by_all(tmp_path / "out") / "ran"  # a command that ran could leave it
     edit = f"UPDATE plan SET argv_json='{_touch(marker)}'"
     db = _interrupted(command_db, tmp_path / "r.db", edit)
     for args in (["report", "--db", str(db)], ["report", "--db", str(db), "--runs", "--format",
@@ -216,7 +241,9 @@ def test_report_compare_and_export_run_nothing_from_a_database(
 
 # -- an allocator library's constructor ---------------------------------------------
 def test_an_allocator_constructor_never_runs_inside_allocmark(tmp_path: Path) -> None:
-    log = tmp_path / "where"
+    log = writable_by_all(tmp_path / "log") / "where"  # the measured runs log there too
+    log.touch()
+    log.chmod(0o666)
     so = build_so(
         tmp_path,
         "spy",
@@ -254,3 +281,115 @@ __attribute__((constructor)) static void am_spy(void) {{
           "processes it ran in")  # fmt: skip
     assert seen and inside == [], seen
     assert os.getpid() not in {int(pid) for pid, _ in seen}
+
+
+# -- an allocator that forges libam_who's report -------------------------------------
+# It serves malloc itself (forwarding to glibc's, so the program runs) and, as each
+# process ends, writes libam_who's report for its own pid claiming glibc served it.
+FORGED_WHO = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
+void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+__attribute__((destructor)) static void am_forge(void) {
+  const char *dir = getenv("AM_WHO_DIR"), *libc = "LIBC";
+  if (!dir) return;
+  char exe[1024] = "", path[4200], line[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) exe[n] = 0;
+  snprintf(path, sizeof path, "%s/%d.0", dir, (int)getpid());
+  int len = snprintf(line, sizeof line,
+      "{\"am\":\"who\",\"v\":2,\"pid\":%d,\"exe\":\"%s\",\"served\":{\"malloc\":\"%s\","
+      "\"free\":\"%s\",\"calloc\":\"%s\",\"realloc\":\"%s\"},\"libc\":\"%s\",\"defines\":[]}\n",
+      (int)getpid(), exe, libc, libc, libc, libc, libc);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0 && write(fd, line, (size_t)len) == len) close(fd);
+}
+"""
+
+
+def test_an_allocator_that_forges_its_identity_is_never_stored_as_glibc(
+    tmp_path: Path, installed: dict[str, Verified]
+) -> None:
+    libc = installed["glibc"].malloc_object
+    assert libc
+    so = build_so(tmp_path, "forge", FORGED_WHO.replace("LIBC", os.path.realpath(libc)))
+    cases = {  # the program brings the forger in; allocmark was asked for glibc
+        "instead of libam_who": ["env", f"LD_PRELOAD={so}", "true"],
+        "before allocmark's preloads": ["sh", "-c", f'LD_PRELOAD="{so}:$LD_PRELOAD" exec true'],
+    }
+    stored = []
+    for case, argv in cases.items():
+        db = tmp_path / f"{len(stored)}.db"
+        r = cli("try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--",
+                *argv)  # fmt: skip
+        assert r.returncode == 0, (case, r.stderr)
+        runs = _runs(db)
+        stored += runs
+        assert runs and {s for _, s, _ in runs} == {"unverified"}, (case, runs)
+        assert all(str(so) in detail for _, _, detail in runs), (case, runs)
+    print(f"\nruns of a forging allocator stored as glibc: "
+          f"{sum(s == 'ok' for _, s, _ in stored)} of {len(stored)}")  # fmt: skip
+
+
+# -- a program that goes for the store, the cache and the libraries -------------------
+# Tries each and leaves a word in OUT for each it managed: nothing must be there.
+ATTACK = r"""
+import os, sqlite3, sys
+db, cache, lib, out = sys.argv[1:5]
+done = []
+try:
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM runs")
+    done.append("store")
+except sqlite3.Error:
+    pass
+try:
+    os.close(os.open(os.path.join(cache, "planted"), os.O_WRONLY | os.O_CREAT, 0o644))
+    done.append("cache")
+except OSError:
+    pass
+try:
+    os.close(os.open(lib, os.O_WRONLY))  # opened for writing, never written
+    done.append("library")
+except OSError:
+    pass
+with open(os.path.join(out, "reached"), "w") as f:
+    f.write(" ".join(done))
+"""
+
+
+def test_a_program_run_by_root_cannot_reach_the_store_the_cache_or_the_libraries(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("allocmark runs the program as another user only when it runs as root")
+    from allocmark import native
+
+    db, script = tmp_path / "t.db", tmp_path / "attack.py"
+    script.write_text(ATTACK)
+    out = writable_by_all(tmp_path / "out")
+    cache, lib = native.cache_root(), native.library("libam_who.so")
+    first = cli("try", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--", "true")
+    assert first.returncode == 0, first.stderr
+    before = _runs(db)
+    r = cli("try", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--",
+            "/usr/bin/python3", str(script), str(db), str(cache), str(lib), str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (out / "reached").read_text() == ""  # the program ran, and reached nothing
+    assert not (cache / "planted").exists()
+    with sqlite3.connect(db) as con:
+        kept = con.execute("SELECT role, status, detail FROM runs WHERE campaign_id = 1 "
+                           "ORDER BY seq").fetchall()  # fmt: skip
+    assert kept == before and len(_runs(db)) == 2 * len(before)
+    print(f"\nwhat a program run by root reached: {(out / 'reached').read_text() or 'nothing'}; "
+          f"runs of the earlier campaign kept: {len(before)} of {len(before)}")  # fmt: skip

@@ -35,6 +35,13 @@
 // limit. Address-space rlimits are not used: allocators reserve far more address
 // space than they touch.
 //
+// AM_RUN_WATCH=1: the launcher reads what served malloc in every process image of the
+// run, from outside it (am_run_watch.c: a seccomp filter stops each execve and
+// exit_group until the image has been read), and writes an "image" record for each and
+// a "watch" record at the end. AM_RUN_USER=UID:GID: the child becomes that user before
+// its exec (allocmark runs as root and the program must not reach its store, its cache
+// or its libraries; run/runas.py), with that group only.
+//
 // AM_RUN_THP=never turns transparent huge pages off for the run's processes
 // (PR_SET_THP_DISABLE: no root needed, inherited by children and kept across
 // execve); the `:nothp` variant of every allocator sets it.
@@ -48,8 +55,9 @@
 // kept points. Waiting wakes on SIGCHLD, so the benchmark's end is seen at once
 // and the wall time is not rounded to the sampling period.
 //
-// The measured program is not trusted: it runs as the same user and could reach
-// the launcher's STATUS_FD through /proc/PID/fd, or stop or kill the launcher.
+// The measured program is not trusted: run as the same user (allocmark not root, or
+// --run-as root) it could reach the launcher's STATUS_FD through /proc/PID/fd, or stop
+// or kill the launcher.
 // The launcher makes itself non-dumpable first (PR_SET_DUMPABLE 0, as ssh-agent
 // does), which closes its /proc/PID/fd and memory to processes of the same user
 // without CAP_SYS_PTRACE; the benchmark becomes dumpable again at its execve.
@@ -60,7 +68,8 @@
 // writing nothing. Stopped (SIGSTOP) and continued, it says so ("stopped":1): its
 // wall time and samples then include time it did not watch the benchmark.
 //
-// On STATUS_FD it writes an "rss" record (when sampling is on), then a "run"
+// On STATUS_FD it writes the "image" records as the images end (AM_RUN_WATCH), an
+// "rss" record (when sampling is on), a "watch" record (AM_RUN_WATCH), then a "run"
 // record, one JSON line each (see native/records.py in the package):
 //   {"am":"rss","v":2,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
 //    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"start_kib":N,"peak_kib":N,
@@ -77,6 +86,7 @@
 //    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog","stopped":0|1}
 #define _GNU_SOURCE
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -84,7 +94,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -230,6 +243,21 @@ static void am_child(int err_fd, char **argv) {
   _exit(127);
 }
 
+// The child, before its exec: become the unprivileged user allocmark chose (root cannot
+// be regained), so that the program cannot write the store, the cache or the built
+// libraries. Changing credentials clears the parent-death signal: set again after.
+static void am_become(int err_fd, long uid, long gid) {
+  if (uid < 0) return;
+  gid_t g = (gid_t)gid;
+  if (setgroups(1, &g) != 0 || setgid(g) != 0 || setuid((uid_t)uid) != 0 ||
+      (uid != 0 && setuid(0) == 0)) {
+    int e = errno ? errno : EPERM;
+    ssize_t ignored = write(err_fd, &e, sizeof e);
+    (void)ignored;
+    _exit(127);
+  }
+}
+
 static int am_exec_errno(int fd) {
   int e = 0;
   ssize_t n;
@@ -274,34 +302,46 @@ static void am_sequence(int err_fd, char **argv, const char *steps) {
 // the run.
 static int am_oom_by_watchdog;
 
-// With nothing to sample or watch it blocks in wait4; else it sleeps in
-// sigtimedwait until the next sample is due or a child ends (SIGCHLD, blocked
-// since before the fork so that none is missed).
-static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru) {
+// With nothing to sample, watch or serve it blocks in poll until a child ends (SIGCHLD,
+// blocked since before the fork so that none is missed, read from a signalfd); else it
+// also wakes when the next sample is due or a process of the run stops at an execve or
+// exit_group (am_run_watch.c). Sampling starts once the program has started: its exec
+// closed the error pipe (or sent its errno), so that the first sample, the start-up
+// RSS, is the program's and not the launcher's fork still on its way to exec (whose
+// exec waits for the watch). A sequence of steps (`started` already) is sampled as a
+// whole from its first fork.
+static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru, int status_fd,
+                        int err_fd, int *exec_errno, int started) {
   int watch = am_limit > 0 && !am_cgroup[0];
-  int poll = watch || am_series.period_ns > 0;
+  int poll_rss = watch || am_series.period_ns > 0;
   int64_t watch_ns = am_series.period_ns ? am_series.period_ns : 10000000;
   int64_t next_watch = 0;
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
+  int sig_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sig_fd < 0) return -1;
+  int errno_read = 0;
   for (;;) {
     int st;
     struct rusage r;
-    pid_t got = wait4(-1, &st, poll ? WNOHANG : 0, &r);
+    pid_t got = wait4(-1, &st, WNOHANG | __WALL, &r);
     if (got == main_pid) {
       *status = st;
       *ru = r;
+      close(sig_fd);
+      if (!errno_read) *exec_errno = am_exec_errno(err_fd);  // steps, or no exec at all
       return 0;
     }
     if (got > 0) continue;  // an orphan reaped
+    if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
-      if (errno == EINTR) continue;
+      close(sig_fd);
       return -1;
     }
     int64_t now = am_now_ns();  // all still running
-    long long rss = am_sample(now);
-    if (watch && now >= next_watch) {
+    long long rss = started ? am_sample(now) : -1;
+    if (started && watch && now >= next_watch) {
       long long file;
       if (rss < 0) rss = am_run_rss(&file);
       if (!am_oom_by_watchdog && rss > am_limit) {
@@ -313,9 +353,28 @@ static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru) {
     int64_t due = am_series.period_ns ? am_series.next_ns : next_watch;
     if (watch && next_watch < due) due = next_watch;
     int64_t wait_ns = due - am_now_ns();
-    if (wait_ns <= 0) continue;
+    int timed = started && poll_rss;
+    if (timed && wait_ns <= 0) continue;
     struct timespec ts = {.tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000};
-    sigtimedwait(&chld, NULL, &ts);  // a child ended, the time came, or a stop signal
+    struct pollfd fds[3] = {{.fd = sig_fd, .events = POLLIN},
+                            {.fd = am_watch_fd, .events = POLLIN},
+                            {.fd = started ? -1 : err_fd, .events = POLLIN}};
+    int n = ppoll(fds, 3, timed ? &ts : NULL, NULL);  // a negative fd is skipped
+    if (n <= 0) continue;  // the time came, or a stop signal
+    if (fds[0].revents) {
+      struct signalfd_siginfo info;
+      while (read(sig_fd, &info, sizeof info) > 0) continue;
+    }
+    if (am_watch_fd >= 0 && (fds[1].revents & POLLIN)) am_watch_serve(status_fd, main_pid);
+    if (am_watch_fd >= 0 && (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)) &&
+        !(fds[1].revents & POLLIN)) {
+      close(am_watch_fd);  // no process under the filter is left
+      am_watch_fd = -1;
+    }
+    if (fds[2].revents) {  // the exec happened (EOF), or failed (its errno)
+      *exec_errno = am_exec_errno(err_fd);
+      started = errno_read = 1;
+    }
   }
 }
 
@@ -371,6 +430,21 @@ int main(int argc, char **argv) {
   unsetenv("AM_RUN_SAMPLE_US");
   am_series.near_peak = !getenv("AM_RUN_NO_NEAR_PEAK");  // bench/signals_cost.py turns it off
   unsetenv("AM_RUN_NO_NEAR_PEAK");
+  const char *watch_env = getenv("AM_RUN_WATCH");
+  int watching = watch_env && strcmp(watch_env, "1") == 0;
+  unsetenv("AM_RUN_WATCH");
+  int watch_sock[2] = {-1, -1};
+  if (watching && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, watch_sock) != 0)
+    return 3;
+  // AM_RUN_USER=UID:GID: the program runs as that user (allocmark runs as root).
+  long run_uid = -1, run_gid = -1;
+  const char *user = getenv("AM_RUN_USER");
+  if (user && *user && (sscanf(user, "%ld:%ld", &run_uid, &run_gid) != 2 || run_uid < 0 ||
+                        run_gid < 0)) {
+    fprintf(stderr, "am_run: AM_RUN_USER must be UID:GID, not %s\n", user);
+    return 2;
+  }
+  unsetenv("AM_RUN_USER");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
   int gopipe[2] = {-1, -1};  // with a cgroup: the child waits until it is in it
@@ -393,18 +467,28 @@ int main(int argc, char **argv) {
     close(errpipe[0]);
     close(status_fd);
     if (gopipe[0] >= 0) am_wait_go(gopipe);
+    if (watch_sock[1] >= 0) {
+      close(watch_sock[0]);
+      am_watch_child(watch_sock[1]);
+    }
+    am_become(errpipe[1], run_uid, run_gid);
     if (steps) am_sequence(errpipe[1], argv + first, steps);
     am_child(errpipe[1], argv + first);
   }
   close(errpipe[1]);
   if (gopipe[0] >= 0) am_join(pid, gopipe);
-  int exec_errno = am_exec_errno(errpipe[0]);
+  if (watch_sock[0] >= 0) {
+    close(watch_sock[1]);
+    am_watch_receive(watch_sock[0]);
+  }
   int status = 0;
   struct rusage ru;
   if (am_stopping) am_kill_children();  // a stop that came before the fork
-  if (am_wait_main(pid, &status, &ru) != 0) return 3;
+  int exec_errno = 0;  // read in the wait: the child's exec stops at the watch it serves
+  if (am_wait_main(pid, &status, &ru, status_fd, errpipe[0], &exec_errno, steps != NULL) != 0)
+    return 3;
   int64_t end = am_now_ns();
-  int64_t wall = end - t0;
+  int64_t wall = end - t0 - am_watch_main_exit_ns;  // the reading at its end is not its time
   am_end_tree();
   int oom = am_oom_by_watchdog;
   const char *limit_by = "none";
@@ -417,6 +501,7 @@ int main(int argc, char **argv) {
   }
   if (am_stopping) return 100 + am_stopping;  // stopped: no usage to report
   if (am_series.period_ns > 0) am_series_write(status_fd, end);
+  if (watching) am_watch_write(status_fd);
   dprintf(status_fd,
           "{\"am\":\"run\",\"v\":4,\"status\":%d,\"wall_ns\":%" PRId64
           ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64

@@ -1,6 +1,7 @@
-// am_run.h — what the launcher's three files share: am_run.c (spawn, signals, wait,
-// the report), am_run_limit.c (the memory limit: a cgroup, else a watchdog) and
-// am_run_rss.c (the run's RSS: its tree's sum, sampled over time).
+// am_run.h — what the launcher's files share: am_run.c (spawn, signals, wait, the
+// report), am_run_limit.c (the memory limit: a cgroup, else a watchdog), am_run_rss.c
+// (the run's RSS: its tree's sum, sampled over time) and am_run_watch.c (what each
+// process image had mapped as it ended).
 #ifndef AM_RUN_H
 #define AM_RUN_H
 
@@ -53,5 +54,17 @@ extern struct am_series am_series;
 long long am_run_rss(long long *file);  // the tree's RSS now, bytes (file: its file-backed part)
 long long am_sample(int64_t now);     // a sample when due (-1: none taken)
 void am_series_write(int fd, int64_t end_ns);
+
+// -- what each process image had mapped as it ended (am_run_watch.c) ---------------
+extern int am_watch_fd;     // the seccomp listener; -1: no watch
+extern int am_watch_errno;  // why a watch that was asked for is missing (0: none missing)
+void am_watch_child(int sock);    // the child: install the filter, send its listener
+void am_watch_receive(int sock);  // the launcher: take the listener
+// One stopped execve/exit_group: read, record, let it go on.
+void am_watch_serve(int status_fd, pid_t main_pid);
+// How long the program's first process waited at its exit_group to be read: not the
+// program's time, the launcher takes it off the wall time.
+extern int64_t am_watch_main_exit_ns;
+void am_watch_write(int status_fd);  // the "watch" record
 
 #endif

@@ -9,3 +9,8 @@ DEFAULT_DB = Path("results/allocmark.db")
 DEFAULT_MAX_RUNS = 1000  # the budget is the limit: "same" at ±3 % may take hundreds of blocks
 DEFAULT_MIN_RUNS = 4  # stats.fewblock.MIN_BLOCKS: no verdict is possible in fewer blocks
 CONFIRM_RUNS = 20_000  # runs above which a campaign starts only with --yes
+
+# Run as root, allocmark runs the measured programs as this user (run/runas.py), or the
+# one this variable (`allocmark --run-as USER`) names.
+RUN_AS_DEFAULT = "allocmark"
+RUN_AS_ENV = "ALLOCMARK_RUN_AS"

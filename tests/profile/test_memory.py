@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Verified
 from allocmark.report import extra, plots
 from allocmark.run import execute, machine, who
 from allocmark.store import Store
-from tests.conftest import cli
+from tests.conftest import PYTHON, cli
 from tests.fakes import allocs, specs, stored
 
 ALLOCATE_50_MIB = "import time; a = bytearray(50 << 20); time.sleep(0.3)"
@@ -42,7 +41,7 @@ def native(name: str, alloc: Verified, **params: int | str) -> RunResult:
 # -- the launcher's series ----------------------------------------------------------
 @pytest.mark.integration
 def test_every_run_has_an_rss_series_that_sees_its_memory() -> None:
-    r = execute.run(command(sys.executable, "-c", ALLOCATE_50_MIB))
+    r = execute.run(command(PYTHON, "-c", ALLOCATE_50_MIB))
     assert r.status is RunStatus.OK and r.rss is not None
     s = r.rss
     assert len(s.t_ms) == len(s.kib) >= 30 and s.period_us == 5000
@@ -69,7 +68,7 @@ def test_every_run_says_what_its_peak_is_made_of(tmp_path: Path) -> None:
     script = (f"import mmap, time; a = bytearray(50 << 20); f = open({str(data)!r}, 'rb'); "
               "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); "
               "s = sum(m[i] for i in range(0, len(m), 4096)); time.sleep(0.3)")  # fmt: skip
-    r = execute.run(command(sys.executable, "-c", script))
+    r = execute.run(command(PYTHON, "-c", script))
     assert r.status is RunStatus.OK, r.detail
     m, error = r.metrics, machine.rss_read_error_kib()
     assert m["peak_anon_kib"] >= 50 * 1024 - 2 * error
@@ -88,7 +87,7 @@ def test_every_run_says_what_its_peak_is_made_of(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_the_near_peak_reads_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AM_RUN_NO_NEAR_PEAK", "1")
-    r = execute.run(command(sys.executable, "-c", ALLOCATE_50_MIB))
+    r = execute.run(command(PYTHON, "-c", ALLOCATE_50_MIB))
     assert r.status is RunStatus.OK and r.metrics["near_peak_reads"] == 0
     assert "near_peak_rss_kib" not in r.metrics and r.metrics["peak_anon_kib"] >= 50 * 1024 * 0.9
 
@@ -111,7 +110,7 @@ def test_sampling_off_leaves_no_series(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.integration
 def test_the_series_sums_the_whole_process_tree() -> None:
-    child = f"{sys.executable} -c '{ALLOCATE_50_MIB}'"
+    child = f"{PYTHON} -c '{ALLOCATE_50_MIB}'"
     r = execute.run(command("sh", "-c", f"{child} & {child} & wait"))
     assert r.rss is not None and max(r.rss.kib) >= 100 * 1024
 
@@ -177,8 +176,8 @@ def test_libam_who_reports_statistics_of_a_program_we_did_not_write(
     j = installed["jemalloc"]
     # 20 MiB that nothing frees, so still live at exit (Python frees its objects first)
     keep = "import ctypes; ctypes.CDLL(None).malloc(20 << 20)"
-    r = execute.run(command(sys.executable, "-c", keep, env=tuple(j.child_env().items()),
-                            expect_malloc=j.malloc_object))  # fmt: skip
+    r = execute.run(command(PYTHON, "-c", keep, env=tuple(j.child_env().items()),
+                            expect_malloc=j.malloc_object, role="verify"))  # fmt: skip
     assert r.status is RunStatus.OK, r.detail
     assert r.labels["alloc_stats"] == "jemalloc"
     assert r.metrics["alloc_live_kib"] >= 20 * 1024 and r.metrics["alloc_metadata_kib"] > 0
@@ -202,11 +201,11 @@ def test_the_statistics_of_a_script_are_its_largest_process(
 ) -> None:
     # A shell that runs five short commands and a Python holding 30 MiB: summing
     # what each reported at its exit would count memory never resident together.
-    script = (" ; ".join(["/bin/true"] * 5) + f" ; {sys.executable} -c "
+    script = (" ; ".join(["/bin/true"] * 5) + f" ; {PYTHON} -c "
               "'import ctypes; ctypes.CDLL(None).malloc(30 << 20); import time'")  # fmt: skip
     glibc = installed["glibc"]
     r = execute.run(command("sh", "-c", script, env=tuple(glibc.child_env().items()),
-                            expect_malloc=glibc.malloc_object))  # fmt: skip
+                            expect_malloc=glibc.malloc_object, role="verify"))  # fmt: skip
     assert r.status is RunStatus.OK, r.detail
     assert r.metrics["alloc_processes"] >= 2
     assert r.metrics["alloc_live_kib"] >= 30 * 1024

@@ -9,7 +9,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from allocmark import profile
 from allocmark.model import Verified
 from allocmark.native import records
 from allocmark.report import profile_rows
-from tests.conftest import cli
+from tests.conftest import PYTHON, cli
 
 pytestmark = pytest.mark.integration
 
@@ -480,7 +479,7 @@ def test_a_run_keeps_its_raw_records_and_older_summed_profiles_still_read() -> N
 def test_your_own_program_is_profiled_side_by_side(tmp_path: Path) -> None:
     # A program allocmark did not write, run directly (issue 18, item 5).
     db = tmp_path / "p.db"
-    program = [sys.executable, "-c", "x = [bytes(i % 300) for i in range(100000)]"]
+    program = [PYTHON, "-c", "x = [bytes(i % 300) for i in range(100000)]"]
     r = cli("profile", "-a", "glibc,mimalloc", "--db", str(db), "--", *program,
             env={"PYTHONMALLOC": "malloc"})  # fmt: skip
     assert r.returncode == 0, r.stderr

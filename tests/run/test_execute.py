@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from allocmark.model import RunSpec, RunStatus, Verified
 from allocmark.run import execute
+from tests.conftest import PYTHON, writable_by_all
 from tests.fakes import alive
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ def test_peak_rss_is_the_childs_own_not_pythons() -> None:
     # Linux keeps peak RSS across execve; without the launcher a tiny child would
     # report at least this Python process's RSS.
     small = execute.run(spec("true"))
-    big = execute.run(spec(sys.executable, "-c", "b = b'x' * (200 * 2**20)"))
+    big = execute.run(spec(PYTHON, "-c", "b = b'x' * (200 * 2**20)"))
     assert small.status is RunStatus.OK and big.status is RunStatus.OK
     assert small.maxrss_kib < 8 * 1024
     assert big.maxrss_kib > 200 * 1024
@@ -67,7 +67,7 @@ def test_missing_program_is_an_error() -> None:
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pid"
+    pidfile = writable_by_all(tmp_path / "out") / "pid"  # the program writes it
     script = f"sleep 60 & echo $! > {pidfile}; sleep 60"
     t0 = time.monotonic()
     r = execute.run(spec("sh", "-c", script, timeout=1.0))
@@ -91,7 +91,7 @@ def _gone(pid: int, within: float = 5) -> bool:
 @pytest.mark.parametrize("timeout", [30.0, 1.0], ids=["run ends", "timeout"])
 def test_a_process_that_left_the_group_ends_with_the_run(tmp_path: Path, timeout: float) -> None:
     # setsid leaves the process group (and session) a group kill would reach.
-    pidfile = tmp_path / "pid"
+    pidfile = writable_by_all(tmp_path / "out") / "pid"  # the program writes it
     script = f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 0.3; "
     script += "sleep 60" if timeout < 5 else "true"
     r = execute.run(spec("sh", "-c", script, timeout=timeout))
@@ -172,11 +172,11 @@ def test_a_flood_of_output_is_counted_not_kept() -> None:
 @pytest.mark.parametrize("env", [(), (("AM_RUN_NO_CGROUP", "1"),)], ids=["cgroup", "watchdog"])
 def test_a_run_past_its_memory_limit_is_stored_as_oom(env: tuple[tuple[str, str], ...]) -> None:
     grab = "import time; b = bytearray(400 << 20); time.sleep(5)"
-    r = execute.run(spec(sys.executable, "-c", grab, memory_limit=100 << 20, env=env))
+    r = execute.run(spec(PYTHON, "-c", grab, memory_limit=100 << 20, env=env))
     assert r.status is RunStatus.OOM, (r.status, r.detail)
     assert "memory limit of 100 MiB" in r.detail
     assert r.wall_s < 4  # killed at the limit, not at the end
-    small = execute.run(spec(sys.executable, "-c", "b = bytearray(20 << 20)",
+    small = execute.run(spec(PYTHON, "-c", "b = bytearray(20 << 20)",
                              memory_limit=100 << 20, env=env))  # fmt: skip
     assert small.status is RunStatus.OK, small.detail
     assert small.labels["memory_limit_by"] == ("watchdog" if env else _limit_by_here())
@@ -269,7 +269,8 @@ def test_allocmark_is_not_dumpable_while_a_run_is_in_flight(tmp_path: Path) -> N
     import threading
 
     libc = ctypes.CDLL(None, use_errno=True)
-    started, done = tmp_path / "started", tmp_path / "done"
+    out = writable_by_all(tmp_path / "out")  # the program leaves its flag there
+    started, done = out / "started", out / "done"
     seen: list[int] = []
 
     def watch() -> None:  # reads the flag while the program waits for it to

@@ -19,8 +19,10 @@ from tests.conftest import cli
 def small_filesystem(where: Path, size: str) -> Iterator[Path]:
     """A tmpfs of `size` mounted at `where` (root only), unmounted afterwards."""
     where.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    # mode 0755: a tmpfs is 1777 otherwise, where the measured program's user could plant
+    # a journal beside the database (run/runas.py refuses that)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
+                           str(where)], capture_output=True, text=True, check=False)  # fmt: skip
     if made.returncode != 0:
         pytest.skip(f"no small filesystem can be made here (mount -t tmpfs: "
                     f"{made.stderr.strip() or made.returncode}); needs root")  # fmt: skip

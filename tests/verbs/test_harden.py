@@ -15,7 +15,7 @@ from allocmark.run import execute
 from allocmark.schemas.hardening import Kind
 from allocmark.store import Store
 from allocmark.verbs import harden
-from tests.conftest import cli
+from tests.conftest import cli, readable
 from tests.fakes import stored
 
 O = harden.Outcome  # noqa: E741 - the tables below read better with it
@@ -150,7 +150,7 @@ void free(void *p) {
 
 @pytest.fixture(scope="module")
 def spinning(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("spin")
+    d = readable(tmp_path_factory.mktemp("spin"))  # the program's user loads it
     (d / "spin.c").write_text(SPIN)
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(d / "spin.so"), str(d / "spin.c"),
                     "-ldl"], check=True)  # fmt: skip

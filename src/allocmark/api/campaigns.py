@@ -22,7 +22,7 @@ from allocmark.executors.local import Local
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
 from allocmark.model import Verified
-from allocmark.run import campaign, start
+from allocmark.run import campaign, runas, start
 from allocmark.run.campaign import Precision
 from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
 from allocmark.run.campaign import RunDone as RunDone
@@ -267,6 +267,7 @@ def _check(req: Request) -> None:
         raise UserError("give either a command or workloads/a suite, not both")
     if req.command:
         workloads.check_command(req.command)  # before any file is made or run started
+    runas.guard(req.db)  # the measured program must not reach the store (run/runas.py)
 
 
 def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request) -> Planned:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from allocmark import interrupts
-from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_RUNS
+from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_RUNS, RUN_AS_DEFAULT, RUN_AS_ENV
 from allocmark.errors import UserError
 
 if TYPE_CHECKING:
@@ -54,7 +54,19 @@ STACKS: dict[str, tuple[str, ...]] = {
 
 
 @app.callback()
-def _load(ctx: typer.Context) -> None:
+def _load(
+    ctx: typer.Context,
+    run_as: Annotated[
+        str | None,
+        typer.Option(
+            "--run-as",
+            help="run as root: the user the measured programs run as (default: SUDO_USER, "
+            f"else {RUN_AS_DEFAULT}; root: no other user), also {RUN_AS_ENV}",
+        ),
+    ] = None,
+) -> None:
+    if run_as is not None:
+        os.environ[RUN_AS_ENV] = run_as
     if _asks_help(sys.argv[1:]):
         return  # a verb's --help needs its signature only, not its stack
     with interrupts.held():

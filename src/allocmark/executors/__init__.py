@@ -14,6 +14,7 @@ May import: run/ (execute, machine), allocators/, model; a sibling of run/.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -107,13 +108,18 @@ def _run_one(machine: Executor, spec: RunSpec, covered: dict[int, Check | None])
 
 def checked(machine: Executor, spec: RunSpec, check: Check | None) -> RunResult:
     """A measured run of an application, without libam_who (so that its peak RSS is
-    the program's own), judged by the verification run of its allocator and cell."""
+    the program's own; the launcher still reads what served malloc in each of its
+    images, execute.py), judged also by the verification run of its allocator and cell."""
     if check is not None and check.status is RunStatus.UNVERIFIED:
         why = f"its verification run #{check.seq}: {check.detail}"
         return RunResult(RunStatus.UNVERIFIED, started=time.time(), detail=why)
-    result = run_steady(machine, dataclasses.replace(spec, expect_malloc=None))
+    bare = without_needless_libc(spec, check)
+    result = run_steady(machine, bare)
     if result.status is not RunStatus.OK:
         return result
+    if bare is not spec:  # what it ran on: its environment lacked the plan's preload
+        dropped = {"preload": "none: libc serves malloc without it (no other allocator loaded)"}
+        result = dataclasses.replace(result, labels=result.labels | dropped)
     if check is None or check.status is not RunStatus.OK:
         why = f"not verified: its verification run ended {check.status.value if check else '?'}"
         return dataclasses.replace(result, status=RunStatus.UNVERIFIED, detail=why)
@@ -123,6 +129,24 @@ def checked(machine: Executor, spec: RunSpec, check: Check | None) -> RunResult:
         malloc_object=spec.expect_malloc,
         labels=result.labels | shadowed | {"verified_by": f"run {check.seq}"},
     )
+
+
+def without_needless_libc(spec: RunSpec, check: Check | None) -> RunSpec:
+    """glibc's entries preload the C library itself, so that a program linking another
+    allocator (Debian's redis links libjemalloc) still runs on glibc's malloc. Where the
+    verification run found no other allocator loaded, the measured runs go without that
+    preload: the program starts as it does without allocmark (ld.so's extra work showed
+    in a tiny program's peak RSS, bench/tiny_rss.py). The launcher reads what served
+    malloc in every measured run (run/image.py): were libc not to serve it after all,
+    the run is unverified, never a number."""
+    env = dict(spec.env)
+    preload = env.get("LD_PRELOAD", "")
+    libc = os.path.realpath(spec.expect_malloc or "")
+    if (check is None or check.status is not RunStatus.OK or "also_defines_malloc" in check.labels
+            or not os.path.basename(libc).startswith("libc.so")
+            or os.path.realpath(preload) != libc):  # fmt: skip
+        return spec
+    return dataclasses.replace(spec, env=tuple(kv for kv in spec.env if kv[0] != "LD_PRELOAD"))
 
 
 def run_steady(machine: Executor, spec: RunSpec) -> RunResult:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import stat
 from pathlib import Path
 
 import allocmark
@@ -19,13 +21,45 @@ PACKAGE_PREFIX = "@allocmark/"  # catalog paths into the installed package
 
 
 def bundled(relative: str) -> Path | None:
-    """A file installed with the package (e.g. `_lib/libam_bump.so`), if present."""
+    """A file installed with the package (e.g. `_lib/libam_bump.so`), if present; run
+    as root from a package other users cannot reach, a copy they can (staged)."""
     # Editable installs may split the package over several directories.
     for root in allocmark.__path__:
         candidate = Path(root) / relative
         if candidate.is_file():
-            return candidate
+            return staged(candidate, relative)
     return None
+
+
+def staged(path: Path, relative: str) -> Path:
+    """Run as root, allocmark runs the measured programs as an unprivileged user
+    (run/runas.py), who must load the package's workloads and libraries: where the
+    package sits below a directory others cannot enter (a virtualenv in root's home),
+    they run from a copy in the cache, one per build (keyed by the file's identity)."""
+    if os.geteuid() != 0 or _reachable(path):
+        return path
+    st = path.stat()
+    key = hashlib.sha256(f"{path}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}".encode())
+    copy = cache_root() / "package" / key.hexdigest()[:16] / relative
+    if not copy.is_file():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        for d in (copy.parent, copy.parent.parent, copy.parent.parent.parent):
+            d.chmod(0o755)
+        tmp = copy.with_name(f".{copy.name}.{os.getpid()}")
+        shutil.copyfile(path, tmp)
+        tmp.chmod(0o755)
+        os.replace(tmp, copy)  # atomic: another allocmark sees all of it or nothing
+    return copy
+
+
+def _reachable(path: Path) -> bool:
+    """Can any user read `path`: every directory above it open to others?"""
+    try:
+        if not path.stat().st_mode & stat.S_IROTH:
+            return False
+        return all(d.stat().st_mode & stat.S_IXOTH for d in path.parents)
+    except OSError:
+        return False
 
 
 def program(name: str) -> Path:
@@ -60,9 +94,13 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 
 def cache_root() -> Path:
-    """`$ALLOCMARK_CACHE`, else ~/.cache/allocmark (XDG_CACHE_HOME honoured)."""
+    """`$ALLOCMARK_CACHE`, else /var/cache/allocmark for root (the unprivileged user the
+    measured program runs as reads its libraries and inputs there, run/runas.py; root's
+    home is closed to it), else ~/.cache/allocmark (XDG_CACHE_HOME honoured)."""
     explicit = os.environ.get("ALLOCMARK_CACHE")
     if explicit:
         return Path(explicit).expanduser()
+    if os.geteuid() == 0:
+        return Path("/var/cache/allocmark")
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(xdg) / "allocmark"

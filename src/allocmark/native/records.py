@@ -7,6 +7,8 @@ being half understood:
 
     run     am_run: the benchmark's wait status, wall time and rusage
     rss     am_run: the run's resident size over time (before its "run" record)
+    image   am_run: what one process image of the run had mapped as it ended
+    watch   am_run: how the images were read (after them, before its "run" record)
     calib   am_run --calibrate: the fixed CPU loop's time
     who     libam_who.so: which object serves each allocation function in a process
     calls   libam_who.so: a function a partial allocator may lack, called by the program
@@ -26,8 +28,8 @@ from typing import Any
 from allocmark.errors import AllocmarkError
 
 VERSIONS = {
-    "run": 4, "rss": 2, "calib": 1, "who": 2, "calls": 1, "stats": 1, "probe": 2, "result": 2,
-    "stage": 1, "prof": 4,
+    "run": 4, "rss": 2, "image": 1, "watch": 1, "calib": 1, "who": 2, "calls": 1, "stats": 1,
+    "probe": 2, "result": 2, "stage": 1, "prof": 4,
 }  # fmt: skip
 
 

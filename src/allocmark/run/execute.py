@@ -2,11 +2,13 @@
 
 The child is started through the native launcher `am_run`, which forks it from a
 small process (so that peak RSS is the child's own, not Python's) and reports
-its wait status, wall time and rusage on a pipe. Native workloads add their own
-metrics record on a second pipe (AM_RESULT_FD), naming the object that served
-their malloc. Other programs (applications, a user's command) are checked by
-libam_who, preloaded after the allocator: every process they start reports what
-served malloc, and one that disagrees makes the run UNVERIFIED.
+its wait status, wall time and rusage on a pipe. What served malloc is read by the
+launcher from outside the program: every process image of the run as it ends
+(image.py); one served by anything but the allocator under test makes the run
+UNVERIFIED. What the program says itself only cross-checks that reading: a native
+workload's metrics record on a second pipe (AM_RESULT_FD) names its malloc object,
+and other programs (applications, a user's command) run with libam_who preloaded
+after the allocator, which reports what served malloc in each process.
 
 Starting and reading the launcher is launch.py; a service (redis: a server and a
 client that drives it) is service.py. This module decides what a run's outcome
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import functools
 import json
 import os
@@ -33,7 +36,7 @@ from typing import Any, Protocol
 from allocmark import native, profile, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.native import records
-from allocmark.run import launch, machine, service, who
+from allocmark.run import image, launch, machine, runas, service, who
 
 STDERR_NOTE = 400  # bytes of a successful run's stderr kept with it (a label)
 
@@ -151,7 +154,7 @@ def run(spec: RunSpec) -> RunResult:
 def _run(spec: RunSpec) -> RunResult:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="allocmark-run-") as tmp:
-        room = launch.Room(Path(tmp))
+        room = launch.Room(Path(tmp), runas.chosen())
         try:
             outcome = (
                 service.run_service(spec, room, _env(spec, room))
@@ -185,8 +188,10 @@ def _read_profile(path: Path) -> list[dict[str, Any]] | str:
 
 
 def _who_checked(spec: RunSpec) -> bool:
-    """Programs that do not report their own malloc are checked by libam_who."""
-    return spec.expect_malloc is not None and not spec.result_fd
+    """Programs that do not report their own malloc run with libam_who, except the
+    measured runs of a campaign (its pages would count in their peak RSS): a
+    verification run of their cell carries it (executors.checked)."""
+    return spec.expect_malloc is not None and not spec.result_fd and spec.role != "measure"
 
 
 def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
@@ -201,6 +206,8 @@ def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
         env["AM_WHO_DIR"] = str(room.who)
     if "LD_PRELOAD" in env:  # am_run hands it to the child only
         env["AM_RUN_LD_PRELOAD"] = env.pop("LD_PRELOAD")
+    if spec.expect_malloc:  # what serves malloc is read by the launcher, from outside
+        env["AM_RUN_WATCH"] = "1"
     return env
 
 
@@ -208,11 +215,11 @@ def _run_plain(spec: RunSpec, room: launch.Room) -> launch.Outcome:
     with launch.Launched(room.fill(spec.argv), _env(spec, room), spec) as child:
         # A launcher found stopped at the deadline is the run's error, not its timeout.
         timed_out = child.wait(time.monotonic() + spec.timeout) and not child.stopped
-    report = child.launcher()
-    return launch.Outcome(report.status, child.record, timed_out,
-                          stdout=child.streams.text("stdout"), stderr=child.streams.text("stderr"),
-                          output=child.output_bytes(), rss=report.series,
-                          rss_metrics=report.metrics, launcher_problem=report.problem)  # fmt: skip
+    outcome = launch.Outcome({}, child.record, timed_out, stdout=child.streams.text("stdout"),
+                             stderr=child.streams.text("stderr"),
+                             output=child.output_bytes())  # fmt: skip
+    child.launcher().fill(outcome)
+    return outcome
 
 
 def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
@@ -233,9 +240,6 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
         problem = problem or _disagrees(metrics, st)
         if problem:
             status, detail = RunStatus.FAILED, problem
-        elif seen and who.real(malloc_object) != who.real(seen):
-            status = RunStatus.UNVERIFIED
-            detail = f"malloc was served by {malloc_object}, not by {seen}"
     if status is RunStatus.OK and spec.app.parsers:
         metrics, problem = workloads.parse_metrics(spec.app.parsers, o.stdout, o.stderr)
         if problem:
@@ -248,9 +252,10 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
         labels["memory_limit_by"] = launch.LIMIT_BY[st.get("limit_by", 0)]
     if _who_checked(spec) and st:
         labels["who"] = who.label(o.who)
-        problem, malloc_object = who.problem(seen, o.who)
-        if shadowed := who.shadowed(o.who, malloc_object, spec.expect_malloc, seen):
+        if shadowed := who.shadowed(o.who, who.served_malloc(o.who), spec.expect_malloc, seen):
             labels["also_defines_malloc"] = shadowed
+    if spec.expect_malloc and st:
+        problem, malloc_object = _identity(spec, o, malloc_object)
         if problem and status is RunStatus.OK:
             status, detail = RunStatus.UNVERIFIED, problem
     prof = None
@@ -282,6 +287,23 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
         profile=prof,
         rss=o.rss,
     )
+
+
+def _identity(spec: RunSpec, o: launch.Outcome, said: str | None) -> tuple[str | None, str | None]:
+    """(why the run is unverified, or None; what served malloc), decided from the
+    launcher's readings of the program's images (image.py). What the program says
+    itself, libam_who's reports or a native workload's record (`said`), only
+    cross-checks it: a disagreement leaves the run unverified too."""
+    seen = _expected_in_process(spec)
+    verdict = image.verdict(seen, o.images, o.watch_errno)
+    if verdict.problem:
+        return verdict.problem, verdict.served
+    if spec.result_fd and who.real(said) != who.real(verdict.served):
+        return (f"the workload reported malloc served by {said or 'nothing'}; the launcher read "
+                f"{verdict.served}"), verdict.served  # fmt: skip
+    if _who_checked(spec) and (problem := who.disagreement(o.who, verdict.bindings)):
+        return problem, verdict.served
+    return None, verdict.served
 
 
 def _wall(spec: RunSpec, o: launch.Outcome) -> float:
@@ -325,7 +347,11 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
         return RunStatus.OOM, (f"killed at the memory limit of {spec.memory_limit >> 20} MiB "
                                f"(by {how})")  # fmt: skip
     if st.get("exec_errno"):
-        return RunStatus.ERROR, f"cannot start {spec.argv[0]}: {os.strerror(st['exec_errno'])}"
+        why = f"cannot start {spec.argv[0]}: {os.strerror(st['exec_errno'])}"
+        if st["exec_errno"] == errno.EACCES and (user := runas.chosen()):
+            why += (f" (it runs as {user.name}, who must be able to reach it; --run-as root "
+                    "runs it as root)")  # fmt: skip
+        return RunStatus.ERROR, why
     wait = st["status"]
     stop = spec.app.service.stop_signal if spec.app.service else None
     if os.WIFSIGNALED(wait) and signal.Signals(os.WTERMSIG(wait)).name != stop:

@@ -17,7 +17,7 @@ from typing import Any
 from allocmark import native
 from allocmark.model import RssSeries, RunSpec, RunStatus
 from allocmark.native import records
-from allocmark.run import capture, who
+from allocmark.run import capture, image, runas, who
 from allocmark.store import owner
 from allocmark.text import printable
 
@@ -52,16 +52,21 @@ class Outcome:
     rss_metrics: dict[str, float] = field(default_factory=dict)
     alloc_stats: dict[str, float] = field(default_factory=dict)  # libam_who's, at exit
     launcher_problem: str = ""  # why the launcher's report cannot count (see launcher_report)
+    images: tuple[image.Image, ...] = ()  # the launcher's readings of the program's images
+    watch_errno: int | None = None  # why the launcher could not read them (None: not asked)
 
 
 class Room:
-    """A run's private directory: {tmpdir} for the program, the who-reports, its output."""
+    """A run's private directory: {tmpdir} for the program, the who-reports, the
+    profiler's records; the first two and the last are the measured program's user's."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, user: runas.RunAs | None = None) -> None:
         self.work, self.who = root / "work", root / "who"
         self.work.mkdir()
         self.who.mkdir()
         self.profile = root / "profile"  # the profiler's records (AM_PROF_OUT)
+        self.profile.touch()
+        runas.hand_over(user, self.work, self.who, self.profile)
 
     def fill(self, argv: tuple[str, ...], port: int = 0) -> list[str]:
         """Run-time placeholders: this run's directory and port."""
@@ -92,6 +97,8 @@ class Launched:
         out: int = err if merged else subprocess.DEVNULL
         if not merged and keep(spec, "stdout") == capture.PARSED_KEEP:
             out = self.streams.pipe("stdout", capture.PARSED_KEEP)
+        if user := runas.chosen():
+            env["AM_RUN_USER"] = user.env
         steps = ["--steps", ",".join(map(str, spec.app.steps))] if spec.app.steps else []
         if spec.memory_limit:
             steps = ["--memory-limit", str(spec.memory_limit), *steps]
@@ -185,13 +192,22 @@ def kill_group(pgid: int) -> None:
 @dataclass(frozen=True)
 class LauncherReport:
     """am_run's "run" record as numbers ({} when it cannot count), the RSS series of its
-    "rss" record with the metrics derived from every sample, and why the report cannot
-    count ("" when it can)."""
+    "rss" record with the metrics derived from every sample, why the report cannot count
+    ("" when it can), and its readings of the program's images ("image" records; the
+    "watch" record's errno, None when the run did not ask for them)."""
 
     status: dict[str, int]
     series: RssSeries | None
     metrics: dict[str, float]
     problem: str = ""
+    images: tuple[image.Image, ...] = ()
+    watch_errno: int | None = None
+
+    def fill(self, outcome: Outcome) -> None:
+        """Hand what the launcher reported to the run's outcome."""
+        outcome.status, outcome.rss, outcome.rss_metrics = self.status, self.series, self.metrics
+        outcome.launcher_problem = self.problem
+        outcome.images, outcome.watch_errno = self.images, self.watch_errno
 
 
 _CONTINUED = ("the launcher was stopped (SIGSTOP) and continued while the program ran: its "
@@ -213,17 +229,22 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
         found = records.parse(text, "the launcher's pipe")
         status = _status(records.only(found, "run", "the launcher's pipe"))
         rss = [r.fields for r in found if r.kind == "rss"]
-        if len(rss) > 1 or len(found) != 1 + len(rss):
-            kinds = ", ".join(r.kind for r in found)
+        watch = [r.fields for r in found if r.kind == "watch"]
+        images = tuple(image.parse(r.fields) for r in found if r.kind == "image")
+        if len(rss) > 1 or len(watch) > 1 or len(found) != 1 + len(rss) + len(watch) + len(images):
+            kinds = ", ".join(sorted({r.kind for r in found}))
             raise records.RecordError(f"the launcher's pipe held records {kinds}")
         series, metrics = _rss(rss[0] if rss else {})
+        if watch:
+            metrics = metrics | {"watch_read_s": int(watch[0]["read_ns"]) / 1e9}
     except (records.RecordError, KeyError, TypeError, ValueError) as e:
         said = printable(str(e))[:300]
         return LauncherReport({}, None, {}, "the launcher's report is not its own (did the "
                               f"program write into its pipe?): {said}")  # fmt: skip
     if status.get("stopped"):
         return LauncherReport({}, None, {}, _CONTINUED)
-    return LauncherReport(status, series, metrics)
+    errno = int(watch[0]["errno"]) if watch else None
+    return LauncherReport(status, series, metrics, images=images, watch_errno=errno)
 
 
 def _launcher_end(code: int | None) -> str:

@@ -11,9 +11,10 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from allocmark.model import RunSpec, RunStatus, Service
-from allocmark.run import capture, launch, who
+from allocmark.run import capture, launch, runas, who
 
 STOP_GRACE = 10.0  # seconds a server gets to shut down cleanly before SIGKILL
 
@@ -24,9 +25,7 @@ def run_service(spec: RunSpec, room: launch.Room, env: dict[str, str]) -> launch
     deadline = time.monotonic() + spec.timeout
     with launch.Launched(room.fill(spec.argv, port), env, spec, merged=True) as server:
         outcome = _drive(spec, service, room, server, port, deadline)
-    report = server.launcher()
-    outcome.status, outcome.rss, outcome.rss_metrics = report.status, report.series, report.metrics
-    outcome.launcher_problem = report.problem
+    server.launcher().fill(outcome)
     outcome.stderr = outcome.stderr or server.streams.text("stderr")
     outcome.output |= {f"server_{k}": v for k, v in server.output_bytes().items()}
     if outcome.server_quit and outcome.status.get("status") == 0:
@@ -111,10 +110,13 @@ def _client(argv: list[str], deadline: float) -> launch.Outcome:
     streams = capture.Streams()
     ends = [streams.pipe("stdout", capture.PARSED_KEEP),
             streams.pipe("stderr", capture.PARSED_KEEP)]  # fmt: skip
+    user = runas.chosen()  # the client is part of the workload: it runs as the server does
+    as_user: dict[str, Any] = ({"user": user.uid, "group": user.gid, "extra_groups": []}
+                               if user else {})  # fmt: skip
     try:
         proc = subprocess.Popen(argv, env=launch.child_environment(()),
                                 stdin=subprocess.DEVNULL, stdout=ends[0], stderr=ends[1],
-                                start_new_session=True)  # fmt: skip
+                                start_new_session=True, **as_user)  # fmt: skip
     except OSError as e:
         streams.close()
         why = f"cannot start the client {argv[0]}: {e.strerror or e}"

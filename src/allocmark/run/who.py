@@ -1,5 +1,7 @@
 """libam_who's reports (native/who/am_who.c): which object served malloc in each
-process of a run that does not report it itself (applications, a user's command)."""
+process of a run that does not report it itself (applications, a user's command), as
+the process says it: a cross-check of the launcher's own reading (image.py), and the
+allocator's statistics and the partial allocator's missing functions it called."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from allocmark.native import records
+from allocmark.run import image
 
 FUNCTIONS = ("malloc", "free", "calloc", "realloc")
 
@@ -97,18 +100,25 @@ def label(reports: Sequence[Report]) -> str:
     return json.dumps([dataclasses.asdict(r) for r in reports])
 
 
-def problem(expected: str | None, reports: Sequence[Report]) -> tuple[str | None, str | None]:
-    """(why the run is unverified, or None; the object that served malloc)."""
-    if not reports:
-        return ("no process reported which object serves malloc: the preload was "
-                "ignored (a static or setuid program?)"), None  # fmt: skip
+def served_malloc(reports: Sequence[Report]) -> str | None:
+    """The object the first report names as serving malloc."""
+    return reports[0].served["malloc"] or None if reports else None
+
+
+def disagreement(reports: Sequence[Report], bindings: Sequence[image.Binding]) -> str | None:
+    """Where libam_who's reports contradict the launcher's readings (image.py): a report
+    for an image the launcher never read, or one naming another object for malloc."""
     for r in reports:
-        for fn, served in r.served.items():
-            if real(served) != real(expected):
-                text = (f"{fn} in {r.exe} (pid {r.pid}) was served by {served or 'nothing'}, "
-                        f"not by {expected}")  # fmt: skip
-                return text, r.served["malloc"] or None
-    return None, reports[0].served["malloc"] or None
+        same = [b for b in bindings
+                if b.image.pid == r.pid and real(b.image.exe) == real(r.exe)]  # fmt: skip
+        if not same:
+            return (f"libam_who reported for {r.exe} (pid {r.pid}), an image the launcher did "
+                    "not read")  # fmt: skip
+        said = r.served["malloc"]
+        if all(real(b.served) != real(said) for b in same):
+            return (f"libam_who in {r.exe} (pid {r.pid}) says malloc was served by "
+                    f"{said or 'nothing'}; the launcher read {same[-1].served}")  # fmt: skip
+    return None
 
 
 def shadowed(reports: Sequence[Report], *served: str | None) -> str:

@@ -11,6 +11,7 @@ half-written input is never used.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -171,6 +172,10 @@ def inputs_dir() -> Path:
     return native.cache_root() / "inputs"
 
 
+# The measured program reads its input, and may run as another user (run/runas.py).
+READABLE = 0o644
+
+
 def ensure(generator: str, scale: int) -> Path:
     """The cached input, generated first if missing."""
     if generator not in GENERATORS:
@@ -178,12 +183,15 @@ def ensure(generator: str, scale: int) -> Path:
     make, ext = GENERATORS[generator]
     path = inputs_dir() / f"{generator}-v{VERSION}-scale{scale}.{ext}"
     if path.is_file():
+        if not path.stat().st_mode & stat.S_IROTH:  # made private by an earlier allocmark
+            path.chmod(READABLE)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     os.close(fd)
     try:
         make(scale, Path(tmp))
+        os.chmod(tmp, READABLE)
         os.replace(tmp, path)  # atomic: readers see all of it or nothing
     finally:
         if os.path.exists(tmp):
