@@ -435,7 +435,13 @@ void am_watch_serve(int status_fd, pid_t main_pid) {
   memset(&resp, 0, sizeof resp);
   resp.id = req.id;
   resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-  ioctl(am_watch_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);  // ENOENT: it was killed meanwhile
+  if (ioctl(am_watch_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno == EINVAL) {
+    // A kernel before 5.5 cannot let the call go on: closing the listener fails the
+    // stopped calls (ENOSYS) rather than leaving them waiting; the runs are unverified.
+    am_watch_errno = EINVAL;
+    close(am_watch_fd);
+    am_watch_fd = -1;
+  }  // ENOENT: it was killed meanwhile
   int64_t spent = am_now_ns() - t0;
   am_watch_ns += spent;
   if (pid == main_pid && at[1] == 'x' && at[2] == 'i') am_watch_main_exit_ns = spent;
