@@ -444,7 +444,7 @@ void am_watch_serve(int status_fd, pid_t main_pid) {
   }  // ENOENT: it was killed meanwhile
   int64_t spent = am_now_ns() - t0;
   am_watch_ns += spent;
-  if (pid == main_pid && at[1] == 'x' && at[2] == 'i') am_watch_main_exit_ns = spent;
+  if (pid == main_pid && strcmp(at, "exit") == 0) am_watch_main_exit_ns = spent;
 }
 
 void am_watch_write(int status_fd) {

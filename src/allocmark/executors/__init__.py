@@ -139,8 +139,7 @@ def without_needless_libc(spec: RunSpec, check: Check | None) -> RunSpec:
     in a tiny program's peak RSS, bench/tiny_rss.py). The launcher reads what served
     malloc in every measured run (run/image.py): were libc not to serve it after all,
     the run is unverified, never a number."""
-    env = dict(spec.env)
-    preload = env.get("LD_PRELOAD", "")
+    preload = dict(spec.env).get("LD_PRELOAD", "")
     libc = os.path.realpath(spec.expect_malloc or "")
     if (check is None or check.status is not RunStatus.OK or "also_defines_malloc" in check.labels
             or not os.path.basename(libc).startswith("libc.so")

@@ -255,7 +255,7 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
         if shadowed := who.shadowed(o.who, who.served_malloc(o.who), spec.expect_malloc, seen):
             labels["also_defines_malloc"] = shadowed
     if spec.expect_malloc and st:
-        problem, malloc_object = _identity(spec, o, malloc_object)
+        problem, malloc_object = _identity(spec, seen, o, malloc_object)
         if problem and status is RunStatus.OK:
             status, detail = RunStatus.UNVERIFIED, problem
     prof = None
@@ -289,12 +289,14 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
     )
 
 
-def _identity(spec: RunSpec, o: launch.Outcome, said: str | None) -> tuple[str | None, str | None]:
+def _identity(
+    spec: RunSpec, seen: str | None, o: launch.Outcome, said: str | None
+) -> tuple[str | None, str | None]:
     """(why the run is unverified, or None; what served malloc), decided from the
     launcher's readings of the program's images (image.py). What the program says
     itself, libam_who's reports or a native workload's record (`said`), only
-    cross-checks it: a disagreement leaves the run unverified too."""
-    seen = _expected_in_process(spec)
+    cross-checks it: a disagreement leaves the run unverified too. `seen`: what must
+    serve malloc in the process (_expected_in_process)."""
     verdict = image.verdict(seen, o.images, o.watch_errno)
     if verdict.problem:
         return verdict.problem, verdict.served

@@ -22,15 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocmark import native
-
 
 @dataclass(frozen=True)
 class Image:
     """One process image as the launcher read it when it ended ("exit") or was about to
     be replaced ("exec"): `scope` is its link map's names in order ("" first: the
     program), None when it had no dynamic loader or the map could not be read; `cut`
-    when the reading did not fit its record."""
+    when the reading did not fit its record; `launcher` when it is the launcher's own
+    fork on its way to exec the program (named by the launcher, not read)."""
 
     pid: int
     at: str
@@ -38,6 +37,7 @@ class Image:
     objects: tuple[str, ...] = ()
     scope: tuple[str, ...] | None = None
     cut: bool = False
+    launcher: bool = False
 
 
 def parse(fields: dict[str, Any]) -> Image:
@@ -50,6 +50,7 @@ def parse(fields: dict[str, Any]) -> Image:
         objects=tuple(str(o) for o in fields.get("objects", [])),
         scope=tuple(str(n) for n in scope) if isinstance(scope, list) else None,
         cut=bool(fields.get("cut", 0)),
+        launcher=bool(fields.get("launcher", 0)),
     )
 
 
@@ -60,12 +61,6 @@ class Binding:
     image: Image
     served: str | None
     why_unknown: str = ""
-
-
-def programs(images: Sequence[Image]) -> list[Image]:
-    """The images of the measured program: not the launcher's own fork before its exec."""
-    launcher = os.path.realpath(native.program("am_run"))
-    return [i for i in images if i.cut or os.path.realpath(i.exe) != launcher]
 
 
 def bind(image: Image) -> Binding:
@@ -169,7 +164,7 @@ def verdict(expected: str | None, images: Sequence[Image], watch_errno: int | No
     if watch_errno:
         return Verdict(f"the launcher could not watch the program ({os.strerror(watch_errno)}): "
                        "what served malloc was not read from outside it", None, ())  # fmt: skip
-    bindings = tuple(bind(i) for i in programs(images))
+    bindings = tuple(bind(i) for i in images if not i.launcher)
     if not bindings:
         return Verdict("the launcher read no image of the program", None, ())
     served = bindings[0].served

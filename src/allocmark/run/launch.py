@@ -243,8 +243,8 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
                               f"program write into its pipe?): {said}")  # fmt: skip
     if status.get("stopped"):
         return LauncherReport({}, None, {}, _CONTINUED)
-    errno = int(watch[0]["errno"]) if watch else None
-    return LauncherReport(status, series, metrics, images=images, watch_errno=errno)
+    watch_errno = int(watch[0]["errno"]) if watch else None
+    return LauncherReport(status, series, metrics, images=images, watch_errno=watch_errno)
 
 
 def _launcher_end(code: int | None) -> str:
