@@ -11,8 +11,9 @@ set -u
 
 # chromium renders the HTML report in the tests; electric-fence, libdmalloc5 and
 # duma are the debugging allocators of the hardening battery; autoconf and
-# dpkg-dev (dpkg-source) build allocators from Debian's source packages.
-packages=(build-essential cmake python3-venv time autoconf dpkg-dev
+# dpkg-dev (dpkg-source) build allocators from Debian's source packages; git
+# builds the user's allocator from its repository (-a NAME@git:..., bisect).
+packages=(build-essential cmake python3-venv time autoconf dpkg-dev git
           libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4 libmimalloc2.0
           libtbbmalloc2 libclang-rt-16-dev electric-fence libdmalloc5 duma chromium)
 

@@ -531,7 +531,7 @@ def test_a_regression_threshold_above_100_percent_is_accepted(
 def test_a_path_with_brackets_is_the_file_it_names(tmp_path: Path, good_db: Path) -> None:
     lib = tmp_path / "lib[1].so"
     shutil.copy("/usr/lib/x86_64-linux-gnu/libc.so.6", lib)
-    found = allocators.verify(allocators.parse_selection([f"mine={lib}"])[1][0])
+    found = allocators.verify(allocators.parse_selection([f"mine={lib}"]).adhoc[0])
     assert found.library == str(lib), found.reason
     db = tmp_path / "r[1].db"
     shutil.copy(good_db, db)

@@ -16,7 +16,8 @@ from tests.conftest import cli
 
 
 def test_names_and_user_libraries_mix() -> None:
-    names, adhoc = allocators.parse_selection(["glibc,mine=/tmp/l.so:A=1,B=2,jemalloc", "tcmalloc"])
+    got = allocators.parse_selection(["glibc,mine=/tmp/l.so:A=1,B=2,jemalloc", "tcmalloc"])
+    names, adhoc = got.names, got.adhoc
     assert names == ["glibc", "jemalloc", "tcmalloc"]
     assert adhoc[0].name == "mine"
     assert adhoc[0].paths == ("/tmp/l.so",)

@@ -86,6 +86,30 @@ class Recipe:
 
 
 @dataclass(frozen=True)
+class GitBuild:
+    """How a revision of the user's allocator repository becomes a library: `build`
+    run by `sh -c` in a clean checkout of the revision, as `git bisect run` runs a
+    command, and the library it leaves at `output` (relative to the checkout)."""
+
+    build: str  # "make -j2"
+    output: str  # "build/libmine.so"
+    env: Env = ()  # the build's extra environment (CFLAGS=-O2)
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class Git:
+    """Where an allocator built from a git repository comes from (allocators/git.py)."""
+
+    repository: str  # an absolute path, or a URL
+    commit: str  # the full sha the revision resolved to
+    describe: str  # `git describe --tags --always` of the commit
+    revision: str  # as the user named it ("v1", "HEAD", "a1b2c3d..e4f5a6b")
+    build: GitBuild
+    rank: int = 0  # its place among the revisions named (oldest first in a range)
+
+
+@dataclass(frozen=True)
 class AllocatorSpec:
     """A catalog entry (or a user's `-a name=/lib.so`), not yet checked."""
 
@@ -107,6 +131,7 @@ class AllocatorSpec:
     # Preloaded before it: libraries of its own release that it needs, so that they,
     # not this system's of the same soname, are the ones loaded (tbbmalloc's proxy).
     companions: tuple[str, ...] = ()
+    git: Git | None = None  # built from the user's repository at one commit
 
     @property
     def recommendable(self) -> bool:
@@ -420,6 +445,7 @@ class Request:
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
     keep_going: bool = False  # `try -i`: run on though the command fails under the baseline
     why: str = "off"  # the why pass (run/whypass.py): "auto", "on" or "off"
+    build: GitBuild | None = None  # how `-a NAME@git:...` revisions become libraries
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import pytest
 
 from allocmark import allocators
 from allocmark.allocators import builder, debian, lineage
+from allocmark.answer import releases
 from allocmark.model import AllocatorSpec, Status, Verified
-from allocmark.report import plots
 from tests.conftest import cli
 
 BINARY = "mimalloc-deb@3.0.1"  # trixie's libmimalloc3, built for glibc 2.34: loads here
@@ -175,12 +175,13 @@ def test_debian_builds_are_one_line_across_versions_apart_from_crates() -> None:
     deb = lineage.of(spec("tcmalloc-minimal@2.8.1"), None)
     assert deb == lineage.Lineage("gperftools", "2.8.1", "bullseye libtcmalloc-minimal4")
     newer = lineage.of(spec("tcmalloc-minimal@2.18.1"), None)
-    assert newer and newer.other_glibc and plots._series(newer) == "Debian, under a newer glibc"
+    assert newer and newer.other_glibc and releases.series(newer) == "Debian, under a newer glibc"
     system = lineage.of(spec("glibc"), "2.36")
-    assert system == lineage.Lineage("glibc", "2.36", "libc6") and plots._series(system) == "Debian"
+    assert system == lineage.Lineage("glibc", "2.36", "libc6")
+    assert releases.series(system) == "Debian"
     assert lineage.of(spec("glibc@2.41:arena2"), None) is None  # variants are not versions
     crate = lineage.of(spec("jemalloc@5.3.1"), None)
-    assert crate and plots._series(crate) == "crate"
+    assert crate and releases.series(crate) == "crate"
 
 
 def test_a_pasted_command_runs_under_the_entry_s_glibc() -> None:

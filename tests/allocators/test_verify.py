@@ -103,7 +103,7 @@ def test_text_file_is_not_a_shared_object(tmp_path: Path) -> None:
 
 def test_user_allocator_that_is_unusable_is_a_usage_error(tmp_path: Path) -> None:
     so = build_so(tmp_path, "nomalloc", NO_MALLOC)
-    _names, adhoc = allocators.parse_selection([f"mine={so}"])
+    adhoc = allocators.parse_selection([f"mine={so}"]).adhoc
     with pytest.raises(UserError, match="allocator 'mine': does not export malloc"):
         allocators.verify_all(adhoc)
 

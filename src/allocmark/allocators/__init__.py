@@ -4,7 +4,8 @@ catalog.py reads the catalogs (built-in and the user's TOML) into `AllocatorSpec
 selection.py resolves a command line's names (`FAMILY@*`, `NAME=/lib.so`);
 verification.py runs the probe under each and gives `Verified`; builder.py builds
 entries from their crates.io sys crates, debian.py fetches (and builds) them from
-Debian's other releases; lineage.py orders a family's versions.
+Debian's other releases; git.py builds revisions of the user's repository (one
+library per commit, cached); lineage.py orders a family's versions.
 
 May import: `model`, `schemas`, `native`, `tomlfile`, `errors`, and run/records.py
 (the probe's report is a native record); nothing else of a later stage.

@@ -15,6 +15,7 @@ from allocmark.schemas.catalog import (
     AllocatorEntry,
     CatalogFile,
     DebianEntry,
+    GitEntry,
     RecipeEntry,
     Variant,
 )
@@ -31,6 +32,15 @@ def load_catalog(extra: Sequence[Path] = ()) -> list[AllocatorSpec]:
         for spec in _load_file(path, user):
             specs[spec.name] = spec
     return list(specs.values())
+
+
+def git_entries(extra: Sequence[Path] = ()) -> dict[str, GitEntry]:
+    """The user's `[git.NAME]` entries (the built-in catalog has none), the later file's
+    entry replacing an earlier one of the same name."""
+    entries: dict[str, GitEntry] = {}
+    for path in extra:
+        entries |= schemas.validate(CatalogFile, tomlfile.load(path), str(path)).git
+    return entries
 
 
 def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:

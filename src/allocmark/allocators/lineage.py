@@ -4,7 +4,8 @@ versions are its crate's (scudo-sys) has no place in that order. Debian's builds
 the system's and other releases', are one line; a build that runs under another
 glibc than the others (it needs a newer one) is drawn apart.
 
-Versions are ordered by their numbers ("4.5.0" < "5.1.0" < "5.3.0"; TCMalloc's
+Revisions of a user's repository (git) are ordered as they were named, a range
+oldest first. Versions are ordered by their numbers ("4.5.0" < "5.1.0" < "5.3.0"; TCMalloc's
 snapshot dates "2025.05.30" the same way); one with no number (a commit) sorts
 last. A Debian build states its version as its library does ("5.3.0-0-g54eaed…")
 or as its package does ("2021.8.0-2+deb12u1"): the leading number is the version.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from allocmark.model import AllocatorSpec
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)+")
+GIT = "git"
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,9 @@ class Lineage:
     family: str  # "jemalloc"
     version: str  # "5.3.0"
     origin: str  # "crate"; the Debian package ("libjemalloc2"), of another release
-    # ("bullseye libjemalloc2", ", under glibc 2.43" when it runs under another); "" (a user's .so)
+    # ("bullseye libjemalloc2", ", under glibc 2.43" when it runs under another); "" (a user's
+    # .so); "git" (a revision of the user's repository)
+    rank: int = -1  # a revision's place in the order named (git): history, not numbers
 
     @property
     def other_glibc(self) -> bool:
@@ -33,7 +37,7 @@ class Lineage:
 
     @property
     def key(self) -> tuple[tuple[int, ...], str]:
-        return order_key(self.version), self.origin
+        return ((self.rank,) if self.rank >= 0 else order_key(self.version)), self.origin
 
 
 def of(spec: AllocatorSpec, stated: str | None) -> Lineage | None:
@@ -41,6 +45,8 @@ def of(spec: AllocatorSpec, stated: str | None) -> Lineage | None:
     only plain builds are set side by side across versions."""
     if ":" in spec.name:
         return None
+    if spec.git is not None:  # its revision's label, in the order the revisions were named
+        return Lineage(spec.family_name, spec.name.partition("@")[2], GIT, spec.git.rank)
     recipe = spec.recipe
     if recipe is not None and recipe.debian is not None:
         deb = recipe.debian

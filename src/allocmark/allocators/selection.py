@@ -1,36 +1,53 @@
-"""Which allocators a command line names: catalog names, `FAMILY@*` and the user's
-own `name=/path/lib.so[:ENV=VAL,...]`; and which recipes need a build."""
+"""Which allocators a command line names: catalog names, `FAMILY@*`, the user's
+own `name=/path/lib.so[:ENV=VAL,...]` and revisions of a repository
+(`name@git:PATH#REVISIONS`, git.py); and which recipes need a build."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from allocmark.allocators import catalog
+from allocmark.allocators import catalog, git
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Verified
+from allocmark.model import AllocatorSpec, GitBuild, Verified
 
 
-def parse_selection(values: Iterable[str]) -> tuple[list[str], list[AllocatorSpec]]:
-    """Split `-a` values into catalog names and ad-hoc user allocators."""
+@dataclass(frozen=True)
+class Parsed:
+    """`-a` values: catalog names, the user's libraries, revisions of repositories."""
+
+    names: list[str]
+    adhoc: list[AllocatorSpec]
+    revisions: list[git.Selection]
+
+
+def parse_selection(values: Iterable[str]) -> Parsed:
+    """Split `-a` values into catalog names, ad-hoc user allocators and git revisions."""
     names: list[str] = []
     adhoc: list[AllocatorSpec] = []
+    revisions: list[git.Selection] = []
     for value in values:
         tokens = _split_tokens(value)
         if not tokens:  # `-a ''` must not mean "every allocator"
             raise UserError(f"-a {value!r} names no allocator; e.g. -a glibc,jemalloc")
         for token in tokens:
-            if "=" in token:
+            if git.is_token(token):
+                revisions.append(git.parse(token))
+            elif "=" in token:
                 adhoc.append(_adhoc(token))
             else:
                 names.append(token)
-    seen = [*names, *(a.name for a in adhoc)]
+    for sel in revisions:
+        if not re.fullmatch(NAME_PATTERN, sel.name, re.ASCII):
+            raise UserError(f"-a {sel.name[:80]}@git:…: the name {sel.name[:80]!r} {NAME_RULE}")
+    seen = [*names, *(a.name for a in adhoc), *(s.name for s in revisions)]
     if twice := sorted({n for n in seen if seen.count(n) > 1}):
         raise UserError(f"-a names {', '.join(map(repr, twice))} more than once; "
                         "give each allocator its own name (NAME=/path/lib.so)")  # fmt: skip
-    return names, adhoc
+    return Parsed(names, adhoc, revisions)
 
 
 # A user's allocator name: it is a column header, a file name in --plots, a key in a
@@ -41,14 +58,19 @@ NAME_RULE = "may hold only ASCII letters, digits and _ . + - (at most 64 of them
 
 
 def _split_tokens(value: str) -> list[str]:
-    # "mine=/x.so:A=1,B=2,glibc": "B=2" has no path, so it continues mine's env.
+    # "mine=/x.so:A=1,B=2,glibc": "B=2" has no path, so it continues mine's env;
+    # "mine@git:/r#v1,v2,HEAD": the revisions run to the end of the value.
     tokens: list[str] = []
     for part in filter(None, (p.strip() for p in value.split(","))):
-        if tokens and "=" in tokens[-1] and "=" in part and not _looks_like_adhoc(part):
+        if tokens and (git.is_token(tokens[-1]) or _continues_env(tokens[-1], part)):
             tokens[-1] += "," + part
         else:
             tokens.append(part)
     return tokens
+
+
+def _continues_env(token: str, part: str) -> bool:
+    return "=" in token and "=" in part and not _looks_like_adhoc(part)
 
 
 def _looks_like_adhoc(token: str) -> bool:
@@ -169,9 +191,34 @@ def baseline_name(verified: Sequence[Verified]) -> str | None:
 
 
 def selected(
-    alloc: Sequence[str] | None, catalogs: Sequence[Path]
+    alloc: Sequence[str] | None, catalogs: Sequence[Path], build: GitBuild | None = None
 ) -> tuple[list[AllocatorSpec], bool]:
-    """Selected allocator specs, and whether the user named them explicitly."""
-    names, adhoc = parse_selection(list(alloc or []))
-    chosen = select(catalog.load_catalog(list(catalogs)), names) if names or not adhoc else []
-    return chosen + adhoc, bool(alloc)
+    """Selected allocator specs, and whether the user named them explicitly. `build`:
+    how a revision of a repository becomes a library (`--build`, `--output`), where no
+    `[git.NAME]` catalog entry says."""
+    got = parse_selection(list(alloc or []))
+    if build is not None and not got.revisions:
+        raise UserError("--build and --output build revisions of a repository: name them "
+                        "with -a NAME@git:PATH#REV[,REV...] (or drop --build)")  # fmt: skip
+    mine = got.adhoc + [s for sel in got.revisions for s in revisions(sel, catalogs, build)]
+    none = not got.names and not mine
+    chosen = select(catalog.load_catalog(list(catalogs)), got.names) if got.names or none else []
+    return chosen + mine, bool(alloc)
+
+
+def revisions(sel: git.Selection, catalogs: Sequence[Path], build: GitBuild | None
+              ) -> list[AllocatorSpec]:  # fmt: skip
+    """The allocators of `-a NAME@git:REPOSITORY#REVISIONS`, the recipe from `build`
+    or the catalog's [git.NAME] entry."""
+    entry = catalog.git_entries(catalogs).get(sel.name)
+    if build is None and entry is None:
+        raise UserError(f"-a {sel.name}@git:…: how is a revision built? Give --build CMD and "
+                        "--output LIB (the library it makes, relative to the checkout), or a "
+                        f"[git.{sel.name}] entry in a --catalog file")  # fmt: skip
+    if build is None:
+        assert entry is not None
+        build = GitBuild(entry.build, entry.output, tuple(sorted(entry.build_env.items())),
+                         entry.timeout)  # fmt: skip
+    repository = sel.repository or (entry.repository if entry else "")
+    env = tuple(sorted(entry.env.items())) if entry else ()
+    return git.specs(sel, repository, build, env, entry.description if entry else "")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from allocmark import schemas, workloads
 from allocmark.model import AllocatorSpec, Verified, Workload
+from allocmark.model import GitBuild as GitBuild
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
 
@@ -35,6 +36,18 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     )
     from allocmark.api.campaigns import (
         HARDEN_WORKLOAD as HARDEN_WORKLOAD,
+    )
+    from allocmark.api.campaigns import (
+        BisectEnded as BisectEnded,
+    )
+    from allocmark.api.campaigns import (
+        BisectEvent as BisectEvent,
+    )
+    from allocmark.api.campaigns import (
+        BisectStarted as BisectStarted,
+    )
+    from allocmark.api.campaigns import (
+        BisectStep as BisectStep,
     )
     from allocmark.api.campaigns import (
         Event as Event,
@@ -56,6 +69,9 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     )
     from allocmark.api.campaigns import (
         RunDone as RunDone,
+    )
+    from allocmark.api.campaigns import (
+        bisect as bisect,
     )
     from allocmark.api.campaigns import (
         command_lines as command_lines,

@@ -19,15 +19,16 @@ from allocmark.answer.forecast import duration as duration
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
+from allocmark.model import GitBuild, Verified
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
-from allocmark.model import Verified
 from allocmark.run import campaign, runas, start
 from allocmark.run.campaign import Precision
 from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
 from allocmark.run.campaign import RunDone as RunDone
 from allocmark.run.execute import Executor
 from allocmark.store import Store
+from allocmark.verbs import bisect as bisection
 from allocmark.verbs import harden, tryout, tune
 
 EXECUTORS = ("local", "dask")
@@ -83,6 +84,29 @@ def run(
     yield from notes
     yield _planned(store, cid, prepared.usable, req)
     yield from _execute(store, cid, list(prepared.usable), req, machine, confirm)
+
+
+BisectEvent = bisection.Event  # what `allocmark bisect` says, step by step
+BisectStarted = bisection.Started
+BisectStep = bisection.Step
+BisectEnded = bisection.Ended
+
+
+def bisect(repository: str, good: str, bad: str, build: GitBuild, req: Request,
+           metric: str = "time", error_rate: float = 0.05, max_blocks: int = 30
+           ) -> Iterator[BisectEvent]:  # fmt: skip
+    """The first commit between `good` and `bad` whose `metric` is decided unlike
+    good's (verbs/bisect.py), step by step; each step a campaign stored in req.db.
+    `req` gives the workload (or command), its parameters, timeout and database."""
+    _check(req)
+    if req.allocators:
+        raise UserError("bisect builds its own allocators from the repository: drop -a")
+    if not 0 < error_rate < 1:
+        raise UserError(f"--error-rate {error_rate}: give a fraction between 0 and 1 (0.05)")
+    question = bisection.Question(
+        repository, good, bad, build, req, bisection.metric_of(metric), error_rate, max_blocks
+    )
+    yield from bisection.run(question)
 
 
 def race(objective: str, settings: Path | None = None) -> start.Selection:

@@ -44,7 +44,7 @@ _REPORT = (
 STACKS: dict[str, tuple[str, ...]] = {
     **{
         verb: ("allocmark.api.campaigns", *_REPORT)
-        for verb in ("run", "profile", "try", "tune", "harden")
+        for verb in ("run", "profile", "try", "tune", "harden", "bisect")
     },
     "report": _REPORT,
     "compare": ("allocmark.api.campaigns", "allocmark.report.table"),
@@ -111,9 +111,23 @@ def _console(stderr: bool) -> Console:
 AllocOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "-a", "--allocator", help="allocators: NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]"
+        "-a",
+        "--allocator",
+        help="allocators: NAME[,NAME...], NAME=/path/lib.so[:ENV=VAL,...] "
+        "or revisions of a git repository: NAME@git:PATH#REV[,REV...] or NAME@git:PATH#A..B "
+        "(with --build and --output)",
     ),
 ]
+BuildOpt = Annotated[
+    str | None,
+    typer.Option("--build", help="how a revision of a repository is built: a shell command "
+                 "run in a clean checkout of it, e.g. 'make -j2'"),
+]  # fmt: skip
+OutputOpt = Annotated[
+    str | None,
+    typer.Option("--output", help="the library --build makes, relative to the checkout, "
+                 "e.g. build/libmine.so"),
+]  # fmt: skip
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(

@@ -15,6 +15,7 @@ from allocmark.cli.app import (
     AllocOpt,
     BlocksOpt,
     BudgetOpt,
+    BuildOpt,
     CatalogOpt,
     CommandArg,
     DbOpt,
@@ -22,6 +23,7 @@ from allocmark.cli.app import (
     ExecutorOpt,
     MaxRunsOpt,
     MemoryOpt,
+    OutputOpt,
     ParamOpt,
     ProfileOpt,
     RunTimeoutOpt,
@@ -44,7 +46,7 @@ from allocmark.cli.app import (
 )
 from allocmark.cli.show import emit_table, front
 from allocmark.defaults import DEFAULT_DB, DEFAULT_MIN_RUNS
-from allocmark.errors import AllocmarkError, Interrupted
+from allocmark.errors import AllocmarkError, Interrupted, UserError
 
 if TYPE_CHECKING:
     from allocmark import api
@@ -91,6 +93,8 @@ def run_cmd(
     memory_limit: MemoryOpt = None,
     detail: DetailOpt = False,
     why: WhyOpt = None,
+    build: BuildOpt = None,
+    output: OutputOpt = None,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     from allocmark import api
@@ -108,6 +112,7 @@ def run_cmd(
             timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
             sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
             yes=yes, memory_limit=size(memory_limit), why=_why(why),
+            build=git_build(build, output),
         )  # fmt: skip
         cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     store = api.reader(db)
@@ -198,6 +203,84 @@ def try_cmd(
     if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
         raise AllocmarkError(f"no run succeeded under {', '.join(failed)}; the table shows "
                              "why (use -i to exit 0 anyway)")  # fmt: skip
+
+
+@app.command("bisect")
+def bisect_cmd(
+    good: Annotated[str, typer.Argument(help="a revision whose metric is as it should be")],
+    bad: Annotated[str, typer.Argument(help="a later revision whose metric changed")],
+    command: CommandArg = None,
+    repo: Annotated[
+        str, typer.Option("--repo", help="the allocator's git repository: a path or a URL")
+    ] = ".",
+    build: BuildOpt = None,
+    output: OutputOpt = None,
+    workload: WorkloadOpt = None,
+    param: ParamOpt = None,
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            help="time, peak_rss, or another metric "
+            "the workload reports (ops_per_s, rss_mib_s, ...)",
+        ),
+    ] = "time",
+    error_rate: Annotated[
+        float,
+        typer.Option(
+            "--error-rate", help="the chance the whole bisect names a wrong commit, at most"
+        ),
+    ] = 0.05,
+    max_blocks: Annotated[
+        int,
+        typer.Option(
+            "--max-blocks", min=4, help="blocks a step may take before it is left undecided"
+        ),
+    ] = 30,
+    timeout: RunTimeoutOpt = 600,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**31, help="run-order seed")] = 1,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Find the commit of your allocator that changed a metric, between GOOD and BAD
+    (each step a campaign: paired blocks until the candidate is decided like good or bad)."""
+    from allocmark import api
+
+    chosen = one_target(workload, command, "bisect")
+    how = git_build(build, output)
+    if how is None:
+        raise UserError("bisect needs --build CMD and --output LIB: how a revision is built, "
+                        "and the library it makes (relative to the checkout)")  # fmt: skip
+    req = api.Request(workloads=chosen, command=() if chosen else tuple(command or ()),
+                      params=tuple(param or ()), timeout_s=timeout, db=db, seed=seed)  # fmt: skip
+    for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks):
+        _bisect_line(event)
+
+
+def _bisect_line(event: api.BisectEvent) -> None:
+    from allocmark import api
+
+    if isinstance(event, api.Note):
+        err().print(event.text, markup=False, highlight=False)
+        return
+    if isinstance(event, api.BisectStarted):
+        line = (f"bisect on {event.metric}: {event.commits} commits after {event.good} up to "
+                f"{event.bad}; at most {event.bound} steps")  # fmt: skip
+    elif isinstance(event, api.BisectStep):
+        line = _step_line(event)
+    else:
+        line = f"{event.text} ({event.steps} steps, {event.seconds:.0f} s)"
+    out().print(line, markup=False, highlight=False)
+
+
+def _step_line(s: api.BisectStep) -> str:
+    head = "start" if s.number == 0 else f"step {s.number}"
+    what = f"{s.describe} / good" if s.number else f"{s.describe} (bad) / good"
+    r = s.ratio
+    shown = f" ×{r.value:.3g} [{r.low:.3g}, {r.high:.3g}]" if r is not None else ""
+    blocks = f" in {s.blocks} blocks at {s.alpha:.2%}" if s.blocks else ""
+    where = f", campaign {s.campaign}" if s.campaign else ""
+    tail = f": {s.detail}" if s.detail and s.word != "undecided" else ""
+    return f"{head:<8} {what}:{shown} {s.word}{tail}{blocks} ({s.seconds:.1f} s{where})"
 
 
 @app.command("tune")
@@ -394,6 +477,18 @@ class _Progress:
                     f"{' ' + params if params else ''}: {result.detail[:300]}",
                     soft_wrap=True, markup=False,
                 )  # fmt: skip
+
+
+def git_build(build: str | None, output: str | None) -> api.GitBuild | None:
+    """--build and --output, together or not at all."""
+    from allocmark import api
+
+    if build is None and output is None:
+        return None
+    if not build or not output:
+        raise UserError("--build and --output go together: the command that builds a "
+                        "revision and the library it makes (relative to the checkout)")  # fmt: skip
+    return api.GitBuild(build, output)
 
 
 def _why(flag: bool | None) -> str:

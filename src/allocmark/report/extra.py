@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import aging, analyze, composition, why
+from allocmark.answer import aging, analyze, composition, releases, why
 from allocmark.model import CellRuns, RunStatus
 from allocmark.report import data, fmt
 from allocmark.verbs import harden
@@ -35,12 +35,52 @@ def extras(report: data.ReportData, made: bool = True) -> list[Extra]:
     cost = harden.costs(report.comparison) if report.comparison is not None else []
     if any(c.label != "geomean" for c in cost) and report.comparison is not None:
         found.append(cost_table(cost, report.comparison.margin))
+    if report.comparison is not None and (steps := releases_table(report.comparison)):
+        found.append(steps)
     found += aging_tables(report.aging)
     if report.made and made:
         found.append(made_table(report.made))
     if made and report.comparison is not None and (spent := signals_table(report.comparison)):
         found.append(spent)
     return found
+
+
+def releases_table(comp: analyze.Comparison) -> Extra | None:
+    """A line per consecutive pair of versions (releases.py): per row, the decided
+    changes in speed and peak RSS with their intervals; "=" same, "?" undecided."""
+    found = releases.changes(comp)
+    if not found:
+        return None
+    rows = list(dict.fromkeys(c.row for c in found))
+    heads = [f"{row}: {word}" for row in rows for word in ("speed", "peak RSS")]
+    pairs = list(dict.fromkeys((c.family, c.series, c.older, c.newer) for c in found))
+    by = {(c.older, c.newer, c.row, c.metric != releases.MEMORY): c for c in found}
+    several = len({(f, k) for f, k, _, _ in pairs}) > len({f for f, _, _, _ in pairs})
+    lines = []
+    for family, kind, old, new in pairs:
+        label = f"{comp.lineages[old].version} → {comp.lineages[new].version}"
+        texts = [_change(by.get((old, new, row, speed))) for row in rows for speed in (True, False)]
+        lines.append((family + (f" ({kind})" if several else ""), label, *texts))
+    decided = sum(c.decided for c in found)
+    return Extra(f"Release to release: each version against the one before it ({decided} "
+                 f"changes decided of {len(found)})", ("family", "versions", *heads),
+                 tuple(lines), notes=(
+                     "the newer version's time (or throughput) and peak RSS over the older's, "
+                     "paired by block, 95 % intervals judged as one family per allocator "
+                     f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided",),
+                 keep=2)  # fmt: skip
+
+
+def _change(c: releases.Change | None) -> str:
+    if c is None or c.ratio is None or c.verdict is None:
+        return "-"
+    if c.verdict is stats.Verdict.SAME:
+        return "="
+    if not c.verdict.differs:
+        return "?"
+    r = c.ratio
+    word = fmt.verdict_word(c.metric, c.verdict)
+    return f"{word} {r.value - 1:+.0%} [{r.low - 1:+.0%}, {r.high - 1:+.0%}]"
 
 
 # What every run records to explain a difference (why.py): column -> heading, unit.

@@ -20,8 +20,9 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 from matplotlib.typing import ColorType
 
+from allocmark import stats
 from allocmark.allocators import lineage
-from allocmark.answer import recommend, why
+from allocmark.answer import recommend, releases, why
 from allocmark.answer.analyze import Comparison, Row, value_text
 from allocmark.model import Params, RssSeries
 from allocmark.report import fmt
@@ -396,14 +397,17 @@ def across_versions(comp: Comparison) -> list[Plot]:
         return []
     present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
     plots = []
+    steps = releases.changes(comp)
     for family, entries in lineage.families(present).items():
         versions = list(dict.fromkeys(lin.version for _, lin in entries))
         rows = comp.rows[:MAX_VERSION_ROWS]
         size = (max(6.0, 0.9 * len(versions)) * 2, 3.0 * len(rows))
         fig, grid = plt.subplots(len(rows), 2, figsize=size, squeeze=False)
+        marks = {(c.newer, c.row, c.metric != releases.MEMORY): c for c in steps if c.decided}
         for line, row in zip(grid, rows, strict=True):
             for ax, metric in zip(line, ("time_s", "peak_rss_kib"), strict=True):
                 _version_panel(ax, row, metric, entries, versions)
+                _mark_changes(ax, row, metric, entries, versions, marks)
                 what = "peak RSS" if metric != "time_s" else _speed_word(row, entries)
                 ax.set_title(_wrapped(f"{row.label}: {what}"), fontsize=9)
                 ax.set_ylabel(f"/ {_cut(comp.baseline)}")
@@ -423,7 +427,7 @@ def _first(shown: Sequence[Row], comp: Comparison) -> str:
 
 def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, lineage.Lineage]],
                    versions: list[str]) -> None:  # fmt: skip
-    for series in ("crate", "Debian", "Debian, under a newer glibc"):
+    for series in _SERIES:
         xs, ys, lo, hi = [], [], [], []
         for a, lin in entries:
             # Speed: time, or throughput where the workload's time is fixed (larson).
@@ -431,9 +435,11 @@ def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str,
             if metric == "time_s" and cell is not None:
                 cell = recommend.speed_cell(row, a)
             r = cell.ratio if cell is not None else None
-            if r is None or _series(lin) != series:
+            if r is None or releases.series(lin) != series:
                 continue
-            xs.append(versions.index(lin.version) + (0 if series == "crate" else 0.18))
+            xs.append(
+                versions.index(lin.version) + (0 if series in ("crate", lineage.GIT) else 0.18)
+            )
             ys.append(r.value)
             # Too few blocks bound nothing (0 to infinity): the point alone, no whisker.
             bounded = r.low > 0 and math.isfinite(r.high)
@@ -448,16 +454,31 @@ def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str,
     ax.set_xlim(-0.5, len(versions) - 0.3)
 
 
+def _mark_changes(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, lineage.Lineage]],
+                  versions: list[str], marks: dict[tuple[str, str, bool], releases.Change]
+                  ) -> None:  # fmt: skip
+    """A decided change from the version before (releases.py), written above its point:
+    the table's verdicts, where the eye reads the line."""
+    for a, lin in entries:
+        change = marks.get((a, row.label, metric == "time_s"))
+        cell = row.cells[metric].get(a)
+        if metric == "time_s" and cell is not None:
+            cell = recommend.speed_cell(row, a)
+        if change is None or change.ratio is None or cell is None or cell.ratio is None:
+            continue
+        worse = change.verdict is stats.Verdict.WORSE
+        shift = 0 if releases.series(lin) in ("crate", lineage.GIT) else 0.18
+        ax.annotate(f"{change.ratio.value - 1:+.0%}", (versions.index(lin.version) + shift,
+                    cell.ratio.value), textcoords="offset points", xytext=(0, 7), ha="center",
+                    fontsize=7, color="#d62728" if worse else "#2ca02c")  # fmt: skip
+
+
 # fmt, colour, marker face ("": filled): crate builds, Debian's (this system's and
-# other releases'), and Debian's that run under another glibc (the C library changes too).
+# other releases'), Debian's that run under another glibc (the C library changes too),
+# and revisions of the user's repository.
 _SERIES = {"crate": ("o-", "#1f77b4", ""), "Debian": ("s-", "#d62728", ""),
-           "Debian, under a newer glibc": ("D", "#d62728", "white")}  # fmt: skip
-
-
-def _series(lin: lineage.Lineage) -> str:
-    if lin.origin == "crate":
-        return "crate"
-    return "Debian, under a newer glibc" if lin.other_glibc else "Debian"
+           "Debian, under a newer glibc": ("D", "#d62728", "white"),
+           "git": ("o-", "#2ca02c", "")}  # fmt: skip
 
 
 def _speed_word(row: Row, entries: Sequence[tuple[str, lineage.Lineage]]) -> str:

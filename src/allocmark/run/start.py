@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from allocmark import workloads
-from allocmark.allocators import builder
+from allocmark.allocators import builder, git
 from allocmark.allocators.selection import selected
 from allocmark.answer import race
 from allocmark.defaults import DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Note, Params, Prepared, Request, Workload
-from allocmark.run import campaign, plan
+from allocmark.run import campaign, plan, runas
 from allocmark.run.campaign import Precision
 from allocmark.stats import fewblock
 from allocmark.store import Store
@@ -71,7 +71,9 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note]
     suite, cells = _cells(req, notes)
     named = list(req.allocators) or (None if suite.allocators == ("all",)
                                      else list(suite.allocators))  # fmt: skip
-    specs, explicit = selection.candidates(*selected(named, req.catalogs), bool(req.allocators))
+    specs, explicit = selection.candidates(
+        *selected(named, req.catalogs, req.build), bool(req.allocators)
+    )
     precision = None if req.sample else _precision(req, suite, selection.race)
     n = planned_blocks(req.min_runs or suite.repetitions, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
@@ -159,11 +161,34 @@ def _precision(req: Request, suite: plan.Suite, race: str) -> Precision:
 
 
 def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
-    """Builds the recipe entries among `specs` that the cache lacks (first use)."""
+    """Builds the recipe entries among `specs` that the cache lacks (first use), and
+    the revisions of repositories; a revision that does not build is left out with the
+    end of its log (as `git bisect skip`), unless none builds."""
+    out = []
     for spec in specs:
         if spec.recipe and not builder.is_built(spec):
             builder.build(spec, say=lambda m: notes.append(Note("info", f"{m} (first use)")))
-    return specs
+        if spec.git is not None:
+            try:
+                revision(spec, notes)
+            except git.BuildFailed as e:
+                notes.append(Note("warning", f"skipped: {e}"))
+                continue
+        out.append(spec)
+    if specs and not out:
+        raise UserError("no revision built: " + "; ".join(n.text for n in notes[-3:]))
+    return out
+
+
+def revision(spec: AllocatorSpec, notes: list[Note]) -> git.Built:
+    """`spec`'s library built (or found in the cache), as the user the measured
+    programs run as: a repository's build is its code."""
+    user = runas.chosen()
+    done = git.build(spec, (user.uid, user.gid) if user else None,
+                     lambda m: notes.append(Note("info", m)))  # fmt: skip
+    if not done.cached:
+        notes.append(Note("info", f"built {spec.name} in {done.seconds:.1f} s"))
+    return done
 
 
 def unusable_notes(prepared: Prepared) -> list[Note]:

@@ -178,6 +178,20 @@ class DebianEntry(_Strict):
     variant: dict[Name, Variant] = Field(default_factory=dict)
 
 
+class GitEntry(_Strict):
+    """[git.NAME]: an allocator built from a git repository, one library per revision
+    (`-a NAME@git:#REVISIONS` takes the repository from here, `-a NAME@git:PATH#...`
+    another one)."""
+
+    description: str = ""
+    repository: str = Field("", description="a path or URL of the git repository")
+    build: str = Field(description='run by `sh -c` in a clean checkout: "make -j2"')
+    output: str = Field(description="the library the build leaves, relative to the checkout")
+    build_env: dict[str, str] = Field(default_factory=dict, description="the build's environment")
+    env: dict[str, str] = Field(default_factory=dict, description="the measured runs' environment")
+    timeout: float = Field(1800.0, gt=0, strict=False, description="seconds a build may take")
+
+
 class CatalogFile(_Strict):
     """An allocmark allocator catalog (`--catalog FILE`, same form as the built-in one)."""
 
@@ -186,3 +200,4 @@ class CatalogFile(_Strict):
     allocator: dict[Name, AllocatorEntry] = Field(default_factory=dict)
     recipe: dict[Name, RecipeEntry] = Field(default_factory=dict)
     debian: dict[Name, DebianEntry] = Field(default_factory=dict)
+    git: dict[Name, GitEntry] = Field(default_factory=dict)

@@ -1,0 +1,408 @@
+"""Allocators built from a git repository the user has: one library per commit.
+
+`-a NAME@git:REPOSITORY#REVISIONS` names revisions (`v1,v2,HEAD`) or a range
+(`A..B`: A and every commit on B's first-parent line after it); a `[git.NAME]`
+catalog entry or `--build`/`--output` say how a checkout becomes a library. The
+repository is copied into a mirror in the cache first (`git clone --mirror`, then
+`git fetch` on each use), so that allocmark never runs git inside the user's own
+repository (its hooks and configuration are the user's business) and a URL works
+like a path. Each revision is built in a fresh clone of the mirror at that commit,
+by `sh -c BUILD`, as `git bisect run` runs a command; as root, as the user the
+measured programs run as (run/runas.py), so that a build cannot reach the store.
+The library is copied into the cache under the commit and a digest of the recipe:
+a second use of the same commit and recipe reuses it. A build that fails is never
+cached: its error carries the end of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from allocmark import native
+from allocmark.errors import UserError
+from allocmark.model import AllocatorSpec, Env, Git, GitBuild
+
+PREFIX = "git:"
+MAX_REVISIONS = 40  # side by side in one campaign; more is a bisect's job
+LOG_TAIL = 12  # lines of a failed build's log in its error
+GIT_TIMEOUT_S = 600.0
+_LABEL = re.compile(r"[^A-Za-z0-9_.+-]")
+Say = Callable[[str], None]
+User = tuple[int, int] | None  # uid, gid the build runs as (None: allocmark's own)
+
+
+class BuildFailed(UserError):
+    """A revision that did not build: skipped, as `git bisect skip` skips it."""
+
+    def __init__(self, spec: AllocatorSpec, why: str, tail: Sequence[str]) -> None:
+        self.spec, self.why, self.tail = spec, why, tuple(tail)
+        lines = "\n  ".join(self.tail) or "(the log is empty)"
+        super().__init__(f"{spec.name} ({_commit(spec)[:12]}) did not build: {why}; "
+                         f"the end of its log:\n  {lines}")  # fmt: skip
+
+
+def _commit(spec: AllocatorSpec) -> str:
+    return spec.git.commit if spec.git else ""
+
+
+def is_token(token: str) -> bool:
+    """`NAME@git:...`: a revision selection, not a catalog name."""
+    name, at, rest = token.partition("@")
+    return bool(at) and rest.startswith(PREFIX) and "=" not in name
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One `-a NAME@git:REPOSITORY#REVISIONS` value, parsed."""
+
+    name: str
+    repository: str  # as given ("" : the catalog entry's)
+    revisions: tuple[str, ...]
+
+
+def parse(token: str) -> Selection:
+    name, _, rest = token.partition("@")
+    where, hashmark, revs = rest[len(PREFIX) :].partition("#")
+    revisions = tuple(r.strip() for r in revs.split(",") if r.strip())
+    if not hashmark or not revisions:
+        raise UserError(f"-a {token[:80]!r}: name the revisions after '#': "
+                        "NAME@git:REPOSITORY#v1,v2,HEAD or NAME@git:REPOSITORY#A..B")  # fmt: skip
+    return Selection(name, where.strip(), revisions)
+
+
+def specs(sel: Selection, repository: str, build: GitBuild, env: Env = (),
+          description: str = "") -> list[AllocatorSpec]:  # fmt: skip
+    """One allocator per revision (a range: per commit), oldest first within a range,
+    each named NAME@LABEL (the revision as named, or a range commit's describe)."""
+    repo = normalized(repository)
+    mirror = refreshed(repo)
+    picked: list[tuple[str, str]] = []  # (label, commit)
+    for rev in sel.revisions:
+        if ".." in rev:
+            picked += [(describe(mirror, c), c) for c in expand(mirror, rev)]
+        else:
+            picked.append((rev, resolve(mirror, rev)))
+    first: dict[str, str] = {}  # a commit named twice (v2 and HEAD) runs once
+    for label, commit in picked:
+        first.setdefault(commit, label)
+    unique = list(first.items())
+    if len(unique) > MAX_REVISIONS:
+        raise UserError(f"-a {sel.name}@git:…#{','.join(sel.revisions)[:60]}: "
+                        f"{len(unique)} commits; at most {MAX_REVISIONS} run side by side. "
+                        "Name fewer revisions (tags), or find the commit that changed a "
+                        "metric with `allocmark bisect`")  # fmt: skip
+    out = []
+    taken: set[str] = set()
+    for rank, (commit, label) in enumerate(unique):
+        text = _label(label, commit, taken)
+        taken.add(text)
+        origin = Git(repo, commit, describe(mirror, commit), label, build, rank)
+        out.append(spec_of(sel.name, text, origin, env, description))
+    return out
+
+
+def spec_of(name: str, label: str, origin: Git, env: Env = (), description: str = ""
+            ) -> AllocatorSpec:  # fmt: skip
+    what = description or f"{name} from {origin.repository}"
+    return AllocatorSpec(
+        name=f"{name}@{label}",
+        description=f"{what} at {origin.describe} ({origin.commit[:12]})",
+        paths=(str(library_path(origin)),),
+        env=env,
+        user=True,
+        family=name,
+        version_source="none",
+        git=origin,
+    )
+
+
+def label_text(text: str) -> str:
+    """`text` as the part of an allocator's name after '@' (selection.NAME_PATTERN)."""
+    return _LABEL.sub("-", text)[:40]
+
+
+def _label(label: str, commit: str, taken: set[str]) -> str:
+    text = label_text(label) or commit[:12]
+    return text if text not in taken else f"{text}-{commit[:8]}"
+
+
+def normalized(repository: str) -> str:
+    """An absolute path for a local repository; a URL as given."""
+    if not repository:
+        raise UserError("no repository: NAME@git:PATH#REVISIONS (or a [git.NAME] catalog "
+                        "entry with `repository`)")  # fmt: skip
+    if repository.startswith("-"):
+        raise UserError(f"repository {repository[:80]!r}: a path or URL cannot start with '-'")
+    if _is_url(repository):
+        return repository
+    path = Path(repository).expanduser().resolve()
+    if not path.exists():
+        raise UserError(f"repository {repository!r}: no such directory")
+    return str(path)
+
+
+def _is_url(text: str) -> bool:
+    return "://" in text or bool(re.match(r"^[\w.-]+@[\w.-]+:", text))
+
+
+def _root(repository: str) -> Path:
+    key = hashlib.sha256(repository.encode()).hexdigest()[:16]
+    return native.cache_root() / "git" / key
+
+
+def refreshed(repository: str) -> Path:
+    """The cache's mirror of `repository`, fetched once per process."""
+    return _refreshed(repository, native.cache_root())
+
+
+@functools.cache
+def _refreshed(repository: str, cache: Path) -> Path:
+    root = _root(repository)
+    root.mkdir(parents=True, exist_ok=True)
+    mirror = root / "mirror.git"
+    with _locked(root / "mirror.lock"):
+        if (mirror / "HEAD").is_file():
+            _git(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror,
+                 f"cannot fetch {repository}")  # fmt: skip
+        else:
+            tmp = root / f"mirror.{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            _git(["clone", "--quiet", "--mirror", "--", repository, str(tmp)], root,
+                 f"cannot read the repository {repository}")  # fmt: skip
+            os.replace(tmp, mirror)
+    for d in (root, root.parent):
+        d.chmod(0o755)  # the build's user clones from it
+    return mirror
+
+
+def resolve(mirror: Path, rev: str) -> str:
+    if rev.startswith("-"):
+        raise UserError(f"revision {rev[:80]!r}: a revision cannot start with '-'")
+    try:
+        return _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], mirror, "")
+    except UserError:
+        tags = _git(["tag", "--sort=-version:refname"], mirror, "").split()[:8]
+        known = f" (tags: {', '.join(tags)})" if tags else ""
+        raise UserError(f"revision {rev[:80]!r} is not a commit of the repository{known}"
+                        ) from None  # fmt: skip
+
+
+def describe(mirror: Path, commit: str) -> str:
+    return _git(["describe", "--tags", "--always", "--abbrev=12", commit], mirror, "")
+
+
+def expand(mirror: Path, text: str) -> list[str]:
+    """`A..B`: A, then each commit of B's first-parent line after A, oldest first."""
+    first, _, last = text.partition("..")
+    if not first or not last or last.startswith("."):
+        raise UserError(f"range {text!r}: expected OLDER..NEWER (two revisions)")
+    return line(mirror, resolve(mirror, first), resolve(mirror, last))
+
+
+def line(mirror: Path, good: str, bad: str) -> list[str]:
+    """`good` and the commits after it up to `bad` along `bad`'s first parents."""
+    if good == bad:
+        return [good]
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=mirror,
+                              capture_output=True, env=_env(), timeout=GIT_TIMEOUT_S)  # fmt: skip
+    if ancestor.returncode != 0:
+        raise UserError(f"{good[:12]} is not an ancestor of {bad[:12]}: a range runs from an "
+                        "older revision to a newer one on its line")  # fmt: skip
+    after = _git(["rev-list", "--reverse", "--first-parent", f"{good}..{bad}"], mirror, "")
+    chain = [good, *after.split()]
+    if bad not in chain:
+        raise UserError(f"{good[:12]} is not on {bad[:12]}'s first-parent line (it is on a "
+                        "merged branch): name a commit of that line")  # fmt: skip
+    return chain
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "LD_PRELOAD"))}
+    return env | {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+
+def _git(args: list[str], cwd: Path, what: str) -> str:
+    if shutil.which("git") is None:
+        raise UserError("git is not installed: `make setup` installs it (apt-get install git)")
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              env=_env(), timeout=GIT_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{what or 'git'}: git {args[0]} took more than "
+                        f"{GIT_TIMEOUT_S:.0f} s") from None  # fmt: skip
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-3:]
+        raise UserError(f"{what or 'git ' + args[0]}: {' '.join(tail) or 'git failed'}")
+    return proc.stdout.strip()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def recipe_key(origin: Git) -> str:
+    """The commit and the recipe: what decides the library."""
+    b = origin.build
+    text = json.dumps([origin.commit, b.build, b.output, sorted(b.env)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build_dir(origin: Git) -> Path:
+    return _root(origin.repository) / f"{origin.commit[:12]}-{recipe_key(origin)}"
+
+
+def library_path(origin: Git) -> Path:
+    name = Path(origin.build.output).name or "lib.so"
+    return build_dir(origin) / name
+
+
+def is_built(spec: AllocatorSpec) -> bool:
+    return spec.git is not None and (build_dir(spec.git) / "provenance.json").is_file()
+
+
+@dataclass(frozen=True)
+class Built:
+    library: Path
+    seconds: float  # the build's (0: the cache had it)
+    cached: bool
+
+
+def build(spec: AllocatorSpec, user: User = None, say: Say = lambda _: None) -> Built:
+    """The library of `spec`'s commit, from the cache or built now (BuildFailed)."""
+    origin = spec.git
+    if origin is None:
+        raise ValueError(f"{spec.name} is not built from a repository")
+    out = build_dir(origin)
+    if is_built(spec):
+        return Built(library_path(origin), 0.0, True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(out.parent / f"{out.name}.lock"):
+        if is_built(spec):
+            return Built(library_path(origin), 0.0, True)
+        say(f"building {spec.name} ({origin.commit[:12]}): {origin.build.build}")
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="allocmark-git-") as tmp:
+            lib = _build_in(spec, origin, Path(tmp), user)
+            seconds = time.monotonic() - started
+            _install(spec, origin, lib, Path(tmp) / "build.log", seconds, user)
+    return Built(library_path(origin), seconds, False)
+
+
+def _build_in(spec: AllocatorSpec, origin: Git, tmp: Path, user: User) -> Path:
+    src = tmp / "src"
+    mirror = refreshed(origin.repository)
+    _git(["clone", "--quiet", "--shared", "--no-checkout", "--", str(mirror), str(src)], tmp,
+         f"cannot check out {spec.name}")  # fmt: skip
+    _git(["checkout", "--quiet", "--detach", origin.commit], src, f"cannot check out {spec.name}")
+    # tmp and the log stay root's (the build writes the log through the descriptor it
+    # inherits): it cannot swap them for links to what only root may read.
+    log, home = tmp / "build.log", tmp / "home"
+    home.mkdir()
+    if user is not None:
+        tmp.chmod(0o755)
+        for path in (home, src, *src.rglob("*")):
+            os.lchown(path, *user)
+    code = _run_build(origin.build, src, home, log, user)
+    tail = _tail(log)
+    if code is None:
+        raise BuildFailed(spec, f"it took more than {origin.build.timeout_s:.0f} s", tail)
+    if code != 0:
+        raise BuildFailed(spec, f"`{origin.build.build}` exited with status {code}", tail)
+    return _output(spec, src, origin.build.output, tail)
+
+
+def _run_build(b: GitBuild, src: Path, home: Path, log: Path, user: User) -> int | None:
+    env = {k: v for k, v in _env().items() if not k.startswith(("AM_", "ALLOCMARK_"))}
+    env |= {"HOME": str(home)} | dict(b.env)
+    ids = {"user": user[0], "group": user[1], "extra_groups": []} if user else {}
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(["sh", "-c", b.build], cwd=src, env=env, stdout=f,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, **ids)  # type: ignore[call-overload]  # fmt: skip
+        try:
+            code: int | None = proc.wait(timeout=b.timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # what it left running
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return code
+
+
+def _output(spec: AllocatorSpec, src: Path, output: str, tail: Sequence[str]) -> Path:
+    """The library the build left, refused outside the checkout: the build is the
+    repository's code, and root copies what it names into the cache."""
+    root = os.path.realpath(src)
+    real = os.path.realpath(src / output)
+    if os.path.commonpath([root, real]) != root:
+        raise BuildFailed(spec, f"--output {output!r} leads outside the checkout", tail)
+    if not os.path.isfile(real):
+        raise BuildFailed(spec, f"it left no file {output!r} (the --output)", tail)
+    return Path(real)
+
+
+def _copy(spec: AllocatorSpec, origin: Git, lib: Path, target: Path, user: User) -> None:
+    fd = os.open(lib, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as src, open(target, "wb") as dst:
+        # Something the build left running could swap a directory on the path after the
+        # check: what was opened must be a file of the build's own user.
+        st = os.fstat(src.fileno())
+        if user is not None and st.st_uid != user[0]:
+            raise BuildFailed(spec, f"{origin.build.output!r} is not a file the build made", [])
+        shutil.copyfileobj(src, dst)
+
+
+def _tail(log: Path) -> list[str]:
+    try:
+        text = log.read_bytes()[-8192:].decode("utf-8", "replace")
+    except OSError:
+        return []
+    return ["".join(c if c.isprintable() else "?" for c in line)
+            for line in text.splitlines()[-LOG_TAIL:]]  # fmt: skip
+
+
+def _install(spec: AllocatorSpec, origin: Git, lib: Path, log: Path, seconds: float,
+             user: User) -> None:  # fmt: skip
+    out = build_dir(origin)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _copy(spec, origin, lib, tmp / library_path(origin).name, user)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    target = tmp / library_path(origin).name
+    target.chmod(0o644)
+    shutil.copyfile(log, tmp / "build.log")
+    facts = {"repository": origin.repository, "commit": origin.commit,
+             "describe": origin.describe, "build": origin.build.build,
+             "output": origin.build.output, "env": dict(origin.build.env),
+             "seconds": round(seconds, 3), "built_at": time.time(),
+             "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}  # fmt: skip
+    (tmp / "provenance.json").write_text(json.dumps(facts, indent=1))
+    for path in (tmp, *tmp.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)

@@ -1,0 +1,96 @@
+"""Release to release: each version of a family against the one before it.
+
+For every family with two or more versions in a campaign (allocators/lineage.py:
+crate builds, Debian's builds and a user's git revisions each a line of their own),
+each consecutive pair is compared on every row, on speed (time, or throughput where
+the time is fixed) and on peak RSS: the newer version's values over the older's,
+paired by block like every ratio of the report (analyze.row_ratio). A family's
+ratios are judged as one family by Holm's rule, so that noise alone makes any of
+its changes "decided" at most 5 % of the time however many versions it has; the
+verdict is the report's (faster/slower/same within the margin/undecided). This is
+the seed's version table with the noise taken out: a single run per version, as the
+seed had, cannot tell Ruby's ±7 % peak-RSS noise from a change.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from allocmark import stats
+from allocmark.allocators import lineage
+from allocmark.answer import analyze
+
+SPEED, MEMORY = "speed", "peak_rss_kib"
+
+
+@dataclass(frozen=True)
+class Change:
+    """The newer version over the older on one row and metric."""
+
+    family: str
+    series: str  # "crate", "Debian", "git", ...
+    older: str  # allocator names
+    newer: str
+    row: str  # the row's label
+    metric: str  # "time_s", "ops_per_s" (a fixed-time row's speed) or "peak_rss_kib"
+    ratio: stats.Ratio | None  # newer / older (None: a side has no numbers)
+    verdict: stats.Verdict | None
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict is not None and self.verdict.differs
+
+
+def series(lin: lineage.Lineage) -> str:
+    """The line a version belongs to: crate builds, Debian's, git revisions."""
+    if lin.origin in ("crate", lineage.GIT):
+        return lin.origin
+    return "Debian, under a newer glibc" if lin.other_glibc else "Debian"
+
+
+def changes(comp: analyze.Comparison) -> list[Change]:
+    """Every consecutive pair of every line of every family, per row and metric."""
+    present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
+    out: list[Change] = []
+    for family, entries in lineage.families(present).items():
+        lines: dict[str, list[str]] = {}
+        for name, lin in entries:
+            lines.setdefault(series(lin), []).append(name)
+        raw = [_pending(comp, family, kind, old, new, row)
+               for kind, names in lines.items() for old, new in itertools.pairwise(names)
+               for row in comp.rows]  # fmt: skip
+        out += _judged(comp, [c for pair in raw for c in pair])
+    return out
+
+
+def _pending(comp: analyze.Comparison, family: str, kind: str, old: str, new: str,
+             row: analyze.Row) -> list[Change]:  # fmt: skip
+    found = []
+    for group in ("time_s", MEMORY):
+        older, newer = row.cells[group].get(old), row.cells[group].get(new)
+        if older is None or newer is None:
+            continue
+        metric = group
+        if group == "time_s" and (older.fixed or newer.fixed):
+            metric = "ops_per_s"
+            older, newer = row.cells.get(metric, {}).get(old), row.cells.get(metric, {}).get(new)
+            if older is None or newer is None:
+                continue
+        ratio = analyze.row_ratio(comp, row, newer, older)
+        found.append(Change(family, kind, old, new, row.label, metric, ratio, None))
+    return found
+
+
+def _judged(comp: analyze.Comparison, found: Sequence[Change]) -> list[Change]:
+    """Holm over the family's ratios, then each ratio's verdict at its level."""
+    tested = [c for c in found if c.ratio is not None]
+    judged = dict(zip(map(id, tested), stats.holm([c.ratio for c in tested if c.ratio]),
+                      strict=True))  # fmt: skip
+    out = []
+    for c in found:
+        r = judged.get(id(c))
+        v = stats.verdict(r, comp.margin, c.metric in analyze.HIGHER_IS_BETTER) if r else None
+        out.append(Change(c.family, c.series, c.older, c.newer, c.row, c.metric, r, v))
+    return out
