@@ -42,6 +42,14 @@ verdict took: what the anytime-valid interval costs. Targets (issue 26): false
 verdicts and false recommendations <= 5 % over N >= 100 cells, "same" reached in
 >= 70 % of A/A time cells of programs under 0.5 s, +10 % detected >= 90 %.
 
+Bisect (issue 44): `allocmark bisect` at its defaults (error rate 5 %) on repositories
+of the tests' tiny allocator (tests/allocators/tinyrepo.py: 12 commits after v1.0,
+libraries rebuilt per commit) on samethread. A/A: nothing planted, every commit named
+is false (target: at most 5 % of bisects). Planted: every malloc spinning from a
+random commit on (a modest slowdown, measured and printed): the bisect is right when
+it names that commit, wrong when it names another (target: wrong at most 5 %), and
+undecided otherwise.
+
 `tune`, A/A too: glibc's settings replaced (`tune --settings`) by an environment
 variable nothing reads, three values of it raced against glibc's defaults on the
 python3 command and on samethread; every verdict of such a candidate against the
@@ -50,9 +58,10 @@ defaults (tune's Holm family, :nothp in it) is false, and so is recommending one
 usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
   per condition, and 100 on the applications); CELLS: A/B cells (default 10);
-  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why (default: all;
-  apps is the applications' A/A, appsab their A/B, why the planted causes: CELLS
-  seeds of samethread under `mmapper`, the right cause named and no other).
+  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect (default:
+  all; apps is the applications' A/A, appsab their A/B, why the planted causes: CELLS
+  seeds of samethread under `mmapper`, the right cause named and no other; bisect:
+  REPS A/A bisects and CELLS planted ones).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
 """
@@ -60,7 +69,9 @@ usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
 from __future__ import annotations
 
 import contextlib
+import math
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -76,6 +87,9 @@ from allocmark import native, stats
 from allocmark.answer import analyze, compare, recommend, why
 from allocmark.store import Store
 from allocmark.verbs import tune
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' tiny allocator
+from tests.allocators import tinyrepo
 
 ALLOCMARK = [sys.executable, "-m", "allocmark"]
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -125,6 +139,8 @@ class Tally:
     aa_explained: list[str] = field(default_factory=list)  # A/A differences explained
     # planted causes: (rules, axis, decided, the planted cause named "most of it", another)
     planted: list[tuple[str, str, bool, bool, bool]] = field(default_factory=list)
+    # bisects: (planted, "right" / "wrong" / "none", start ratio, steps, seconds)
+    bisects: list[tuple[bool, str, float, int, float]] = field(default_factory=list)
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -398,6 +414,50 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
                                       bool(most - {signal} - same)))  # fmt: skip
 
 
+BISECT_COMMITS = 12
+BISECT_SPIN = 150  # steps before each malloc: a modest slowdown (printed as measured)
+
+
+def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str) -> None:
+    """REPS A/A bisects and CELLS with a slowdown planted at a random commit."""
+    rng = random.Random(44)
+    for i in range(reps + cells):
+        planted = rng.randint(1, BISECT_COMMITS) if i >= reps else None
+        repo = tinyrepo.make(work / f"bisect-{tag}-{i}", slow=planted, fat=None, broken=None,
+                             last=BISECT_COMMITS, spin=BISECT_SPIN)  # fmt: skip
+        out = allocmark("bisect", "--repo", str(repo.path), "--build", tinyrepo.BUILD,
+                        "--output", tinyrepo.OUTPUT, "v1.0", "v2.0", "-w", "samethread",
+                        *SAMETHREAD, "--seed", str(i + 1), "--db",
+                        str(work / f"bisect-{tag}.db"))  # fmt: skip
+        start = re.search(r"^start .*?×([\d.]+)", out, re.M)
+        steps = re.search(r"\((\d+) steps, (\d+) s\)\s*$", out)
+        found = re.search(r"first commit decided unlike good: (\S+)", out)
+        named = found.group(1) if found else ""
+        verdict = ("none" if not named else "right" if planted is not None
+                   and named == repo.describe(planted) else "wrong")  # fmt: skip
+        tally.bisects.append((planted is not None, verdict,
+                              float(start.group(1)) if start else math.nan,
+                              int(steps.group(1)) if steps else 0,
+                              float(steps.group(2)) if steps else 0.0))  # fmt: skip
+
+
+def report_bisect(t: Tally) -> None:
+    for planted, what in ((False, "A/A"), (True, "planted slowdown")):
+        mine = [b for b in t.bisects if b[0] == planted]
+        if not mine:
+            continue
+        wrong = sum(b[1] != "none" if not planted else b[1] == "wrong" for b in mine)
+        right = sum(b[1] == "right" for b in mine)
+        none = sum(b[1] == "none" for b in mine)
+        measured = [b[2] for b in mine if not math.isnan(b[2])]
+        text = (f"  bisect {what}: a commit wrongly named {rate(wrong, len(mine))}"
+                + (f"; right {rate(right, len(mine))}, no commit {none}" if planted else "")
+                + f" (start ratio {statistics.median(measured):.3f} median; "
+                f"{statistics.median(b[3] for b in mine):.0f} steps and "
+                f"{statistics.median(b[4] for b in mine):.0f} s median)")  # fmt: skip
+        print(text)
+
+
 @contextlib.contextmanager
 def condition(name: str) -> Iterator[None]:
     """Nothing else ("quiet"), or one core spinning in another process ("busy")."""
@@ -432,6 +492,8 @@ def report(name: str, t: Tally, reps: int) -> None:
         )
     if t.planted:
         report_why(t)
+    if t.bisects:
+        report_bisect(t)
     for f in (0.10, 0.05):
         if hits := t.detected.get(f, []):
             seen = t.seen.get(f, [])
@@ -542,7 +604,7 @@ def main(argv: Sequence[str]) -> None:
     cells = int(argv[1]) if len(argv) > 1 else 10
     conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
     parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps", "appsab",
-                                                           "why"}  # fmt: skip
+                                                           "why", "bisect"}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
         every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}
@@ -568,6 +630,8 @@ def main(argv: Sequence[str]) -> None:
                     apps_ab(tally, work, max(3, cells // 3), name)
                 if "why" in parts:
                     why_ab(tally, work, cells, name)
+                if "bisect" in parts:
+                    bisects(tally, work, reps, cells, name)
             report(name, tally, reps)
             sys.stdout.flush()
 

@@ -113,6 +113,11 @@ def test_revisions_run_side_by_side_and_their_builds_are_reused(
     plots = place / "plots"
     shown = cli("report", "--db", str(db), "--plots", str(plots))
     assert shown.returncode == 0, shown.stderr
+    summary = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
+    assert {r["commit"] for r in summary["revisions"].values()} == set(repo.commits[:4])
+    assert [(c["older"], c["newer"]) for c in summary["releases"]][:1] == [
+        ("tiny@v1.0", f"tiny@{repo.describe(1)}")
+    ]
     assert (plots / "versions-tiny.svg").is_file()
     built = sorted(p.stat().st_mtime_ns for p in (place / "cache" / "git").rglob("libtiny.so"))
     again = cli("run", "-a", f"tiny@git:{repo.path}#v1.0..{last}", *how, *CELL, "-n", "2",
@@ -244,3 +249,11 @@ def test_a_catalog_entry_names_the_repository_and_its_recipe(
     spec = json.loads(text)
     assert spec["name"] == "tiny@v1.0" and spec["git"]["commit"] == repo.commits[0]
     assert spec["description"].startswith("the tests' tiny allocator at v1.0")
+
+
+def test_try_runs_a_command_under_revisions(place: Path, repo: tinyrepo.Repo) -> None:
+    db = _db(place, "try.db")
+    done = cli("try", "-a", f"tiny@git:{repo.path}#v1.0,v2.0", "-a", "glibc", *HOW, "-n", "2",
+               "--max-runs", "2", "--db", str(db), "--", "/bin/true")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "tiny@v1.0" in done.stdout and "tiny@v2.0" in done.stdout

@@ -107,7 +107,10 @@ class Repo:
                               text=True, check=True).stdout.strip()  # fmt: skip
 
 
-def make(path: Path) -> Repo:
+def make(path: Path, slow: int | None = SLOW, fat: int | None = FAT,
+         broken: int | None = BROKEN, last: int = LAST, spin: int = SPIN) -> Repo:  # fmt: skip
+    """The history above (or another: `slow`, `fat`, `broken` at other commits or None,
+    `last` commits after v1.0, `spin` steps before each malloc from `slow` on)."""
     path.mkdir(parents=True)
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}  # fmt: skip
@@ -119,10 +122,10 @@ def make(path: Path) -> Repo:
     git("init", "--quiet", "--initial-branch=main")
     (path / "Makefile").write_text(MAKEFILE)
     commits = []
-    for i in range(LAST + 1):
-        spin = SPIN if i >= SLOW else 0
-        reserve = RESERVE_MIB if i >= FAT else 0
-        (path / "tiny.c").write_text(source(spin, reserve, i == BROKEN))
+    for i in range(last + 1):
+        steps = spin if slow is not None and i >= slow else 0
+        reserve = RESERVE_MIB if fat is not None and i >= fat else 0
+        (path / "tiny.c").write_text(source(steps, reserve, i == broken))
         with open(path / "CHANGES", "a") as f:
             f.write(f"change {i}\n")
         git("add", "-A")

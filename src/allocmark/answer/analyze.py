@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from allocmark import profile, stats
 from allocmark.allocators import lineage
-from allocmark.model import CellRuns, Params, RunStatus, StoredRun
+from allocmark.model import CellRuns, Git, Params, RunStatus, StoredRun
 from allocmark.stats import batch
 from allocmark.store import Store
 
@@ -113,6 +113,7 @@ class Comparison:
     # Allocators that are not for speed or memory: "debug", "wrapper" (never recommended).
     roles: dict[str, str] = dataclasses.field(default_factory=dict)
     lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
+    revisions: dict[str, Git] = dataclasses.field(default_factory=dict)  # built from git
     cores: int = 0  # of the machine the campaign ran on (0: not known)
     signals: tuple[CellRuns, ...] = ()  # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell
     # ... or how to read them, when first asked (why.signals): a CSV never reads them
@@ -158,7 +159,8 @@ def stored_comparison(
     return dataclasses.replace(
         comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
         left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
-        lineages=lineages, cores=int(store.machine_facts(cid).get("cores") or 0),
+        lineages=lineages, revisions={s.name: s.git for s in specs if s.git},
+        cores=int(store.machine_facts(cid).get("cores") or 0),
         read_signals=lambda: store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS))  # fmt: skip
 
 

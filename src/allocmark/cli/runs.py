@@ -179,6 +179,8 @@ def try_cmd(
     profile: ProfileOpt = False,
     sample: SampleOpt = 1024,
     why: WhyOpt = None,
+    build: BuildOpt = None,
+    output: OutputOpt = None,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     from allocmark import api
@@ -190,7 +192,7 @@ def try_cmd(
                       catalogs=tuple(catalog or ()), db=db, executor=executor,
                       scheduler=scheduler, yes=yes, memory_limit=size(memory_limit),
                       sample=sample if profile else 0, keep_going=ignore,
-                      why=_why(why))  # fmt: skip
+                      why=_why(why), build=git_build(build, output))  # fmt: skip
     progress = _Progress()
     cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     lines, comp = api.command_lines(db, cid)

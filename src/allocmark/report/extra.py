@@ -67,8 +67,16 @@ def releases_table(comp: analyze.Comparison) -> Extra | None:
                  tuple(lines), notes=(
                      "the newer version's time (or throughput) and peak RSS over the older's, "
                      "paired by block, 95 % intervals judged as one family per allocator "
-                     f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided",),
-                 keep=2)  # fmt: skip
+                     f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided",
+                     *_commits(comp, pairs)), keep=2)  # fmt: skip
+
+
+def _commits(comp: analyze.Comparison, pairs: Sequence[tuple[str, str, str, str]]
+             ) -> list[str]:  # fmt: skip
+    """Where each revision of a repository came from: its commit and `git describe`."""
+    names = dict.fromkeys(n for _, _, old, new in pairs for n in (old, new))
+    return [f"{n}: {g.describe} ({g.commit[:12]}) of {g.repository}"
+            for n in names if (g := comp.revisions.get(n))]  # fmt: skip
 
 
 def _change(c: releases.Change | None) -> str:

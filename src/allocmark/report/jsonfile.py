@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark.answer import aging, recommend, remedy, why
+from allocmark.answer import aging, recommend, releases, remedy, why
 from allocmark.report import answer, data, rows
 from allocmark.store.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
 
@@ -31,9 +31,21 @@ def render(report: data.ReportData) -> str:
             for m in report.made]  # fmt: skip
     memory = {"aging": [_steady(s) for s in report.aging], "made_of": made,
               "why": [answer.why_record(w) for w in whys],
-              "try": [remedy.as_record(t) for t in remedy.tries(comp)]}  # fmt: skip
+              "try": [remedy.as_record(t) for t in remedy.tries(comp)],
+              "revisions": {a: {"repository": g.repository, "commit": g.commit,
+                                "describe": g.describe, "revision": g.revision}
+                            for a, g in comp.revisions.items()},
+              "releases": [_change(c) for c in releases.changes(comp)]}  # fmt: skip
     return document(SUMMARY_FORMAT, report.campaign, rows.summary_rows(comp),
                     rows.summary_extra(comp) | {"recommendation": answers} | memory)  # fmt: skip
+
+
+def _change(c: releases.Change) -> dict[str, Any]:
+    r = c.ratio
+    return {"family": c.family, "series": c.series, "older": c.older, "newer": c.newer,
+            "row": c.row, "metric": c.metric, "verdict": c.verdict.value if c.verdict else None,
+            "ratio": None if r is None else {"value": r.value, "low": r.low, "high": r.high,
+                                             "alpha": r.alpha}}  # fmt: skip
 
 
 def _plain_answer(value: Any) -> Any:
