@@ -67,7 +67,9 @@ def releases_table(comp: analyze.Comparison) -> Extra | None:
                  tuple(lines), notes=(
                      "the newer version's time (or throughput) and peak RSS over the older's, "
                      "paired by block, 95 % intervals judged as one family per allocator "
-                     f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided",
+                     f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided; crate builds, "
+                     "Debian's, Debian's under a newer glibc and git revisions are each a line "
+                     "of their own (a build under another glibc changes the C library too)",
                      *_commits(comp, pairs)), keep=2)  # fmt: skip
 
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from allocmark import stats
 from allocmark.allocators import git
@@ -100,13 +101,14 @@ class Ended:
 
     first: str  # describe of the first commit unlike good ("": none found)
     commit: str
-    range: tuple[str, ...]  # describes of the commits it may still be (undecided, skips)
+    range: tuple[str, ...]  # describes of the commits it may still be (the first LISTED)
     text: str
     steps: int
     seconds: float
 
 
 Event = Note | Started | Step | Ended
+LISTED = 16
 
 
 def metric_of(text: str) -> str:
@@ -136,8 +138,7 @@ def _run(q: Question) -> Iterator[Event]:
     if len(chain) < 2:
         raise UserError(f"{q.good} and {q.bad} are the same commit: nothing to bisect")
     name = q.name or _name(repo)
-    specs = [git.spec_of(name, _label(mirror, c), Git(repo, c, git.describe(mirror, c),
-             c, q.build, i), q.env) for i, c in enumerate(chain)]  # fmt: skip
+    specs = _Line(mirror, repo, chain, name, q)
     n = len(chain) - 1
     levels = Levels(q.error_rate, 2 + math.ceil(math.log2(n)) if n > 1 else 2)
     yield Started(n, math.ceil(math.log2(n)) + 2 if n > 1 else 2, _described(specs[0]),
@@ -232,10 +233,11 @@ def _found(specs: Sequence[AllocatorSpec], lo: int, hi: int, skipped: set[int], 
 
 def _undecided(specs: Sequence[AllocatorSpec], lo: int, hi: int, skipped: set[int], steps: int,
                began: float, step: Step) -> Ended:  # fmt: skip
-    names = tuple(_described(specs[i]) for i in range(lo + 1, hi + 1) if i not in skipped)
+    left = [i for i in range(lo + 1, hi + 1) if i not in skipped]
+    names = tuple(_described(specs[i]) for i in left[:LISTED])
     text = (
         f"undecided between {_described(specs[lo])} (like good) and {_described(specs[hi])} "
-        f"(like bad): the first commit unlike good is one of {len(names)}; {step.detail}"
+        f"(like bad): the first commit unlike good is one of {len(left)}; {step.detail}"
     )
     return Ended("", "", names, text, steps, time.monotonic() - began)
 
@@ -328,8 +330,8 @@ def _verdict(values: list[list[float]], alpha: float, metric: str, up: bool, sta
         r = stats.paired_ratio(bad, good, sequential=True)
         if r is None:
             return "undecided", None, ""
-        r = stats.at_alpha(r, alpha)
-        v = stats.verdict(r, stats.DEFAULT_MARGIN, metric in analyze.HIGHER_IS_BETTER)
+        v = stats.verdict(stats.at_alpha(r, alpha), stats.DEFAULT_MARGIN,
+                          metric in analyze.HIGHER_IS_BETTER)  # fmt: skip
         if v.differs:
             return "differs (" + ("higher" if r.value > 1 else "lower") + ")", r, ""
         same = v is stats.Verdict.SAME
@@ -403,13 +405,40 @@ class Fixed:
         return prepared
 
 
+class _Line(Sequence[AllocatorSpec]):
+    """The commits from GOOD to BAD as allocators, each made when first asked for (a
+    long range is described a commit at a time, not all at once)."""
+
+    def __init__(self, mirror: Path, repo: str, chain: list[str], name: str, q: Question
+                 ) -> None:  # fmt: skip
+        self.mirror, self.repo, self.chain, self.name, self.q = mirror, repo, chain, name, q
+        self.made: dict[int, AllocatorSpec] = {}
+
+    def __len__(self) -> int:
+        return len(self.chain)
+
+    @overload
+    def __getitem__(self, i: int) -> AllocatorSpec: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[AllocatorSpec]: ...
+    def __getitem__(self, i: int | slice) -> AllocatorSpec | Sequence[AllocatorSpec]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        i = i % len(self.chain)
+        if i not in self.made:
+            c = self.chain[i]
+            origin = Git(self.repo, c, git.describe(self.mirror, c), c, self.q.build, i)
+            self.made[i] = git.spec_of(self.name, _label(origin.describe), origin, self.q.env)
+        return self.made[i]
+
+
 def _name(repository: str) -> str:
     base = Path(repository.rstrip("/")).name.removesuffix(".git") or "mine"
     return git.label_text(base)[:24]
 
 
-def _label(mirror: Path, commit: str) -> str:
-    return git.label_text(git.describe(mirror, commit))
+def _label(describe: str) -> str:
+    return git.label_text(describe)
 
 
 def _described(spec: AllocatorSpec) -> str:
