@@ -415,7 +415,7 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
 
 
 BISECT_COMMITS = 12
-BISECT_SPIN = 150  # steps before each malloc: a modest slowdown (printed as measured)
+BISECT_SPIN = 40  # steps before each malloc: a modest slowdown (printed as measured)
 
 
 def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str) -> None:

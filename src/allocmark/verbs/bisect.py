@@ -224,7 +224,7 @@ def _found(specs: Sequence[AllocatorSpec], lo: int, hi: int, skipped: set[int], 
     if all(i in skipped for i in maybe[:-1]) and len(maybe) > 1:
         names = tuple(_described(specs[i]) for i in maybe)
         return Ended("", "", names, "the first commit unlike good is one of "
-                     f"{', '.join(names)} (the others did not build)", steps, spent)  # fmt: skip
+                     f"{', '.join(names)} (the others were skipped)", steps, spent)  # fmt: skip
     spec = specs[hi]
     commit = spec.git.commit if spec.git else ""
     return Ended(_described(spec), commit, (), f"first commit decided unlike good: "
@@ -315,6 +315,9 @@ def _values(store: Store, cid: int, metric: str, names: Sequence[str]
         return [], "; ".join(failed)
     if any(c is None or not c.values for c in cells.values()):
         raise UserError(f"--metric {metric}: the workload does not report it")
+    if any(c is not None and c.fixed for c in cells.values()):
+        raise UserError(f"--metric {metric}: this workload's time is set by its duration "
+                        "parameter; its speed is --metric ops_per_s")  # fmt: skip
     by = [dict(zip(c.blocks, c.values, strict=True)) for c in cells.values() if c is not None]
     common = sorted(set.intersection(*(set(b) for b in by)))
     return [[b[k] for k in common] for b in by], ""
