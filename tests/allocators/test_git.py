@@ -259,3 +259,12 @@ def test_try_runs_a_command_under_revisions(place: Path, repo: tinyrepo.Repo) ->
                "--max-runs", "2", "--db", str(db), "--", "/bin/true")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "tiny@v1.0" in done.stdout and "tiny@v2.0" in done.stdout
+
+
+def test_a_url_is_mirrored_like_a_path(place: Path, repo: tinyrepo.Repo) -> None:
+    """A URL (file:// here: no network) goes through the same mirror as a path."""
+    url = f"file://{repo.path}"
+    (spec,) = git.specs(git.Selection("tiny", url, ("v2.0",)), url, GitBuild(*HOW[1::2]))
+    assert spec.git is not None and spec.git.repository == url
+    assert spec.git.commit == repo.commits[-1] and spec.git.describe == "v2.0"
+    assert git.build(spec).library.is_file()
