@@ -8,27 +8,26 @@ own in the database (every run stored, reported like any campaign):
    anytime-valid intervals of every verdict, stats.paired_ratio). Same within the
    margin, or undecided at the most blocks: "no commit decided unlike good".
 2. **Each step**: the midpoint candidate C beside GOOD and BAD in each block (their
-   order random), until C is decided *like bad* (C/GOOD moved the way BAD/GOOD did:
-   a change at C or before it) or *like good* (BAD/C moved that way: the change is
-   after C), each by the same paired intervals. With one change, C is GOOD's library
-   or BAD's, so one of the two moves is the whole of BAD/GOOD and each step needs
-   about the evidence the start needed. (A first design judged C's side of the
-   geometric middle, log C² / (GOOD · BAD): three runs' noise against half the
-   change, it needed about three times the blocks, and a +13 % slowdown the start
-   decided stayed undecided at 30 blocks in all of 30 calibration bisects.) A
-   candidate that does not build, or whose runs fail, is skipped, as `git bisect
-   skip` does, and the nearest untried commit taken instead.
+   order random), until C is decided *like good* or *like bad*: the blocks' log of
+   C² / (GOOD · BAD) is C's distance above the geometric middle of the two, positive
+   when C is nearer BAD; its interval lying wholly on one side decides. Under either
+   answer C sits |log(BAD/GOOD)| / 2 from the middle, but with three runs' noise: a
+   step needs about three times the blocks of the start. (Deciding instead whether
+   C/GOOD or BAD/C moved the way BAD/GOOD did needs only the start's evidence, but
+   with two changes between GOOD and BAD it called a commit after the first change
+   "like good" when BAD/C was decided first, and named a commit where nothing
+   changed: a step must judge C against both ends at once.) A candidate that does
+   not build is skipped, as `git bisect skip` does, and the nearest untried commit
+   taken instead.
 
-Error rate. A wrong step (a move decided where there is none: C like bad when it is
-GOOD's library, like good when it is BAD's; each at most half its level, one side of
-a two-sided interval) is the only way to a wrong commit; each decision is made at its
-own level and their sum is the error rate
+Error rate. A wrong step (an interval on the wrong side) is the only way to a wrong
+commit; each decision is made at its own level and their sum is the error rate
 asked for (5 %): the first `planned` decisions (the start and ⌈log2 N⌉ + 1 steps)
 share 90 % of it equally, later ones (after skips) halve the rest each time. The
 intervals are anytime-valid, so adding blocks until decided keeps each level.
 
 With more than one change in the metric between GOOD and BAD, the search ends at
-one commit where the metric changed, as `git bisect` ends at one transition.
+one commit where it crosses the middle, as `git bisect` ends at one transition.
 """
 
 from __future__ import annotations
@@ -346,37 +345,29 @@ def _verdict(values: list[list[float]], alpha: float, metric: str, up: bool, sta
         same = v is stats.Verdict.SAME
         return (f"same within ±{stats.DEFAULT_MARGIN:.0%}" if same else "undecided"), r, ""
     good, cand, bad = values
+    ends = [g * b for g, b in zip(good, bad, strict=True)]
+    side = stats.paired_ratio([c * c for c in cand], ends, sequential=True)
     shown = stats.paired_ratio(cand, good, sequential=True)
-    from_good, to_bad = _moved(good, cand, alpha, up), _moved(cand, bad, alpha, up)
-    if from_good:  # C moved from GOOD the way BAD did: a change at C or before it
-        return "like bad", shown, ""
-    if to_bad:  # BAD moved from C the way it moved from GOOD: the change is after C
-        return "like good", shown, ""
-    return "undecided", shown, ""
-
-
-def _moved(before: list[float], after: list[float], alpha: float, up: bool) -> bool:
-    """Did the metric move from `before` to `after` the way it moved from GOOD to BAD
-    (up or down)? The interval at alpha lies wholly on that side of 1: under no such
-    move, at most alpha/2 of the time."""
-    r = stats.paired_ratio(after, before, sequential=True)
-    if r is None:
-        return False
-    r = stats.at_alpha(r, alpha)
-    return r.low > 1 if up else r.high < 1
+    if side is None:
+        return "undecided", shown, ""
+    side = stats.at_alpha(side, alpha)
+    above = side.low > 1
+    below = side.high < 1
+    if not (above or below):
+        return "undecided", shown, ""
+    return ("like bad" if above == up else "like good"), shown, ""
 
 
 def _more(values: list[list[float]], alpha: float, start_: bool) -> str:
     """What more blocks would decide, at the estimate so far: the fewest blocks whose
-    Bayes-factor interval (fewblock) at this mean and spread would exclude 1."""
+    Bayes-factor interval (fewblock) at this mean and spread would exclude the middle."""
     if len(values[0]) < 2:
         return "too few blocks completed to say what more would do"
     if start_:
         logs = [math.log(b) - math.log(g) for g, b in zip(*values, strict=True)]
-    else:  # the nearer of the two moves, from GOOD or to BAD: the one to be decided first
-        to_c = [math.log(c) - math.log(g) for g, c, _ in zip(*values, strict=True)]
-        from_c = [math.log(b) - math.log(c) for _, c, b in zip(*values, strict=True)]
-        logs = max(to_c, from_c, key=lambda xs: abs(sum(xs)))
+    else:
+        logs = [2 * math.log(c) - math.log(g) - math.log(b)
+                for g, c, b in zip(*values, strict=True)]  # fmt: skip
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
     share = alpha / stats.SPLIT
