@@ -110,8 +110,9 @@ def commands(work: Path) -> dict[str, list[str]]:
     """The real A/A commands, on an 8 MB text this bench writes (same every time)."""
     text = work / "text"
     rng = random.Random(1)
-    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9)))
-             for _ in range(5000)]  # fmt: skip
+    words = [
+        "".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(5000)
+    ]
     text.write_text("".join(" ".join(rng.choices(words, k=10)) + "\n" for _ in range(120000)))
     return {
         "gzip": ["sh", "-c", f"gzip -6 -c {text} > /dev/null"],
@@ -156,8 +157,11 @@ class Tally:
                     what = f"{kind} {row.label} {metric} ×{c.ratio.value:.4f}"
                     speed = "peak_rss_kib" if metric == "peak_rss_kib" else "time_s"
                     self.cells.append((what, speed, c.verdict, int(c.ratio.df) + 1))
-        self.aa_explained += [f"{kind} {w.label} {w.axis}: {w.allocator}" for w in why.explain(comp)
-                              if w.allocator == twin and w.explained]  # fmt: skip
+        self.aa_explained += [
+            f"{kind} {w.label} {w.axis}: {w.allocator}"
+            for w in why.explain(comp)
+            if w.allocator == twin and w.explained
+        ]
         if not kind.startswith("quick") and (s := comp.rows[0].cells["time_s"][twin].summary):
             self.seconds.setdefault(kind.split("/")[0], []).append(s.median)
         for a in recommend.answers(comp):
@@ -178,8 +182,9 @@ class Tally:
                         self.tuned.append((what, stats.verdict(r, comp.margin)))
         for a in recommend.answers(comp):
             picked = _picked(a)
-            self.tune_answers.append(f"{kind} recommends {sorted(picked & noop)}"
-                                     if picked & noop else "")  # fmt: skip
+            self.tune_answers.append(
+                f"{kind} recommends {sorted(picked & noop)}" if picked & noop else ""
+            )
 
 
 def _picked(a: recommend.Answer) -> set[str]:
@@ -202,8 +207,10 @@ def _twins(work: Path, tag: str) -> dict[str, str]:
     twins.mkdir()
     (twins / "libc.so.6").symlink_to(LIBC)
     (twins / "libmimalloc.so.2").symlink_to(MIMALLOC)
-    return {"glibc": f"glibc,twin={twins / 'libc.so.6'}",
-            "mimalloc": f"mimalloc,mtwin={twins / 'libmimalloc.so.2'}"}  # fmt: skip
+    return {
+        "glibc": f"glibc,twin={twins / 'libc.so.6'}",
+        "mimalloc": f"mimalloc,mtwin={twins / 'libmimalloc.so.2'}",
+    }
 
 
 def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
@@ -262,8 +269,9 @@ def apps_aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
             tally.add_aa(db, "twin" if base == "glibc" else "mtwin", f"apps/{base}")
     for i in range(max(2, (reps + 1) // 2)):
         db = work / f"{tag}-appsuite-{i}.db"
-        allocmark("run", "--suite", "apps", "-a", pairs["glibc"], "--seed", str(i + 1),
-                  "--db", str(db))  # fmt: skip
+        allocmark(
+            "run", "--suite", "apps", "-a", pairs["glibc"], "--seed", str(i + 1), "--db", str(db)
+        )
         tally.add_aa(db, "twin", f"appsuite{i}")
 
 
@@ -282,8 +290,18 @@ def apps_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
         for workload, params, allocator, truth in APP_EFFECTS:
             db = work / f"{tag}-appab-{workload}-{i}.db"
             options = [x for p in params for x in ("-p", p)]
-            allocmark("run", "-a", f"glibc,{allocator}", "-w", workload, *options,
-                      "--seed", str(i + 1), "--db", str(db))  # fmt: skip
+            allocmark(
+                "run",
+                "-a",
+                f"glibc,{allocator}",
+                "-w",
+                workload,
+                *options,
+                "--seed",
+                str(i + 1),
+                "--db",
+                str(db),
+            )
             store = Store(db, create=False)
             comp = analyze.stored_comparison(store, store.campaign().id)
             c = comp.rows[0].cells["peak_rss_kib"][allocator]
@@ -302,7 +320,9 @@ def first_decided(comp: analyze.Comparison, allocator: str, alpha: float) -> int
     for n in range(2, len(a) + 1):
         r = stats.paired_ratio(a[:n], b[:n], sequential=comp.sequential)
         if r is not None and stats.verdict(stats.at_alpha(r, alpha), comp.margin) in (
-                stats.Verdict.BETTER, stats.Verdict.WORSE):  # fmt: skip
+            stats.Verdict.BETTER,
+            stats.Verdict.WORSE,
+        ):
             return n
     return 0  # never
 
@@ -315,13 +335,14 @@ def tune_aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
     """`tune` at its defaults, racing settings that change nothing."""
     settings = work / "noop-settings.toml"
     settings.write_text(NOOP_SETTINGS)
-    targets = {"python3": ["--", *commands(work)["python3"]],
-               "samethread": ["-w", "samethread", *SAMETHREAD]}  # fmt: skip
+    targets = {
+        "python3": ["--", *commands(work)["python3"]],
+        "samethread": ["-w", "samethread", *SAMETHREAD],
+    }
     for i in range(reps):
         for name, target in targets.items():
             db = work / f"{tag}-tune-{name}-{i}.db"
-            allocmark("tune", "-a", "glibc", "--settings", str(settings), "--db", str(db),
-                      *target)  # fmt: skip
+            allocmark("tune", "-a", "glibc", "--settings", str(settings), "--db", str(db), *target)
             tally.add_tune(db, name)
 
 
@@ -338,8 +359,20 @@ def slowdown(burn: Path, every: int, work: Path, blocks: int) -> float:
     """samethread's time under burn (every `every`-th malloc burns) / under glibc,
     paired over `blocks` blocks, minus 1."""
     db = work / f"tune-{every}.db"
-    allocmark("run", "-w", "samethread", *SAMETHREAD, "-n", str(blocks), "--max-runs",
-              str(blocks), "-a", f"glibc,burn={burn}:{_env(every)}", "--db", str(db))  # fmt: skip
+    allocmark(
+        "run",
+        "-w",
+        "samethread",
+        *SAMETHREAD,
+        "-n",
+        str(blocks),
+        "--max-runs",
+        str(blocks),
+        "-a",
+        f"glibc,burn={burn}:{_env(every)}",
+        "--db",
+        str(db),
+    )
     r = time_ratio(db, "burn")
     if r is None:
         sys.exit(f"burn {_env(every)}: no time ratio")
@@ -369,9 +402,20 @@ def ab(tally: Tally, work: Path, cells: int, every: dict[float, int], tag: str) 
     burn = native.library("libam_burn.so")
     db = work / f"{tag}-ab.db"
     seeds = ",".join(str(s) for s in range(1, cells + 1))
-    allocmark("run", "-w", "samethread", *SAMETHREAD, "-p", f"seed={seeds}", "--db", str(db),
-              "-a", f"glibc,burn5={burn}:{_env(every[0.05])}",
-              "-a", f"burn10={burn}:{_env(every[0.10])}")  # fmt: skip
+    allocmark(
+        "run",
+        "-w",
+        "samethread",
+        *SAMETHREAD,
+        "-p",
+        f"seed={seeds}",
+        "--db",
+        str(db),
+        "-a",
+        f"glibc,burn5={burn}:{_env(every[0.05])}",
+        "-a",
+        f"burn10={burn}:{_env(every[0.10])}",
+    )
     store = Store(db, create=False)
     comp = analyze.stored_comparison(store, store.campaign().id)
     for name, f in (("burn10", 0.10), ("burn5", 0.05)):
@@ -387,8 +431,10 @@ def ab(tally: Tally, work: Path, cells: int, every: dict[float, int], tag: str) 
 # signal, and the others that describe the same cause from the why pass: the system
 # time is spent inside malloc and free, and a 256-byte block's mapping is a page
 # (size-class rounding), all of it private dirty memory.
-PLANTED = {"time": ("sys_s", {"prof_inside_s"}),
-           "rss": ("peak_anon_kib", {"prof_slack_kib", "near_peak_dirty_kib"})}  # fmt: skip
+PLANTED = {
+    "time": ("sys_s", {"prof_inside_s"}),
+    "rss": ("peak_anon_kib", {"prof_slack_kib", "near_peak_dirty_kib"}),
+}
 
 
 def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
@@ -400,18 +446,33 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
     for rules, flags in (("run's rules", []), ("--why", ["--why"])):
         db = work / f"{tag}-why{len(flags)}.db"
         planted = f"glibc,mmapper={twin}:MALLOC_MMAP_THRESHOLD_=256"
-        allocmark("run", "-w", "samethread", *SAMETHREAD, "-p", f"seed={seeds}", "--db",
-                  str(db), "-a", planted, *flags)  # fmt: skip
+        allocmark(
+            "run",
+            "-w",
+            "samethread",
+            *SAMETHREAD,
+            "-p",
+            f"seed={seeds}",
+            "--db",
+            str(db),
+            "-a",
+            planted,
+            *flags,
+        )
         store = Store(db, create=False)
         comp = analyze.stored_comparison(store, store.campaign().id)
         found = {(w.label, w.axis): w for w in why.explain(comp) if w.allocator == "mmapper"}
         for row in comp.rows:
             for axis, (signal, same) in PLANTED.items():
                 w = found.get((row.label, axis))
-                most = {f.signal for f in w.factors if f.share is not None
-                        and f.share >= why.MOST} if w else set()  # fmt: skip
-                tally.planted.append((rules, axis, w is not None, signal in most,
-                                      bool(most - {signal} - same)))  # fmt: skip
+                most = (
+                    {f.signal for f in w.factors if f.share is not None and f.share >= why.MOST}
+                    if w
+                    else set()
+                )
+                tally.planted.append(
+                    (rules, axis, w is not None, signal in most, bool(most - {signal} - same))
+                )
 
 
 BISECT_COMMITS = 12
@@ -423,22 +484,52 @@ def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str) -> None:
     rng = random.Random(44)
     for i in range(reps + cells):
         planted = rng.randint(1, BISECT_COMMITS) if i >= reps else None
-        repo = tinyrepo.make(work / f"bisect-{tag}-{i}", slow=planted, fat=None, broken=None,
-                             last=BISECT_COMMITS, spin=BISECT_SPIN)  # fmt: skip
-        out = allocmark("bisect", "--repo", str(repo.path), "--build", tinyrepo.BUILD,
-                        "--output", tinyrepo.OUTPUT, "v1.0", "v2.0", "-w", "samethread",
-                        *SAMETHREAD, "--seed", str(i + 1), "--db",
-                        str(work / f"bisect-{tag}.db"))  # fmt: skip
+        repo = tinyrepo.make(
+            work / f"bisect-{tag}-{i}",
+            slow=planted,
+            fat=None,
+            broken=None,
+            last=BISECT_COMMITS,
+            spin=BISECT_SPIN,
+        )
+        out = allocmark(
+            "bisect",
+            "--repo",
+            str(repo.path),
+            "--build",
+            tinyrepo.BUILD,
+            "--output",
+            tinyrepo.OUTPUT,
+            "v1.0",
+            "v2.0",
+            "-w",
+            "samethread",
+            *SAMETHREAD,
+            "--seed",
+            str(i + 1),
+            "--db",
+            str(work / f"bisect-{tag}.db"),
+        )
         start = re.search(r"^start .*?×([\d.]+)", out, re.M)
         steps = re.search(r"\((\d+) steps, (\d+) s\)\s*$", out)
         found = re.search(r"first commit decided unlike good: (\S+)", out)
         named = found.group(1) if found else ""
-        verdict = ("none" if not named else "right" if planted is not None
-                   and named == repo.describe(planted) else "wrong")  # fmt: skip
-        tally.bisects.append((planted is not None, verdict,
-                              float(start.group(1)) if start else math.nan,
-                              int(steps.group(1)) if steps else 0,
-                              float(steps.group(2)) if steps else 0.0))  # fmt: skip
+        verdict = (
+            "none"
+            if not named
+            else "right"
+            if planted is not None and named == repo.describe(planted)
+            else "wrong"
+        )
+        tally.bisects.append(
+            (
+                planted is not None,
+                verdict,
+                float(start.group(1)) if start else math.nan,
+                int(steps.group(1)) if steps else 0,
+                float(steps.group(2)) if steps else 0.0,
+            )
+        )
 
 
 def report_bisect(t: Tally) -> None:
@@ -450,11 +541,13 @@ def report_bisect(t: Tally) -> None:
         right = sum(b[1] == "right" for b in mine)
         none = sum(b[1] == "none" for b in mine)
         measured = [b[2] for b in mine if not math.isnan(b[2])]
-        text = (f"  bisect {what}: a commit wrongly named {rate(wrong, len(mine))}"
-                + (f"; right {rate(right, len(mine))}, no commit {none}" if planted else "")
-                + f" (start ratio {statistics.median(measured):.3f} median; "
-                f"{statistics.median(b[3] for b in mine):.0f} steps and "
-                f"{statistics.median(b[4] for b in mine):.0f} s median)")  # fmt: skip
+        text = (
+            f"  bisect {what}: a commit wrongly named {rate(wrong, len(mine))}"
+            + (f"; right {rate(right, len(mine))}, no commit {none}" if planted else "")
+            + f" (start ratio {statistics.median(measured):.3f} median; "
+            f"{statistics.median(b[3] for b in mine):.0f} steps and "
+            f"{statistics.median(b[4] for b in mine):.0f} s median)"
+        )
         print(text)
 
 
@@ -509,17 +602,21 @@ def report_why(t: Tally) -> None:
             mine = [p for p in t.planted if p[:2] == (rules, axis)]
             decided = [p for p in mine if p[2]]
             named, other = sum(p[3] for p in decided), sum(p[4] for p in decided)
-            print(f"  planted cause ({rules}), {label}: decided {rate(len(decided), len(mine))}; "
-                  f"the planted cause named: {rate(named, len(decided))}; another cause "
-                  f"named: {rate(other, len(decided))}")  # fmt: skip
+            print(
+                f"  planted cause ({rules}), {label}: decided {rate(len(decided), len(mine))}; "
+                f"the planted cause named: {rate(named, len(decided))}; another cause "
+                f"named: {rate(other, len(decided))}"
+            )
 
 
 def report_tune(t: Tally, reps: int) -> None:
     false = [what for what, v in t.tuned if v in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
     same = sum(v is stats.Verdict.SAME for _, v in t.tuned)
     wrong = [a for a in t.tune_answers if a]
-    print(f"  tune A/A: {UNUSED}=1,2,3 against glibc's defaults on python3 and samethread, "
-          f"{reps}x each")  # fmt: skip
+    print(
+        f"  tune A/A: {UNUSED}=1,2,3 against glibc's defaults on python3 and samethread, "
+        f"{reps}x each"
+    )
     print(f"  tune false verdicts: {rate(len(false), len(t.tuned))}")
     for what in false:
         print(f"      {what}")
@@ -533,9 +630,11 @@ def report_apps(t: Tally, reps: int) -> None:
     cells = [c for c in t.cells if c[0].startswith("app")]
     answers = [(k, a) for k, a in t.answers if k.startswith("app")]
     false = [c for c in cells if c[2] in (stats.Verdict.BETTER, stats.Verdict.WORSE)]
-    print(f"  A/A on applications of seconds: ruby (4 threads), python (2 threads), sqlite, "
-          f"gcc, redis under glibc/twin and mimalloc/mtwin via `run`, {reps}x each; the apps "
-          f"suite under glibc/twin, {max(2, (reps + 1) // 2)}x")  # fmt: skip
+    print(
+        f"  A/A on applications of seconds: ruby (4 threads), python (2 threads), sqlite, "
+        f"gcc, redis under glibc/twin and mimalloc/mtwin via `run`, {reps}x each; the apps "
+        f"suite under glibc/twin, {max(2, (reps + 1) // 2)}x"
+    )
     print(f"  false verdicts: {rate(len(false), len(cells))}")
     for what, *_ in false:
         print(f"      {what}")
@@ -581,8 +680,7 @@ def report_aa(t: Tally, reps: int) -> None:
     # costs when blocks are added until decided, so the real commands are apart.
     for kind, real in (("real commands", True), ("quick suite, fixed blocks", False)):
         for metric, label in (("time_s", "time"), ("peak_rss_kib", "peak RSS")):
-            mine = [c for c in cells
-                    if c[1] == metric and c[0].startswith("quick") != real]  # fmt: skip
+            mine = [c for c in cells if c[1] == metric and c[0].startswith("quick") != real]
             blocks = [c[3] for c in mine if c[2] is not stats.Verdict.INCONCLUSIVE]
             left = [c[3] for c in mine if c[2] is stats.Verdict.INCONCLUSIVE]
             decided_at = statistics.median(blocks) if blocks else "-"
@@ -603,8 +701,11 @@ def main(argv: Sequence[str]) -> None:
     reps = int(argv[0]) if argv else 3
     cells = int(argv[1]) if len(argv) > 1 else 10
     conditions = argv[2].split(",") if len(argv) > 2 else ["quiet", "busy"]
-    parts = set(argv[3].split(",")) if len(argv) > 3 else {"aa", "ab", "tune", "apps", "appsab",
-                                                           "why", "bisect"}  # fmt: skip
+    parts = (
+        set(argv[3].split(","))
+        if len(argv) > 3
+        else {"aa", "ab", "tune", "apps", "appsab", "why", "bisect"}
+    )
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
         every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}

@@ -31,22 +31,39 @@ def prefixed(prefix: str, usable: str = "usable_size") -> dict[str, str]:
     return {f: prefix + f for f in FUNCS} | {"malloc_usable_size": prefix + usable}
 
 
-TCMALLOC = {"malloc": "Malloc", "free": "Free", "calloc": "Calloc", "realloc": "Realloc",
-            "posix_memalign": "PosixMemalign", "aligned_alloc": "AlignedAlloc",
-            "malloc_usable_size": "MallocSize"}  # fmt: skip
+TCMALLOC = {
+    "malloc": "Malloc",
+    "free": "Free",
+    "calloc": "Calloc",
+    "realloc": "Realloc",
+    "posix_memalign": "PosixMemalign",
+    "aligned_alloc": "AlignedAlloc",
+    "malloc_usable_size": "MallocSize",
+}
 # entry -> (static library, the C function each exported name is, the package that
 # builds the library: the sys crate, or the layer itself for a source-only crate)
 CASES = {
     "mimalloc@2.1.7": ("libmimalloc.a", prefixed("mi_"), None),
     "jemalloc@5.3.1": ("libjemalloc.a", prefixed("_rjem_", "malloc_usable_size"), None),
     "google-tcmalloc@2025.06.16": (
-        "libtcmalloc.a", {k: f"TCMallocInternal{v}" for k, v in TCMALLOC.items()}, None),
+        "libtcmalloc.a",
+        {k: f"TCMallocInternal{v}" for k, v in TCMALLOC.items()},
+        None,
+    ),
     # IsoAlloc has no aligned calls of its own (the layer grows the request)
-    "isoalloc@0.3.0": ("libisoalloc.a", {"malloc": "iso_alloc", "free": "iso_free",
-                       "calloc": "iso_calloc", "realloc": "iso_realloc",
-                       "malloc_usable_size": "iso_chunksz"}, None),
+    "isoalloc@0.3.0": (
+        "libisoalloc.a",
+        {
+            "malloc": "iso_alloc",
+            "free": "iso_free",
+            "calloc": "iso_calloc",
+            "realloc": "iso_realloc",
+            "malloc_usable_size": "iso_chunksz",
+        },
+        None,
+    ),
     "hoard@2015": ("libam_hoard.a", prefixed("hoard_", "malloc_usable_size"), "am_preload"),
-}  # fmt: skip
+}
 PARAMS = {"count": 50000, "rounds": 10, "size_min": 16, "size_max": 128, "threads": 1}
 
 
@@ -59,8 +76,12 @@ def static_lib(name: str, archive: str, package: str | None) -> Path:
         work, env = builder.project(spec.recipe)
         proc = subprocess.run(
             builder.cargo_command(spec.recipe, "--message-format=json"),
-            cwd=work, env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     for line in proc.stdout.splitlines():
         msg = json.loads(line)
         built_by = package or spec.recipe.crate
@@ -74,10 +95,21 @@ def static_lib(name: str, archive: str, package: str | None) -> Path:
 def direct_so(archive: Path, symbols: dict[str, str], out: Path) -> Path:
     defsyms = [f"-Wl,--defsym={name}={target}" for name, target in symbols.items()]
     subprocess.run(
-        ["c++", "-shared", "-o", str(out), "-Wl,--whole-archive", str(archive),
-         "-Wl,--no-whole-archive", *defsyms, "-lpthread", "-ldl", "-lm"],
+        [
+            "c++",
+            "-shared",
+            "-o",
+            str(out),
+            "-Wl,--whole-archive",
+            str(archive),
+            "-Wl,--no-whole-archive",
+            *defsyms,
+            "-lpthread",
+            "-ldl",
+            "-lm",
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return out
 
 
@@ -85,10 +117,17 @@ def seconds(lib: Path, reps: int) -> list[float]:
     w = workloads.load_catalog()["samethread"]
     params = workloads.resolve_params(w, PARAMS, "bench")
     spec = RunSpec(
-        seq=0, allocator=lib.name, workload="samethread", params=params, rep=0,
-        argv=workloads.expand(w, params), env=(("LD_PRELOAD", str(lib)),), timeout=120,
-        expect_malloc=str(lib), result_fd=True,
-    )  # fmt: skip
+        seq=0,
+        allocator=lib.name,
+        workload="samethread",
+        params=params,
+        rep=0,
+        argv=workloads.expand(w, params),
+        env=(("LD_PRELOAD", str(lib)),),
+        timeout=120,
+        expect_malloc=str(lib),
+        result_fd=True,
+    )
     out = []
     for _ in range(reps):
         r = execute.run(spec)

@@ -26,23 +26,52 @@ def main() -> None:
         sys.exit("chromium is not installed (make test installs it)")
     with tempfile.TemporaryDirectory() as tmp:
         db, page = Path(tmp) / "h.db", Path(tmp) / "h.html"
-        subprocess.run([*ALLOCMARK, "run", "-w", "churn", "-p", "threads=1,2", "-a",
-                        "glibc,glibc:arena2,mimalloc", "-n", "3", "--max-runs", "3", "--db",
-                        str(db)], check=True, capture_output=True)  # fmt: skip
-        subprocess.run([*ALLOCMARK, "report", "--db", str(db), "--format", "html", "-o",
-                        str(page)], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                *ALLOCMARK,
+                "run",
+                "-w",
+                "churn",
+                "-p",
+                "threads=1,2",
+                "-a",
+                "glibc,glibc:arena2,mimalloc",
+                "-n",
+                "3",
+                "--max-runs",
+                "3",
+                "--db",
+                str(db),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [*ALLOCMARK, "report", "--db", str(db), "--format", "html", "-o", str(page)],
+            check=True,
+            capture_output=True,
+        )
         times = []
         for _ in range(reps):
-            argv = [browser, "--headless", "--no-sandbox", "--disable-gpu",
-                    "--window-size=1400,900", "--dump-dom", page.as_uri()]  # fmt: skip
+            argv = [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1400,900",
+                "--dump-dom",
+                page.as_uri(),
+            ]
             dom = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
             found = re.search(r'data-ready-ms="(\d+)"', dom.stdout)
             if found is None:
                 sys.exit("the page's script did not run to its end")
             times.append(int(found.group(1)) / 1000)
-        print(f"HTML report: {page.stat().st_size / 1e6:.1f} MB, one file; ready after median "
-              f"{statistics.median(times):.2f} s of {reps} loads in headless Chromium "
-              "(target < 2 s)")  # fmt: skip
+        print(
+            f"HTML report: {page.stat().st_size / 1e6:.1f} MB, one file; ready after median "
+            f"{statistics.median(times):.2f} s of {reps} loads in headless Chromium "
+            "(target < 2 s)"
+        )
 
 
 if __name__ == "__main__":

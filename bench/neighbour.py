@@ -28,14 +28,21 @@ def main() -> int:
     try:
         for i in range(1, n + 1):
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                   "tests"], cwd=ROOT, capture_output=True, text=True,
-                                  check=False)  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             summary = _summary(done.stdout)
             ok = done.returncode == 0
             passed += ok
-            print(f"run {i} of {n}: {'passed' if ok else 'FAILED'} ({summary}) in "
-                  f"{time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+            print(
+                f"run {i} of {n}: {'passed' if ok else 'FAILED'} ({summary}) in "
+                f"{time.monotonic() - started:.0f} s",
+                flush=True,
+            )
             for line in done.stdout.splitlines():
                 if line.startswith(("FAILED", "ERROR")):
                     print(f"  {line}", flush=True)

@@ -73,38 +73,48 @@ def main() -> None:
                 times[v.spec.name].append(pair(cmd, v, out, rng))
         ab = build_ab(Path(tmp))
         inside = {v.spec.name: in_process(ab, v, out) for v in usable}
-        print(f"samethread {PARAMS}, {reps} pairs of processes each (the workload's own "
-              "time); in one process: 200 paired phases")  # fmt: skip
-        print(f"{'allocator':<26} {'plain':>9} {'profiled':>9} {'slowdown':>9}  {'IQR':>11}  "
-              f"{'in-process':>10}  {'IQR':>11}")  # fmt: skip
+        print(
+            f"samethread {PARAMS}, {reps} pairs of processes each (the workload's own "
+            "time); in one process: 200 paired phases"
+        )
+        print(
+            f"{'allocator':<26} {'plain':>9} {'profiled':>9} {'slowdown':>9}  {'IQR':>11}  "
+            f"{'in-process':>10}  {'IQR':>11}"
+        )
         lines = [report_line(name, runs, inside[name]) for name, runs in times.items()]
         summary("processes (medians)", [r for r, _, _ in lines])
         summary("in one process", [r for _, r, _ in lines])
         above = sum(a for _, _, a in lines)
-        print(f"above the {TARGET}x target (in one process, or in 3 process pairs of 4): "
-              f"{above} of {len(lines)}")  # fmt: skip
+        print(
+            f"above the {TARGET}x target (in one process, or in 3 process pairs of 4): "
+            f"{above} of {len(lines)}"
+        )
         heaptrack(cmd, reps, Path(tmp))
 
 
 def summary(how: str, ratios: list[float]) -> None:
     within = sum(r <= TARGET for r in ratios)
-    print(f"slowdown, {how}: {within} of {len(ratios)} allocators within {TARGET}x; "
-          f"median {statistics.median(ratios):.2f}x, largest {max(ratios):.2f}x")  # fmt: skip
+    print(
+        f"slowdown, {how}: {within} of {len(ratios)} allocators within {TARGET}x; "
+        f"median {statistics.median(ratios):.2f}x, largest {max(ratios):.2f}x"
+    )
 
 
 def build_ab(tmp: Path) -> Path:
     exe = tmp / "am_ab"
     src = Path(__file__).with_name("am_ab.c")
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe), "-ldl"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["cc", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe), "-ldl"], check=True
+    )
     return exe
 
 
 def in_process(ab: Path, v: Verified, out: Path) -> dict[str, float]:
     """The A/B inside one process: the profiler in front, the allocator's own entry points."""
     env = env_for(v, True, out)
-    proc = subprocess.run([str(ab), v.malloc_object or ""], env=env, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(ab), v.malloc_object or ""], env=env, capture_output=True, text=True, check=True
+    )
     return dict(json.loads(proc.stdout))
 
 
@@ -128,8 +138,10 @@ def report_line(
     flag = f"  above the {TARGET}x target" if above else ""
     plain = statistics.median(p for p, _ in runs)
     prof = statistics.median(p for _, p in runs)
-    print(f"{name:<26} {plain:>8.4f}s {prof:>8.4f}s {ratio:>8.2f}x  {q1:.2f}-{q3:.2f}  "
-          f"{inside['ratio']:>9.2f}x  {inside['q1']:.2f}-{inside['q3']:.2f}{flag}")  # fmt: skip
+    print(
+        f"{name:<26} {plain:>8.4f}s {prof:>8.4f}s {ratio:>8.2f}x  {q1:.2f}-{q3:.2f}  "
+        f"{inside['ratio']:>9.2f}x  {inside['q1']:.2f}-{inside['q3']:.2f}{flag}"
+    )
     return ratio, inside["ratio"], above
 
 

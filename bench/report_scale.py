@@ -41,16 +41,31 @@ def cells() -> list[tuple[tuple[str, int], ...]]:
 def make(path: Path, runs: int) -> None:
     reps = max(1, runs // (len(ALLOCATORS) * len(cells())))
     allocs = [
-        Verified(AllocatorSpec(name=a, paths=(f"/x/{a}.so",)), Status.OK, library=f"/x/{a}.so",
-                 sha256="0" * 64, version="1")
+        Verified(
+            AllocatorSpec(name=a, paths=(f"/x/{a}.so",)),
+            Status.OK,
+            library=f"/x/{a}.so",
+            sha256="0" * 64,
+            version="1",
+        )
         for a in ALLOCATORS
-    ]  # fmt: skip
+    ]
     plan = [
-        RunSpec(seq=i, allocator=a, workload="churn", params=p, rep=r, argv=("x",), env=(),
-                timeout=60, result_fd=True)
-        for i, (r, p, a) in enumerate((r, p, a) for r in range(reps) for p in cells()
-                                      for a in ALLOCATORS)
-    ]  # fmt: skip
+        RunSpec(
+            seq=i,
+            allocator=a,
+            workload="churn",
+            params=p,
+            rep=r,
+            argv=("x",),
+            env=(),
+            timeout=60,
+            result_fd=True,
+        )
+        for i, (r, p, a) in enumerate(
+            (r, p, a) for r in range(reps) for p in cells() for a in ALLOCATORS
+        )
+    ]
     store = Store(path)
     cid = store.new_campaign("synthetic", 1, machine.current(), [], allocs, [], plan, ALLOCATORS[0])
     rng = random.Random(1)
@@ -58,25 +73,61 @@ def make(path: Path, runs: int) -> None:
     for s in plan:
         wall = (1 + ALLOCATORS.index(s.allocator) / 10) * rng.lognormvariate(0, 0.05)
         params = json.dumps(s.params)
-        run_rows.append((s.seq + 1, cid, s.seq, s.allocator, s.workload, params, s.rep, "ok", 0,
-                         wall, wall * 0.9, wall * 0.1, 50000, "", "", 0, LABELS,
-                         round(12000 * wall), 0, 3, round(40 * wall)))  # fmt: skip
-        for name, value in (("ops", 1e6), ("seconds", wall), ("ops_per_s", 1e6 / wall),
-                            ("peak_requested_bytes", 4e7), ("threads", 1.0),
-                            ("overhead_ratio", 1.2), ("anon_huge_kib", 0.0),
-                            ("live_bytes_end", 0.0), ("rss_end_kib", 20000.0 * wall),
-                            ("rss_mib_s", 40 * wall), ("rss_last_sample_kib", 20000.0),
-                            ("rss_samples", 200.0), ("rss_sample_s", 0.005),
-                            ("alloc_rss_kib", 20000.0), ("alloc_live_kib", 100.0),
-                            ("alloc_held_kib", 15000.0),
-                            ("alloc_mapped_kib", 30000.0),
-                            # what every run records for the answer's why (issue 42)
-                            ("start_rss_kib", 900.0), ("peak_anon_kib", 45000.0 * wall),
-                            ("peak_file_kib", 5000.0), ("near_peak_reads", 3.0),
-                            ("near_peak_read_s", 0.0004), ("near_peak_rss_kib", 48000.0),
-                            ("near_peak_anon_kib", 43000.0), ("near_peak_dirty_kib", 44000.0),
-                            ("near_peak_lazyfree_kib", 0.0),
-                            ("near_peak_thp_kib", 0.0)):  # fmt: skip
+        run_rows.append(
+            (
+                s.seq + 1,
+                cid,
+                s.seq,
+                s.allocator,
+                s.workload,
+                params,
+                s.rep,
+                "ok",
+                0,
+                wall,
+                wall * 0.9,
+                wall * 0.1,
+                50000,
+                "",
+                "",
+                0,
+                LABELS,
+                round(12000 * wall),
+                0,
+                3,
+                round(40 * wall),
+            )
+        )
+        for name, value in (
+            ("ops", 1e6),
+            ("seconds", wall),
+            ("ops_per_s", 1e6 / wall),
+            ("peak_requested_bytes", 4e7),
+            ("threads", 1.0),
+            ("overhead_ratio", 1.2),
+            ("anon_huge_kib", 0.0),
+            ("live_bytes_end", 0.0),
+            ("rss_end_kib", 20000.0 * wall),
+            ("rss_mib_s", 40 * wall),
+            ("rss_last_sample_kib", 20000.0),
+            ("rss_samples", 200.0),
+            ("rss_sample_s", 0.005),
+            ("alloc_rss_kib", 20000.0),
+            ("alloc_live_kib", 100.0),
+            ("alloc_held_kib", 15000.0),
+            ("alloc_mapped_kib", 30000.0),
+            # what every run records for the answer's why (issue 42)
+            ("start_rss_kib", 900.0),
+            ("peak_anon_kib", 45000.0 * wall),
+            ("peak_file_kib", 5000.0),
+            ("near_peak_reads", 3.0),
+            ("near_peak_read_s", 0.0004),
+            ("near_peak_rss_kib", 48000.0),
+            ("near_peak_anon_kib", 43000.0),
+            ("near_peak_dirty_kib", 44000.0),
+            ("near_peak_lazyfree_kib", 0.0),
+            ("near_peak_thp_kib", 0.0),
+        ):
             metric_rows.append((s.seq + 1, name, value))
     with store.db:
         store.db.executemany(
@@ -114,15 +165,21 @@ def main() -> None:
         cold = Path(tmp) / "cold.db"
         shutil.copyfile(db, cold)
         first = timed([sys.executable, "-m", "allocmark", "report", "--db", str(cold)])
-        print(f"first allocmark report (table) over {runs} runs, filling the cache: "
-              f"{first:.2f} s (target <= 3 s)")  # fmt: skip
+        print(
+            f"first allocmark report (table) over {runs} runs, filling the cache: "
+            f"{first:.2f} s (target <= 3 s)"
+        )
         first = timed([*base, "--format", "csv"])
-        print(f"first allocmark report (csv) over {runs} runs, filling the cache: {first:.2f} s "
-              "(target <= 3 s)")  # fmt: skip
+        print(
+            f"first allocmark report (csv) over {runs} runs, filling the cache: {first:.2f} s "
+            "(target <= 3 s)"
+        )
         for label, extra in (("table", []), ("csv", ["--format", "csv"])):
             times = [timed(base + extra) for _ in range(repeats)]
-            print(f"allocmark report ({label}) over {runs} runs: median "
-                  f"{statistics.median(times):.2f} s of {repeats} (target <= 2 s)")  # fmt: skip
+            print(
+                f"allocmark report ({label}) over {runs} runs: median "
+                f"{statistics.median(times):.2f} s of {repeats} (target <= 2 s)"
+            )
 
 
 if __name__ == "__main__":

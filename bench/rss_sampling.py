@@ -40,15 +40,31 @@ def cases(glibc: str) -> dict[str, RunSpec]:
     w = workloads.load_catalog()["churn"]
     out = {}
     for threads in (1, 2):
-        params = workloads.resolve_params(w, {"count": 100000, "rounds": 6, "threads": threads},
-                                          "bench")  # fmt: skip
+        params = workloads.resolve_params(
+            w, {"count": 100000, "rounds": 6, "threads": threads}, "bench"
+        )
         out[f"churn threads={threads}"] = RunSpec(
-            seq=0, allocator="glibc", workload="churn", params=params, rep=0,
-            argv=workloads.expand(w, params), env=(), timeout=120, expect_malloc=glibc,
-            result_fd=True)  # fmt: skip
-    out["python3"] = RunSpec(seq=0, allocator="glibc", workload="python3", params=(), rep=0,
-                             argv=("/usr/bin/python3", "-c", PYTHON),
-                             env=(("PYTHONMALLOC", "malloc"),), timeout=120)  # fmt: skip
+            seq=0,
+            allocator="glibc",
+            workload="churn",
+            params=params,
+            rep=0,
+            argv=workloads.expand(w, params),
+            env=(),
+            timeout=120,
+            expect_malloc=glibc,
+            result_fd=True,
+        )
+    out["python3"] = RunSpec(
+        seq=0,
+        allocator="glibc",
+        workload="python3",
+        params=(),
+        rep=0,
+        argv=("/usr/bin/python3", "-c", PYTHON),
+        env=(("PYTHONMALLOC", "malloc"),),
+        timeout=120,
+    )
     return out
 
 
@@ -81,9 +97,11 @@ def main() -> None:
         q1, med, q3 = statistics.quantiles(ratios, n=4)
         share = statistics.median(shares)
         worst = max(worst, share)
-        print(f"{name:18} run {statistics.median(walls) * 1000:6.1f} ms  "
-              f"wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  "
-              f"launcher's sampling time: {share:.3%} of the wall time")  # fmt: skip
+        print(
+            f"{name:18} run {statistics.median(walls) * 1000:6.1f} ms  "
+            f"wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  "
+            f"launcher's sampling time: {share:.3%} of the wall time"
+        )
     verdict = "within" if worst <= TARGET else "ABOVE"
     print(f"sampling costs at most {worst:.3%} of run time (target <= {TARGET:.0%}): {verdict}")
     signals(glibc.malloc_object, rounds)
@@ -108,33 +126,50 @@ def signals(glibc: object, rounds: int) -> None:
         q1, med, q3 = statistics.quantiles(ratios, n=4)
         share = statistics.median(shares)
         worst = max(worst, share)
-        print(f"{name:18} wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  peak RSS "
-              f"on/off: median {statistics.median(rss):.4f}  reads: {share:.3%} of the wall "
-              "time")  # fmt: skip
+        print(
+            f"{name:18} wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  peak RSS "
+            f"on/off: median {statistics.median(rss):.4f}  reads: {share:.3%} of the wall "
+            "time"
+        )
     verdict = "within" if worst <= TARGET else "ABOVE"
-    print(f"the near-peak reads cost at most {worst:.3%} of run time (target <= {TARGET:.0%}): "
-          f"{verdict}")  # fmt: skip
+    print(
+        f"the near-peak reads cost at most {worst:.3%} of run time (target <= {TARGET:.0%}): "
+        f"{verdict}"
+    )
 
 
 def watch(glibc: str, rounds: int) -> None:
     """The launcher's reading of what served malloc (issue 43) on and off, back to back:
     a run that names the malloc it expects is watched (am_run_watch.c)."""
     print("the watch: what served malloc read by the launcher, on and off, back to back")
-    specs = cases(glibc) | {"/bin/true": RunSpec(seq=0, allocator="glibc", workload="true",
-                                                 params=(), rep=0, argv=("/bin/true",), env=(),
-                                                 timeout=60)}  # fmt: skip
+    specs = cases(glibc) | {
+        "/bin/true": RunSpec(
+            seq=0,
+            allocator="glibc",
+            workload="true",
+            params=(),
+            rep=0,
+            argv=("/bin/true",),
+            env=(),
+            timeout=60,
+        )
+    }
     for name, spec in specs.items():
         ratios, shares = [], []
         for _ in range(rounds):
             order = [True, False]
             random.shuffle(order)
-            got = {on: run(dataclasses.replace(spec, expect_malloc=glibc if on else None), True)
-                   for on in order}  # fmt: skip
+            got = {
+                on: run(dataclasses.replace(spec, expect_malloc=glibc if on else None), True)
+                for on in order
+            }
             ratios.append(got[True].wall_s / got[False].wall_s)
             shares.append(got[True].metrics["watch_read_s"] / got[True].wall_s)
         q1, med, q3 = statistics.quantiles(ratios, n=4)
-        print(f"{name:18} wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  readings: "
-              f"{statistics.median(shares):.3%} of the wall time")  # fmt: skip
+        print(
+            f"{name:18} wall on/off: median {med:.4f} (IQR {q1:.4f}-{q3:.4f})  readings: "
+            f"{statistics.median(shares):.3%} of the wall time"
+        )
 
 
 if __name__ == "__main__":

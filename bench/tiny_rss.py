@@ -40,16 +40,23 @@ from allocmark.run import execute, plan
 
 PROGRAMS = {
     "/bin/true": ["/bin/true"],
-    "1 MiB (dd bs=1M count=1)": ["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=1",
-                                 "status=none"],
-}  # fmt: skip
+    "1 MiB (dd bs=1M count=1)": [
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=1M",
+        "count=1",
+        "status=none",
+    ],
+}
 TARGET_KIB = 64
 
 
 def measured(argv: list[str]) -> tuple[RunSpec, Check]:
     """The measured run `try` makes of the command, and its verification run's finding."""
-    glibc = next(v for v in allocators.verify_all(allocators.load_catalog())
-                 if v.spec.name == "glibc")  # fmt: skip
+    glibc = next(
+        v for v in allocators.verify_all(allocators.load_catalog()) if v.spec.name == "glibc"
+    )
     specs = plan.build([(workloads.command_workload(argv), ())], [glibc], 1, 30, 1)
     verify = next(s for s in specs if s.role == "verify")
     found = execute.run(verify)
@@ -65,8 +72,9 @@ def under_allocmark(spec: RunSpec, check: Check) -> int:
 
 
 def under_time(argv: list[str]) -> int:
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True
+    )
     return int(done.stderr.strip().splitlines()[-1])
 
 
@@ -75,8 +83,10 @@ def compare(name: str, argv: list[str], rounds: int) -> bool:
     ours: list[int] = []
     theirs: list[int] = []
     for _ in range(rounds):
-        ways = [lambda: ours.append(under_allocmark(spec, check)),
-                lambda: theirs.append(under_time(argv))]  # fmt: skip
+        ways = [
+            lambda: ours.append(under_allocmark(spec, check)),
+            lambda: theirs.append(under_time(argv)),
+        ]
         random.shuffle(ways)
         for way in ways:
             way()
@@ -84,15 +94,25 @@ def compare(name: str, argv: list[str], rounds: int) -> bool:
     p = scipy_stats.mannwhitneyu(ours, theirs).pvalue
     ok = abs(a - t) <= TARGET_KIB
     rng = random.Random(0)  # how often GNU time alone misses the target: two of its medians
-    alone = sum(abs(statistics.median(rng.choices(theirs, k=rounds))
-                    - statistics.median(rng.choices(theirs, k=rounds))) > TARGET_KIB
-                for _ in range(2000)) / 2000  # fmt: skip
-    print(f"{name}: median peak RSS allocmark {a:.0f} KiB, /usr/bin/time {t:.0f} KiB, "
-          f"difference {a - t:+.0f} KiB ({'within' if ok else 'beyond'} {TARGET_KIB} KiB); "
-          f"means {statistics.mean(ours):.0f} / {statistics.mean(theirs):.0f} KiB; ranges "
-          f"{min(ours)}-{max(ours)} / {min(theirs)}-{max(theirs)} KiB; Mann-Whitney p = {p:.2f} "
-          f"({rounds} runs each); two medians of /usr/bin/time alone differ by more than "
-          f"{TARGET_KIB} KiB in {alone:.0%} of resamples")  # fmt: skip
+    alone = (
+        sum(
+            abs(
+                statistics.median(rng.choices(theirs, k=rounds))
+                - statistics.median(rng.choices(theirs, k=rounds))
+            )
+            > TARGET_KIB
+            for _ in range(2000)
+        )
+        / 2000
+    )
+    print(
+        f"{name}: median peak RSS allocmark {a:.0f} KiB, /usr/bin/time {t:.0f} KiB, "
+        f"difference {a - t:+.0f} KiB ({'within' if ok else 'beyond'} {TARGET_KIB} KiB); "
+        f"means {statistics.mean(ours):.0f} / {statistics.mean(theirs):.0f} KiB; ranges "
+        f"{min(ours)}-{max(ours)} / {min(theirs)}-{max(theirs)} KiB; Mann-Whitney p = {p:.2f} "
+        f"({rounds} runs each); two medians of /usr/bin/time alone differ by more than "
+        f"{TARGET_KIB} KiB in {alone:.0%} of resamples"
+    )
     return ok
 
 
@@ -131,8 +151,12 @@ def alignment() -> None:
         subprocess.run(["cc", "-O2", "-o", str(exe), str(src)], check=True)
         by_page: dict[int, list[int]] = {}
         for _ in range(40):
-            page, hwm = map(int, subprocess.run([str(exe)], capture_output=True, text=True,
-                                                check=True).stdout.split())  # fmt: skip
+            page, hwm = map(
+                int,
+                subprocess.run(
+                    [str(exe)], capture_output=True, text=True, check=True
+                ).stdout.split(),
+            )
             by_page.setdefault(page, []).append(hwm)
     print("libc's page within its 64 KiB window -> VmHWM (KiB) of a small program, 40 runs:")
     for page in sorted(by_page):

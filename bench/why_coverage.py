@@ -34,8 +34,10 @@ def main(argv: list[str]) -> None:
         some = [w for w in cells if w.explained]
         by = Counter(next(f.words for f in w.factors if f.share is not None) for w in mostly)
         share = len(mostly) / len(cells) if cells else 0.0
-        print(f"{name}: {len(cells)} decided differences; explained {len(some)}, by at least "
-              f"half {len(mostly)} ({share:.0%}); by: {dict(by.most_common())}")  # fmt: skip
+        print(
+            f"{name}: {len(cells)} decided differences; explained {len(some)}, by at least "
+            f"half {len(mostly)} ({share:.0%}); by: {dict(by.most_common())}"
+        )
         for w in cells:
             if not w.mostly:
                 print(f"  {w.label}: {w.allocator}: {answer.clause(w, most=3)}")

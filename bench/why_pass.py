@@ -25,9 +25,26 @@ CELLS = ("-w", "samethread,churn", "-p", "threads=1", "-p", "rounds=2")
 
 def campaign(db: Path, blocks: int, why: list[str]) -> float:
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "allocmark", "run", *CELLS, "-a",
-                    "glibc,mimalloc,jemalloc", "-n", str(blocks), "--max-runs", str(blocks),
-                    "--db", str(db), *why], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "allocmark",
+            "run",
+            *CELLS,
+            "-a",
+            "glibc,mimalloc,jemalloc",
+            "-n",
+            str(blocks),
+            "--max-runs",
+            str(blocks),
+            "--db",
+            str(db),
+            *why,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return time.monotonic() - t0
 
 

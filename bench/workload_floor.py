@@ -35,10 +35,17 @@ def spec(w_name: str, alloc: Verified, given: dict[str, object] | None = None) -
     w = workloads.load_catalog()[w_name]
     params = workloads.resolve_params(w, given or {}, "bench")
     return RunSpec(
-        seq=0, allocator=alloc.spec.name, workload=w_name, params=params, rep=0,
-        argv=workloads.expand(w, params), env=tuple(alloc.child_env().items()), timeout=120,
-        expect_malloc=alloc.malloc_object, result_fd=True,
-    )  # fmt: skip
+        seq=0,
+        allocator=alloc.spec.name,
+        workload=w_name,
+        params=params,
+        rep=0,
+        argv=workloads.expand(w, params),
+        env=tuple(alloc.child_env().items()),
+        timeout=120,
+        expect_malloc=alloc.malloc_object,
+        result_fd=True,
+    )
 
 
 def measure(w_name: str, allocs: list[Verified], reps: int) -> dict[str, list[tuple[float, ...]]]:
@@ -83,16 +90,20 @@ def main() -> None:
     specs = {s.name: s for s in allocators.load_catalog()}
     glibc, bump = (allocators.verify(specs[n]) for n in ("glibc", "bump"))
     print(f"{reps} interleaved repetitions per allocator, default parameters, 1 thread")
-    print(f"{'workload':<11} {'floor (workload s)':>18} {'floor (wall)':>12} "
-          f"{'floor (user CPU)':>16} {'bump sys s':>10} {'glibc wall CV':>13}")  # fmt: skip
+    print(
+        f"{'workload':<11} {'floor (workload s)':>18} {'floor (wall)':>12} "
+        f"{'floor (user CPU)':>16} {'bump sys s':>10} {'glibc wall CV':>13}"
+    )
     for name in ("churn", "samethread"):
         m = measure(name, [glibc, bump], reps)
         g, b = m["glibc"], m["bump"]
         walls = [row[1] for row in g]
         cv = statistics.stdev(walls) / statistics.fmean(walls)
         floors = [median(b, i) / median(g, i) for i in range(3)]
-        print(f"{name:<11} {floors[0]:>18.3f} {floors[1]:>12.3f} {floors[2]:>16.3f} "
-              f"{median(b, 3):>10.3f} {cv:>13.1%}")  # fmt: skip
+        print(
+            f"{name:<11} {floors[0]:>18.3f} {floors[1]:>12.3f} {floors[2]:>16.3f} "
+            f"{median(b, 3):>10.3f} {cv:>13.1%}"
+        )
     print("floor = median under bump / median under glibc")
     noise(glibc, max(reps, 15))
     allocator_share()
@@ -102,15 +113,34 @@ def allocator_share() -> None:
     """The profiler's estimate of the time inside glibc's allocator, per workload."""
     with tempfile.TemporaryDirectory(prefix="allocmark-floor-") as tmp:
         db = Path(tmp) / "p.db"
-        argv = [sys.executable, "-m", "allocmark", "run", "-w", "churn,samethread", "-a",
-                "glibc", "-n", "1", "--max-runs", "1", "--profile", "--db", str(db)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "allocmark",
+            "run",
+            "-w",
+            "churn,samethread",
+            "-a",
+            "glibc",
+            "-n",
+            "1",
+            "--max-runs",
+            "1",
+            "--profile",
+            "--db",
+            str(db),
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"profiled run failed:\n{done.stderr[-2000:]}")
         store = Store(db, create=False)
         views = analyze.stored_profiles(store, store.campaign().id)
-    shares = [f"{v.workload} {s.time_share:.1%}" for v in views for s in v.summaries
-              if s.time_share is not None]  # fmt: skip
+    shares = [
+        f"{v.workload} {s.time_share:.1%}"
+        for v in views
+        for s in v.summaries
+        if s.time_share is not None
+    ]
     print(
         "time inside glibc's allocator (profiler, default parameters): "
         + (", ".join(shares) or "not measured (the profiler saw no thread cycles)")

@@ -45,8 +45,9 @@ def python_lines() -> list[str]:
 
 
 def native_lines() -> list[str]:
-    said = dict(re.findall(r"^- `([\w-]+)/`: (.+)$", (ROOT / "native" / "README.md").read_text(),
-                           re.M))  # fmt: skip
+    said = dict(
+        re.findall(r"^- `([\w-]+)/`: (.+)$", (ROOT / "native" / "README.md").read_text(), re.M)
+    )
     lines = ["native/"]
     for folder in sorted(p.name for p in (ROOT / "native").iterdir() if p.is_dir()):
         said_line = said.get(folder, "(not described in native/README.md)")
@@ -61,5 +62,8 @@ def tree() -> str:
 def missing() -> list[str]:
     """Folders without their line: a new package without a docstring, a native folder
     without its README line."""
-    return [line.split()[0] for line in python_lines() + native_lines()
-            if line.endswith("(not described in native/README.md)")]  # fmt: skip
+    return [
+        line.split()[0]
+        for line in python_lines() + native_lines()
+        if line.endswith("(not described in native/README.md)")
+    ]

@@ -23,8 +23,14 @@ def _python_example() -> str:
 
 @pytest.mark.integration
 def test_the_documented_python_example_runs(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _python_example()], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _python_example()],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert re.search(r"churn.*: \d+\.\d+ s, x\d\.\d\d \[", done.stdout), done.stdout
     assert (tmp_path / "results" / "notebook.db").is_file()
@@ -49,7 +55,11 @@ def test_dask_without_bench_workers_is_refused(tmp_path: Path) -> None:
     with LocalCluster(
         n_workers=1, processes=True, dashboard_address=None, host="127.0.0.1"
     ) as cluster:
-        req = api.Request(workloads=("churn",), executor="dask", db=tmp_path / "d.db",
-                          scheduler=cluster.scheduler_address)  # fmt: skip
+        req = api.Request(
+            workloads=("churn",),
+            executor="dask",
+            db=tmp_path / "d.db",
+            scheduler=cluster.scheduler_address,
+        )
         with pytest.raises(UserError, match="no worker offers resource 'bench'"):
             list(api.run(req))

@@ -102,9 +102,25 @@ def test_every_run_records_what_it_ran_on(tmp_path: Path, installed: dict[str, V
 def test_failing_workload_is_reported_as_such(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     huge = str(2**62)  # malloc refuses it: the workload exits with an error
-    result = cli("run", "-w", "large", "-p", f"size_min={huge}", "-p", f"size_max={huge}",
-                 "-p", "count=1", "-a", "glibc", "-n", "2",
-                 "--max-runs", "2", "--db", str(db))  # fmt: skip
+    result = cli(
+        "run",
+        "-w",
+        "large",
+        "-p",
+        f"size_min={huge}",
+        "-p",
+        f"size_max={huge}",
+        "-p",
+        "count=1",
+        "-a",
+        "glibc",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert result.returncode == 0, result.stderr
     assert "FAILED 2/2" in result.stdout
     assert "failed: glibc large" in result.stderr and f"malloc({huge}) failed" in result.stderr
@@ -116,23 +132,38 @@ def test_try_stops_at_a_command_failing_under_the_baseline(tmp_path: Path) -> No
     result = cli("try", "-a", "glibc,jemalloc", "--db", str(db), "--", "sh", "-c", script)
     # as hyperfine: the first failed run ends it, with the command's stderr
     assert result.returncode == 2, result.stderr
-    assert "failed on its first run, under glibc:\n  exit code 3: line1\n  oops: no input.txt\n" \
-        in result.stderr  # fmt: skip
-    assert "add -i (`allocmark try -i`) to run it under every allocator anyway" in \
-        " ".join(result.stderr.split())  # fmt: skip
+    assert (
+        "failed on its first run, under glibc:\n  exit code 3: line1\n  oops: no input.txt\n"
+        in result.stderr
+    )
+    assert "add -i (`allocmark try -i`) to run it under every allocator anyway" in " ".join(
+        result.stderr.split()
+    )
     assert count_runs(db) == 1 and "Traceback" not in result.stderr
     # the progress line names the cell without an empty "{}" of parameters
     assert "failed: glibc command: exit code 3" in result.stderr and "{}" not in result.stderr
-    missing = cli("try", "-a", "glibc,jemalloc", "--db", str(tmp_path / "n.db"), "--",
-                  "nonexistent-cmd")  # fmt: skip
+    missing = cli(
+        "try", "-a", "glibc,jemalloc", "--db", str(tmp_path / "n.db"), "--", "nonexistent-cmd"
+    )
     assert missing.returncode == 2 and not (tmp_path / "n.db").exists()
     assert "ERROR: nonexistent-cmd: command not found" in missing.stderr
 
 
 def test_try_with_i_records_crashes_and_goes_on(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
-    result = cli("try", "-i", "-a", "glibc,glibc:arena2", *exactly(2), "--db", str(db), "--",
-                 "sh", "-c", "kill -SEGV $$")  # fmt: skip
+    result = cli(
+        "try",
+        "-i",
+        "-a",
+        "glibc,glibc:arena2",
+        *exactly(2),
+        "--db",
+        str(db),
+        "--",
+        "sh",
+        "-c",
+        "kill -SEGV $$",
+    )
     assert result.returncode == 0, result.stderr  # -i: a failing command is not an error
     assert result.stdout.count("CRASHED 2/2") == 2
     assert count_runs(db) == 2 + 4  # a verification run per allocator, then 2 x 2
@@ -168,9 +199,28 @@ def test_try_compares_a_command(tmp_path: Path) -> None:
 def start_slow_campaign(db: Path, allocs: str, reps: int, **popen: Any) -> subprocess.Popen[str]:
     """A campaign of runs of at least 0.3 s (each idles that long after its work, on
     any machine), started in the background, as a user would."""
-    args = [sys.executable, "-m", "allocmark", "run", "-w", "churn", "-p", "count=20000",
-            "-p", "rounds=2", "-p", "idle_ms=300", "-a", allocs, "-n", str(reps),
-            "--max-runs", str(reps), "--db", str(db)]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "allocmark",
+        "run",
+        "-w",
+        "churn",
+        "-p",
+        "count=20000",
+        "-p",
+        "rounds=2",
+        "-p",
+        "idle_ms=300",
+        "-a",
+        allocs,
+        "-n",
+        str(reps),
+        "--max-runs",
+        str(reps),
+        "--db",
+        str(db),
+    ]
     return subprocess.Popen(args, text=True, **popen)
 
 
@@ -228,8 +278,7 @@ def test_a_live_campaign_cannot_be_resumed_alongside_its_owner(tmp_path: Path) -
 
 
 def _killed_campaign(db: Path) -> None:
-    proc = start_slow_campaign(db, "glibc", 6, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = start_slow_campaign(db, "glibc", 6, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_runs(db, 2)
     proc.kill()
     proc.wait()
@@ -239,8 +288,10 @@ def test_resume_refuses_a_plan_the_catalog_would_not_make(tmp_path: Path) -> Non
     db, marker = tmp_path / "c.db", writable_by_all(tmp_path / "out") / "touched"
     _killed_campaign(db)
     with sqlite3.connect(db) as con:
-        con.execute("UPDATE plan SET argv_json=? WHERE seq=(SELECT max(seq) FROM plan)",
-                    (json.dumps(["touch", str(marker)]),))  # fmt: skip
+        con.execute(
+            "UPDATE plan SET argv_json=? WHERE seq=(SELECT max(seq) FROM plan)",
+            (json.dumps(["touch", str(marker)]),),
+        )
     r = cli("run", "--resume", "--yes", "--db", str(db))
     assert r.returncode == 2 and "cannot be resumed" in r.stderr and "touch" in r.stderr
     assert not marker.exists()
@@ -250,8 +301,10 @@ def test_resume_of_a_campaign_planned_elsewhere_shows_what_it_runs(tmp_path: Pat
     db = tmp_path / "e.db"
     _killed_campaign(db)  # signed by this user's key (seal.py)
     with sqlite3.connect(db) as con:
-        con.execute("UPDATE campaigns SET settings_json=json_set(settings_json, "
-                    "'$.created_by.host', 'elsewhere')")  # fmt: skip
+        con.execute(
+            "UPDATE campaigns SET settings_json=json_set(settings_json, "
+            "'$.created_by.host', 'elsewhere')"
+        )
     # Planned elsewhere means signed with another key: this user's key verifies nothing.
     other = {"XDG_CONFIG_HOME": str(tmp_path / "elsewhere")}
     r = cli("run", "--resume", "--db", str(db), env=other)
@@ -317,20 +370,36 @@ def test_workloads_lists_parameters() -> None:
 
 def test_blocks_are_added_within_max_runs_and_reported(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
-    result = cli("run", *SMALL, "-a", "glibc,glibc:arena2", "-n", "2", "--max-runs", "3",
-                 "--margin", "0.001%", "--detail", "--db", str(db))  # fmt: skip
+    result = cli(
+        "run",
+        *SMALL,
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "2",
+        "--max-runs",
+        "3",
+        "--margin",
+        "0.001%",
+        "--detail",
+        "--db",
+        str(db),
+    )
     assert result.returncode == 0, result.stderr
     assert (
         "then more blocks until every ratio is faster, slower or the same within ±0%"
         in result.stdout
     )
-    assert "(up to 3 blocks, 2 min budget, the default: stretched if the first verdict " \
-        "needs more)" in " ".join(result.stdout.split())  # fmt: skip
+    assert (
+        "(up to 3 blocks, 2 min budget, the default: stretched if the first verdict "
+        "needs more)" in " ".join(result.stdout.split())
+    )
     assert re.search(r"inconclusive|faster|slower", result.stdout)
     assert "noise: " in result.stdout and "calibration loop between blocks" in result.stdout
     with sqlite3.connect(db) as con:
-        blocks = con.execute("SELECT allocator, COUNT(*) FROM runs WHERE role='measure' "
-                             "GROUP BY allocator").fetchall()  # fmt: skip
+        blocks = con.execute(
+            "SELECT allocator, COUNT(*) FROM runs WHERE role='measure' GROUP BY allocator"
+        ).fetchall()
         calibrations = con.execute("SELECT COUNT(*) FROM calibrations").fetchone()[0]
     assert sorted(blocks) == [("glibc", 3), ("glibc:arena2", 3)]  # never tight: max_runs
     assert calibrations == 3  # one before every block
@@ -348,8 +417,22 @@ def test_compare_two_campaigns_and_fail_above(
     if "jemalloc:nodecay" not in installed:
         pytest.skip("Debian jemalloc is not installed")
     old, new = tmp_path / "old.db", tmp_path / "new.db"
-    args = ["-w", "churn", "-p", "count=3000", "-p", "size_min=1024", "-p", "size_max=65536",
-            "-p", "rounds=2", "-n", "5", "--max-runs", "5"]  # fmt: skip
+    args = [
+        "-w",
+        "churn",
+        "-p",
+        "count=3000",
+        "-p",
+        "size_min=1024",
+        "-p",
+        "size_max=65536",
+        "-p",
+        "rounds=2",
+        "-n",
+        "5",
+        "--max-runs",
+        "5",
+    ]
     assert cli("run", *args, "-a", "jemalloc", "--db", str(old)).returncode == 0
     assert cli("run", *args, "-a", "jemalloc:nodecay", "--db", str(new)).returncode == 0
     result = cli("compare", str(old), str(new))
@@ -394,8 +477,9 @@ def test_compare_two_campaigns_and_fail_above(
 # ---------------------------------------------------------------------------
 def _time_maxrss(argv: list[str]) -> int:
     """Peak RSS of argv as GNU time reports it, without allocmark."""
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], check=True,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *argv], check=True, capture_output=True, text=True
+    )
     return int(done.stderr.strip().splitlines()[-1])
 
 
@@ -431,15 +515,26 @@ def test_try_refuses_a_partial_allocator_for_a_program_calling_what_it_lacks(
     if "jemalloc" not in installed or "reallocarray" not in installed["jemalloc"].lacks:
         pytest.skip("needs Debian's jemalloc, which lacks reallocarray")
     src = tmp_path / "ra.c"
-    src.write_text("#include <stdlib.h>\nint main(void) { void *p = malloc(8);\n"
-                   "p = reallocarray(p, 4, 8); free(p); return 0; }\n")  # fmt: skip
+    src.write_text(
+        "#include <stdlib.h>\nint main(void) { void *p = malloc(8);\n"
+        "p = reallocarray(p, 4, 8); free(p); return 0; }\n"
+    )
     subprocess.run(["cc", "-o", str(tmp_path / "ra"), str(src)], check=True)
-    r = cli("try", "-a", "glibc,jemalloc", *exactly(2), "--db", str(tmp_path / "t.db"), "--",
-            str(tmp_path / "ra"))  # fmt: skip
+    r = cli(
+        "try",
+        "-a",
+        "glibc,jemalloc",
+        *exactly(2),
+        "--db",
+        str(tmp_path / "t.db"),
+        "--",
+        str(tmp_path / "ra"),
+    )
     assert r.returncode == 0, r.stderr
     assert "not recommended: jemalloc: partial: it lacks reallocarray, which this program" in (
         r.stdout.replace("\n", " ")
     )
-    plain = cli("try", "-a", "glibc,jemalloc", *exactly(2), "--db", str(tmp_path / "u.db"),
-                "--", "true")  # fmt: skip
+    plain = cli(
+        "try", "-a", "glibc,jemalloc", *exactly(2), "--db", str(tmp_path / "u.db"), "--", "true"
+    )
     assert "not recommended: jemalloc" not in plain.stdout  # `true` calls none of it

@@ -26,9 +26,23 @@ def _docs_script() -> types.ModuleType:
 
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
-                           str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                          capture_output=True, text=True, check=False, env=QUIET)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=QUIET,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "statistics" / "index.html").is_file()
 
@@ -43,9 +57,23 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "index.md").write_text("# x\n\nsee [nowhere](nowhere.md)\n")
     (tmp_path / "mkdocs.yml").write_text("site_name: t\nnav:\n  - Home: index.md\n")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
-                           str(tmp_path / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                          capture_output=True, text=True, check=False, env=QUIET)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(tmp_path / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=QUIET,
+    )
     assert done.returncode != 0 and "nowhere.md" in done.stderr + done.stdout
 
 

@@ -52,8 +52,9 @@ def test_concurrent_first_opens_of_a_new_database(tmp_path: Path) -> None:
     for trial in range(TRIALS):
         path = tmp_path / f"new{trial}.db"
         start = ctx.Barrier(3)
-        procs = [ctx.Process(target=_open_and_plan, args=(str(path), start, problems))
-                 for _ in range(3)]  # fmt: skip
+        procs = [
+            ctx.Process(target=_open_and_plan, args=(str(path), start, problems)) for _ in range(3)
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -83,10 +84,23 @@ def test_no_process_outlives_allocmark_killed_by_sigkill(tmp_path: Path) -> None
         pidfile = out / f"pid{trial}"
         script = f"sleep 31 & echo $! > {pidfile}; setsid sleep 32 & wait"
         am = subprocess.Popen(
-            [sys.executable, "-m", "allocmark", "try", "-n", "1", "--db", str(tmp_path / "k.db"),
-             "--", "sh", "-c", script],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "allocmark",
+                "try",
+                "-n",
+                "1",
+                "--db",
+                str(tmp_path / "k.db"),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             _wait_for(pidfile)
         finally:  # also when the program never wrote it: no allocmark outlives the test
@@ -100,8 +114,10 @@ def test_no_process_outlives_allocmark_killed_by_sigkill(tmp_path: Path) -> None
         if alive(sleeper):
             os.kill(sleeper, signal.SIGKILL)
     left = subprocess.run(["pgrep", "-f", "^sleep 3[12]$"], capture_output=True, text=True)
-    print(f"\norphans after kill -9 of allocmark: {orphans} of {trials} runs, "
-          f"{len(left.stdout.split())} sleepers of the runs left in all")  # fmt: skip
+    print(
+        f"\norphans after kill -9 of allocmark: {orphans} of {trials} runs, "
+        f"{len(left.stdout.split())} sleepers of the runs left in all"
+    )
     assert orphans == 0 and left.stdout == ""
 
 
@@ -123,64 +139,114 @@ _value = st.one_of(
 )
 _run = st.dictionaries(
     st.sampled_from(["workload", "params", "extra"]),
-    st.one_of(st.sampled_from(_WORKLOADS),
-              st.dictionaries(st.sampled_from(_PARAMS), _value, max_size=4), _value),
-)  # fmt: skip
+    st.one_of(
+        st.sampled_from(_WORKLOADS),
+        st.dictionaries(st.sampled_from(_PARAMS), _value, max_size=4),
+        _value,
+    ),
+)
 _random_suite = st.dictionaries(
-    st.sampled_from(["description", "allocators", "repetitions", "timeout", "seed", "budget",
-                     "target_ci", "margin", "runs", "unknown"]),
+    st.sampled_from(
+        [
+            "description",
+            "allocators",
+            "repetitions",
+            "timeout",
+            "seed",
+            "budget",
+            "target_ci",
+            "margin",
+            "runs",
+            "unknown",
+        ]
+    ),
     st.one_of(_value, st.lists(_run, max_size=3), st.just("all")),
-)  # fmt: skip
+)
 _small = st.one_of(
     st.integers(min_value=-3, max_value=5000),
     st.sampled_from(["1..4", "1..2*cores", "5..1", "0..99999", "64..4096"]),
 )
 _plausible_run = st.fixed_dictionaries(
     {"workload": st.sampled_from(_WORKLOADS[:4])},
-    optional={"params": st.dictionaries(st.sampled_from(_PARAMS),
-                                        st.one_of(_small, st.lists(_small, max_size=5)))},
-)  # fmt: skip
+    optional={
+        "params": st.dictionaries(
+            st.sampled_from(_PARAMS), st.one_of(_small, st.lists(_small, max_size=5))
+        )
+    },
+)
 _plausible_suite = st.fixed_dictionaries(
     {"runs": st.lists(_plausible_run, min_size=1, max_size=3)},
-    optional={"repetitions": st.integers(min_value=-2, max_value=10**12),
-              "timeout": st.floats(min_value=-1, max_value=1e9),
-              "seed": st.integers(min_value=-5, max_value=2**70),
-              "budget": st.sampled_from(["2m", "0", "none", "1h30m", "soon"]),
-              "target_ci": st.sampled_from(["3%", "0.03", "200%", "x"]),
-              "margin": st.sampled_from(["3%", "0.03", "200%", "x"]),
-              "allocators": st.one_of(st.just("all"), st.lists(
-                  st.sampled_from(["glibc", "jemalloc", "nosuch", ""]), max_size=3))},
-)  # fmt: skip
+    optional={
+        "repetitions": st.integers(min_value=-2, max_value=10**12),
+        "timeout": st.floats(min_value=-1, max_value=1e9),
+        "seed": st.integers(min_value=-5, max_value=2**70),
+        "budget": st.sampled_from(["2m", "0", "none", "1h30m", "soon"]),
+        "target_ci": st.sampled_from(["3%", "0.03", "200%", "x"]),
+        "margin": st.sampled_from(["3%", "0.03", "200%", "x"]),
+        "allocators": st.one_of(
+            st.just("all"),
+            st.lists(st.sampled_from(["glibc", "jemalloc", "nosuch", ""]), max_size=3),
+        ),
+    },
+)
 _suite = st.one_of(_plausible_suite, _plausible_suite, _random_suite)
 _random_entry = st.dictionaries(
-    st.sampled_from(["description", "system", "library", "package", "version", "baseline",
-                     "hidden", "env", "variant", "unknown"]),
-    st.one_of(_value, st.dictionaries(st.text(max_size=6), st.dictionaries(
-        st.sampled_from(["env", "description"]), _value, max_size=2), max_size=2)),
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "description",
+            "system",
+            "library",
+            "package",
+            "version",
+            "baseline",
+            "hidden",
+            "env",
+            "variant",
+            "unknown",
+        ]
+    ),
+    st.one_of(
+        _value,
+        st.dictionaries(
+            st.text(max_size=6),
+            st.dictionaries(st.sampled_from(["env", "description"]), _value, max_size=2),
+            max_size=2,
+        ),
+    ),
+)
 _variant = st.fixed_dictionaries(
     {}, optional={"env": st.dictionaries(st.sampled_from(["X", "Y"]), st.text(max_size=3))}
 )
 _plausible_entry = st.fixed_dictionaries(
     {},
     optional={
-        "library": st.one_of(st.just("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"),
-                             st.lists(st.sampled_from(["/nonexistent.so", "*.so", ""]),
-                                      max_size=2)),
+        "library": st.one_of(
+            st.just("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"),
+            st.lists(st.sampled_from(["/nonexistent.so", "*.so", ""]), max_size=2),
+        ),
         "system": st.booleans(),
         "version": st.sampled_from(["probe:jemalloc", "dpkg", "auto", "none", "x"]),
-        "env": st.dictionaries(st.sampled_from(["MALLOC_CONF", "A", ""]), st.text(max_size=6),
-                               max_size=2),
-        "variant": st.dictionaries(st.sampled_from(["v", "nodecay", "a:b", ""]), _variant,
-                                   max_size=2),
+        "env": st.dictionaries(
+            st.sampled_from(["MALLOC_CONF", "A", ""]), st.text(max_size=6), max_size=2
+        ),
+        "variant": st.dictionaries(
+            st.sampled_from(["v", "nodecay", "a:b", ""]), _variant, max_size=2
+        ),
     },
-)  # fmt: skip
+)
 _catalog = st.one_of(
-    st.fixed_dictionaries({"allocator": st.dictionaries(
-        st.sampled_from(["mine", "glibc", "a b", "x:y", ""]), _plausible_entry, max_size=3)}),
-    st.dictionaries(st.sampled_from(["allocator", "recipe", "unknown"]),
-                    st.dictionaries(st.text(max_size=8), _random_entry, max_size=3)),
-)  # fmt: skip
+    st.fixed_dictionaries(
+        {
+            "allocator": st.dictionaries(
+                st.sampled_from(["mine", "glibc", "a b", "x:y", ""]), _plausible_entry, max_size=3
+            )
+        }
+    ),
+    st.dictionaries(
+        st.sampled_from(["allocator", "recipe", "unknown"]),
+        st.dictionaries(st.text(max_size=8), _random_entry, max_size=3),
+    ),
+)
 
 
 def _as_file(tmp: Path, doc: dict[str, object], damage: bytes) -> Path:
@@ -209,16 +275,19 @@ class Tally:
             load()
             self.accepted += 1
         except UserError as e:
-            assert any(t in str(e) for t in (path.name, *or_says)), f"a refusal that names " \
-                f"neither the file nor {or_says}: {e}"  # fmt: skip
+            assert any(t in str(e) for t in (path.name, *or_says)), (
+                f"a refusal that names neither the file nor {or_says}: {e}"
+            )
             self.refused += 1
 
     def check(self) -> None:
         """The figures, counted by this test itself: every example ran, and the fuzzer
         reached both sides (a generator that only makes garbage tests one of them)."""
-        print(f"\nfuzzed {self.kind} files: {self.accepted + self.refused} tried, "
-              f"{self.accepted} accepted, {self.refused} refused with a message naming the "
-              "file, 0 tracebacks")  # fmt: skip
+        print(
+            f"\nfuzzed {self.kind} files: {self.accepted + self.refused} tried, "
+            f"{self.accepted} accepted, {self.refused} refused with a message naming the "
+            "file, 0 tracebacks"
+        )
         assert 0 < self.accepted + self.refused <= FUZZ
         assert self.accepted > 0 and self.refused > 0
 
@@ -239,7 +308,7 @@ def test_fuzzed_suite_files_load_or_say_why(tmp_path: Path) -> None:
     @given(
         doc=_suite, damage=st.sampled_from([b""] * 5 + [b"\xff\xfe", b"[[runs]]\n", b"x = [" * 3])
     )
-    def fuzz(doc: dict[str, object], damage: bytes) -> None:  # fmt: skip
+    def fuzz(doc: dict[str, object], damage: bytes) -> None:
         path = _as_file(tmp_path, doc, damage)
 
         def load() -> None:
@@ -266,29 +335,51 @@ def test_fuzzed_catalog_files_load_or_say_why(tmp_path: Path) -> None:
     tally.check()
 
 
-_good_row = {"seq": 0, "allocator": "glibc", "workload": "churn", "params": '{"threads": 1}',
-             "rep": 0, "status": "ok", "wall_s": 1.0, "user_s": 1.0, "sys_s": 0.0,
-             "maxrss_kib": 1000, "metric.ops": 5.0, "label.host": "a"}  # fmt: skip
+_good_row = {
+    "seq": 0,
+    "allocator": "glibc",
+    "workload": "churn",
+    "params": '{"threads": 1}',
+    "rep": 0,
+    "status": "ok",
+    "wall_s": 1.0,
+    "user_s": 1.0,
+    "sys_s": 0.0,
+    "maxrss_kib": 1000,
+    "metric.ops": 5.0,
+    "label.host": "a",
+}
 _row = st.one_of(
-    st.just(_good_row), st.just(_good_row | {"allocator": "jemalloc", "wall_s": 0.8}),
+    st.just(_good_row),
+    st.just(_good_row | {"allocator": "jemalloc", "wall_s": 0.8}),
     st.just(_good_row | {"rep": 1, "wall_s": 1.1}),
     # a good row with some of its values replaced, dropped or added to
-    st.builds(lambda changes, drop: {k: v for k, v in (_good_row | changes).items()
-                                     if k not in drop},
-              st.dictionaries(st.sampled_from([*_good_row, "metric.x", "label.y", "colour"]),
-                              st.one_of(_value, st.sampled_from(
-                                  ["ok", "crashed", "{}", "[1]", "{", '{"threads": 2}'])),
-                              max_size=3),
-              st.sets(st.sampled_from(list(_good_row)), max_size=2)),
+    st.builds(
+        lambda changes, drop: {k: v for k, v in (_good_row | changes).items() if k not in drop},
+        st.dictionaries(
+            st.sampled_from([*_good_row, "metric.x", "label.y", "colour"]),
+            st.one_of(
+                _value, st.sampled_from(["ok", "crashed", "{}", "[1]", "{", '{"threads": 2}'])
+            ),
+            max_size=3,
+        ),
+        st.sets(st.sampled_from(list(_good_row)), max_size=2),
+    ),
     _value,
-)  # fmt: skip
+)
 _runs_doc = st.fixed_dictionaries(
-    {"format": st.sampled_from(["allocmark-runs"] * 5 + ["allocmark-summary", ""]),
-     "version": st.sampled_from([1] * 5 + [2, "1", None]),
-     "rows": st.one_of(st.lists(_row, max_size=4), st.lists(_row, max_size=4), _value)},
-    optional={"campaign": st.one_of(st.fixed_dictionaries(
-        {}, optional={"baseline": st.one_of(st.just("glibc"), _scalar)}), _value)},
-)  # fmt: skip
+    {
+        "format": st.sampled_from(["allocmark-runs"] * 5 + ["allocmark-summary", ""]),
+        "version": st.sampled_from([1] * 5 + [2, "1", None]),
+        "rows": st.one_of(st.lists(_row, max_size=4), st.lists(_row, max_size=4), _value),
+    },
+    optional={
+        "campaign": st.one_of(
+            st.fixed_dictionaries({}, optional={"baseline": st.one_of(st.just("glibc"), _scalar)}),
+            _value,
+        )
+    },
+)
 
 
 def test_fuzzed_runs_exports_compare_or_say_why(tmp_path: Path) -> None:
@@ -299,8 +390,10 @@ def test_fuzzed_runs_exports_compare_or_say_why(tmp_path: Path) -> None:
     def fuzz(doc: dict[str, object]) -> None:
         path = tmp_path / "runs.json"
         path.write_text(json.dumps(doc))
-        tally.attempt(path, lambda: compare.compare(compare.load(str(path)),
-                                                    compare.load(str(path)), "time_s"))  # fmt: skip
+        tally.attempt(
+            path,
+            lambda: compare.compare(compare.load(str(path)), compare.load(str(path)), "time_s"),
+        )
 
     fuzz()
     tally.check()
@@ -310,8 +403,21 @@ def test_fuzzed_runs_exports_compare_or_say_why(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def good_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("good") / "good.db"
-    r = cli("run", "-w", "churn", "-a", "glibc,glibc:arena2", "-n", "2", "--max-runs", "2",
-            "-p", "count=1000", "--db", str(db))  # fmt: skip
+    r = cli(
+        "run",
+        "-w",
+        "churn",
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "-p",
+        "count=1000",
+        "--db",
+        str(db),
+    )
     assert r.returncode == 0, r.stderr
     return db
 
@@ -342,9 +448,11 @@ _hostile_values = _edited(
     "hostile.db",
     "UPDATE runs SET status='weird' WHERE id=1",
     "UPDATE runs SET status='failed', detail='\x1b]0;TITLE\x07\x1b[31mboom' WHERE id=4",
-    *(f"UPDATE {table} SET {column}='[/]\x1b[31mred' WHERE {column}='glibc:arena2'"
-      for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))),
-)  # fmt: skip
+    *(
+        f"UPDATE {table} SET {column}='[/]\x1b[31mred' WHERE {column}='glibc:arena2'"
+        for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))
+    ),
+)
 _bad_params = _edited("params.db", "UPDATE runs SET params_json='{bad' WHERE id=2")
 _text_number = _edited("number.db", "UPDATE runs SET wall_s='abc' WHERE id=3")
 
@@ -360,50 +468,100 @@ def _file(name: str, data: bytes) -> Callable[[Path, Path], Path]:
 HOSTILE = {
     "damaged page, report": (["report", "--db", "{x}"], _damaged_page, "malformed"),
     "damaged page, compare": (["compare", "{x}", "{db}"], _damaged_page, "malformed"),
-    "damaged JSON column": (["report", "--db", "{x}", "--runs", "--format", "csv"], _bad_params,
-                            "damaged"),
+    "damaged JSON column": (
+        ["report", "--db", "{x}", "--runs", "--format", "csv"],
+        _bad_params,
+        "damaged",
+    ),
     "text in a number column": (["compare", "{x}", "{db}"], _text_number, "damaged"),
-    "deep runs JSON": (["compare", "{x}", "{db}"],
-                       _file("deep.json", b"[" * 100000 + b"]" * 100000), "nested too deeply"),
-    "rows not a list": (["compare", "{x}", "{db}"], _file("rows.json", json.dumps(
-        {"format": "allocmark-runs", "version": 1, "rows": 5}).encode()), "key 'rows'"),
-    "invalid UTF-8 suite": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
-                            _file("u.toml", b'description = "\xff"\n'), "not UTF-8"),
-    "5000-deep TOML": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
-                       _file("d.toml", b"x = " + b"[" * 5000 + b"]" * 5000), "nested too deeply"),
-    "seed 10^30 in a suite": (["run", "--suite", "{x}", "--db", "{tmp}/n.db"], _file(
-        "s.toml", b'seed = 1000000000000000000000000000000\n[[runs]]\nworkload = "churn"\n'),
-        "key 'seed'"),
-    "4-byte ELF": (["run", "-a", "mine={x}", "-w", "churn", "--db", "{tmp}/n.db"],
-                   _file("tiny.so", b"\x7fELF"), "truncated ELF"),
+    "deep runs JSON": (
+        ["compare", "{x}", "{db}"],
+        _file("deep.json", b"[" * 100000 + b"]" * 100000),
+        "nested too deeply",
+    ),
+    "rows not a list": (
+        ["compare", "{x}", "{db}"],
+        _file(
+            "rows.json", json.dumps({"format": "allocmark-runs", "version": 1, "rows": 5}).encode()
+        ),
+        "key 'rows'",
+    ),
+    "invalid UTF-8 suite": (
+        ["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
+        _file("u.toml", b'description = "\xff"\n'),
+        "not UTF-8",
+    ),
+    "5000-deep TOML": (
+        ["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
+        _file("d.toml", b"x = " + b"[" * 5000 + b"]" * 5000),
+        "nested too deeply",
+    ),
+    "seed 10^30 in a suite": (
+        ["run", "--suite", "{x}", "--db", "{tmp}/n.db"],
+        _file("s.toml", b'seed = 1000000000000000000000000000000\n[[runs]]\nworkload = "churn"\n'),
+        "key 'seed'",
+    ),
+    "4-byte ELF": (
+        ["run", "-a", "mine={x}", "-w", "churn", "--db", "{tmp}/n.db"],
+        _file("tiny.so", b"\x7fELF"),
+        "truncated ELF",
+    ),
     "0-byte database": (["report", "--db", "{x}"], _file("zero.db", b""), "an empty file"),
-}  # fmt: skip
+}
 PLAIN = {
     "--seed 10^20": (["run", "-w", "churn", "--seed", str(10**20), "--db", "{tmp}/n.db"], "--seed"),
     "--timeout inf": (["try", "--timeout", "inf", "--", "true"], "--timeout"),
-    "duplicate names": (["run", "-a", "glibc,glibc=/usr/lib/x86_64-linux-gnu/libc.so.6",
-                         "-w", "churn", "--db", "{tmp}/n.db"], "more than once"),
-    "unwritable -o": (["report", "--db", "{db}", "--format", "md", "-o", "/proc/no/x.md"],
-                      "/proc/no"),
+    "duplicate names": (
+        [
+            "run",
+            "-a",
+            "glibc,glibc=/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "-w",
+            "churn",
+            "--db",
+            "{tmp}/n.db",
+        ],
+        "more than once",
+    ),
+    "unwritable -o": (
+        ["report", "--db", "{db}", "--format", "md", "-o", "/proc/no/x.md"],
+        "/proc/no",
+    ),
     "unwritable --plots": (["report", "--db", "{db}", "--plots", "/proc/no"], "/proc/no"),
     "directory as db": (["report", "--db", "{tmp}"], "is a directory"),
     "/dev/zero as db": (["report", "--db", "/dev/zero"], "not a regular file"),
     "-a ''": (["run", "-a", "", "-w", "churn", "--db", "{tmp}/n.db"], "names no allocator"),
     "-a ','": (["run", "-a", ",", "-w", "churn", "--db", "{tmp}/n.db"], "names no allocator"),
     "-w ''": (["run", "-w", "", "--db", "{tmp}/n.db"], "names no workload"),
-    "suite without runs": (["run", "--suite", "{tmp}/empty.toml", "--db", "{tmp}/n.db"],
-                           "nothing to run"),
-    "-a NAME=DIR": (["run", "-a", "d={tmp}", "-w", "churn", "--db", "{tmp}/n.db"],
-                    "is a directory, not a shared library"),
-    "-a non-ASCII name": (["run", "-a", "é=/usr/lib/x86_64-linux-gnu/libc.so.6", "-w", "churn",
-                           "--db", "{tmp}/n.db"], "may hold only ASCII"),
-    "-a 100-character name": (["run", "-a", "x" * 100 + "=/usr/lib/x86_64-linux-gnu/libc.so.6",
-                               "-w", "churn", "--db", "{tmp}/n.db"], "at most 64"),
+    "suite without runs": (
+        ["run", "--suite", "{tmp}/empty.toml", "--db", "{tmp}/n.db"],
+        "nothing to run",
+    ),
+    "-a NAME=DIR": (
+        ["run", "-a", "d={tmp}", "-w", "churn", "--db", "{tmp}/n.db"],
+        "is a directory, not a shared library",
+    ),
+    "-a non-ASCII name": (
+        ["run", "-a", "é=/usr/lib/x86_64-linux-gnu/libc.so.6", "-w", "churn", "--db", "{tmp}/n.db"],
+        "may hold only ASCII",
+    ),
+    "-a 100-character name": (
+        [
+            "run",
+            "-a",
+            "x" * 100 + "=/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "-w",
+            "churn",
+            "--db",
+            "{tmp}/n.db",
+        ],
+        "at most 64",
+    ),
     "--timeout nan": (["try", "--timeout", "nan", "--", "true"], "not a number of seconds"),
     "--timeout 0": (["try", "--timeout", "0", "--", "true"], "outside 0.1 s"),
     "resume of a new file": (["run", "--resume", "--db", "{tmp}/n.db"], "no such results"),
     "unknown workload": (["run", "-w", "nosuch", "--db", "{tmp}/n.db"], "nosuch"),
-}  # fmt: skip
+}
 
 
 def _check_refused(args: list[str], message: str, tmp: Path, **fill: str) -> None:
@@ -435,10 +593,12 @@ def test_bad_arguments_are_refused_cleanly(case: str, good_db: Path, tmp_path: P
 
 def test_hostile_values_in_a_database_are_shown_as_text(good_db: Path, tmp_path: Path) -> None:
     db = _hostile_values(good_db, tmp_path)
-    for args in (["report", "--db", str(db)], ["report", "--db", str(db), "--runs", "--format",
-                                                "csv"],
-                 ["report", "--db", str(db), "--format", "html", "-o", str(tmp_path / "h.html")],
-                 ["compare", str(db), str(good_db)]):  # fmt: skip
+    for args in (
+        ["report", "--db", str(db)],
+        ["report", "--db", str(db), "--runs", "--format", "csv"],
+        ["report", "--db", str(db), "--format", "html", "-o", str(tmp_path / "h.html")],
+        ["compare", str(db), str(good_db)],
+    ):
         r = cli(*args)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         assert "\x1b" not in r.stdout  # the escape is printed, not obeyed
@@ -457,8 +617,9 @@ def test_kill_points_then_resume_lose_and_repeat_nothing(tmp_path: Path) -> None
     points = (1, 3, 6)
     for point in points:
         db = tmp_path / f"kill{point}.db"
-        proc = start_slow_campaign(db, "glibc,glibc:arena2", 4, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        proc = start_slow_campaign(
+            db, "glibc,glibc:arena2", 4, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         wait_for_runs(db, point)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -473,8 +634,10 @@ def test_kill_points_then_resume_lose_and_repeat_nothing(tmp_path: Path) -> None
         lost += planned - len(set(seqs))
         repeated += len(seqs) - len(set(seqs)) + sum(b not in after for b in before)
         assert count_runs(db) == planned
-    print(f"\nkill -9 at {len(points)} points, then --resume: {lost} runs lost, "
-          f"{repeated} repeated or rewritten")  # fmt: skip
+    print(
+        f"\nkill -9 at {len(points)} points, then --resume: {lost} runs lost, "
+        f"{repeated} repeated or rewritten"
+    )
     assert lost == 0 and repeated == 0
 
 
@@ -484,16 +647,26 @@ def test_a_flooding_program_costs_neither_disk_nor_memory(tmp_path: Path) -> Non
     from allocmark.model import RunSpec
     from allocmark.run import execute
 
-    spec = RunSpec(seq=0, allocator="x", workload="w", params=(), rep=0, env=(),
-                   argv=("sh", "-c", "yes flooding-the-terminal >&2"), timeout=2.0)  # fmt: skip
+    spec = RunSpec(
+        seq=0,
+        allocator="x",
+        workload="w",
+        params=(),
+        rep=0,
+        env=(),
+        argv=("sh", "-c", "yes flooding-the-terminal >&2"),
+        timeout=2.0,
+    )
     before_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     before_disk = shutil.disk_usage(tempfile.gettempdir()).used
     r = execute.run(spec)
     grew_disk = shutil.disk_usage(tempfile.gettempdir()).used - before_disk
     grew_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_rss
-    print(f"\nflooding stderr for {spec.timeout:g} s: {r.metrics['stderr_bytes'] / 1e6:.0f} MB "
-          f"written, {max(0, grew_disk) >> 10} KiB more disk in use after the run, "
-          f"allocmark's peak RSS +{grew_rss} KiB")  # fmt: skip
+    print(
+        f"\nflooding stderr for {spec.timeout:g} s: {r.metrics['stderr_bytes'] / 1e6:.0f} MB "
+        f"written, {max(0, grew_disk) >> 10} KiB more disk in use after the run, "
+        f"allocmark's peak RSS +{grew_rss} KiB"
+    )
     assert r.status.value == "timeout" and r.metrics["stderr_bytes"] > 10e6
     assert grew_rss < 32 << 10 and grew_disk < 64 << 20  # others share the disk: a margin
 
@@ -511,8 +684,12 @@ def test_a_regression_threshold_above_100_percent_is_accepted(
     fails it at 150 % and passes at 250 %. Times are fixed (1 % spread), so that only the
     comparison can fail it."""
     export = tmp_path / "runs.json"
-    assert cli("report", "--db", str(good_db), "--runs", "--format", "json", "-o",
-               str(export)).returncode == 0  # fmt: skip
+    assert (
+        cli(
+            "report", "--db", str(good_db), "--runs", "--format", "json", "-o", str(export)
+        ).returncode
+        == 0
+    )
     doc = json.loads(export.read_text())
     for i, row in enumerate(doc["rows"]):
         row["wall_s"] = 0.1 * (1 + (i % 3 - 1) / 100)
@@ -569,9 +746,23 @@ def test_ctrl_c_while_starting_prints_no_traceback(tmp_path: Path) -> None:
     tracebacks, wrong = 0, []
     for i in range(n):
         delay = 0.05 + i * 1.15 / (n - 1)
-        p = subprocess.Popen([sys.executable, "-m", "allocmark", "run", "-w", "churn", "-a",
-                              "glibc", "--db", str(tmp_path / f"c{i}.db")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "allocmark",
+                "run",
+                "-w",
+                "churn",
+                "-a",
+                "glibc",
+                "--db",
+                str(tmp_path / f"c{i}.db"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=60)
@@ -580,8 +771,10 @@ def test_ctrl_c_while_starting_prints_no_traceback(tmp_path: Path) -> None:
         # 130 or death by SIGINT (-2: what a shell shows as 130 too); 0: it had finished.
         if "Traceback" not in err and p.returncode not in (130, -signal.SIGINT, 0):
             wrong.append(f"{delay:.2f} s: exit {p.returncode}: {err.strip()[-200:]}")
-    print(f"\nCtrl-C during start-up: {n} delays of 0.05-1.2 s, {tracebacks} tracebacks, "
-          f"{len(wrong)} wrong exits")  # fmt: skip
+    print(
+        f"\nCtrl-C during start-up: {n} delays of 0.05-1.2 s, {tracebacks} tracebacks, "
+        f"{len(wrong)} wrong exits"
+    )
     assert tracebacks == 0 and wrong == [], wrong
 
 
@@ -589,11 +782,27 @@ def test_plans_are_counted_before_they_are_built(tmp_path: Path) -> None:
     huge = tmp_path / "huge.toml"
     huge.write_text('repetitions = 1000000000\n[[runs]]\nworkload = "churn"\n')
     t0 = time.monotonic()
-    _check_refused(["run", "--suite", str(huge), "-a", "glibc", "--db", "{tmp}/n.db"],
-                   "1,000,000,000 runs", tmp_path)  # fmt: skip
+    _check_refused(
+        ["run", "--suite", str(huge), "-a", "glibc", "--db", "{tmp}/n.db"],
+        "1,000,000,000 runs",
+        tmp_path,
+    )
     assert time.monotonic() - t0 < 30  # refused, not built
-    _check_refused(["run", "-w", "churn", "-a", "glibc,glibc:arena2,jemalloc", "-n", "8000",
-                    "--db", "{tmp}/n.db"], "add --yes", tmp_path)  # fmt: skip
+    _check_refused(
+        [
+            "run",
+            "-w",
+            "churn",
+            "-a",
+            "glibc,glibc:arena2,jemalloc",
+            "-n",
+            "8000",
+            "--db",
+            "{tmp}/n.db",
+        ],
+        "add --yes",
+        tmp_path,
+    )
     assert not (tmp_path / "n.db").exists() or Store(tmp_path / "n.db").campaigns() == []
 
 
@@ -612,9 +821,11 @@ def test_an_immutable_database_is_read(good_db: Path, tmp_path: Path) -> None:
 
 _long_name = _edited(
     "long.db",
-    *(f"UPDATE {table} SET {column}='{'x' * 100_000}' WHERE {column}='glibc:arena2'"
-      for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))),
-)  # fmt: skip
+    *(
+        f"UPDATE {table} SET {column}='{'x' * 100_000}' WHERE {column}='glibc:arena2'"
+        for table, column in (("runs", "allocator"), ("plan", "allocator"), ("allocators", "name"))
+    ),
+)
 
 
 def test_a_100000_character_name_is_cut_in_the_plots(good_db: Path, tmp_path: Path) -> None:

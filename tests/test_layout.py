@@ -24,8 +24,11 @@ def subpackages() -> list[Path]:
 
 
 def test_the_top_level_holds_a_dozen_entries_besides_the_stage_folders() -> None:
-    loose = [p.name for p in PACKAGE.iterdir()
-             if p.name != "__pycache__" and not (p / "__init__.py").is_file()]  # fmt: skip
+    loose = [
+        p.name
+        for p in PACKAGE.iterdir()
+        if p.name != "__pycache__" and not (p / "__init__.py").is_file()
+    ]
     assert len(loose) <= 12, loose
     for stage in ("stats", "run", "allocators", "workloads", "answer", "verbs", "store"):
         assert (PACKAGE / stage / "__init__.py").is_file(), stage
@@ -41,9 +44,15 @@ def test_every_subpackage_states_its_contract() -> None:
 
 def lint_imports(src: Path) -> subprocess.CompletedProcess[str]:
     lint = Path(sys.executable).parent / "lint-imports"
-    return subprocess.run([str(lint), str(ROOT / "pyproject.toml"), "--no-cache"],
-                          cwd=ROOT, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [str(lint), str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def test_the_import_contracts_hold() -> None:
@@ -52,13 +61,20 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in done.stdout
 
 
-@pytest.mark.parametrize(("module", "line", "contract"), [
-    ("stats/paired.py", "from allocmark.run import plan", "stats imports nothing of allocmark"),
-    ("report/fmt.py", "from allocmark.run import execute", "report never imports the run stage"),
-    ("cli/show.py", "from allocmark.store import Store", "the CLI imports api"),
-    ("cli/app.py", "from allocmark.allocators import builder", "the CLI imports api"),
-    ("store/codec.py", "from allocmark.answer import analyze", "the pipeline's layers"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("stats/paired.py", "from allocmark.run import plan", "stats imports nothing of allocmark"),
+        (
+            "report/fmt.py",
+            "from allocmark.run import execute",
+            "report never imports the run stage",
+        ),
+        ("cli/show.py", "from allocmark.store import Store", "the CLI imports api"),
+        ("cli/app.py", "from allocmark.allocators import builder", "the CLI imports api"),
+        ("store/codec.py", "from allocmark.answer import analyze", "the pipeline's layers"),
+    ],
+)
 def test_a_forbidden_import_fails_its_contract_by_name(
     tmp_path: Path, module: str, line: str, contract: str
 ) -> None:

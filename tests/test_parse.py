@@ -38,9 +38,17 @@ def test_unknown_catalog_name_lists_known() -> None:
 def test_builtin_catalog_has_the_debian_allocators_and_variants() -> None:
     names = {s.name for s in allocators.load_catalog()}
     assert {
-        "glibc", "glibc:arena2", "jemalloc", "jemalloc:nodecay", "tcmalloc-minimal",
-        "tcmalloc", "mimalloc", "tbbmalloc", "scudo", "scudo:norelease",
-    } <= names  # fmt: skip
+        "glibc",
+        "glibc:arena2",
+        "jemalloc",
+        "jemalloc:nodecay",
+        "tcmalloc-minimal",
+        "tcmalloc",
+        "mimalloc",
+        "tbbmalloc",
+        "scudo",
+        "scudo:norelease",
+    } <= names
     base = [s for s in allocators.load_catalog() if s.baseline]
     assert [s.name for s in base] == ["glibc"]
 
@@ -61,13 +69,17 @@ def test_user_catalog_entry_replaces_and_adds(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('[allocator.x]\ndescription = "no library"\n', "key 'allocator.x.library': is required"),
-        ('[allocator.x]\nlibrary = "/x.so"\nversion = "git"\n',
-         "key 'allocator.x.version': 'git': expected one of probe:NAME"),
-        ('[allocator.x]\nlibrary = "/x.so"\nenv = { A = 1 }\n',
-         "key 'allocator.x.env.A': input should be a valid string, got 1"),
+        (
+            '[allocator.x]\nlibrary = "/x.so"\nversion = "git"\n',
+            "key 'allocator.x.version': 'git': expected one of probe:NAME",
+        ),
+        (
+            '[allocator.x]\nlibrary = "/x.so"\nenv = { A = 1 }\n',
+            "key 'allocator.x.env.A': input should be a valid string, got 1",
+        ),
         ('[allocator."a b"]\nlibrary = "/x.so"\n', "may only use letters"),
     ],
-)  # fmt: skip
+)
 def test_catalog_errors(tmp_path: Path, text: str, message: str) -> None:
     cat = tmp_path / "c.toml"
     cat.write_text(text)
@@ -83,16 +95,21 @@ def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
 
     schema = schemas.json_schema(kind)
     jsonschema.Draft202012Validator.check_schema(schema)
-    files = {"suite": sorted(plan.suites_dir().glob("*.toml")),
-             "catalog": [allocators.builtin_catalog()],
-             "workloads": [workloads.builtin_catalog()],
-             "settings": [tune.settings_file()]}[kind]  # fmt: skip
+    files = {
+        "suite": sorted(plan.suites_dir().glob("*.toml")),
+        "catalog": [allocators.builtin_catalog()],
+        "workloads": [workloads.builtin_catalog()],
+        "settings": [tune.settings_file()],
+    }[kind]
     assert files
     for path in files:
         jsonschema.validate(tomllib.loads(path.read_text()), schema)
-    bad = {"suite": {"repetitions": 0}, "catalog": {"allocator": {"x": {"version": "git"}}},
-           "workloads": {"workload": {"w": {"kind": "shell"}}},
-           "settings": {"glibc": {"style": "yaml", "values": {}}}}[kind]  # fmt: skip
+    bad = {
+        "suite": {"repetitions": 0},
+        "catalog": {"allocator": {"x": {"version": "git"}}},
+        "workloads": {"workload": {"w": {"kind": "shell"}}},
+        "settings": {"glibc": {"style": "yaml", "values": {}}},
+    }[kind]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
 

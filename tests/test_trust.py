@@ -97,8 +97,25 @@ def test_a_program_cannot_forge_its_result(tmp_path: Path, run_as: str) -> None:
     forged = total = 0
     for case, (mode, reason) in FORGERIES.items():
         db = tmp_path / f"{mode}.db"
-        r = cli("try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--timeout", "3",
-                "--db", str(db), "--", "/usr/bin/python3", str(script), mode, env=env)  # fmt: skip
+        r = cli(
+            "try",
+            "-i",
+            "-a",
+            "glibc",
+            "-n",
+            "2",
+            "--max-runs",
+            "2",
+            "--timeout",
+            "3",
+            "--db",
+            str(db),
+            "--",
+            "/usr/bin/python3",
+            str(script),
+            mode,
+            env=env,
+        )
         assert "Traceback" not in r.stderr, r.stderr
         runs = _runs(db)
         total += len(runs)
@@ -115,8 +132,10 @@ def test_a_program_cannot_forge_its_result(tmp_path: Path, run_as: str) -> None:
             signals = mode not in ("double", "garbage")
             assert {s for _, s, _ in runs} == ({"failed"} if signals else {"ok"}), (case, runs)
             assert not signals or all("PermissionError" in d for _, _, d in runs), (case, runs)
-    print(f"\nforged results stored ({run_as}): {forged} of {total} runs of {len(FORGERIES)} "
-          "forging programs")  # fmt: skip
+    print(
+        f"\nforged results stored ({run_as}): {forged} of {total} runs of {len(FORGERIES)} "
+        "forging programs"
+    )
     assert forged == 0
 
 
@@ -130,8 +149,19 @@ def _walls(db: Path, status: str) -> list[float]:
 def command_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished `try` campaign of `true`: cases reopen copies of it as interrupted."""
     db = tmp_path_factory.mktemp("try") / "try.db"
-    r = cli("try", "-a", "glibc,glibc:arena2", "-n", "2", "--max-runs", "2", "--db", str(db),
-            "--", "true")  # fmt: skip
+    r = cli(
+        "try",
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+        "--",
+        "true",
+    )
     assert r.returncode == 0, r.stderr
     return db
 
@@ -155,17 +185,24 @@ def _touch(marker: Path) -> str:
 
 
 PENDING = "seq >= (SELECT max(seq) - 1 FROM plan)"
-ELSEWHERE = ("UPDATE campaigns SET settings_json=json_set(settings_json, '$.created_by.host', "
-             "'elsewhere')")  # fmt: skip
+ELSEWHERE = (
+    "UPDATE campaigns SET settings_json=json_set(settings_json, '$.created_by.host', 'elsewhere')"
+)
 # Each case: the edits, and what the refusal says.
 CRAFTED = {
     "changed argv of one pending run": (
-        lambda m: [f"UPDATE plan SET argv_json='{_touch(m)}' "
-                   "WHERE seq=(SELECT max(seq) FROM plan)"],
-        "cannot be resumed"),
+        lambda m: [
+            f"UPDATE plan SET argv_json='{_touch(m)}' WHERE seq=(SELECT max(seq) FROM plan)"
+        ],
+        "cannot be resumed",
+    ),
     "changed argv of the whole campaign": (
-        lambda m: [f"UPDATE plan SET argv_json='{_touch(m)}'",
-                   f"UPDATE workloads SET argv_json='{_touch(m)}'"], "add --yes"),
+        lambda m: [
+            f"UPDATE plan SET argv_json='{_touch(m)}'",
+            f"UPDATE workloads SET argv_json='{_touch(m)}'",
+        ],
+        "add --yes",
+    ),
     "changed argv of the pending runs and of the stored command": (
         lambda m: [
             f"UPDATE plan SET argv_json='{_touch(m)}' WHERE {PENDING}",
@@ -174,13 +211,17 @@ CRAFTED = {
         "of one cell",
     ),
     "BASH_ENV added to a pending run": (
-        lambda m: [f"UPDATE plan SET argv_json='[\"bash\",\"-c\",\"true\"]', env_json=json_insert("
-                   f"env_json, '$[#]', json_array('BASH_ENV', '{m}.sh')) WHERE {PENDING}"],
-        "cannot be resumed"),
+        lambda m: [
+            f'UPDATE plan SET argv_json=\'["bash","-c","true"]\', env_json=json_insert('
+            f"env_json, '$[#]', json_array('BASH_ENV', '{m}.sh')) WHERE {PENDING}"
+        ],
+        "cannot be resumed",
+    ),
     "pending run renamed to an unknown workload": (
         lambda m: [f"UPDATE plan SET workload='zzz', argv_json='{_touch(m)}' WHERE {PENDING}"],
-        "which neither the catalog nor the campaign has"),
-}  # fmt: skip
+        "which neither the catalog nor the campaign has",
+    ),
+}
 
 
 def test_a_crafted_plan_runs_nothing_without_yes(command_db: Path, tmp_path: Path) -> None:
@@ -199,8 +240,10 @@ def test_a_crafted_plan_runs_nothing_without_yes(command_db: Path, tmp_path: Pat
             assert "Traceback" not in r.stderr
             if said == "add --yes":  # what it would run is shown whole
                 assert f"touch {marker}" in r.stderr and "LD_PRELOAD=" in r.stderr, r.stderr
-    print(f"\nunplanned commands run: {ran} of {tried} crafted resumes "
-          f"({len(CRAFTED)} crafts, each with created_by here and elsewhere)")  # fmt: skip
+    print(
+        f"\nunplanned commands run: {ran} of {tried} crafted resumes "
+        f"({len(CRAFTED)} crafts, each with created_by here and elsewhere)"
+    )
     assert ran == 0
 
 
@@ -230,10 +273,12 @@ def test_report_compare_and_export_run_nothing_from_a_database(
     marker = writable_by_all(tmp_path / "out") / "ran"  # a command that ran could leave it
     edit = f"UPDATE plan SET argv_json='{_touch(marker)}'"
     db = _interrupted(command_db, tmp_path / "r.db", edit)
-    for args in (["report", "--db", str(db)], ["report", "--db", str(db), "--runs", "--format",
-                                                "csv"],
-                 ["compare", str(db), str(command_db)],
-                 ["report", "--db", str(db), "--format", "json"]):  # fmt: skip
+    for args in (
+        ["report", "--db", str(db)],
+        ["report", "--db", str(db), "--runs", "--format", "csv"],
+        ["compare", str(db), str(command_db)],
+        ["report", "--db", str(db), "--format", "json"],
+    ):
         r = cli(*args)
         assert "Traceback" not in r.stderr, (args, r.stderr)
     assert not marker.exists()
@@ -270,15 +315,33 @@ __attribute__((constructor)) static void am_spy(void) {{
 }}
 ''',
     )
-    proc = subprocess.Popen([sys.executable, "-m", "allocmark", "try", "-a", f"spy={so}", "-n",
-                             "1", "--db", str(tmp_path / "s.db"), "--", "true"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "allocmark",
+            "try",
+            "-a",
+            f"spy={so}",
+            "-n",
+            "1",
+            "--db",
+            str(tmp_path / "s.db"),
+            "--",
+            "true",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = proc.communicate(timeout=300)
     assert "Traceback" not in err, err
     seen = [line.split(" ", 1) for line in log.read_text().splitlines()]
     inside = [exe for pid, exe in seen if int(pid) == proc.pid or "python" in Path(exe).name]
-    print(f"\nallocator constructors run inside allocmark: {len(inside)} of {len(seen)} "
-          "processes it ran in")  # fmt: skip
+    print(
+        f"\nallocator constructors run inside allocmark: {len(inside)} of {len(seen)} "
+        "processes it ran in"
+    )
     assert seen and inside == [], seen
     assert os.getpid() not in {int(pid) for pid, _ in seen}
 
@@ -330,15 +393,18 @@ def test_an_allocator_that_forges_its_identity_is_never_stored_as_glibc(
     stored = []
     for case, argv in cases.items():
         db = tmp_path / f"{len(stored)}.db"
-        r = cli("try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--",
-                *argv)  # fmt: skip
+        r = cli(
+            "try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--", *argv
+        )
         assert r.returncode == 0, (case, r.stderr)
         runs = _runs(db)
         stored += runs
         assert runs and {s for _, s, _ in runs} == {"unverified"}, (case, runs)
         assert all(str(so) in detail for _, _, detail in runs), (case, runs)
-    print(f"\nruns of a forging allocator stored as glibc: "
-          f"{sum(s == 'ok' for _, s, _ in stored)} of {len(stored)}")  # fmt: skip
+    print(
+        f"\nruns of a forging allocator stored as glibc: "
+        f"{sum(s == 'ok' for _, s, _ in stored)} of {len(stored)}"
+    )
 
 
 # -- a program that goes for the store, the cache and the libraries -------------------
@@ -382,14 +448,33 @@ def test_a_program_run_by_root_cannot_reach_the_store_the_cache_or_the_libraries
     first = cli("try", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--", "true")
     assert first.returncode == 0, first.stderr
     before = _runs(db)
-    r = cli("try", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--",
-            "/usr/bin/python3", str(script), str(db), str(cache), str(lib), str(out))  # fmt: skip
+    r = cli(
+        "try",
+        "-a",
+        "glibc",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+        "--",
+        "/usr/bin/python3",
+        str(script),
+        str(db),
+        str(cache),
+        str(lib),
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     assert (out / "reached").read_text() == ""  # the program ran, and reached nothing
     assert not (cache / "planted").exists()
     with sqlite3.connect(db) as con:
-        kept = con.execute("SELECT role, status, detail FROM runs WHERE campaign_id = 1 "
-                           "ORDER BY seq").fetchall()  # fmt: skip
+        kept = con.execute(
+            "SELECT role, status, detail FROM runs WHERE campaign_id = 1 ORDER BY seq"
+        ).fetchall()
     assert kept == before and len(_runs(db)) == 2 * len(before)
-    print(f"\nwhat a program run by root reached: {(out / 'reached').read_text() or 'nothing'}; "
-          f"runs of the earlier campaign kept: {len(before)} of {len(before)}")  # fmt: skip
+    print(
+        f"\nwhat a program run by root reached: {(out / 'reached').read_text() or 'nothing'}; "
+        f"runs of the earlier campaign kept: {len(before)} of {len(before)}"
+    )

@@ -395,12 +395,18 @@ class CellRuns:
             "sys_s": tuple(r.sys_s for r in rs),
             "maxrss_kib": tuple(float(r.maxrss_kib) for r in rs),
             "rep": tuple(float(r.rep) for r in rs),
-            **{c: tuple(float(getattr(r, c)) for r in rs)
-               for c in ("minflt", "majflt", "nvcsw", "nivcsw")},
-        }  # fmt: skip
+            **{
+                c: tuple(float(getattr(r, c)) for r in rs)
+                for c in ("minflt", "majflt", "nvcsw", "nivcsw")
+            },
+        }
         columns |= {n: tuple(r.metrics.get(n) for r in rs) for n in names}
-        return CellRuns(*key, partial=any(r.partial for r in rs),
-                        statuses=tuple(r.status for r in rs), columns=columns)  # fmt: skip
+        return CellRuns(
+            *key,
+            partial=any(r.partial for r in rs),
+            statuses=tuple(r.status for r in rs),
+            columns=columns,
+        )
 
 
 @dataclass(frozen=True)

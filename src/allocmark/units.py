@@ -18,8 +18,10 @@ def parse_duration(text: str, option: str = "--budget") -> float:
         return 0.0
     m = _DURATION.fullmatch(t)
     if not t or not m or not any(m.groups()):
-        raise UserError(f"{option} {text!r}: expected a duration such as 2m, 90s, 1m30s or 1h "
-                        "(0 or none: no budget)")  # fmt: skip
+        raise UserError(
+            f"{option} {text!r}: expected a duration such as 2m, 90s, 1m30s or 1h "
+            "(0 or none: no budget)"
+        )
     h, mins, secs = (float(g) if g else 0.0 for g in m.groups())
     return h * 3600 + mins * 60 + secs
 

@@ -26,8 +26,13 @@ def names(selection: list[str]) -> list[str]:
 
 
 def test_version_sweeps_expand_to_every_catalogued_version() -> None:
-    assert names(["jemalloc@*"]) == ["jemalloc@4.5.0", "jemalloc@5.1.0", "jemalloc@5.2.1",
-                                     "jemalloc@5.3.0", "jemalloc@5.3.1"]  # fmt: skip
+    assert names(["jemalloc@*"]) == [
+        "jemalloc@4.5.0",
+        "jemalloc@5.1.0",
+        "jemalloc@5.2.1",
+        "jemalloc@5.3.0",
+        "jemalloc@5.3.1",
+    ]
     secure = names(["mimalloc@*+secure"])
     assert len(secure) == 6 and all(n.endswith("+secure") for n in secure)
     assert names(["jemalloc@*:nodecay"])[0] == "jemalloc@4.5.0:nodecay"
@@ -158,9 +163,12 @@ def test_cxx_new_and_delete_run_on_the_built_allocator(
     subprocess.run(["g++", "-O1", "-o", str(exe), str(src), "-ldl"], check=True)
     plain = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     under = subprocess.run(
-        [str(exe)], capture_output=True, text=True, check=True,
+        [str(exe)],
+        capture_output=True,
+        text=True,
+        check=True,
         env=os.environ | {"LD_PRELOAD": str(built.library)},
-    ).stdout.split()  # fmt: skip
+    ).stdout.split()
     assert os.path.realpath(under[0]) == built.library
     # operator new reached the same allocator as malloc: same size classes,
     # which differ from glibc's (104 bytes usable for 100) but for dlmalloc's, whose
@@ -175,8 +183,14 @@ def test_failed_build_shows_cargo_error_and_keeps_nothing(tmp_path: Path) -> Non
         '[recipe.badmi]\ncrate = "libmimalloc-sys"\nbackend = "mimalloc"\n'
         '[recipe.badmi.version]\n"0.0.1" = { crate_version = "=0.0.999" }\n'
     )
-    r = cli("alloc", "build", "badmi@0.0.1", "--catalog", str(catalog),
-            env={"ALLOCMARK_CACHE": str(tmp_path / "cache")})  # fmt: skip
+    r = cli(
+        "alloc",
+        "build",
+        "badmi@0.0.1",
+        "--catalog",
+        str(catalog),
+        env={"ALLOCMARK_CACHE": str(tmp_path / "cache")},
+    )
     # listed with its reason, the others go on; the exit status says one failed
     assert r.returncode == 1, r.stderr
     assert "0 of 1 built or cached in" in r.stdout and "1 failed:" in r.stdout
@@ -217,8 +231,9 @@ def test_unbuilt_families_are_one_line_each_unless_all(tmp_path: Path) -> None:
 @pytest.mark.parametrize("cache", ["empty", "this machine's"])
 def test_the_catalog_fits_40_lines_with_every_family(tmp_path: Path, cache: str) -> None:
     """Built or not, the versions of a recipe share one line unless --all."""
-    env = {"ALLOCMARK_WIDTH": "120"} | ({"ALLOCMARK_CACHE": str(tmp_path)} if cache == "empty"
-                                        else {})  # fmt: skip
+    env = {"ALLOCMARK_WIDTH": "120"} | (
+        {"ALLOCMARK_CACHE": str(tmp_path)} if cache == "empty" else {}
+    )
     short = cli("allocators", env=env)
     assert short.returncode == 0, short.stderr
     lines = short.stdout.splitlines()
@@ -231,8 +246,9 @@ def test_the_catalog_fits_40_lines_with_every_family(tmp_path: Path, cache: str)
 
 
 def test_the_whole_catalog_is_one_line_per_entry(tmp_path: Path) -> None:
-    full = cli("allocators", "--all", env={"ALLOCMARK_CACHE": str(tmp_path),
-                                           "ALLOCMARK_WIDTH": "120"})  # fmt: skip
+    full = cli(
+        "allocators", "--all", env={"ALLOCMARK_CACHE": str(tmp_path), "ALLOCMARK_WIDTH": "120"}
+    )
     assert full.returncode == 0, full.stderr
     lines = full.stdout.splitlines()
     families = next(x for x in lines if " families, " in x)
@@ -254,11 +270,37 @@ def test_two_versions_of_a_family_get_a_plot_across_versions(
 ) -> None:
     """Debian's mimalloc (2.0.9) beside a crate build (2.1.7): a real campaign."""
     db = tmp_path / "v.db"
-    r = cli("run", "-w", "churn", "-p", "count=2000", "-p", "rounds=1", "-p", "threads=1", "-a",
-            f"glibc,mimalloc,{SMALL}", "-n", "2", "--max-runs", "2", "--db", str(db))  # fmt: skip
+    r = cli(
+        "run",
+        "-w",
+        "churn",
+        "-p",
+        "count=2000",
+        "-p",
+        "rounds=1",
+        "-p",
+        "threads=1",
+        "-a",
+        f"glibc,mimalloc,{SMALL}",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert r.returncode == 0, r.stderr
-    r = cli("report", "--db", str(db), "--plots", str(tmp_path / "plots"), "--format", "html",
-            "-o", str(tmp_path / "r.html"))  # fmt: skip
+    r = cli(
+        "report",
+        "--db",
+        str(db),
+        "--plots",
+        str(tmp_path / "plots"),
+        "--format",
+        "html",
+        "-o",
+        str(tmp_path / "r.html"),
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "plots" / "versions-mimalloc.svg").is_file()
     page = (tmp_path / "r.html").read_text()

@@ -28,10 +28,17 @@ def spec(name: str) -> AllocatorSpec:
     return allocators.select(allocators.load_catalog(), [name])[0]
 
 
-@pytest.mark.parametrize(("debian_version", "upstream"), [
-    ("2.8.1-1", "2.8.1"), ("3.0.1+ds-2.1", "3.0.1"), ("2.41-12+deb13u5", "2.41"),
-    ("1.2.5-3.1~deb13u1", "1.2.5"), ("1:2.4.7-7", "2.4.7"), ("2023.1.0", "2023.1.0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("debian_version", "upstream"),
+    [
+        ("2.8.1-1", "2.8.1"),
+        ("3.0.1+ds-2.1", "3.0.1"),
+        ("2.41-12+deb13u5", "2.41"),
+        ("1.2.5-3.1~deb13u1", "1.2.5"),
+        ("1:2.4.7-7", "2.4.7"),
+        ("2023.1.0", "2023.1.0"),
+    ],
+)
 def test_the_upstream_part_of_a_debian_version(debian_version: str, upstream: str) -> None:
     assert debian.upstream(debian_version) == upstream
 
@@ -60,12 +67,18 @@ def test_entries_name_their_release_route_and_glibc() -> None:
     assert names == ["tcmalloc-minimal@2.8.1", "tcmalloc-minimal@2.16", "tcmalloc-minimal@2.18.1"]
 
 
-@pytest.mark.parametrize(("entry", "problem"), [
-    ('"1.0" = { release = "sid", package = "a", source = "b" }', "needs exactly one of package"),
-    ('"1.0" = { release = "sid", source = "b" }', "key 'debian.x.build': is required"),
-    ('"1.0" = { release = "sid", package = "a", glibc = "9.9" }', "glibc 9.9 is no version"),
-    ('"1.0" = { release = "Sid!", package = "a" }', "debian.x.version.1.0.release"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            '"1.0" = { release = "sid", package = "a", source = "b" }',
+            "needs exactly one of package",
+        ),
+        ('"1.0" = { release = "sid", source = "b" }', "key 'debian.x.build': is required"),
+        ('"1.0" = { release = "sid", package = "a", glibc = "9.9" }', "glibc 9.9 is no version"),
+        ('"1.0" = { release = "Sid!", package = "a" }', "debian.x.version.1.0.release"),
+    ],
+)
 def test_a_bad_debian_entry_is_a_usage_error_naming_its_key(
     tmp_path: Path, entry: str, problem: str
 ) -> None:
@@ -124,8 +137,10 @@ def test_the_system_apt_configuration_is_never_touched(tmp_path: Path) -> None:
     def state() -> tuple[dict[str, bytes], dict[str, int]]:
         sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
         lists = Path("/var/lib/apt/lists").glob("*trixie*")
-        return ({str(p): p.read_bytes() for p in sources if p.is_file()},
-                {str(p): p.stat().st_mtime_ns for p in lists})  # fmt: skip
+        return (
+            {str(p): p.read_bytes() for p in sources if p.is_file()},
+            {str(p): p.stat().st_mtime_ns for p in lists},
+        )
 
     before = state()
     r = cli("alloc", "build", SOURCE, env={"ALLOCMARK_CACHE": str(tmp_path)}, timeout=900)
@@ -145,16 +160,38 @@ def test_programs_run_under_another_glibc_and_under_the_new_families(tmp_path: P
     for name in (GLIBC, SOURCE, BINARY):
         assert cli("alloc", "build", name, timeout=900).returncode == 0
     db = tmp_path / "g.db"
-    r = cli("run", "-w", "churn,ruby", "-p", "count=2000", "-p", "rounds=1",
-            "-p", "scale=1", "-a", f"glibc,{GLIBC},{SOURCE},{BINARY}", "-n", "1",
-            "--max-runs", "1", "--db", str(db), timeout=600)  # fmt: skip
+    r = cli(
+        "run",
+        "-w",
+        "churn,ruby",
+        "-p",
+        "count=2000",
+        "-p",
+        "rounds=1",
+        "-p",
+        "scale=1",
+        "-a",
+        f"glibc,{GLIBC},{SOURCE},{BINARY}",
+        "-n",
+        "1",
+        "--max-runs",
+        "1",
+        "--db",
+        str(db),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     with sqlite3.connect(db) as con:
-        rows = con.execute("SELECT allocator, workload, status, malloc_object, role FROM runs"
-                           ).fetchall()  # fmt: skip
+        rows = con.execute(
+            "SELECT allocator, workload, status, malloc_object, role FROM runs"
+        ).fetchall()
         libc = con.execute("SELECT library FROM allocators WHERE name = ?", (GLIBC,)).fetchone()
-    assert {(a, w) for a, w, *_ in rows} >= {(GLIBC, "churn"), (GLIBC, "ruby"),
-                                             (SOURCE, "ruby"), (BINARY, "ruby")}  # fmt: skip
+    assert {(a, w) for a, w, *_ in rows} >= {
+        (GLIBC, "churn"),
+        (GLIBC, "ruby"),
+        (SOURCE, "ruby"),
+        (BINARY, "ruby"),
+    }
     assert all(status == "ok" for _, _, status, _, _ in rows), rows
     under = [os.path.realpath(m) for a, _, _, m, _ in rows if a == GLIBC]
     assert under and set(under) == {os.path.realpath(libc[0])}
@@ -163,8 +200,19 @@ def test_programs_run_under_another_glibc_and_under_the_new_families(tmp_path: P
 
 def test_the_new_entries_take_the_hardening_battery(tmp_path: Path) -> None:
     names = [GLIBC, SOURCE, "duma"]
-    r = cli("harden", "-a", ",".join(names), "--tests", "double_free,free_null", "-n", "1",
-            "--no-cost", "--db", str(tmp_path / "h.db"), timeout=600)  # fmt: skip
+    r = cli(
+        "harden",
+        "-a",
+        ",".join(names),
+        "--tests",
+        "double_free,free_null",
+        "-n",
+        "1",
+        "--no-cost",
+        "--db",
+        str(tmp_path / "h.db"),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr + r.stdout
     score = r.stdout.split("Hardening score per allocator", 1)[1]
     for name in names:
@@ -204,7 +252,12 @@ def test_a_library_s_companions_are_its_release_s_not_this_system_s() -> None:
     assert v.usable and v.malloc_object == v.library, v.reason
     companion = v.spec.companions[0]
     assert v.preload == f"{companion}:{v.library}" and os.path.isfile(companion)
-    maps = subprocess.run(["cat", "/proc/self/maps"], env=os.environ | {"LD_PRELOAD": v.preload},
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    maps = subprocess.run(
+        ["cat", "/proc/self/maps"],
+        env=os.environ | {"LD_PRELOAD": v.preload},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     loaded = {line.split()[-1] for line in maps.splitlines() if "libtbbmalloc" in line}
     assert loaded == {companion, v.library}

@@ -62,10 +62,12 @@ def _steps(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("step ")]
 
 
-@pytest.mark.parametrize(("metric", "planted"), [("time", tinyrepo.SLOW),
-                                                 ("peak_rss", tinyrepo.FAT)])  # fmt: skip
-def test_bisect_finds_the_planted_commit(place: Path, repo: tinyrepo.Repo, metric: str,
-                                         planted: int) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("metric", "planted"), [("time", tinyrepo.SLOW), ("peak_rss", tinyrepo.FAT)]
+)
+def test_bisect_finds_the_planted_commit(
+    place: Path, repo: tinyrepo.Repo, metric: str, planted: int
+) -> None:
     # At an error rate of 0.001 a wrong commit is named at most once in 1,000 runs of
     # this test; the planted changes (10× the time, 8× the peak RSS) decide in a few blocks.
     done = _bisect(place, repo, "v1.0", "v2.0", *CELL, "--metric", metric, "--error-rate", "0.001")
@@ -90,8 +92,9 @@ def test_an_aa_bisect_decides_no_commit(place: Path, repo: tinyrepo.Repo) -> Non
     """v1.0 to commit 4: only a changelog changes, the libraries are the same. The start
     decides BAD unlike GOOD at most at its level (error rate 0.001 × 0.9 / 4: this
     test fails by chance at most once in 4,000 runs)."""
-    done = _bisect(place, repo, "v1.0", repo.commits[4], *CELL, "--error-rate", "0.001",
-                   "--max-blocks", "6")  # fmt: skip
+    done = _bisect(
+        place, repo, "v1.0", repo.commits[4], *CELL, "--error-rate", "0.001", "--max-blocks", "6"
+    )
     assert done.returncode == 0, done.stderr
     print(done.stdout)
     assert "no commit decided unlike good" in done.stdout
@@ -104,8 +107,19 @@ def test_revisions_run_side_by_side_and_their_builds_are_reused(
     db = _db(place, "range.db")
     last = repo.commits[3]
     how = ("--build", "make libtiny.so", "--output", tinyrepo.OUTPUT)  # a recipe of its own
-    first = cli("run", "-a", f"tiny@git:{repo.path}#v1.0..{last}", *how, *CELL, "-n", "2",
-                "--max-runs", "2", "--db", str(db))  # fmt: skip
+    first = cli(
+        "run",
+        "-a",
+        f"tiny@git:{repo.path}#v1.0..{last}",
+        *how,
+        *CELL,
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert first.returncode == 0, first.stderr
     assert first.stderr.count("building tiny@") == 4
     with sqlite3.connect(db) as con:
@@ -122,12 +136,24 @@ def test_revisions_run_side_by_side_and_their_builds_are_reused(
     ]
     assert (plots / "versions-tiny.svg").is_file()
     built = sorted(p.stat().st_mtime_ns for p in (place / "cache" / "git").rglob("libtiny.so"))
-    again = cli("run", "-a", f"tiny@git:{repo.path}#v1.0..{last}", *how, *CELL, "-n", "2",
-                "--max-runs", "2", "--db", str(db))  # fmt: skip
+    again = cli(
+        "run",
+        "-a",
+        f"tiny@git:{repo.path}#v1.0..{last}",
+        *how,
+        *CELL,
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert again.returncode == 0, again.stderr
     assert "building" not in again.stderr
-    assert sorted(p.stat().st_mtime_ns for p in (place / "cache" / "git").rglob("libtiny.so")
-                  ) == built  # fmt: skip
+    assert (
+        sorted(p.stat().st_mtime_ns for p in (place / "cache" / "git").rglob("libtiny.so")) == built
+    )
 
 
 def test_a_revision_that_does_not_build_is_listed_with_its_log_and_skipped(
@@ -135,8 +161,19 @@ def test_a_revision_that_does_not_build_is_listed_with_its_log_and_skipped(
 ) -> None:
     db = _db(place, "skip.db")
     revs = ",".join(repo.commits[i] for i in (7, 8, 9))
-    done = cli("run", "-a", f"tiny@git:{repo.path}#{revs}", *HOW, *CELL, "-n", "2",
-               "--max-runs", "2", "--db", str(db))  # fmt: skip
+    done = cli(
+        "run",
+        "-a",
+        f"tiny@git:{repo.path}#{revs}",
+        *HOW,
+        *CELL,
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert done.returncode == 0, done.stderr
     assert f"skipped: tiny@{repo.commits[8]}"[:60] in done.stderr
     assert "this does not compile" in done.stderr
@@ -170,21 +207,31 @@ def test_the_build_runs_as_the_measured_user_and_stays_in_its_checkout(
     assert failed.value.tail[-1] == "tried" and "root:" not in str(failed.value)
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (("-a", "tiny@git:{repo}#v1.0"), "Give --build CMD and --output LIB"),
-    (("-a", "tiny@git:{repo}#nosuch", *HOW), "revision 'nosuch' is not a commit of the "
-     "repository (tags: v2.0, v1.0)"),
-    (("-a", "tiny@git:{repo}#v2.0..v1.0", *HOW), "is not an ancestor of"),
-    (("-a", "tiny@git:{repo}/nope#v1.0", *HOW), "no such directory"),
-    (("-a", "tiny@git:{repo}#", *HOW), "name the revisions after '#'"),
-    (("-a", "tiny@git:{repo}#v1.0", "--build", "make"), "--build and --output go together"),
-    (("-a", "glibc", *HOW), "name them with -a NAME@git:PATH#REV"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("-a", "tiny@git:{repo}#v1.0"), "Give --build CMD and --output LIB"),
+        (
+            ("-a", "tiny@git:{repo}#nosuch", *HOW),
+            "revision 'nosuch' is not a commit of the repository (tags: v2.0, v1.0)",
+        ),
+        (("-a", "tiny@git:{repo}#v2.0..v1.0", *HOW), "is not an ancestor of"),
+        (("-a", "tiny@git:{repo}/nope#v1.0", *HOW), "no such directory"),
+        (("-a", "tiny@git:{repo}#", *HOW), "name the revisions after '#'"),
+        (("-a", "tiny@git:{repo}#v1.0", "--build", "make"), "--build and --output go together"),
+        (("-a", "glibc", *HOW), "name them with -a NAME@git:PATH#REV"),
+    ],
+)
 def test_usage_errors_name_the_value_and_the_fix(
     place: Path, repo: tinyrepo.Repo, args: tuple[str, ...], says: str
 ) -> None:
-    done = cli("run", *(a.replace("{repo}", str(repo.path)) for a in args), *CELL,
-               "--db", str(_db(place, "usage.db")))  # fmt: skip
+    done = cli(
+        "run",
+        *(a.replace("{repo}", str(repo.path)) for a in args),
+        *CELL,
+        "--db",
+        str(_db(place, "usage.db")),
+    )
     assert done.returncode == 2, done.stderr
     assert says in done.stderr.replace("\n", " "), done.stderr
     assert "Traceback" not in done.stderr
@@ -218,11 +265,14 @@ def test_the_levels_of_a_bisect_never_add_up_past_its_error_rate() -> None:
 def test_release_to_release_decides_the_planted_change_only() -> None:
     """Three versions; 3.0 is 20 % slower than 2.0, the rest equal: only that step is
     decided, and the report's table says so with its interval."""
-    runs = [r for a, t in (("v1", 1.0), ("v2", 1.0), ("v3", 1.2))
-            for r in _runs(a, "w", t, 10000, 0.01)]  # fmt: skip
+    runs = [
+        r for a, t in (("v1", 1.0), ("v2", 1.0), ("v3", 1.2)) for r in _runs(a, "w", t, 10000, 0.01)
+    ]
     comp = analyze.compare(runs, ["v1", "v2", "v3"], "v1")
-    lines = {a: lineage.Lineage("fam", v, "crate") for a, v in
-             (("v1", "1.0"), ("v2", "2.0"), ("v3", "3.0"))}  # fmt: skip
+    lines = {
+        a: lineage.Lineage("fam", v, "crate")
+        for a, v in (("v1", "1.0"), ("v2", "2.0"), ("v3", "3.0"))
+    }
     comp = analyze.Comparison(**{**comp.__dict__, "lineages": lines})
     found = releases.changes(comp)
     decided = [(c.older, c.newer, c.metric, c.verdict) for c in found if c.decided]
@@ -243,8 +293,20 @@ def test_a_catalog_entry_names_the_repository_and_its_recipe(
         'description = "the tests\' tiny allocator"\n'
     )
     db = _db(place, "catalog.db")
-    done = cli("run", "--catalog", str(entry), "-a", "tiny@git:#v1.0", *CELL, "-n", "2",
-               "--max-runs", "2", "--db", str(db))  # fmt: skip
+    done = cli(
+        "run",
+        "--catalog",
+        str(entry),
+        "-a",
+        "tiny@git:#v1.0",
+        *CELL,
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(db) as con:
         (text,) = con.execute("SELECT spec_json FROM allocators").fetchone()
@@ -255,8 +317,22 @@ def test_a_catalog_entry_names_the_repository_and_its_recipe(
 
 def test_try_runs_a_command_under_revisions(place: Path, repo: tinyrepo.Repo) -> None:
     db = _db(place, "try.db")
-    done = cli("try", "-a", f"tiny@git:{repo.path}#v1.0,v2.0", "-a", "glibc", *HOW, "-n", "2",
-               "--max-runs", "2", "--db", str(db), "--", "/bin/true")  # fmt: skip
+    done = cli(
+        "try",
+        "-a",
+        f"tiny@git:{repo.path}#v1.0,v2.0",
+        "-a",
+        "glibc",
+        *HOW,
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+        "--",
+        "/bin/true",
+    )
     assert done.returncode == 0, done.stderr
     assert "tiny@v1.0" in done.stdout and "tiny@v2.0" in done.stdout
 

@@ -102,22 +102,38 @@ class Repo:
     commits: list[str]  # v1.0 first, then commits 1..16
 
     def describe(self, i: int) -> str:
-        return subprocess.run(["git", "describe", "--tags", "--always", "--abbrev=12",
-                               self.commits[i]], cwd=self.path, capture_output=True,
-                              text=True, check=True).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            ["git", "describe", "--tags", "--always", "--abbrev=12", self.commits[i]],
+            cwd=self.path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
 
-def make(path: Path, slow: int | None = SLOW, fat: int | None = FAT,
-         broken: int | None = BROKEN, last: int = LAST, spin: int = SPIN) -> Repo:  # fmt: skip
+def make(
+    path: Path,
+    slow: int | None = SLOW,
+    fat: int | None = FAT,
+    broken: int | None = BROKEN,
+    last: int = LAST,
+    spin: int = SPIN,
+) -> Repo:
     """The history above (or another: `slow`, `fat`, `broken` at other commits or None,
     `last` commits after v1.0, `spin` steps before each malloc from `slow` on)."""
     path.mkdir(parents=True)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=path, env=env, capture_output=True,
-                              text=True, check=True).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            ["git", *args], cwd=path, env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     git("init", "--quiet", "--initial-branch=main")
     (path / "Makefile").write_text(MAKEFILE)

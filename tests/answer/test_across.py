@@ -16,14 +16,25 @@ BLOCKS = 12
 
 def _runs(allocator: str, workload: str, time: float, rss: int, noise: float) -> list[StoredRun]:
     rng = random.Random(f"{allocator}/{workload}")
-    return [stored(allocator, time * rng.uniform(1 - noise, 1 + noise),
-                   rss=round(rss * rng.uniform(1 - noise, 1 + noise)), workload=workload, rep=b)
-            for b in range(BLOCKS)]  # fmt: skip
+    return [
+        stored(
+            allocator,
+            time * rng.uniform(1 - noise, 1 + noise),
+            rss=round(rss * rng.uniform(1 - noise, 1 + noise)),
+            workload=workload,
+            rep=b,
+        )
+        for b in range(BLOCKS)
+    ]
 
 
 def _comparison(cells: dict[str, dict[str, tuple[float, int, float]]]) -> analyze.Comparison:
-    runs = [r for w, by in cells.items() for a, (t, rss, noise) in by.items()
-            for r in _runs(a, w, t, rss, noise)]  # fmt: skip
+    runs = [
+        r
+        for w, by in cells.items()
+        for a, (t, rss, noise) in by.items()
+        for r in _runs(a, w, t, rss, noise)
+    ]
     return analyze.compare(runs, ["glibc", "big"], "glibc")
 
 
@@ -31,19 +42,26 @@ def test_larger_on_every_workload_is_decided_larger_over_them() -> None:
     """The demo's contradiction: tcmalloc decided larger on 9 of 9 workloads while the
     answer across them said 'not significant'. Noisy rows (wide intervals) with every
     row decided the same way make a decided answer, whatever their spread."""
-    comp = _comparison({
-        "a": {"glibc": (1.0, 10000, 0.01), "big": (1.0, 11500, 0.01)},
-        "b": {"glibc": (1.0, 10000, 0.01), "big": (1.0, 30000, 0.2)},
-        "c": {"glibc": (1.0, 10000, 0.01), "big": (1.0, 40000, 0.3)},
-    })  # fmt: skip
+    comp = _comparison(
+        {
+            "a": {"glibc": (1.0, 10000, 0.01), "big": (1.0, 11500, 0.01)},
+            "b": {"glibc": (1.0, 10000, 0.01), "big": (1.0, 30000, 0.2)},
+            "c": {"glibc": (1.0, 10000, 0.01), "big": (1.0, 40000, 0.3)},
+        }
+    )
     rows = [p["big"] for p in recommend.per_row(comp)]
-    assert all(isinstance(c, recommend.Choice) and c.rss is not None
-               and c.rss.verdict is stats.Verdict.WORSE for c in rows)  # fmt: skip
+    assert all(
+        isinstance(c, recommend.Choice)
+        and c.rss is not None
+        and c.rss.verdict is stats.Verdict.WORSE
+        for c in rows
+    )
     overall = recommend.overall_positions(comp, recommend.per_row(comp))["big"]
     assert isinstance(overall, recommend.Choice) and overall.rss is not None
     assert overall.rss.verdict is stats.Verdict.WORSE
-    assert overall.rss.tally == across.Tally(worse=3, low=overall.rss.tally.low,
-                                             high=overall.rss.tally.high)  # fmt: skip
+    assert overall.rss.tally == across.Tally(
+        worse=3, low=overall.rss.tally.low, high=overall.rss.tally.high
+    )
     assert overall.rss.tally is not None and overall.rss.tally.low is not None
     assert overall.rss.tally.low < 1.2 < 3.5 < (overall.rss.tally.high or 0)
     (top,) = [b for b in answer.blocks(recommend.answers(comp)) if b.scope == recommend.OVERALL]
@@ -54,10 +72,12 @@ def test_larger_on_every_workload_is_decided_larger_over_them() -> None:
 
 
 def test_mixed_workloads_are_counted_and_not_sent_for_more_blocks() -> None:
-    comp = _comparison({
-        "a": {"glibc": (1.0, 10000, 0.01), "big": (0.7, 10000, 0.01)},
-        "b": {"glibc": (1.0, 10000, 0.01), "big": (1.3, 10000, 0.01)},
-    })  # fmt: skip
+    comp = _comparison(
+        {
+            "a": {"glibc": (1.0, 10000, 0.01), "big": (0.7, 10000, 0.01)},
+            "b": {"glibc": (1.0, 10000, 0.01), "big": (1.3, 10000, 0.01)},
+        }
+    )
     overall = recommend.overall_positions(comp, recommend.per_row(comp))["big"]
     assert isinstance(overall, recommend.Choice) and overall.time is not None
     t = overall.time.tally
@@ -74,8 +94,10 @@ def test_pooled_interval_covers_the_mean_of_the_rows_bounds() -> None:
     r1 = stats.paired_ratio([1.1, 1.12, 1.09, 1.11, 1.1, 1.1], [1.0] * 6)
     r2 = stats.paired_ratio([0.99, 1.01, 1.0, 1.02, 0.98, 1.0], [1.0] * 6)
     assert r1 is not None and r2 is not None
-    cells = [across.Cell(r1, False, stats.Verdict.WORSE),
-             across.Cell(r2, False, stats.Verdict.INCONCLUSIVE)]  # fmt: skip
+    cells = [
+        across.Cell(r1, False, stats.Verdict.WORSE),
+        across.Cell(r2, False, stats.Verdict.INCONCLUSIVE),
+    ]
     found = across.pooled(cells, 0.03, family=2)
     assert found is not None
     alpha = stats.ALPHA / (2 * 2 * 2)

@@ -14,12 +14,20 @@ from tests.fakes import stored
 PARAMS = (("threads", 1),)
 
 
-def _comparison(blocks: int, slower: float = 1.0, noise: float = 0.05,
-                sequential: bool = True) -> analyze.Comparison:  # fmt: skip
+def _comparison(
+    blocks: int, slower: float = 1.0, noise: float = 0.05, sequential: bool = True
+) -> analyze.Comparison:
     rng = random.Random(blocks)
-    runs = [stored(a, 2.0 * (slower if a == "other" else 1.0) * rng.lognormvariate(0, noise),
-                   rss=10000 + (500 if a == "other" else 0), rep=b)
-            for b in range(blocks) for a in ("glibc", "other")]  # fmt: skip
+    runs = [
+        stored(
+            a,
+            2.0 * (slower if a == "other" else 1.0) * rng.lognormvariate(0, noise),
+            rss=10000 + (500 if a == "other" else 0),
+            rep=b,
+        )
+        for b in range(blocks)
+        for a in ("glibc", "other")
+    ]
     return analyze.compare(runs, ["glibc", "other"], "glibc", sequential=sequential)
 
 
@@ -33,8 +41,10 @@ def _settings(**kw: object) -> dict[str, object]:
 def test_after_one_block_it_says_the_block_and_the_first_verdict() -> None:
     f = forecast.of(_comparison(1), COSTS, _settings(), spent_s=5.0)
     assert (f.blocks, f.block_s, f.undecided, f.ratios, f.waits) == (1, 5.0, 2, 2, {})
-    assert f.text() == ("0 of 2 ratios decided after 1 block; a block of every undecided row "
-                        "takes 5 s; a verdict is possible from 4 blocks (15 s more)")  # fmt: skip
+    assert f.text() == (
+        "0 of 2 ratios decided after 1 block; a block of every undecided row "
+        "takes 5 s; a verdict is possible from 4 blocks (15 s more)"
+    )
     assert f.warning() is None  # no budget, up to 1000 blocks
 
 

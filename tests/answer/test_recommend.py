@@ -18,9 +18,17 @@ def _runs(
     allocator: str, time: float, rss: int, workload: str = "churn", **kw: object
 ) -> list[StoredRun]:
     rng = random.Random(f"{allocator}/{workload}")
-    return [stored(allocator, time * rng.uniform(0.99, 1.01), rss=round(rss * rng.uniform(
-                   0.999, 1.001)), workload=workload, rep=b, **kw)  # type: ignore[arg-type]
-            for b in range(BLOCKS)]  # fmt: skip
+    return [
+        stored(
+            allocator,
+            time * rng.uniform(0.99, 1.01),
+            rss=round(rss * rng.uniform(0.999, 1.001)),
+            workload=workload,
+            rep=b,
+            **kw,
+        )  # type: ignore[arg-type]
+        for b in range(BLOCKS)
+    ]
 
 
 def _comparison(
@@ -33,8 +41,12 @@ def _comparison(
 
 
 def test_the_fastest_and_the_smallest_are_named_with_their_trade_off() -> None:
-    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.6, 12000),
-                       _runs("small", 1.3, 7000), _runs("worse", 1.5, 13000))  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000),
+        _runs("fast", 0.6, 12000),
+        _runs("small", 1.3, 7000),
+        _runs("worse", 1.5, 13000),
+    )
     (a,) = recommend.answers(comp)
     assert a.fastest is not None and a.fastest.allocator == "fast"
     assert a.smallest is not None and a.smallest.allocator == "small"
@@ -70,8 +82,13 @@ def test_a_partial_allocator_is_refused_only_for_a_program_that_calls_what_it_la
     calls_it = _comparison(*sets, lacks=lacks, calls={key: ("aligned_alloc", "reallocarray")})
     (a,) = recommend.answers(calls_it)
     assert a.fastest is None
-    assert a.excluded == (("je", "partial: it lacks reallocarray, which this program calls: "
-                           "glibc would serve (or free) blocks of it"),)  # fmt: skip
+    assert a.excluded == (
+        (
+            "je",
+            "partial: it lacks reallocarray, which this program calls: "
+            "glibc would serve (or free) blocks of it",
+        ),
+    )
     (b,) = recommend.answers(_comparison(*sets, lacks=lacks, calls={key: ("aligned_alloc",)}))
     assert b.fastest is not None and b.fastest.allocator == "je"
     (c,) = recommend.answers(_comparison(*sets, lacks=lacks))  # calls unknown
@@ -105,9 +122,12 @@ def test_an_undecided_answer_names_the_leading_estimate() -> None:
 
 
 def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
-    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.5, 10000),
-                       _runs("glibc", 2.0, 10000, workload="larson"),
-                       _runs("fast", 1.0, 10000, workload="larson"))  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000),
+        _runs("fast", 0.5, 10000),
+        _runs("glibc", 2.0, 10000, workload="larson"),
+        _runs("fast", 1.0, 10000, workload="larson"),
+    )
     found = answer.blocks(recommend.answers(comp))
     assert [b.scope for b in found] == [recommend.OVERALL, "churn", "larson"]
     assert found[0].lines[0].startswith("Use fast for time: 2.0")
@@ -117,9 +137,12 @@ def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
 def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> None:
     from allocmark.report import plots
 
-    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.6, 12000),
-                       _runs("glibc", 1.0, 10000, workload="larson"),
-                       _runs("fast", 0.7, 9000, workload="larson"))  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000),
+        _runs("fast", 0.6, 12000),
+        _runs("glibc", 1.0, 10000, workload="larson"),
+        _runs("fast", 0.7, 9000, workload="larson"),
+    )
     (scatter,) = plots.time_vs_rss(comp)
     try:
         axes = [ax for ax in scatter.figure.axes if ax.get_visible()]
@@ -139,8 +162,11 @@ def test_a_ten_allocator_report_fits_120_columns() -> None:
     rng = random.Random(5)
     names = ["glibc", *(f"allocator{i}" for i in range(9))]
     rows = ("churn", "larson", "xthread", "samethread", "prodcons")
-    sets = [_runs(a, rng.uniform(0.5, 2), rng.randrange(5000, 20000), workload=w)
-            for a in names for w in rows]  # fmt: skip
+    sets = [
+        _runs(a, rng.uniform(0.5, 2), rng.randrange(5000, 20000), workload=w)
+        for a in names
+        for w in rows
+    ]
     comp = _comparison(*sets)
     console = Console(file=io.StringIO(), width=120, record=True)
     table.comparison(console, comp)
@@ -170,9 +196,13 @@ def test_a_difference_inside_the_margin_is_the_same_and_recommends_nothing() -> 
 def test_the_recommended_allocator_is_never_called_dominated() -> None:
     # `fast` is picked for time; `small` for memory; neither may appear as dominated,
     # and `both` (faster and smaller than glibc, clearly beaten by neither) is on the front.
-    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("fast", 0.5, 10500),
-                       _runs("small", 0.98, 6000), _runs("both", 0.7, 8000),
-                       _runs("worse", 1.5, 13000))  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000),
+        _runs("fast", 0.5, 10500),
+        _runs("small", 0.98, 6000),
+        _runs("both", 0.7, 8000),
+        _runs("worse", 1.5, 13000),
+    )
     (a,) = recommend.answers(comp)
     picked = {a.fastest.allocator if a.fastest else "", a.smallest.allocator if a.smallest else ""}
     assert picked == {"fast", "small"}
@@ -180,13 +210,18 @@ def test_the_recommended_allocator_is_never_called_dominated() -> None:
     assert [c.allocator for c in a.others] == ["worse"]
     assert "both" in {c.allocator for c in a.front}
     dominated = [x for x in answer.blocks([a])[0].lines if x.startswith("dominated")]
-    assert dominated == ["dominated (another allocator beats each on one axis without losing "
-                         "on the other): worse"]  # fmt: skip
+    assert dominated == [
+        "dominated (another allocator beats each on one axis without losing on the other): worse"
+    ]
 
 
 def test_two_winners_not_clearly_apart_are_a_tie() -> None:
-    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("one", 0.60, 10000),
-                       _runs("two", 0.605, 10000), _runs("three", 0.8, 10000))  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000),
+        _runs("one", 0.60, 10000),
+        _runs("two", 0.605, 10000),
+        _runs("three", 0.8, 10000),
+    )
     (a,) = recommend.answers(comp)
     assert a.fastest is not None and a.fastest.allocator == "one"
     assert [c.allocator for c in a.tied_time] == ["two"]  # 1 % apart: within the margin
@@ -201,9 +236,11 @@ def test_two_winners_are_set_apart_by_their_own_duel_not_their_intervals() -> No
     runs = []
     for b in range(BLOCKS):
         shared, own = rng.lognormvariate(0, 0.2), rng.lognormvariate(0, 0.2)
-        runs += [stored("glibc", 1.0 * own, rss=1000, rep=b),
-                 stored("one", 0.60 * shared, rss=1000, rep=b),
-                 stored("two", 0.65 * shared, rss=1000, rep=b)]  # fmt: skip
+        runs += [
+            stored("glibc", 1.0 * own, rss=1000, rep=b),
+            stored("one", 0.60 * shared, rss=1000, rep=b),
+            stored("two", 0.65 * shared, rss=1000, rep=b),
+        ]
     comp = analyze.compare(runs, ["glibc", "one", "two"], "glibc")
     cells = comp.rows[0].cells["time_s"]
     assert cells["two"].ratio.low < cells["one"].ratio.high  # type: ignore[union-attr]
@@ -213,12 +250,14 @@ def test_two_winners_are_set_apart_by_their_own_duel_not_their_intervals() -> No
 
 
 def test_a_debugging_allocator_is_never_recommended_however_fast() -> None:
-    comp = _comparison(_runs("glibc", 1.0, 10000), _runs("efence", 0.5, 9000),
-                       roles={"efence": "debug"})  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000), _runs("efence", 0.5, 9000), roles={"efence": "debug"}
+    )
     for a in recommend.answers(comp):
         assert a.fastest is None and a.smallest is None
-        assert a.excluded == (("efence", "a debugging allocator (hunts heap bugs; not for "
-                               "speed or memory)"),)  # fmt: skip
+        assert a.excluded == (
+            ("efence", "a debugging allocator (hunts heap bugs; not for speed or memory)"),
+        )
 
 
 def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> None:
@@ -226,12 +265,16 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
     from allocmark.report import plots
 
     names = {"jemalloc@5.3.0": 0.8, "jemalloc@4.5.0": 0.9, "jemalloc": 0.85, "jemalloc@5.1.0": 0.7}
-    comp = _comparison(_runs("glibc", 1.0, 10000),
-                       *(_runs(n, t, 9000) for n, t in names.items()), lineages={
-        "jemalloc@5.3.0": lineage.Lineage("jemalloc", "5.3.0", "crate"),
-        "jemalloc@4.5.0": lineage.Lineage("jemalloc", "4.5.0", "crate"),
-        "jemalloc@5.1.0": lineage.Lineage("jemalloc", "5.1.0", "crate"),
-        "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")})  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000),
+        *(_runs(n, t, 9000) for n, t in names.items()),
+        lineages={
+            "jemalloc@5.3.0": lineage.Lineage("jemalloc", "5.3.0", "crate"),
+            "jemalloc@4.5.0": lineage.Lineage("jemalloc", "4.5.0", "crate"),
+            "jemalloc@5.1.0": lineage.Lineage("jemalloc", "5.1.0", "crate"),
+            "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2"),
+        },
+    )
     (plot,) = plots.across_versions(comp)
     try:
         assert plot.name == "versions-jemalloc"
@@ -244,8 +287,9 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
         assert list(debian.lines[0].get_xdata()) == [2.18]
     finally:
         plots.close([plot])
-    one_version = dataclasses.replace(comp, lineages={
-        "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")})  # fmt: skip
+    one_version = dataclasses.replace(
+        comp, lineages={"jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")}
+    )
     assert plots.across_versions(one_version) == []
 
 
@@ -255,7 +299,8 @@ def test_a_version_is_the_number_its_build_states() -> None:
 
     debian = AllocatorSpec("jemalloc", package="libjemalloc2")
     assert lineage.of(debian, "5.3.0-0-g54eaed1d8b56b1aa") == lineage.Lineage(
-        "jemalloc", "5.3.0", "libjemalloc2")  # fmt: skip
+        "jemalloc", "5.3.0", "libjemalloc2"
+    )
     tbb = AllocatorSpec("tbbmalloc", package="libtbbmalloc2")
     assert lineage.of(tbb, "libtbbmalloc2 2021.8.0-2+deb12u1").version == "2021.8.0"  # type: ignore[union-attr]
     assert lineage.of(AllocatorSpec("jemalloc:nodecay"), "5.3.0") is None

@@ -13,8 +13,9 @@ from tests.fakes import stored
 BLOCKS = 12
 
 
-def _runs(allocator: str, user: float, sys: float, anon: int, file: int, faults: int,
-          seed: str = "") -> list[StoredRun]:  # fmt: skip
+def _runs(
+    allocator: str, user: float, sys: float, anon: int, file: int, faults: int, seed: str = ""
+) -> list[StoredRun]:
     """Runs whose time is user + sys CPU and whose peak RSS is anonymous + file-backed,
     each within ±1 % from block to block."""
     rng = random.Random(allocator + seed)
@@ -24,8 +25,14 @@ def _runs(allocator: str, user: float, sys: float, anon: int, file: int, faults:
         a, f = anon * rng.uniform(0.99, 1.01), file * rng.uniform(0.995, 1.005)
         metrics = {"peak_anon_kib": round(a), "peak_file_kib": round(f), "start_rss_kib": 900.0}
         run = stored(allocator, u + s, rss=round(a + f), rep=b, metrics=metrics)
-        out.append(run._replace(user_s=u, sys_s=s, minflt=round(faults * rng.uniform(0.99, 1.01)),
-                                nvcsw=rng.randint(2, 4)))  # fmt: skip
+        out.append(
+            run._replace(
+                user_s=u,
+                sys_s=s,
+                minflt=round(faults * rng.uniform(0.99, 1.01)),
+                nvcsw=rng.randint(2, 4),
+            )
+        )
     return out
 
 
@@ -36,8 +43,9 @@ def _whys(*sets: list[StoredRun]) -> list[why.Why]:
 def test_system_time_and_faults_explain_a_slower_allocator() -> None:
     """Planted: every block in its own mapping: system CPU and minor faults up, user
     CPU the same. Named: system CPU, most of it, with more faults; not user CPU."""
-    (w,) = _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
-                 _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000))  # fmt: skip
+    (w,) = _whys(
+        _runs("glibc", 0.9, 0.1, 8000, 2000, 1000), _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000)
+    )
     assert (w.allocator, w.axis) == ("mmapper", "time")
     assert [f.signal for f in w.factors] == ["sys_s", "minflt"]
     assert w.factors[0].degree == "most of it" and w.factors[1].degree == "with"
@@ -48,8 +56,9 @@ def test_system_time_and_faults_explain_a_slower_allocator() -> None:
 
 
 def test_anonymous_memory_at_the_peak_explains_a_larger_peak() -> None:
-    (w,) = _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
-                 _runs("padder", 0.9, 0.1, 13000, 2000, 1000))  # fmt: skip
+    (w,) = _whys(
+        _runs("glibc", 0.9, 0.1, 8000, 2000, 1000), _runs("padder", 0.9, 0.1, 13000, 2000, 1000)
+    )
     assert (w.allocator, w.axis) == ("padder", "rss")
     assert [f.signal for f in w.factors] == ["peak_anon_kib"]
     assert answer.clause(w).startswith("+4.9 MiB anonymous at the peak, most of it")
@@ -59,23 +68,27 @@ def test_a_difference_nothing_moved_with_is_not_explained() -> None:
     """Planted: time up by waiting (neither CPU nor faults moved): said so, with what
     was checked; never a cause."""
     base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
-    waits = [r._replace(wall_s=r.wall_s * 1.3) for r in _runs("waiter", 0.9, 0.1, 8000, 2000,
-                                                              1000, seed="x")]  # fmt: skip
+    waits = [
+        r._replace(wall_s=r.wall_s * 1.3)
+        for r in _runs("waiter", 0.9, 0.1, 8000, 2000, 1000, seed="x")
+    ]
     (w,) = _whys(base, waits)
     assert w.axis == "time" and not w.explained
-    assert answer.clause(w) == ("not explained by what was measured: checked CPU, faults, "
-                                "switches")  # fmt: skip
+    assert answer.clause(w) == ("not explained by what was measured: checked CPU, faults, switches")
 
 
 def test_a_a_explains_nothing() -> None:
-    assert _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
-                 _runs("twin", 0.9, 0.1, 8000, 2000, 1000)) == []  # fmt: skip
+    assert (
+        _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000), _runs("twin", 0.9, 0.1, 8000, 2000, 1000))
+        == []
+    )
 
 
 def test_a_signal_that_moved_the_other_way_is_not_named() -> None:
     """Faster, with more system CPU (less user CPU): the system CPU is not a reason."""
-    (w,) = _whys(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
-                 _runs("fast", 0.4, 0.15, 8000, 2000, 1000))  # fmt: skip
+    (w,) = _whys(
+        _runs("glibc", 0.9, 0.1, 8000, 2000, 1000), _runs("fast", 0.4, 0.15, 8000, 2000, 1000)
+    )
     assert w.axis == "time" and [f.signal for f in w.factors] == ["user_s"]
 
 
@@ -92,13 +105,18 @@ def test_freed_pages_kept_name_the_setting_that_returns_them() -> None:
     base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
     big = _runs("jemalloc", 0.9, 0.1, 14000, 2000, 1000)
     (t,) = remedy.tries(_comparison(base, big))
-    assert (t.allocator, t.variant, t.why.axis, t.position) == ("jemalloc", "jemalloc:nodecay",
-                                                                "rss", None)  # fmt: skip
+    assert (t.allocator, t.variant, t.why.axis, t.position) == (
+        "jemalloc",
+        "jemalloc:nodecay",
+        "rss",
+        None,
+    )
     assert t.command == "allocmark run -w churn -p threads=1 -a glibc,jemalloc,jemalloc:nodecay"
     line = answer.try_line(t)
     assert line.startswith("to try for jemalloc's peak RSS (jemalloc against glibc: +5.9 MiB")
-    (t,) = remedy.tries(_comparison(base, big, _runs("jemalloc:nodecay", 0.9, 0.1, 8100, 2000,
-                                                     1000)))  # fmt: skip
+    (t,) = remedy.tries(
+        _comparison(base, big, _runs("jemalloc:nodecay", 0.9, 0.1, 8100, 2000, 1000))
+    )
     assert t.position is not None and t.position.value < 1.03
     assert "; measured here: peak RSS" in answer.try_line(t)
 
@@ -114,8 +132,9 @@ def test_no_setting_is_named_for_a_cause_that_is_not_most_of_it() -> None:
 
 def test_detail_shows_what_each_run_spent() -> None:
     """--detail, Markdown and HTML show the signals' medians per cell and allocator."""
-    comp = _comparison(_runs("glibc", 0.9, 0.1, 8000, 2000, 1000),
-                       _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000))  # fmt: skip
+    comp = _comparison(
+        _runs("glibc", 0.9, 0.1, 8000, 2000, 1000), _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000)
+    )
     table = extra.signals_table(comp)
     assert table is not None and table.heads[2:5] == ("user CPU", "system CPU", "minor faults")
     rows = {r[1]: r for r in table.rows}
@@ -129,9 +148,16 @@ def test_smaps_near_the_peak_counts_only_where_it_was_read_near_it() -> None:
     a third of it, it is not even checked (never explained by what was far from it)."""
 
     def near(runs: list[StoredRun], at: float, dirty: float) -> list[StoredRun]:
-        return [r._replace(metrics=r.metrics | {"near_peak_rss_kib": r.maxrss_kib * at,
-                                                "near_peak_dirty_kib": dirty * (1 + r.rep / 1e3)})
-                for r in runs]  # fmt: skip
+        return [
+            r._replace(
+                metrics=r.metrics
+                | {
+                    "near_peak_rss_kib": r.maxrss_kib * at,
+                    "near_peak_dirty_kib": dirty * (1 + r.rep / 1e3),
+                }
+            )
+            for r in runs
+        ]
 
     base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000)
     big = _runs("jemalloc", 0.9, 0.1, 14000, 2000, 1000)

@@ -36,9 +36,25 @@ def test_one_mapping_per_block_is_named_by_system_cpu_and_anonymous_memory(
     # than about 0.9 (this VM's worst is 0.37); 6 blocks beside a busy campaign left it
     # undecided once. Blocks added until the time is decided would leave its causes
     # too few blocks to decide (they stop at the outcome's verdict).
-    run = cli("run", "-w", "samethread", "-p", "count=20000", "-p", "rounds=4", "-p",
-              "threads=1", "-a", f"glibc,mmapper={twin}:MALLOC_MMAP_THRESHOLD_=256", "-n", "10",
-              "--max-runs", "10", "--db", db)  # fmt: skip
+    run = cli(
+        "run",
+        "-w",
+        "samethread",
+        "-p",
+        "count=20000",
+        "-p",
+        "rounds=4",
+        "-p",
+        "threads=1",
+        "-a",
+        f"glibc,mmapper={twin}:MALLOC_MMAP_THRESHOLD_=256",
+        "-n",
+        "10",
+        "--max-runs",
+        "10",
+        "--db",
+        db,
+    )
     assert run.returncode == 0, run.stderr
     report = cli("report", "--db", db, "--format", "json")
     assert report.returncode == 0, report.stderr
@@ -71,8 +87,25 @@ def test_nothing_given_back_is_named_by_anonymous_memory_at_the_peak(tmp_path: P
     system nor reused across size classes) on churn, whose blocks change size: its peak
     RSS is larger, by anonymous memory at the peak, most of it; no other cause."""
     db = str(tmp_path / "bump.db")
-    run = cli("run", "-w", "churn", "-p", "count=20000", "-p", "rounds=4", "-p", "threads=1",
-              "-a", "glibc,bump", "-n", "10", "--max-runs", "10", "--db", db)  # fmt: skip
+    run = cli(
+        "run",
+        "-w",
+        "churn",
+        "-p",
+        "count=20000",
+        "-p",
+        "rounds=4",
+        "-p",
+        "threads=1",
+        "-a",
+        "glibc,bump",
+        "-n",
+        "10",
+        "--max-runs",
+        "10",
+        "--db",
+        db,
+    )
     assert run.returncode == 0, run.stderr
     found = {
         (w["allocator"], w["axis"]): w

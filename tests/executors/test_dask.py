@@ -27,24 +27,39 @@ SMALL = ("count=3000", "rounds=2")
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, resources={"bench": 1}) as c:  # fmt: skip
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        resources={"bench": 1},
+    ) as c:
         yield c
 
 
 def _request(db: Path, cluster: LocalCluster, blocks: int = 2) -> api.Request:
-    return api.Request(workloads=("churn",), params=SMALL, allocators=("glibc", "glibc:arena2"),
-                       min_runs=blocks, max_runs=blocks, db=db, executor="dask",
-                       scheduler=cluster.scheduler_address)  # fmt: skip
+    return api.Request(
+        workloads=("churn",),
+        params=SMALL,
+        allocators=("glibc", "glibc:arena2"),
+        min_runs=blocks,
+        max_runs=blocks,
+        db=db,
+        executor="dask",
+        scheduler=cluster.scheduler_address,
+    )
 
 
 def _stored(db: Path) -> list[tuple[object, ...]]:
     """What a campaign stored, run by run, without where and when it ran."""
     with sqlite3.connect(db) as con:
-        return sorted(con.execute(
-            "SELECT seq, allocator, workload, params_json, rep, role, status, malloc_object, "
-            "library, sha256, json_extract(labels_json, '$.verified_by') FROM runs"
-        ).fetchall())  # fmt: skip
+        return sorted(
+            con.execute(
+                "SELECT seq, allocator, workload, params_json, rep, role, status, malloc_object, "
+                "library, sha256, json_extract(labels_json, '$.verified_by') FROM runs"
+            ).fetchall()
+        )
 
 
 def test_dask_campaign_stores_what_the_local_executor_stores(
@@ -66,11 +81,35 @@ def test_dask_campaign_stores_what_the_local_executor_stores(
 def test_cli_runs_on_the_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
     db = tmp_path / "cli.db"
     done = subprocess.run(
-        [sys.executable, "-m", "allocmark", "run", "-w", "churn", "-p", "count=3000", "-p",
-         "rounds=1", "-a", "glibc,glibc:arena2", "-n", "1", "--max-runs", "1", "--db", str(db),
-         "--executor", "dask", "--scheduler", cluster.scheduler_address],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "allocmark",
+            "run",
+            "-w",
+            "churn",
+            "-p",
+            "count=3000",
+            "-p",
+            "rounds=1",
+            "-a",
+            "glibc,glibc:arena2",
+            "-n",
+            "1",
+            "--max-runs",
+            "1",
+            "--db",
+            str(db),
+            "--executor",
+            "dask",
+            "--scheduler",
+            cluster.scheduler_address,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "churn" in done.stdout and "Traceback" not in done.stderr
 
@@ -123,13 +162,24 @@ def test_a_worker_runs_the_coordinators_runs_with_its_own_paths() -> None:
     from allocmark.model import AllocatorSpec, RunSpec, Status, Verified
 
     spec = AllocatorSpec(name="je", paths=("/usr/lib/libjemalloc.so.2",))
-    here = Verified(spec, Status.OK, library="/opt/lib/libjemalloc.so.2",
-                    served=(("malloc", "/opt/lib/libjemalloc.so.2"),))  # fmt: skip
+    here = Verified(
+        spec,
+        Status.OK,
+        library="/opt/lib/libjemalloc.so.2",
+        served=(("malloc", "/opt/lib/libjemalloc.so.2"),),
+    )
     origin = dask._Origin("/coord/allocmark", (("je", spec, "/usr/lib/libjemalloc.so.2"),))
-    run = RunSpec(seq=3, allocator="je", workload="churn", params=(), rep=0,
-                  argv=("/coord/allocmark/_bin/am_churn", "--count", "5"),
-                  env=(("LD_PRELOAD", "/usr/lib/libjemalloc.so.2"), ("AM_X", "1")),
-                  timeout=5, expect_malloc="/usr/lib/libjemalloc.so.2")  # fmt: skip
+    run = RunSpec(
+        seq=3,
+        allocator="je",
+        workload="churn",
+        params=(),
+        rep=0,
+        argv=("/coord/allocmark/_bin/am_churn", "--count", "5"),
+        env=(("LD_PRELOAD", "/usr/lib/libjemalloc.so.2"), ("AM_X", "1")),
+        timeout=5,
+        expect_malloc="/usr/lib/libjemalloc.so.2",
+    )
     moved = dask._translated(run, origin, "/worker/allocmark", here)
     assert moved.argv == ("/worker/allocmark/_bin/am_churn", "--count", "5")
     assert dict(moved.env) == {"LD_PRELOAD": here.preload, "AM_X": "1"}

@@ -25,17 +25,28 @@ ALLOCATE_50_MIB = "import time; a = bytearray(50 << 20); time.sleep(0.3)"
 
 def command(*argv: str, **kw: object) -> RunSpec:
     fields: dict[str, object] = {"env": ()} | kw
-    return RunSpec(seq=0, allocator="x", workload="w", params=(), rep=0, argv=argv,
-                   timeout=60, **fields)  # fmt: skip
+    return RunSpec(
+        seq=0, allocator="x", workload="w", params=(), rep=0, argv=argv, timeout=60, **fields
+    )
 
 
 def native(name: str, alloc: Verified, **params: int | str) -> RunResult:
     w = workloads.load_catalog()[name]
     resolved = workloads.resolve_params(w, params, "test")
-    return execute.run(RunSpec(seq=0, allocator=alloc.spec.name, workload=name, params=resolved,
-                               rep=0, argv=workloads.expand(w, resolved),
-                               env=tuple(alloc.child_env().items()), timeout=120,
-                               expect_malloc=alloc.malloc_object, result_fd=True))  # fmt: skip
+    return execute.run(
+        RunSpec(
+            seq=0,
+            allocator=alloc.spec.name,
+            workload=name,
+            params=resolved,
+            rep=0,
+            argv=workloads.expand(w, resolved),
+            env=tuple(alloc.child_env().items()),
+            timeout=120,
+            expect_malloc=alloc.malloc_object,
+            result_fd=True,
+        )
+    )
 
 
 # -- the launcher's series ----------------------------------------------------------
@@ -65,9 +76,11 @@ def test_every_run_says_what_its_peak_is_made_of(tmp_path: Path) -> None:
     memory and then maps a 30 MiB file and reads it in."""
     data = tmp_path / "data"
     data.write_bytes(b"x" * (30 << 20))
-    script = (f"import mmap, time; a = bytearray(50 << 20); f = open({str(data)!r}, 'rb'); "
-              "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); "
-              "s = sum(m[i] for i in range(0, len(m), 4096)); time.sleep(0.3)")  # fmt: skip
+    script = (
+        f"import mmap, time; a = bytearray(50 << 20); f = open({str(data)!r}, 'rb'); "
+        "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); "
+        "s = sum(m[i] for i in range(0, len(m), 4096)); time.sleep(0.3)"
+    )
     r = execute.run(command(PYTHON, "-c", script))
     assert r.status is RunStatus.OK, r.detail
     m, error = r.metrics, machine.rss_read_error_kib()
@@ -144,8 +157,12 @@ def test_idle_reads_rss_at_100_ms_after_freeing_everything(
 def test_jemalloc_keeps_freed_pages_that_nodecay_returns(installed: dict[str, Verified]) -> None:
     if "jemalloc" not in installed or "jemalloc:nodecay" not in installed:
         pytest.skip("jemalloc is not installed")
-    end = {name: native("churn", installed[name], count=100000, rounds=1, idle_ms=100)
-           .metrics["rss_end_kib"] for name in ("jemalloc", "jemalloc:nodecay")}  # fmt: skip
+    end = {
+        name: native("churn", installed[name], count=100000, rounds=1, idle_ms=100).metrics[
+            "rss_end_kib"
+        ]
+        for name in ("jemalloc", "jemalloc:nodecay")
+    }
     # ~26 MiB of small blocks freed: jemalloc's 10 s decay keeps their pages.
     assert end["jemalloc"] > end["jemalloc:nodecay"] + 10 * 1024, end
 
@@ -153,10 +170,12 @@ def test_jemalloc_keeps_freed_pages_that_nodecay_returns(installed: dict[str, Ve
 # -- allocator statistics --------------------------------------------------------------
 @pytest.mark.integration
 def test_workloads_report_the_allocators_own_statistics(installed: dict[str, Verified]) -> None:
-    expected = {"glibc": ("glibc", "alloc_held_kib"),
-                "jemalloc": ("jemalloc", "alloc_metadata_kib"),
-                "mimalloc": ("mimalloc", "alloc_committed_kib"),
-                "tcmalloc-minimal": ("tcmalloc", "alloc_released_kib")}  # fmt: skip
+    expected = {
+        "glibc": ("glibc", "alloc_held_kib"),
+        "jemalloc": ("jemalloc", "alloc_metadata_kib"),
+        "mimalloc": ("mimalloc", "alloc_committed_kib"),
+        "tcmalloc-minimal": ("tcmalloc", "alloc_released_kib"),
+    }
     for name, (source, field) in expected.items():
         if name not in installed:
             continue
@@ -176,8 +195,16 @@ def test_libam_who_reports_statistics_of_a_program_we_did_not_write(
     j = installed["jemalloc"]
     # 20 MiB that nothing frees, so still live at exit (Python frees its objects first)
     keep = "import ctypes; ctypes.CDLL(None).malloc(20 << 20)"
-    r = execute.run(command(PYTHON, "-c", keep, env=tuple(j.child_env().items()),
-                            expect_malloc=j.malloc_object, role="verify"))  # fmt: skip
+    r = execute.run(
+        command(
+            PYTHON,
+            "-c",
+            keep,
+            env=tuple(j.child_env().items()),
+            expect_malloc=j.malloc_object,
+            role="verify",
+        )
+    )
     assert r.status is RunStatus.OK, r.detail
     assert r.labels["alloc_stats"] == "jemalloc"
     assert r.metrics["alloc_live_kib"] >= 20 * 1024 and r.metrics["alloc_metadata_kib"] > 0
@@ -188,8 +215,10 @@ def test_who_reports_the_largest_process_not_a_sum(tmp_path: Path) -> None:
     (tmp_path / "stats.1").write_text(line.format(1, "jemalloc", 100))
     (tmp_path / "stats.2").write_text(line.format(2, "glibc", 50).replace(',"live_kib":10', ""))
     (tmp_path / "stats.3").write_text(line.format(3, "jemalloc", 700)[:-5])  # cut short
-    assert who.stats(tmp_path) == ("jemalloc", {"alloc_rss_kib": 100.0, "alloc_live_kib": 10.0,
-                                                "alloc_processes": 2.0})  # fmt: skip
+    assert who.stats(tmp_path) == (
+        "jemalloc",
+        {"alloc_rss_kib": 100.0, "alloc_live_kib": 10.0, "alloc_processes": 2.0},
+    )
     (tmp_path / "stats.4").write_text(line.format(4, "glibc", 200).replace(',"live_kib":10', ""))
     assert who.stats(tmp_path) == ("glibc", {"alloc_rss_kib": 200.0, "alloc_processes": 3.0})
     assert who.read(tmp_path) == []  # stats files are not "who" reports
@@ -201,11 +230,21 @@ def test_the_statistics_of_a_script_are_its_largest_process(
 ) -> None:
     # A shell that runs five short commands and a Python holding 30 MiB: summing
     # what each reported at its exit would count memory never resident together.
-    script = (" ; ".join(["/bin/true"] * 5) + f" ; {PYTHON} -c "
-              "'import ctypes; ctypes.CDLL(None).malloc(30 << 20); import time'")  # fmt: skip
+    script = (
+        " ; ".join(["/bin/true"] * 5) + f" ; {PYTHON} -c "
+        "'import ctypes; ctypes.CDLL(None).malloc(30 << 20); import time'"
+    )
     glibc = installed["glibc"]
-    r = execute.run(command("sh", "-c", script, env=tuple(glibc.child_env().items()),
-                            expect_malloc=glibc.malloc_object, role="verify"))  # fmt: skip
+    r = execute.run(
+        command(
+            "sh",
+            "-c",
+            script,
+            env=tuple(glibc.child_env().items()),
+            expect_malloc=glibc.malloc_object,
+            role="verify",
+        )
+    )
     assert r.status is RunStatus.OK, r.detail
     assert r.metrics["alloc_processes"] >= 2
     assert r.metrics["alloc_live_kib"] >= 30 * 1024
@@ -218,8 +257,7 @@ def test_rest_is_what_the_allocator_does_not_account_for() -> None:
     kib = dict.fromkeys(composition.FIELDS, None) | {"rss": 100.0, "live": 10.0, "held": 50.0}
     m = composition.Made("w", (), "glibc", "glibc", 1, kib)
     assert m.rest == 40.0  # no metadata figure: counted as none
-    assert composition.Made("w", (), "mimalloc", "mimalloc", 1,
-                            kib | {"live": None}).rest is None  # fmt: skip
+    assert composition.Made("w", (), "mimalloc", "mimalloc", 1, kib | {"live": None}).rest is None
 
 
 # -- aging ------------------------------------------------------------------------------
@@ -238,8 +276,10 @@ def test_a_flat_rss_plateaus_and_a_rising_one_grows() -> None:
     rising = [phases([30, 60, 70] + [75.0 + p + 0.01 * r for p in range(9)]) for r in range(3)]
     s = aging.steady("aging", (), "a", rising)
     assert s.verdict == "grows" and s.text.startswith("grows 1.00 MiB per phase")
-    noisy = [phases([30, 60, 70] + [75 + (p * 0.3 if r else -p * 0.3) for p in range(9)])
-             for r in range(2)]  # fmt: skip
+    noisy = [
+        phases([30, 60, 70] + [75 + (p * 0.3 if r else -p * 0.3) for p in range(9)])
+        for r in range(2)
+    ]
     assert aging.steady("aging", (), "a", noisy).verdict == "inconclusive"
 
 
@@ -257,16 +297,19 @@ def test_aging_holds_live_bytes_flat_and_records_every_phase(
     r = native("aging", installed["glibc"], phases=6, ops=20000, live_mib=4)
     assert r.status is RunStatus.OK, r.detail
     live = [r.metrics[f"phase_{p:02d}_live_kib"] for p in range(1, 7)]
-    assert r.metrics["phases"] == 6 and all(r.metrics[f"phase_{p:02d}_rss_kib"] > 0
-                                            for p in range(1, 7))  # fmt: skip
+    assert r.metrics["phases"] == 6 and all(
+        r.metrics[f"phase_{p:02d}_rss_kib"] > 0 for p in range(1, 7)
+    )
     assert max(live[2:]) - min(live[2:]) < 0.1 * 4096 and r.metrics["live_bytes_end"] == 0
 
 
 @pytest.mark.integration
 def test_the_aging_suite_prints_a_verdict_per_allocator(tmp_path: Path) -> None:
     suite = tmp_path / "aging.toml"
-    suite.write_text('repetitions = 2\n[[runs]]\nworkload = "aging"\n'
-                     "params = { phases = 8, ops = 20000, live_mib = 4 }\n")  # fmt: skip
+    suite.write_text(
+        'repetitions = 2\n[[runs]]\nworkload = "aging"\n'
+        "params = { phases = 8, ops = 20000, live_mib = 4 }\n"
+    )
     db = tmp_path / "a.db"
     r = cli("run", "--suite", str(suite), "-a", "glibc,bump", "--max-runs", "2", "--db", str(db))
     assert r.returncode == 0, r.stderr
@@ -287,12 +330,18 @@ def test_the_aging_suite_prints_a_verdict_per_allocator(tmp_path: Path) -> None:
 
 # -- reports ----------------------------------------------------------------------------
 def test_rss_over_time_plots_a_line_per_allocator() -> None:
-    runs = [stored(a, wall, rep=rep) for a in ("glibc", "jemalloc")
-            for rep, wall in enumerate((1.0, 1.1))]  # fmt: skip
+    runs = [
+        stored(a, wall, rep=rep)
+        for a in ("glibc", "jemalloc")
+        for rep, wall in enumerate((1.0, 1.1))
+    ]
     comp = analyze.compare(runs, ["glibc", "jemalloc"], "glibc")
     row = comp.rows[0]
-    series = [(a, row.workload, row.params, RssSeries((0, 5, 10), (k, 2 * k, k), 5000))
-              for a in ("glibc", "jemalloc") for k in (1000, 1200)]  # fmt: skip
+    series = [
+        (a, row.workload, row.params, RssSeries((0, 5, 10), (k, 2 * k, k), 5000))
+        for a in ("glibc", "jemalloc")
+        for k in (1000, 1200)
+    ]
     found = plots.rss_over_time(comp, series)
     try:
         assert [p.name for p in found] == ["rss-over-time"]
@@ -304,14 +353,31 @@ def test_rss_over_time_plots_a_line_per_allocator() -> None:
 
 def test_extra_tables_show_phases_and_what_the_rss_is_made_of() -> None:
     steady = aging.steady("aging", (), "glibc", [phases([30, 60] + [70.0] * 6)])
-    kib = {"rss": 2048.0, "live": 1024.0, "held": 512.0, "metadata": None, "released": None,
-           "mapped": 4096.0, "committed": None}  # fmt: skip
+    kib = {
+        "rss": 2048.0,
+        "live": 1024.0,
+        "held": 512.0,
+        "metadata": None,
+        "released": None,
+        "mapped": 4096.0,
+        "committed": None,
+    }
     made = composition.Made("aging", (), "glibc", "glibc", 3, kib)
     tables = [*extra.aging_tables([steady]), extra.made_table([made])]
     assert tables[0].heads == ("phase", "live", "glibc") and len(tables[0].rows) == 8
     assert tables[0].notes[1].startswith("glibc: plateaus")
-    assert tables[1].rows[0] == ("aging", "glibc", "glibc", "2.0", "1.0", "0.5", "-", "0.5",
-                                 "-", "-")  # fmt: skip
+    assert tables[1].rows[0] == (
+        "aging",
+        "glibc",
+        "glibc",
+        "2.0",
+        "1.0",
+        "0.5",
+        "-",
+        "0.5",
+        "-",
+        "-",
+    )
 
 
 def test_the_rss_read_error_is_stored_with_the_machine(tmp_path: Path) -> None:

@@ -161,8 +161,9 @@ def profiled(
     preload = ":".join(x for x in (profile.shim_library(), alloc.preload) if x)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | dict(alloc.spec.env)
     env |= {"LD_PRELOAD": preload, "AM_PROF_OUT": str(out), "AM_PROF_SAMPLE": str(sample)}
-    proc = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [str(exe)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     return profile.read(out), proc.stdout
 
@@ -322,8 +323,20 @@ def test_profile_command_under_every_usable_allocator(tmp_path: Path) -> None:
     """A multi-threaded stress run under the shim and each allocator: all verified,
     profiles stored and shown side by side with findings."""
     db = tmp_path / "p.db"
-    r = cli("profile", "-w", "xthread", "-p", "threads=2", "-p", "steps=20000",
-            "-p", "slots=500", "--db", str(db), timeout=600)  # fmt: skip
+    r = cli(
+        "profile",
+        "-w",
+        "xthread",
+        "-p",
+        "threads=2",
+        "-p",
+        "steps=20000",
+        "-p",
+        "slots=500",
+        "--db",
+        str(db),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "Profile: xthread" in r.stdout and "Findings" in r.stdout
     assert "malloc reuse" in r.stdout and "hardware counters:" in r.stdout
@@ -332,14 +345,45 @@ def test_profile_command_under_every_usable_allocator(tmp_path: Path) -> None:
     assert again.returncode == 0 and "Profile: xthread" in again.stdout
     _profile_exports(db, tmp_path)
     plain = tmp_path / "plain.db"
-    assert cli("run", "-a", "glibc", "-w", "churn", "-p", "count=100", "-n", "1", "--max-runs", "1",
-               "--db", str(plain)).returncode == 0  # fmt: skip
+    assert (
+        cli(
+            "run",
+            "-a",
+            "glibc",
+            "-w",
+            "churn",
+            "-p",
+            "count=100",
+            "-n",
+            "1",
+            "--max-runs",
+            "1",
+            "--db",
+            str(plain),
+        ).returncode
+        == 0
+    )
     refused = cli("report", "--db", str(plain), "--profile")
     assert refused.returncode == 2 and "was not profiled" in refused.stderr
     # run --profile: the usual report, then the profiler's view, from the same runs.
-    both = cli("run", "--profile", "--sample", "4", "-a", "glibc", "-w", "churn",
-               "-p", "count=1000", "-n", "2",
-               "--max-runs", "2", "--db", str(tmp_path / "both.db"))  # fmt: skip
+    both = cli(
+        "run",
+        "--profile",
+        "--sample",
+        "4",
+        "-a",
+        "glibc",
+        "-w",
+        "churn",
+        "-p",
+        "count=1000",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(tmp_path / "both.db"),
+    )
     assert both.returncode == 0, both.stderr
     assert "Peak RSS" in both.stdout and "Profile: churn" in both.stdout
     assert "TSC ticks of 1 call in 4" in both.stdout
@@ -366,8 +410,17 @@ def _profile_exports(db: Path, tmp_path: Path) -> None:
 
 
 def test_an_app_under_the_profiler_is_verified(tmp_path: Path) -> None:
-    r = cli("profile", "-a", "glibc,jemalloc", "-w", "sqlite", "-p", "scale=1",
-            "--db", str(tmp_path / "s.db"))  # fmt: skip
+    r = cli(
+        "profile",
+        "-a",
+        "glibc,jemalloc",
+        "-w",
+        "sqlite",
+        "-p",
+        "scale=1",
+        "--db",
+        str(tmp_path / "s.db"),
+    )
     assert r.returncode == 0, r.stderr
     assert "unverified" not in r.stderr, r.stderr
     assert "Profile: sqlite" in r.stdout
@@ -377,8 +430,14 @@ def test_an_app_under_the_profiler_is_verified(tmp_path: Path) -> None:
 # Parsing and numbers (no processes)
 # ---------------------------------------------------------------------------
 RECORD = {
-    "pid": 10, "ppid": 1, "exe": "/bin/x", "next_malloc": "/lib/libc.so.6", "sample": 1,
-    "fast_bytes": 4096, "tsc_per_us": 2800, "hw_errno": 2,
+    "pid": 10,
+    "ppid": 1,
+    "exe": "/bin/x",
+    "next_malloc": "/lib/libc.so.6",
+    "sample": 1,
+    "fast_bytes": 4096,
+    "tsc_per_us": 2800,
+    "hw_errno": 2,
     "threads": {"count": 1, "cycles": 1000, "alloc_cycles": 250},
     "threads_list": [{"tid": 10, "cycles": 1000, "alloc_cycles": 250}],
     "api": {"malloc": {"calls": 400, "bytes": 10000, "sampled_new": 3, "sampled_reuse": 1}},
@@ -386,15 +445,38 @@ RECORD = {
     "sizes_sampled": {"malloc": [0, 0, 0, 0, 0, 3, 1]},
     "path": {"malloc_new": {"samples": 3, "cycles": 300}},
     "hist": {"malloc_new": [0] * 26 + [3]},
-    "sys": {"mmap": {"in_calls": 2, "in_cycles": 20, "in_bytes": 8192, "out_calls": 0,
-                     "out_cycles": 0, "out_bytes": 0}},
-    "locks": {"lock_calls": 0, "contended": 0, "wait_cycles": 0, "trylock_calls": 0,
-              "trylock_failed": 0, "unlock_calls": 0},
-    "memory": {"peak_requested": 100, "peak_requested_sd": 5, "peak_tracked_blocks": 3,
-               "rss_at_peak_kib": 1000, "final_requested": 0, "track_interval": 16384,
-               "sampled_requested": 100, "sampled_usable": 120, "untracked": 0,
-               "bitmap_full": 0, "threads_unmerged": 0},
-}  # fmt: skip
+    "sys": {
+        "mmap": {
+            "in_calls": 2,
+            "in_cycles": 20,
+            "in_bytes": 8192,
+            "out_calls": 0,
+            "out_cycles": 0,
+            "out_bytes": 0,
+        }
+    },
+    "locks": {
+        "lock_calls": 0,
+        "contended": 0,
+        "wait_cycles": 0,
+        "trylock_calls": 0,
+        "trylock_failed": 0,
+        "unlock_calls": 0,
+    },
+    "memory": {
+        "peak_requested": 100,
+        "peak_requested_sd": 5,
+        "peak_tracked_blocks": 3,
+        "rss_at_peak_kib": 1000,
+        "final_requested": 0,
+        "track_interval": 16384,
+        "sampled_requested": 100,
+        "sampled_usable": 120,
+        "untracked": 0,
+        "bitmap_full": 0,
+        "threads_unmerged": 0,
+    },
+}
 
 
 def _records_file(tmp_path: Path, *recs: dict[str, Any], tail: str = "") -> Path:
@@ -414,8 +496,11 @@ def test_a_record_parses_and_sums(tmp_path: Path) -> None:
     assert both["memory"]["peak_requested"] == 100  # a peak is not summed
     assert both["memory"]["track_interval"] == 16384  # nor is the interval
     # A merged peak keeps the margin and RSS measured at it, not another record's.
-    low = {**rec, "memory": rec["memory"] | {"peak_requested": 50, "peak_requested_sd": 40,
-                                              "rss_at_peak_kib": 9000}}  # fmt: skip
+    low = {
+        **rec,
+        "memory": rec["memory"]
+        | {"peak_requested": 50, "peak_requested_sd": 40, "rss_at_peak_kib": 9000},
+    }
     mixed = profile.merge([low, rec])["memory"]
     assert (mixed["peak_requested"], mixed["peak_requested_sd"], mixed["rss_at_peak_kib"]) == (
         100,
@@ -445,9 +530,12 @@ def test_a_profile_stored_from_a_version_2_record_still_summarises() -> None:
 
 @pytest.mark.parametrize(
     ("tail", "message"),
-    [("nonsense\n", "not a JSON record"), ('{"am": "prof", "v": 4, "pid"', "not a JSON record"),
-     ('{"am": "prof", "v": 3}\n', "'prof' record version 3")],
-)  # fmt: skip
+    [
+        ("nonsense\n", "not a JSON record"),
+        ('{"am": "prof", "v": 4, "pid"', "not a JSON record"),
+        ('{"am": "prof", "v": 3}\n', "'prof' record version 3"),
+    ],
+)
 def test_a_broken_record_is_an_error_not_a_number(tmp_path: Path, tail: str, message: str) -> None:
     with pytest.raises(records.RecordError, match=message):
         profile.read(_records_file(tmp_path, RECORD, tail=tail))
@@ -480,13 +568,33 @@ def test_your_own_program_is_profiled_side_by_side(tmp_path: Path) -> None:
     # A program allocmark did not write, run directly (issue 18, item 5).
     db = tmp_path / "p.db"
     program = [PYTHON, "-c", "x = [bytes(i % 300) for i in range(100000)]"]
-    r = cli("profile", "-a", "glibc,mimalloc", "--db", str(db), "--", *program,
-            env={"PYTHONMALLOC": "malloc"})  # fmt: skip
+    r = cli(
+        "profile",
+        "-a",
+        "glibc,mimalloc",
+        "--db",
+        str(db),
+        "--",
+        *program,
+        env={"PYTHONMALLOC": "malloc"},
+    )
     assert r.returncode == 0, r.stderr
     assert "Profile: command" in r.stdout and "Findings" in r.stdout
     assert "mimalloc" in r.stdout and "calls" in r.stdout
-    tried = cli("try", "--profile", "-a", "glibc", "-n", "1", "--max-runs", "1", "--db",
-                str(tmp_path / "t.db"), "--", "true")  # fmt: skip
+    tried = cli(
+        "try",
+        "--profile",
+        "-a",
+        "glibc",
+        "-n",
+        "1",
+        "--max-runs",
+        "1",
+        "--db",
+        str(tmp_path / "t.db"),
+        "--",
+        "true",
+    )
     assert tried.returncode == 0, tried.stderr
     assert (
         "Your command under each allocator" in tried.stdout and "Profile: command" in tried.stdout

@@ -28,14 +28,27 @@ def test_hostile_names_are_escaped_everywhere() -> None:
     try:
         report = data.ReportData(
             "summary",
-            {"id": 1, "name": HOSTILE, "status": "finished", "created": 0, "done": 4,
-             "planned": 4, "machine": {"hostname": HOSTILE}},
+            {
+                "id": 1,
+                "name": HOSTILE,
+                "status": "finished",
+                "created": 0,
+                "done": 4,
+                "planned": 4,
+                "machine": {"hostname": HOSTILE},
+            },
             comp,
-            ({"name": HOSTILE, "status": "ok", "env_json": json.dumps({"X": HOSTILE}),
-              "lacks_json": "[]"},),
+            (
+                {
+                    "name": HOSTILE,
+                    "status": "ok",
+                    "env_json": json.dumps({"X": HOSTILE}),
+                    "lacks_json": "[]",
+                },
+            ),
             tuple(runs),
             (),
-        )  # fmt: skip
+        )
         page = html.render(report, figures)
     finally:
         plots.close(figures)
@@ -55,8 +68,9 @@ def chromium() -> str:
 
 def headless(*args: str) -> subprocess.CompletedProcess[str]:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
-    return subprocess.run([chromium(), *flags, *args], capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [chromium(), *flags, *args], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 @pytest.mark.integration
@@ -64,17 +78,37 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     db, page = tmp_path / "r.db", tmp_path / "report.html"
     names = ",".join(n for n in ("glibc", "mimalloc", "jemalloc") if n in installed)
     evil = f"evil={installed['glibc'].library}:EVIL=<script>alert(2)</script>"
-    assert cli("run", "-w", "churn", "-p", "count=2000", "-p", "rounds=1", "-p", "threads=1,2",
-               "-a", f"{names},{evil}", "-n", "2",
-               "--max-runs", "2", "--db", str(db)).returncode == 0  # fmt: skip
+    assert (
+        cli(
+            "run",
+            "-w",
+            "churn",
+            "-p",
+            "count=2000",
+            "-p",
+            "rounds=1",
+            "-p",
+            "threads=1,2",
+            "-a",
+            f"{names},{evil}",
+            "-n",
+            "2",
+            "--max-runs",
+            "2",
+            "--db",
+            str(db),
+        ).returncode
+        == 0
+    )
     made = cli("report", "--db", str(db), "--format", "html", "-o", str(page))
     assert made.returncode == 0, made.stderr
     text = page.read_text()
     assert "<script>alert(2)</script>" not in text and "&lt;script&gt;alert(2)" in text
     # Self-contained: no element loads anything from elsewhere (XML namespaces are only
     # names; the links inside plotly.js's own code are strings it never fetches here).
-    assert not re.search(r"""<(script|link|img|iframe|object)\b[^>]*(src|href)=["']?(https?:|//)""",
-                         text)  # fmt: skip
+    assert not re.search(
+        r"""<(script|link|img|iframe|object)\b[^>]*(src|href)=["']?(https?:|//)""", text
+    )
 
     dom = headless("--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -84,10 +118,19 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     # The answer and its matrices first, then the reasons, the interactive scatter
     # (Plotly drew it: its SVG layer is in the page), the other plots, the tables; the
     # details last.
-    marks = ('id="answer"', 'id="matrix-1"', 'id="matrix-2"', 'id="recommendation"',
-             'id="plot-time-vs-rss"', 'id="verdicts"', 'id="plot-rss-over-time"',
-             'class="comparison sortable"', 'id="runs"', 'id="machine"',
-             'id="allocators"')  # fmt: skip
+    marks = (
+        'id="answer"',
+        'id="matrix-1"',
+        'id="matrix-2"',
+        'id="recommendation"',
+        'id="plot-time-vs-rss"',
+        'id="verdicts"',
+        'id="plot-rss-over-time"',
+        'class="comparison sortable"',
+        'id="runs"',
+        'id="machine"',
+        'id="allocators"',
+    )
     order = [dom.stdout.index(m) for m in marks]
     assert order == sorted(order)
     assert 'class="main-svg"' in dom.stdout  # plotly.js ran, offline
@@ -105,8 +148,18 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     assert made.returncode == 0 and shot.stat().st_size > 10_000
 
 
-QUICK = ("glibc", "glibc:arena2", "jemalloc", "jemalloc:nodecay", "tcmalloc-minimal",
-         "tcmalloc", "mimalloc", "tbbmalloc", "scudo", "scudo:norelease")  # fmt: skip
+QUICK = (
+    "glibc",
+    "glibc:arena2",
+    "jemalloc",
+    "jemalloc:nodecay",
+    "tcmalloc-minimal",
+    "tcmalloc",
+    "mimalloc",
+    "tbbmalloc",
+    "scudo",
+    "scudo:norelease",
+)
 
 
 def _quick_shaped_page(tmp_path: Path) -> Path:
@@ -116,18 +169,40 @@ def _quick_shaped_page(tmp_path: Path) -> Path:
     def wall(w: int, i: int, rep: int) -> float:
         return (1 + i / 10) ** (1 if w % 2 else -1) * (1 + w / 5) * (1 + rep % 3 / 100)
 
-    runs = [stored(a, wall(w, i, rep), rss=1000 + 100 * i * (w % 3), rep=rep,
-                   params=(("count", 4000 + w), ("size_min", 1024 + w),
-                           ("size_max", 65536 + w), ("threads", 1 + w % 2)))
-            for w in range(9) for i, a in enumerate(QUICK) for rep in range(14)]  # fmt: skip
+    runs = [
+        stored(
+            a,
+            wall(w, i, rep),
+            rss=1000 + 100 * i * (w % 3),
+            rep=rep,
+            params=(
+                ("count", 4000 + w),
+                ("size_min", 1024 + w),
+                ("size_max", 65536 + w),
+                ("threads", 1 + w % 2),
+            ),
+        )
+        for w in range(9)
+        for i, a in enumerate(QUICK)
+        for rep in range(14)
+    ]
     comp = analyze.compare(runs, list(QUICK), "glibc")
-    campaign = {"id": 1, "name": "quick", "status": "finished", "created": 0,
-                "done": len(runs), "planned": len(runs), "machine": {}}  # fmt: skip
-    allocators = tuple({"name": a, "status": "ok", "env_json": "{}", "lacks_json": "[]"}
-                       for a in QUICK)  # fmt: skip
+    campaign = {
+        "id": 1,
+        "name": "quick",
+        "status": "finished",
+        "created": 0,
+        "done": len(runs),
+        "planned": len(runs),
+        "machine": {},
+    }
+    allocators = tuple(
+        {"name": a, "status": "ok", "env_json": "{}", "lacks_json": "[]"} for a in QUICK
+    )
     page = tmp_path / "quick.html"
-    page.write_text(html.render(data.ReportData("summary", campaign, comp, allocators,
-                                                tuple(runs), ()), ()))  # fmt: skip
+    page.write_text(
+        html.render(data.ReportData("summary", campaign, comp, allocators, tuple(runs), ()), ())
+    )
     return page
 
 

@@ -46,10 +46,24 @@ def test_the_matrix_says_what_the_answer_says() -> None:
 
 
 def test_ten_allocators_fit_120_columns() -> None:
-    names = ["glibc", "glibc:arena2", "jemalloc", "jemalloc:nodecay", "mimalloc",
-             "tcmalloc-minimal", "tcmalloc", "tbbmalloc", "scudo", "scudo:norelease"]  # fmt: skip
-    runs = [r for i, a in enumerate(names) for w in ("churn", "larson threads=2")
-            for r in _runs(a, 1.0 + i / 20, 10000 + 100 * i, workload=w)]  # fmt: skip
+    names = [
+        "glibc",
+        "glibc:arena2",
+        "jemalloc",
+        "jemalloc:nodecay",
+        "mimalloc",
+        "tcmalloc-minimal",
+        "tcmalloc",
+        "tbbmalloc",
+        "scudo",
+        "scudo:norelease",
+    ]
+    runs = [
+        r
+        for i, a in enumerate(names)
+        for w in ("churn", "larson threads=2")
+        for r in _runs(a, 1.0 + i / 20, 10000 + 100 * i, workload=w)
+    ]
     comp = _comparison(runs)
     out = io.StringIO()
     glance.glance(Console(file=out, width=120, no_color=True), comp)

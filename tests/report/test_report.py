@@ -155,8 +155,9 @@ def test_compare_judges_its_cells_as_a_family() -> None:
         params = (("cell", cell),)
         runs_old += [stored("je", w, params=params) for w in _sample(rng, 1.0)]
         runs_new += [stored("je", w, params=params) for w in _sample(rng, 1.0)]
-    verdicts = compare.compare(compare.ResultSet.of_runs("a", runs_old),
-                               compare.ResultSet.of_runs("b", runs_new))  # fmt: skip
+    verdicts = compare.compare(
+        compare.ResultSet.of_runs("a", runs_old), compare.ResultSet.of_runs("b", runs_new)
+    )
     assert [v.ratio.alpha for v in verdicts if v.ratio] == [pytest.approx(0.05 / 20)] * 20
     assert not [v for v in verdicts if v.verdict in ("worse", "better")]
 
@@ -206,8 +207,10 @@ def _campaign(label: str, speed: float, twin: float = 1.0, blocks: int = 8) -> c
     runs = []
     for i in range(blocks):
         block = speed * math.exp(rng.gauss(0, 0.10))  # shared by the block's runs
-        runs += [stored("glibc", block * math.exp(rng.gauss(0, 0.01)), rep=i),
-                 stored("twin", block * twin * math.exp(rng.gauss(0, 0.01)), rep=i)]  # fmt: skip
+        runs += [
+            stored("glibc", block * math.exp(rng.gauss(0, 0.01)), rep=i),
+            stored("twin", block * twin * math.exp(rng.gauss(0, 0.01)), rep=i),
+        ]
     return compare.ResultSet.of_runs(label, runs, baseline="glibc")
 
 
@@ -246,12 +249,17 @@ def test_compare_matches_cells_across_a_parameter_the_catalog_added_later() -> N
     rng = random.Random(5)
     old = _set("old", _sample(rng, 1.0))  # churn threads=1, from before idle_ms existed
     later = (("idle_ms", 0), ("threads", 1))
-    new = compare.ResultSet.of_runs("new", [stored("je", w, params=later)
-                                            for w in _sample(rng, 1.3)])  # fmt: skip
+    new = compare.ResultSet.of_runs(
+        "new", [stored("je", w, params=later) for w in _sample(rng, 1.3)]
+    )
     (v,) = compare.compare(old, new)
     assert v.params == (("threads", 1),) and v.word == "slower"
-    varied = compare.ResultSet.of_runs("v", [  # a sweep of the new parameter: no match
-        stored("je", 1.0, params=(("idle_ms", i), ("threads", 1))) for i in (0, 100)])  # fmt: skip
+    varied = compare.ResultSet.of_runs(
+        "v",
+        [  # a sweep of the new parameter: no match
+            stored("je", 1.0, params=(("idle_ms", i), ("threads", 1))) for i in (0, 100)
+        ],
+    )
     with pytest.raises(UserError, match="no cell in common"):
         compare.compare(old, varied)
 
@@ -353,9 +361,18 @@ def test_blocks_are_paired_so_that_what_a_block_shares_cancels() -> None:
 
 def test_a_duration_bound_workload_has_no_time_result() -> None:
     fixed = (("duration_ms", 300),)
-    runs = [stored(a, 0.3, params=fixed, workload="larson", rep=i,
-                   metrics={"ops_per_s": 1e6 * (2 if a == "je" else 1)})
-            for i in range(3) for a in ("glibc", "je")]  # fmt: skip
+    runs = [
+        stored(
+            a,
+            0.3,
+            params=fixed,
+            workload="larson",
+            rep=i,
+            metrics={"ops_per_s": 1e6 * (2 if a == "je" else 1)},
+        )
+        for i in range(3)
+        for a in ("glibc", "je")
+    ]
     comp = analyze.compare(runs, ["glibc", "je"], "glibc", fixed_time={"larson": "duration_ms"})
     time_cell = comp.rows[0].cells["time_s"]["je"]
     assert time_cell.state == "fixed" and time_cell.ratio is None
@@ -407,8 +424,10 @@ def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
     assert (doc["format"], doc["version"]) == (exchange.SUMMARY_FORMAT, exchange.FORMAT_VERSION)
     runs_path = tmp_path / "runs.json"
     # rusage's faults and switches travel with each run (issue 42: what explains).
-    runs = [stored("je", 0.5)._replace(minflt=812, majflt=3, nvcsw=14, nivcsw=9),
-            stored("je", 0.6, status=RunStatus.CRASHED)]  # fmt: skip
+    runs = [
+        stored("je", 0.5)._replace(minflt=812, majflt=3, nvcsw=14, nivcsw=9),
+        stored("je", 0.6, status=RunStatus.CRASHED),
+    ]
     runs_path.write_text(jsonfile.render(_report(None, "runs", tuple(runs), {"id": 1})))
     campaign, loaded = exchange.load_runs(runs_path)
     assert campaign == {"id": 1} and loaded == runs
@@ -483,12 +502,24 @@ def test_numpy_and_plain_summaries_agree(seed: int) -> None:
 
 def _two_allocator_cells(name: str) -> list[CellRuns]:
     times = tuple(1.0 + 0.01 * i for i in range(30))
-    base = [CellRuns(name, "churn", (("threads", t),), "measure", False, (RunStatus.OK,) * 30,
-                     {"wall_s": times, "rep": tuple(float(i) for i in range(30))})
-            for t in (1, 2)]  # fmt: skip
-    slower = [dataclasses.replace(c, allocator="b",
-                                  columns=c.columns | {"wall_s": tuple(1.5 * v for v in times)})
-              for c in base]  # fmt: skip
+    base = [
+        CellRuns(
+            name,
+            "churn",
+            (("threads", t),),
+            "measure",
+            False,
+            (RunStatus.OK,) * 30,
+            {"wall_s": times, "rep": tuple(float(i) for i in range(30))},
+        )
+        for t in (1, 2)
+    ]
+    slower = [
+        dataclasses.replace(
+            c, allocator="b", columns=c.columns | {"wall_s": tuple(1.5 * v for v in times)}
+        )
+        for c in base
+    ]
     return base + slower
 
 
@@ -524,9 +555,11 @@ def test_batched_paired_ratios_equal_one_at_a_time(seed: int) -> None:
 
 def test_the_report_path_imports_neither_scipy_stats_nor_matplotlib() -> None:
     # Each costs a third of a second at start-up: a report over 100,000 runs has 2 s.
-    code = ("import sys, allocmark.cli, allocmark.report.data, allocmark.report.table; "
-            "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules "
-            "if m.startswith(('scipy.stats', 'matplotlib.'))}))")  # fmt: skip
+    code = (
+        "import sys, allocmark.cli, allocmark.report.data, allocmark.report.table; "
+        "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules "
+        "if m.startswith(('scipy.stats', 'matplotlib.'))}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -538,9 +571,12 @@ def _runs_export(tmp_path: Path, runs: list[StoredRun]) -> Path:
 
 
 def test_a_runs_export_keeps_metrics_labels_and_roles(tmp_path: Path) -> None:
-    runs = [stored("je", 0.5, metrics={"ops": 10.0}),
-            stored("je", 0.6, status=RunStatus.TIMEOUT)._replace(
-                role="verify", labels={"host": "a"}, detail="timed out")]  # fmt: skip
+    runs = [
+        stored("je", 0.5, metrics={"ops": 10.0}),
+        stored("je", 0.6, status=RunStatus.TIMEOUT)._replace(
+            role="verify", labels={"host": "a"}, detail="timed out"
+        ),
+    ]
     campaign, loaded = exchange.load_runs(_runs_export(tmp_path, runs))
     assert campaign == {"baseline": "je"} and loaded == runs
 
@@ -572,7 +608,7 @@ def test_the_runs_export_schema_validates_an_export(tmp_path: Path) -> None:
         ({"colour": "red"}, r"key 'rows\[1\]': unknown column 'colour'"),
         ({"seq": None}, r"key 'rows\[1\].seq': input should be a valid integer"),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_runs_export_names_row_and_column(
     tmp_path: Path, change: dict[str, object], message: str
 ) -> None:
@@ -586,11 +622,13 @@ def test_a_malformed_runs_export_names_row_and_column(
 
 @pytest.mark.parametrize("argv", [["report", "--help"], ["try", "--help"]])
 def test_a_verbs_help_loads_no_run_stack(argv: list[str]) -> None:
-    code = ("import runpy, sys; sys.argv = ['allocmark', *sys.argv[1:]]\n"
-            "try: runpy.run_module('allocmark', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "print('LOADED', sorted(m for m in ('allocmark.api', 'allocmark.report.data', "
-            "'allocmark.store') if m in sys.modules))")  # fmt: skip
+    code = (
+        "import runpy, sys; sys.argv = ['allocmark', *sys.argv[1:]]\n"
+        "try: runpy.run_module('allocmark', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print('LOADED', sorted(m for m in ('allocmark.api', 'allocmark.report.data', "
+        "'allocmark.store') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
     assert "Usage" in out.stdout and out.stdout.rstrip().endswith("LOADED []"), out.stdout[-300:]
 

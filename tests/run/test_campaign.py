@@ -71,10 +71,16 @@ class Blocks:
 
 def precise(tmp_path: Path, max_runs: int, target: float, budget: float = 0.0) -> tuple[Store, int]:
     s = Store(tmp_path / "p.db")
-    settings = {"seed": 1, "min_runs": 3, "max_runs": max_runs, "margin": target,
-                "budget_s": budget}  # fmt: skip
-    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b",
-                         settings)  # fmt: skip
+    settings = {
+        "seed": 1,
+        "min_runs": 3,
+        "max_runs": max_runs,
+        "margin": target,
+        "budget_s": budget,
+    }
+    cid = s.new_campaign(
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", settings
+    )
     return s, cid
 
 
@@ -135,10 +141,18 @@ def test_a_run_during_a_spike_is_taken_again_and_counted(tmp_path: Path) -> None
 def plan3() -> list[RunSpec]:
     """Two allocators x one cell x 3 repetitions, interleaved."""
     return [
-        RunSpec(seq=i, allocator="ab"[i % 2], workload="w", params=(), rep=i // 2,
-                argv=("true",), env=(), timeout=5)
+        RunSpec(
+            seq=i,
+            allocator="ab"[i % 2],
+            workload="w",
+            params=(),
+            rep=i // 2,
+            argv=("true",),
+            env=(),
+            timeout=5,
+        )
         for i in range(6)
-    ]  # fmt: skip
+    ]
 
 
 class Verifying(Blocks):
@@ -158,12 +172,25 @@ class Verifying(Blocks):
 
 def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
     s = Store(tmp_path / "v.db")
-    checks = [RunSpec(seq=i, allocator="ab"[i], workload="w", params=(), rep=0, argv=("true",),
-                      env=(), timeout=5, expect_malloc="/x/lib.so", role="verify")
-              for i in range(2)]  # fmt: skip
+    checks = [
+        RunSpec(
+            seq=i,
+            allocator="ab"[i],
+            workload="w",
+            params=(),
+            rep=0,
+            argv=("true",),
+            env=(),
+            timeout=5,
+            expect_malloc="/x/lib.so",
+            role="verify",
+        )
+        for i in range(2)
+    ]
     measured = [dataclasses.replace(r, seq=r.seq + 2, expect_malloc="/x/lib.so") for r in plan3()]
-    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [],
-                         checks + measured, "b")  # fmt: skip
+    cid = s.new_campaign(
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], checks + measured, "b"
+    )
     fake = Verifying()
     campaign.execute(s, cid, fake, fake_allocs("a", "b"))
     runs = {r.seq: r for r in s.runs(cid)}
@@ -180,8 +207,9 @@ def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read(tmp_pa
     s = Store(tmp_path / "s.db")
 
     def sample_of(settings: dict[str, object]) -> int:
-        cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a"), [], specs(1), "a",
-                             settings)  # fmt: skip
+        cid = s.new_campaign(
+            "t", 1, machine.current(), [], fake_allocs("a"), [], specs(1), "a", settings
+        )
         return s.sample(cid)
 
     assert sample_of({"sample": 64}) == 64

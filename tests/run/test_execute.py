@@ -176,8 +176,9 @@ def test_a_run_past_its_memory_limit_is_stored_as_oom(env: tuple[tuple[str, str]
     assert r.status is RunStatus.OOM, (r.status, r.detail)
     assert "memory limit of 100 MiB" in r.detail
     assert r.wall_s < 4  # killed at the limit, not at the end
-    small = execute.run(spec(PYTHON, "-c", "b = bytearray(20 << 20)",
-                             memory_limit=100 << 20, env=env))  # fmt: skip
+    small = execute.run(
+        spec(PYTHON, "-c", "b = bytearray(20 << 20)", memory_limit=100 << 20, env=env)
+    )
     assert small.status is RunStatus.OK, small.detail
     assert small.labels["memory_limit_by"] == ("watchdog" if env else _limit_by_here())
 
@@ -194,8 +195,11 @@ def _limit_by_here() -> str:
     if "memory" in own and os.access(v1 / "memory.limit_in_bytes", os.W_OK):
         return "cgroup"
     controllers = v2 / "cgroup.controllers"
-    if controllers.exists() and "memory" in controllers.read_text().split() \
-            and os.access(v2, os.W_OK):  # fmt: skip
+    if (
+        controllers.exists()
+        and "memory" in controllers.read_text().split()
+        and os.access(v2, os.W_OK)
+    ):
         return "cgroup2"
     return "watchdog"
 
@@ -239,8 +243,11 @@ def test_the_nothp_variant_turns_huge_pages_off_for_the_run(tmp_path: Path) -> N
 
 def _reporting(**fields: float) -> RunSpec:
     """A 'native workload' that writes its own metrics record, as `fields` say."""
-    record = '{"am":"result","v":2,"workload":"w","ops":1' + "".join(
-        f',"{k}":{v}' for k, v in fields.items()) + "}"  # fmt: skip
+    record = (
+        '{"am":"result","v":2,"workload":"w","ops":1'
+        + "".join(f',"{k}":{v}' for k, v in fields.items())
+        + "}"
+    )
     return spec("bash", "-c", f"echo '{record}' >&$AM_RESULT_FD", result_fd=True)
 
 

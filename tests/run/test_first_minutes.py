@@ -27,10 +27,17 @@ from tests.run.test_campaign import Blocks, blocks_of, plan3
 def budgeted(tmp_path: Path, budget: float, stretch: bool) -> tuple[Store, int]:
     """a 0.8 of b in time, equal peak RSS; three blocks planned, `budget` seconds."""
     s = Store(tmp_path / "s.db")
-    settings = {"seed": 1, "min_runs": 3, "max_runs": 50, "margin": 0.03, "budget_s": budget,
-                "stretch": stretch}  # fmt: skip
-    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b",
-                         settings)  # fmt: skip
+    settings = {
+        "seed": 1,
+        "min_runs": 3,
+        "max_runs": 50,
+        "margin": 0.03,
+        "budget_s": budget,
+        "stretch": stretch,
+    }
+    cid = s.new_campaign(
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", settings
+    )
     return s, cid
 
 
@@ -66,9 +73,16 @@ def test_an_explicit_budget_is_kept_as_given(tmp_path: Path) -> None:
 
 def far(spent: float = 20.0, need: float = 1000.0, undecided: int = 2) -> forecast.Forecast:
     wait = forecast.Wait(blocks=40, seconds=need * 2, first_blocks=20, first_seconds=need)
-    return forecast.Forecast(blocks=2, block_s=50.0, undecided=undecided, ratios=2,
-                             waits={"peak RSS": wait}, planned=4, left_s=100.0,
-                             spent_s=spent)  # fmt: skip
+    return forecast.Forecast(
+        blocks=2,
+        block_s=50.0,
+        undecided=undecided,
+        ratios=2,
+        waits={"peak RSS": wait},
+        planned=4,
+        left_s=100.0,
+        spent_s=spent,
+    )
 
 
 def stretch_of(
@@ -159,16 +173,19 @@ def failing(tmp_path: Path, stop: bool) -> tuple[Store, int]:
     settings = {"seed": 1, "min_runs": 3, "stop_on_failure": stop}
     checks = [dataclasses.replace(r, seq=i, role="verify") for i, r in enumerate(plan3()[:2])]
     measured = [dataclasses.replace(r, seq=r.seq + 2) for r in plan3()]
-    cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a", "b"), [],
-                         checks + measured, "b", settings)  # fmt: skip
+    cid = s.new_campaign(
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], checks + measured, "b", settings
+    )
     return s, cid
 
 
 def test_a_command_failing_under_the_baseline_stops_after_its_first_run(tmp_path: Path) -> None:
     s, cid = failing(tmp_path, stop=True)
     fake = FailsFirst()
-    with pytest.raises(campaign.CommandFails, match="failed on its first run, under b:\n  exit "
-                       "code 3: no such input\n") as e:  # fmt: skip
+    with pytest.raises(
+        campaign.CommandFails,
+        match="failed on its first run, under b:\n  exit code 3: no such input\n",
+    ) as e:
         events(s, cid, fake)
     assert e.value.exit_code == 2 and "-i" in str(e.value)
     assert [c.allocator for c in fake.calls] == ["b"]  # the baseline's run first, and alone
@@ -205,15 +222,27 @@ def test_threads_past_the_cores_are_said_at_the_start() -> None:
     cells = [(w, (("threads", t),)) for t in (1, 2, 3, 4)] + [(x, (("threads", 4),))]
     [note] = start.past_cores(cells, 2)
     assert note.level == "warning"
-    assert note.text.startswith("threads=3 (samethread), threads=4 (samethread, xthread): more "
-                                "threads than this machine's 2 cores")  # fmt: skip
+    assert note.text.startswith(
+        "threads=3 (samethread), threads=4 (samethread, xthread): more "
+        "threads than this machine's 2 cores"
+    )
     assert start.past_cores(cells, 4) == []
 
 
 def test_the_scaling_plot_marks_the_points_past_the_cores(tmp_path: Path) -> None:
-    runs = [stored(a, 1.0, params=(("threads", t),), rep=rep, workload="xthread",
-                   metrics={"ops_per_s": 1e6 * min(t, 2) * (1.1 if a == "a" else 1.0)})
-            for t in (1, 2, 3, 4) for a in ("a", "b") for rep in range(3)]  # fmt: skip
+    runs = [
+        stored(
+            a,
+            1.0,
+            params=(("threads", t),),
+            rep=rep,
+            workload="xthread",
+            metrics={"ops_per_s": 1e6 * min(t, 2) * (1.1 if a == "a" else 1.0)},
+        )
+        for t in (1, 2, 3, 4)
+        for a in ("a", "b")
+        for rep in range(3)
+    ]
     comp = dataclasses.replace(analyze.compare(runs, ["b", "a"], "b"), cores=2)
     every = plots.all_plots(comp)  # as `report --plots` draws and saves them
     [plot] = [p for p in every if p.name == "scaling-xthread"]

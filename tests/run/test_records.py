@@ -29,7 +29,7 @@ def test_a_record_is_read_with_its_kind_and_version() -> None:
         ('{"status": 0}', 'needs "am"'),
         ("", "expected one 'run' record, found 0"),
     ],
-)  # fmt: skip
+)
 def test_a_record_from_another_build_is_refused_by_name(text: str, message: str) -> None:
     with pytest.raises(records.RecordError, match=message) as info:
         records.one(text, "run", "am_run")
@@ -39,14 +39,16 @@ def test_a_record_from_another_build_is_refused_by_name(text: str, message: str)
 @pytest.mark.integration
 def test_am_run_and_the_calibration_write_records() -> None:
     r, w = os.pipe()
-    done = subprocess.run([str(native.program("am_run")), str(w), "/bin/true"], pass_fds=(w,),
-                          check=True)  # fmt: skip
+    done = subprocess.run(
+        [str(native.program("am_run")), str(w), "/bin/true"], pass_fds=(w,), check=True
+    )
     os.close(w)
     with os.fdopen(r, "rb") as f:
         status = records.one(f.read(), "run", "am_run")
     assert done.returncode == 0 and status["status"] == 0 and status["maxrss_kib"] > 0
-    calib = subprocess.run([str(native.program("am_run")), "--calibrate"], capture_output=True,
-                           check=True)  # fmt: skip
+    calib = subprocess.run(
+        [str(native.program("am_run")), "--calibrate"], capture_output=True, check=True
+    )
     assert records.one(calib.stdout, "calib", "am_run --calibrate")["ns"] > 0
 
 
@@ -58,8 +60,10 @@ def test_libam_who_escapes_what_it_reports(tmp_path: Path) -> None:
     shutil.copy("/bin/true", program)
     reports = tmp_path / "who"
     reports.mkdir()
-    env = os.environ | {"LD_PRELOAD": str(native.library("libam_who.so")),
-                        "AM_WHO_DIR": str(reports)}  # fmt: skip
+    env = os.environ | {
+        "LD_PRELOAD": str(native.library("libam_who.so")),
+        "AM_WHO_DIR": str(reports),
+    }
     subprocess.run([str(program)], env=env, check=True)
     (report,) = who.read(reports)
     assert report.exe == str(program)

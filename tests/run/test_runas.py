@@ -58,8 +58,11 @@ def test_a_database_the_program_s_user_could_change_is_refused(tmp_path: Path) -
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
-    with pytest.raises(UserError, match=r"shared \(the results database's directory\) is "
-                                        "writable by allocmark"):  # fmt: skip
+    with pytest.raises(
+        UserError,
+        match=r"shared \(the results database's directory\) is "
+        "writable by allocmark",
+    ):
         runas.guard(shared / "x.db")
     safe = tmp_path / "safe"
     safe.mkdir()

@@ -30,8 +30,19 @@ def test_why_runs_profiled_blocks_of_the_decided_cells_apart_from_the_verdicts(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "why.db"
-    run = cli("run", *SAMETHREAD, "-a", "glibc,mimalloc", "-n", "6", "--max-runs", "6", "--why",
-              "--db", str(db))  # fmt: skip
+    run = cli(
+        "run",
+        *SAMETHREAD,
+        "-a",
+        "glibc,mimalloc",
+        "-n",
+        "6",
+        "--max-runs",
+        "6",
+        "--why",
+        "--db",
+        str(db),
+    )
     assert run.returncode == 0, run.stderr
     out = " ".join((run.stdout + run.stderr).split())  # as wrapped to the terminal's width
     assert "then a why pass (4 profiled blocks of the cells with a decided difference)" in out
@@ -54,14 +65,26 @@ def test_auto_skips_a_pass_that_costs_more_than_15_percent_and_no_why_runs_none(
     tmp_path: Path,
 ) -> None:
     auto, off = tmp_path / "auto.db", tmp_path / "off.db"
-    run = cli("run", *SAMETHREAD, "-a", "glibc,mimalloc", "-n", "6", "--max-runs", "6",
-              "--db", str(auto))  # fmt: skip
+    run = cli(
+        "run", *SAMETHREAD, "-a", "glibc,mimalloc", "-n", "6", "--max-runs", "6", "--db", str(auto)
+    )
     assert run.returncode == 0, run.stderr
     said = " ".join((run.stdout + run.stderr).split())
     assert "if they add at most 15 % to the time)" in said
     assert "no why pass: 4 profiled blocks of 1 cells, about" in said and "(--why runs it)" in said
     assert "why" not in _roles(auto)
-    run = cli("run", *SAMETHREAD, "-a", "glibc,mimalloc", "-n", "6", "--max-runs", "6",
-              "--no-why", "--db", str(off))  # fmt: skip
+    run = cli(
+        "run",
+        *SAMETHREAD,
+        "-a",
+        "glibc,mimalloc",
+        "-n",
+        "6",
+        "--max-runs",
+        "6",
+        "--no-why",
+        "--db",
+        str(off),
+    )
     assert run.returncode == 0 and "why pass" not in run.stdout + run.stderr
     assert "why" not in _roles(off) and "why_pass" not in Store(off, create=False).settings(1)

@@ -31,8 +31,9 @@ def _integrated_bf(x: list[float], g: float) -> float:
     lo, hi = scale - 8, scale + 8
     null = integrate.quad(lambda s: likelihood(0.0, s), lo, hi, limit=200)[0]
     sd = math.sqrt(g)
-    alt = integrate.dblquad(lambda d, s: likelihood(d, s) * sps.norm.pdf(d, 0, sd), lo, hi,
-                            -8 * sd, 8 * sd)[0]  # fmt: skip
+    alt = integrate.dblquad(
+        lambda d, s: likelihood(d, s) * sps.norm.pdf(d, 0, sd), lo, hi, -8 * sd, 8 * sd
+    )[0]
     return alt / null
 
 
@@ -42,13 +43,18 @@ def test_the_bayes_factor_is_its_definition_integrated(x: list[float], g: float)
     n = len(x)
     t = float(np.mean(x) / (np.std(x, ddof=1) / math.sqrt(n)))
     nu = n - 1
-    formula = (1 + n * g) ** -0.5 * ((1 + t * t / ((1 + n * g) * nu))
-                                     / (1 + t * t / nu)) ** (-(nu + 1) / 2)  # fmt: skip
+    formula = (1 + n * g) ** -0.5 * ((1 + t * t / ((1 + n * g) * nu)) / (1 + t * t / nu)) ** (
+        -(nu + 1) / 2
+    )
     assert formula == pytest.approx(_integrated_bf(x, g), rel=1e-3)
     # The module's mixture is the mean of these over its grid.
-    mixture = np.mean([(1 + n * gg) ** -0.5 * ((1 + t * t / ((1 + n * gg) * nu))
-                                               / (1 + t * t / nu)) ** (-(nu + 1) / 2)
-                       for gg in fewblock.G])  # fmt: skip
+    mixture = np.mean(
+        [
+            (1 + n * gg) ** -0.5
+            * ((1 + t * t / ((1 + n * gg) * nu)) / (1 + t * t / nu)) ** (-(nu + 1) / 2)
+            for gg in fewblock.G
+        ]
+    )
     assert math.exp(fewblock.log_bf(t, n)) == pytest.approx(mixture, rel=1e-9)
 
 
@@ -67,13 +73,14 @@ def test_the_sequence_holds_its_level_stopping_at_any_block() -> None:
     exactly when some block said faster or slower. Ville bounds it by 5 %."""
     rng = np.random.default_rng(35)
     cells = 400
-    false = sum(fewblock.sequence_p(rng.normal(0, 0.07, 60).tolist()) < 0.05
-                for _ in range(cells))  # fmt: skip
+    false = sum(fewblock.sequence_p(rng.normal(0, 0.07, 60).tolist()) < 0.05 for _ in range(cells))
     assert false / cells <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / cells)
 
 
-@given(st.lists(st.floats(-0.5, 0.5, allow_nan=False), min_size=2, max_size=30),
-       st.sampled_from([0.05, 0.01, 0.001]))  # fmt: skip
+@given(
+    st.lists(st.floats(-0.5, 0.5, allow_nan=False), min_size=2, max_size=30),
+    st.sampled_from([0.05, 0.01, 0.001]),
+)
 @settings(max_examples=200, deadline=None)
 def test_p_and_intervals_agree(x: list[float], alpha: float) -> None:
     """0 lies outside the sequence exactly when its p is below alpha; Student's too."""

@@ -101,8 +101,9 @@ def test_aa_is_false_at_most_5_percent_with_a_final_look_where_the_budget_ends()
     for _ in range(cells):
         d = _bursty(rng, 150)
         end = _budget_end(rng, d)
-        r = stats.paired_ratio([math.exp(x) for x in d[:end]], [1.0] * end, sequential=True,
-                               final=True)  # fmt: skip
+        r = stats.paired_ratio(
+            [math.exp(x) for x in d[:end]], [1.0] * end, sequential=True, final=True
+        )
         assert r is not None and r.final
         false += r.p < stats.ALPHA
     assert false / cells <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / cells)
@@ -166,8 +167,10 @@ def test_a_smaller_alpha_widens_the_interval() -> None:
 
 def _rows(allocator: str, workload: str, shift: float, noise: float) -> list[StoredRun]:
     rng = random.Random(f"{allocator}/{workload}")
-    return [stored(allocator, math.exp(shift + rng.gauss(0, noise)), rss=1000, workload=workload,
-                   rep=b) for b in range(40)]  # fmt: skip
+    return [
+        stored(allocator, math.exp(shift + rng.gauss(0, noise)), rss=1000, workload=workload, rep=b)
+        for b in range(40)
+    ]
 
 
 def test_only_a_finished_campaigns_undecided_rows_get_the_final_look() -> None:

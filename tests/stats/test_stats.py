@@ -15,20 +15,28 @@ from scipy import stats as scipy_stats
 from allocmark import stats
 from allocmark.stats import batch, signedrank
 
-untied = st.lists(st.floats(-1, 1, allow_nan=False).filter(lambda v: abs(v) > 1e-6),
-                  min_size=1, max_size=20, unique_by=abs)  # fmt: skip
+untied = st.lists(
+    st.floats(-1, 1, allow_nan=False).filter(lambda v: abs(v) > 1e-6),
+    min_size=1,
+    max_size=20,
+    unique_by=abs,
+)
 gritty = st.lists(st.sampled_from([0.0, 0.1, -0.1, 0.2, -0.2, 0.3]), min_size=1, max_size=10)
 
 
 @given(untied)
 @settings(max_examples=200, deadline=None)
 def test_p_is_scipys_exact_p_without_ties(x: list[float]) -> None:
-    assert math.isclose(signedrank.p_value(x), scipy_stats.wilcoxon(x, method="exact").pvalue,
-                        rel_tol=1e-9)  # fmt: skip
+    assert math.isclose(
+        signedrank.p_value(x), scipy_stats.wilcoxon(x, method="exact").pvalue, rel_tol=1e-9
+    )
 
 
-@given(st.lists(st.sampled_from([0.0, 0.1, -0.1, 0.2, -0.2, 0.3, 0.5, -0.7]), min_size=51,
-                max_size=120))  # fmt: skip
+@given(
+    st.lists(
+        st.sampled_from([0.0, 0.1, -0.1, 0.2, -0.2, 0.3, 0.5, -0.7]), min_size=51, max_size=120
+    )
+)
 @settings(max_examples=100, deadline=None)
 def test_p_over_50_blocks_is_the_normal_approximation_with_ties(x: list[float]) -> None:
     assume(sum(v != 0 for v in x) > signedrank.EXACT_P_MAX)  # else it counts, exactly
@@ -44,8 +52,10 @@ def _counted_p(x: list[float]) -> float:
     mags = sorted(abs(v) for v in x)
     rank = {m: sum(i + 1 for i, w in enumerate(mags) if w == m) / mags.count(m) for m in mags}
     t = sum(rank[abs(v)] for v in x if v > 0)
-    sums = [sum(rank[abs(v)] for v, s in zip(x, signs, strict=True) if s)
-            for signs in itertools.product((0, 1), repeat=len(x))]  # fmt: skip
+    sums = [
+        sum(rank[abs(v)] for v, s in zip(x, signs, strict=True) if s)
+        for signs in itertools.product((0, 1), repeat=len(x))
+    ]
     low = sum(u <= t + 1e-9 for u in sums) / len(sums)
     high = sum(u >= t - 1e-9 for u in sums) / len(sums)
     return min(1.0, 2 * min(low, high))
@@ -57,8 +67,9 @@ def test_p_with_zeros_and_ties_counts_every_sign_assignment(x: list[float]) -> N
     assert math.isclose(signedrank.p_value(x), _counted_p(x), rel_tol=1e-9)
 
 
-@given(st.lists(st.integers(-100, 100), min_size=6, max_size=14, unique=True),
-       st.integers(-120, 120))  # fmt: skip
+@given(
+    st.lists(st.integers(-100, 100), min_size=6, max_size=14, unique=True), st.integers(-120, 120)
+)
 @settings(max_examples=300, deadline=None)
 def test_the_interval_is_the_test_inverted(x: list[int], t: int) -> None:
     """theta lies inside the interval exactly when the test of x - theta keeps it. Whole
@@ -119,14 +130,24 @@ def test_many_ratios_at_once_are_the_ratios_one_by_one(n: int, seed: int) -> Non
     rng = random.Random(seed)
     pairs = []
     for k in range(5):
-        a = [rng.choice((100, 101, 102)) if k % 2 else rng.lognormvariate(0, 0.2)
-             for _ in range(n)]  # fmt: skip
-        b = [v if rng.random() < 0.2 else rng.choice((100, 101, 102)) if k % 2
-             else rng.lognormvariate(0, 0.2) for v in a]  # fmt: skip
+        a = [rng.choice((100, 101, 102)) if k % 2 else rng.lognormvariate(0, 0.2) for _ in range(n)]
+        b = [
+            v
+            if rng.random() < 0.2
+            else rng.choice((100, 101, 102))
+            if k % 2
+            else rng.lognormvariate(0, 0.2)
+            for v in a
+        ]
         pairs.append((a, b))
     for many, (a, b) in zip(batch.paired_ratios(pairs), pairs, strict=True):
         one = stats.paired_ratio(a, b)
         assert many is not None and one is not None
-        for got, want in ((many.value, one.value), (many.low, one.low), (many.high, one.high),
-                          (many.p, one.p), (many.se, one.se)):  # fmt: skip
+        for got, want in (
+            (many.value, one.value),
+            (many.low, one.low),
+            (many.high, one.high),
+            (many.p, one.p),
+            (many.se, one.se),
+        ):
             assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)

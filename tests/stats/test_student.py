@@ -29,8 +29,9 @@ def test_quantiles_agree_with_scipy(df: float) -> None:
 def test_tails_agree_with_scipy(df: float, t: float) -> None:
     want = float(special.stdtr(df, -abs(t)))
     assert math.isclose(student.tail(df, t), want, rel_tol=1e-9, abs_tol=1e-300)
-    assert math.isclose(student.cdf(df, t), float(special.stdtr(df, t)), rel_tol=1e-9,
-                        abs_tol=1e-15)  # fmt: skip
+    assert math.isclose(
+        student.cdf(df, t), float(special.stdtr(df, t)), rel_tol=1e-9, abs_tol=1e-15
+    )
 
 
 def test_near_the_centre_the_quantile_is_the_mass_over_the_density() -> None:

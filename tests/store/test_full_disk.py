@@ -21,11 +21,17 @@ def small_filesystem(where: Path, size: str) -> Iterator[Path]:
     where.mkdir()
     # mode 0755: a tmpfs is 1777 otherwise, where the measured program's user could plant
     # a journal beside the database (run/runas.py refuses that)
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
-                           str(where)], capture_output=True, text=True, check=False)  # fmt: skip
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if made.returncode != 0:
-        pytest.skip(f"no small filesystem can be made here (mount -t tmpfs: "
-                    f"{made.stderr.strip() or made.returncode}); needs root")  # fmt: skip
+        pytest.skip(
+            f"no small filesystem can be made here (mount -t tmpfs: "
+            f"{made.stderr.strip() or made.returncode}); needs root"
+        )
     try:
         yield where
     finally:
@@ -45,8 +51,21 @@ def roles(db: Path) -> dict[str, int]:
 def test_a_full_disk_says_so_and_resume_finishes_without_repeating(tmp_path: Path) -> None:
     with small_filesystem(tmp_path / "full", "400k") as full:
         db = full / "x.db"
-        r = cli("run", "-a", "glibc,jemalloc,mimalloc", "-w", "churn,samethread", "-n", "30",
-                "--max-runs", "30", "-p", "count=2000", "--db", str(db))  # fmt: skip
+        r = cli(
+            "run",
+            "-a",
+            "glibc,jemalloc,mimalloc",
+            "-w",
+            "churn,samethread",
+            "-n",
+            "30",
+            "--max-runs",
+            "30",
+            "-p",
+            "count=2000",
+            "--db",
+            str(db),
+        )
         said = " ".join(r.stderr.split())
         assert r.returncode == 2, r.stderr
         assert "Traceback" not in r.stderr and "cannot be read" not in said

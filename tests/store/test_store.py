@@ -168,9 +168,11 @@ def test_allocator_specs_and_app_runs_read_back_as_they_were_written(tmp_path: P
     app = AppRun(parsers=(parser,), service=service, steps=(2, 3))
     assert stored.app_run(stored.dump(app)) == app
     # A spec stored before `aliases`, `hidden` and `recipe` existed still reads.
-    old = '{"name": "je", "description": "", "system": false, "paths": ["/x.so"], ' \
-          '"package": null, "version_source": "auto", "env": [["A", "1"]], ' \
-          '"baseline": false, "user": false}'  # fmt: skip
+    old = (
+        '{"name": "je", "description": "", "system": false, "paths": ["/x.so"], '
+        '"package": null, "version_source": "auto", "env": [["A", "1"]], '
+        '"baseline": false, "user": false}'
+    )
     spec = stored.allocator_spec(old)
     assert spec.env == (("A", "1"),) and spec.aliases == () and spec.recipe is None
 
@@ -228,8 +230,17 @@ def test_a_database_that_cannot_be_written_is_read_without_writing(
 
 def _signed(path: Path, plan_id: str = "p1") -> tuple[Store, int]:
     s = Store(path)
-    cid = s.new_campaign("t", 1, machine.current(), ["x"], fake_allocs("a", "b"), [], specs(4),
-                         "b", {"plan_id": plan_id})  # fmt: skip
+    cid = s.new_campaign(
+        "t",
+        1,
+        machine.current(),
+        ["x"],
+        fake_allocs("a", "b"),
+        [],
+        specs(4),
+        "b",
+        {"plan_id": plan_id},
+    )
     return s, cid
 
 
@@ -239,9 +250,11 @@ def test_every_planned_run_is_signed_and_a_change_shows(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     s, cid = _signed(tmp_path / "s.db")
     assert s.unsigned(cid) == []  # read back as planned (timeout 5 reads back as 5.0)
-    edits = ("UPDATE plan SET argv_json='[\"sh\"]' WHERE seq=1",
-             "UPDATE plan SET env_json='[[\"BASH_ENV\",\"x\"]]' WHERE seq=2",
-             "UPDATE plan SET seq=9 WHERE seq=3")  # fmt: skip
+    edits = (
+        "UPDATE plan SET argv_json='[\"sh\"]' WHERE seq=1",
+        'UPDATE plan SET env_json=\'[["BASH_ENV","x"]]\' WHERE seq=2',
+        "UPDATE plan SET seq=9 WHERE seq=3",
+    )
     for edit in edits:
         s.db.execute(edit)
     assert [r.seq for r in s.unsigned(cid)] == [1, 2, 9]
@@ -286,13 +299,21 @@ def test_faults_and_switches_are_read_back_by_run_and_by_cell(tmp_path: Path) ->
     s, cid = new(tmp_path / "r.db")
     allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
     spec = specs(1)[0]
-    s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0, minflt=812, majflt=3, nvcsw=14,
-                                  nivcsw=9), allocs[spec.allocator])  # fmt: skip
+    s.record(
+        cid,
+        spec,
+        RunResult(RunStatus.OK, wall_s=1.0, minflt=812, majflt=3, nvcsw=14, nivcsw=9),
+        allocs[spec.allocator],
+    )
     (run,) = s.runs(cid)
     assert (run.minflt, run.majflt, run.nvcsw, run.nivcsw) == (812, 3, 14, 9)
     (cell,) = s.cells(cid, (), columns=("minflt", "majflt", "nvcsw", "nivcsw"))
-    assert cell.columns == {"minflt": (812.0,), "majflt": (3.0,), "nvcsw": (14.0,),
-                            "nivcsw": (9.0,)}  # fmt: skip
+    assert cell.columns == {
+        "minflt": (812.0,),
+        "majflt": (3.0,),
+        "nvcsw": (14.0,),
+        "nivcsw": (9.0,),
+    }
 
 
 def test_sparse_cells_read_the_metrics_some_runs_lack(tmp_path: Path) -> None:
@@ -300,10 +321,14 @@ def test_sparse_cells_read_the_metrics_some_runs_lack(tmp_path: Path) -> None:
     is None in its column, as cells() gives it."""
     s, cid = new(tmp_path / "r.db")
     allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
-    for spec, metrics in zip(specs(4), ({"peak_anon_kib": 10.5, "x": 1.0}, {}, {"x": 2.0},
-                                        {"peak_anon_kib": 7.0}), strict=True):  # fmt: skip
-        s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0, metrics=metrics),
-                 allocs[spec.allocator])  # fmt: skip
+    for spec, metrics in zip(
+        specs(4),
+        ({"peak_anon_kib": 10.5, "x": 1.0}, {}, {"x": 2.0}, {"peak_anon_kib": 7.0}),
+        strict=True,
+    ):
+        s.record(
+            cid, spec, RunResult(RunStatus.OK, wall_s=1.0, metrics=metrics), allocs[spec.allocator]
+        )
     names = ("peak_anon_kib", "x")
     sparse = {c.allocator: c.columns for c in s.sparse_cells(cid, names, ("rep", "wall_s"))}
     dense = {c.allocator: c.columns for c in s.cells(cid, names, ("rep", "wall_s"))}

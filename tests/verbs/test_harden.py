@@ -21,15 +21,27 @@ from tests.fakes import stored
 O = harden.Outcome  # noqa: E741 - the tables below read better with it
 
 
-def run(status: RunStatus, stage: str = "", detail: str = "", allocator: str = "a",
-        test: str = "double_free", **metrics: float) -> StoredRun:  # fmt: skip
+def run(
+    status: RunStatus,
+    stage: str = "",
+    detail: str = "",
+    allocator: str = "a",
+    test: str = "double_free",
+    **metrics: float,
+) -> StoredRun:
     labels = {"stage": stage} if stage else {}
     if "seen" in metrics:
         labels["seen"] = str(metrics.pop("seen"))
     if "stderr" in metrics:
         labels["stderr"] = str(metrics.pop("stderr"))
-    r = stored(allocator, 0.01, status=status, workload="harden",
-               params=(("size", 64), ("test", test)), metrics=dict(metrics))  # fmt: skip
+    r = stored(
+        allocator,
+        0.01,
+        status=status,
+        workload="harden",
+        params=(("size", 64), ("test", test)),
+        metrics=dict(metrics),
+    )
     return r._replace(labels=labels, detail=detail)
 
 
@@ -43,17 +55,19 @@ def run(status: RunStatus, stage: str = "", detail: str = "", allocator: str = "
         (Kind.MISUSE, run(RunStatus.OK, "reveal", same_block=1), O.CORRUPTED),
         (Kind.MISUSE, run(RunStatus.OK, "reveal", overlap=1), O.CORRUPTED),
         (Kind.MISUSE, run(RunStatus.OK, "reveal", wrong_contents=1, stderr="x"), O.CORRUPTED),
-        (Kind.MISUSE, run(RunStatus.OK, "reveal", stderr="mimalloc: error: double free"),
-         O.REPORTED),
+        (
+            Kind.MISUSE,
+            run(RunStatus.OK, "reveal", stderr="mimalloc: error: double free"),
+            O.REPORTED,
+        ),
         (Kind.MISUSE, run(RunStatus.OK, "reveal", same_block=0, overlap=0), O.MISSED),
         (Kind.MISUSE, run(RunStatus.TIMEOUT, "error"), O.HANG),
         (Kind.MISUSE, run(RunStatus.UNVERIFIED), O.NOT_RUN),
         (Kind.CONTRACT, run(RunStatus.OK, "error", conforming=1, seen="NULL"), O.CONFORMING),
-        (Kind.CONTRACT, run(RunStatus.OK, "error", conforming=0, seen="a block"),
-         O.NONCONFORMING),
+        (Kind.CONTRACT, run(RunStatus.OK, "error", conforming=0, seen="a block"), O.NONCONFORMING),
         (Kind.CONTRACT, run(RunStatus.CRASHED, "setup", "SIGSEGV"), O.NONCONFORMING),
     ],
-)  # fmt: skip
+)
 def test_the_classifier_reads_the_outcome_from_the_run(
     kind: Kind, r: StoredRun, expected: harden.Outcome
 ) -> None:
@@ -61,12 +75,14 @@ def test_the_classifier_reads_the_outcome_from_the_run(
 
 
 def test_a_randomised_check_is_a_rate_and_scores_count_by_run() -> None:
-    runs = [run(RunStatus.CRASHED, "setup", "SIGILL", "sn"), run(RunStatus.CRASHED, "error",
-            "SIGILL", "sn"), run(RunStatus.OK, "reveal", allocator="sn"),
-            run(RunStatus.OK, "reveal", allocator="je", same_block=1),
-            run(RunStatus.OK, "reveal", allocator="je"),
-            run(RunStatus.OK, "error", allocator="je", test="malloc_huge",
-                conforming=1)]  # fmt: skip
+    runs = [
+        run(RunStatus.CRASHED, "setup", "SIGILL", "sn"),
+        run(RunStatus.CRASHED, "error", "SIGILL", "sn"),
+        run(RunStatus.OK, "reveal", allocator="sn"),
+        run(RunStatus.OK, "reveal", allocator="je", same_block=1),
+        run(RunStatus.OK, "reveal", allocator="je"),
+        run(RunStatus.OK, "error", allocator="je", test="malloc_huge", conforming=1),
+    ]
     m = harden.matrix(runs, ["je", "sn"])
     assert m is not None and m.allocators == ("je", "sn")
     assert m.cells[("double_free", "sn")].text == "caught 2 of 3"
@@ -78,15 +94,24 @@ def test_a_randomised_check_is_a_rate_and_scores_count_by_run() -> None:
 
 
 def test_pairs_set_each_hardened_build_against_its_plain_build() -> None:
-    names = ["glibc", "mimalloc@2.1.7", "mimalloc@2.1.7+secure", "snmalloc@0.7.6+checks",
-             "hardened_malloc@16", "hardened_malloc@16+light"]  # fmt: skip
-    assert harden.pairs(names) == [("mimalloc@2.1.7+secure", "mimalloc@2.1.7"),
-                                   ("hardened_malloc@16", "hardened_malloc@16+light")]  # fmt: skip
+    names = [
+        "glibc",
+        "mimalloc@2.1.7",
+        "mimalloc@2.1.7+secure",
+        "snmalloc@0.7.6+checks",
+        "hardened_malloc@16",
+        "hardened_malloc@16+light",
+    ]
+    assert harden.pairs(names) == [
+        ("mimalloc@2.1.7+secure", "mimalloc@2.1.7"),
+        ("hardened_malloc@16", "hardened_malloc@16+light"),
+    ]
 
 
 def test_the_program_has_every_catalogued_test_and_no_other() -> None:
-    listed = subprocess.run([str(native.program("am_harden")), "--list"], capture_output=True,
-                            text=True, check=True).stdout.split()  # fmt: skip
+    listed = subprocess.run(
+        [str(native.program("am_harden")), "--list"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert sorted(listed) == sorted(harden.tests()) and len(listed) >= 40
     assert any(t.startswith("cxx_") for t in listed)  # C++ tests too
 
@@ -94,13 +119,36 @@ def test_the_program_has_every_catalogued_test_and_no_other() -> None:
 def battery(alloc: Verified, test: str) -> StoredRun:
     w = workloads.load_catalog()["harden"]
     params = workloads.resolve_params(w, {"test": test}, "test")
-    r = execute.run(RunSpec(seq=0, allocator=alloc.spec.name, workload="harden", params=params,
-                            rep=0, argv=workloads.expand(w, params),
-                            env=tuple(alloc.child_env().items()), timeout=10,
-                            expect_malloc=alloc.malloc_object, result_fd=True))  # fmt: skip
-    return StoredRun(0, alloc.spec.name, "harden", params, 0, r.status, r.wall_s, r.user_s,
-                     r.sys_s, r.maxrss_kib, r.metrics, r.detail, False,
-                     labels=r.labels)  # fmt: skip
+    r = execute.run(
+        RunSpec(
+            seq=0,
+            allocator=alloc.spec.name,
+            workload="harden",
+            params=params,
+            rep=0,
+            argv=workloads.expand(w, params),
+            env=tuple(alloc.child_env().items()),
+            timeout=10,
+            expect_malloc=alloc.malloc_object,
+            result_fd=True,
+        )
+    )
+    return StoredRun(
+        0,
+        alloc.spec.name,
+        "harden",
+        params,
+        0,
+        r.status,
+        r.wall_s,
+        r.user_s,
+        r.sys_s,
+        r.maxrss_kib,
+        r.metrics,
+        r.detail,
+        False,
+        labels=r.labels,
+    )
 
 
 @pytest.mark.integration
@@ -152,8 +200,10 @@ void free(void *p) {
 def spinning(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = readable(tmp_path_factory.mktemp("spin"))  # the program's user loads it
     (d / "spin.c").write_text(SPIN)
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(d / "spin.so"), str(d / "spin.c"),
-                    "-ldl"], check=True)  # fmt: skip
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-O2", "-o", str(d / "spin.so"), str(d / "spin.c"), "-ldl"],
+        check=True,
+    )
     return d / "spin.so"
 
 
@@ -161,15 +211,28 @@ def spinning(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_looping_free_is_a_hang_and_a_message_is_reported(spinning: Path) -> None:
     w = workloads.load_catalog()["harden"]
     params = workloads.resolve_params(w, {"test": "double_free"}, "test")
-    base = {"seq": 0, "allocator": "spin", "workload": "harden", "params": params, "rep": 0,
-            "argv": workloads.expand(w, params), "timeout": 2.0, "result_fd": True}  # fmt: skip
+    base = {
+        "seq": 0,
+        "allocator": "spin",
+        "workload": "harden",
+        "params": params,
+        "rep": 0,
+        "argv": workloads.expand(w, params),
+        "timeout": 2.0,
+        "result_fd": True,
+    }
     hung = execute.run(RunSpec(env=(("LD_PRELOAD", str(spinning)),), **base))  # type: ignore[arg-type]
-    said = execute.run(RunSpec(env=(("LD_PRELOAD", str(spinning)), ("AM_TEST_REPORT", "1")),
-                               **base))  # type: ignore[arg-type]  # fmt: skip
+    said = execute.run(
+        RunSpec(env=(("LD_PRELOAD", str(spinning)), ("AM_TEST_REPORT", "1")), **base)
+    )  # type: ignore[arg-type]
     assert hung.status is RunStatus.TIMEOUT and said.status is RunStatus.OK
     assert said.labels["stage"] == "reveal" and "testalloc: double free" in said.labels["stderr"]
-    as_stored = [stored("spin", 1.0, status=s.status, workload="harden", params=params)
-                 ._replace(labels=s.labels) for s in (hung, said)]  # fmt: skip
+    as_stored = [
+        stored("spin", 1.0, status=s.status, workload="harden", params=params)._replace(
+            labels=s.labels
+        )
+        for s in (hung, said)
+    ]
     kinds = [harden.classify(Kind.MISUSE, r).outcome for r in as_stored]
     assert kinds == [O.HANG, O.REPORTED]
 
@@ -177,8 +240,17 @@ def test_a_looping_free_is_a_hang_and_a_message_is_reported(spinning: Path) -> N
 @pytest.mark.integration
 def test_allocmark_harden_prints_the_matrix_and_scores(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    r = cli("harden", "-a", "glibc,bump", "--tests", "double_free,malloc_huge,overflow_32_memcpy",
-            "-n", "1", "--db", str(db))  # fmt: skip
+    r = cli(
+        "harden",
+        "-a",
+        "glibc,bump",
+        "--tests",
+        "double_free,malloc_huge,overflow_32_memcpy",
+        "-n",
+        "1",
+        "--db",
+        str(db),
+    )
     assert r.returncode == 0, r.stderr
     assert "Hardening battery: what each allocator does about each error" in r.stdout
     lines = {line.split("│")[1].strip(): line for line in r.stdout.splitlines() if "│" in line}

@@ -21,8 +21,9 @@ from tests.conftest import cli
 from tests.fakes import stored
 
 GLIBC = AllocatorSpec(name="glibc", system=True, baseline=True)
-JEMALLOC = AllocatorSpec(name="jemalloc", paths=("/x/libjemalloc.so.2",),
-                         env=(("MALLOC_CONF", "dirty_decay_ms:0"),))  # fmt: skip
+JEMALLOC = AllocatorSpec(
+    name="jemalloc", paths=("/x/libjemalloc.so.2",), env=(("MALLOC_CONF", "dirty_decay_ms:0"),)
+)
 
 
 def test_candidates_try_one_setting_at_a_time_then_no_thp() -> None:
@@ -40,11 +41,17 @@ def test_candidates_try_one_setting_at_a_time_then_no_thp() -> None:
 
 
 def test_a_crate_built_jemalloc_gets_its_settings_in_the_variable_it_reads() -> None:
-    crate = AllocatorSpec(name="jemalloc@5.3.0", paths=("/x/libam_preload.so",),
-                          env=(("_RJEM_MALLOC_CONF", "dirty_decay_ms:0"),))  # fmt: skip
+    crate = AllocatorSpec(
+        name="jemalloc@5.3.0",
+        paths=("/x/libam_preload.so",),
+        env=(("_RJEM_MALLOC_CONF", "dirty_decay_ms:0"),),
+    )
     families = tune.load_settings()
-    env = dict(next(c for c in tune.candidates(crate, families)
-                    if c.name == "jemalloc@5.3.0{narenas=1}").env)  # fmt: skip
+    env = dict(
+        next(
+            c for c in tune.candidates(crate, families) if c.name == "jemalloc@5.3.0{narenas=1}"
+        ).env
+    )
     assert env == {"_RJEM_MALLOC_CONF": "dirty_decay_ms:0,narenas:1"}  # prefixed build
     assert tune.family_of("jemalloc@5.2.1:nodecay", families) is families["jemalloc@*"]
     assert tune.family_of("jemalloc:nodecay", families) is families["jemalloc"]
@@ -64,9 +71,14 @@ def _rows(name: str, time: float, rss: int) -> list:  # type: ignore[type-arg]
 
 def test_the_race_drops_what_another_candidate_clearly_beats() -> None:
     names = ["glibc", "je{fast=1}", "je{slow=1}", "je{tied=1}", "je", "je:nothp"]
-    runs = [*_rows("glibc", 1.0, 1000), *_rows("je{fast=1}", 0.5, 1000),
-            *_rows("je{slow=1}", 2.0, 900), *_rows("je{tied=1}", 0.5, 1000),
-            *_rows("je", 2.0, 1000), *_rows("je:nothp", 2.0, 1000)]  # fmt: skip
+    runs = [
+        *_rows("glibc", 1.0, 1000),
+        *_rows("je{fast=1}", 0.5, 1000),
+        *_rows("je{slow=1}", 2.0, 900),
+        *_rows("je{tied=1}", 0.5, 1000),
+        *_rows("je", 2.0, 1000),
+        *_rows("je:nothp", 2.0, 1000),
+    ]
     comp = analyze.compare(runs, names, "glibc")
     (out,) = race.dominated(comp, "time").values()
     # glibc stays: every block's ratios pair with it; je stays: its settings are
@@ -77,8 +89,11 @@ def test_the_race_drops_what_another_candidate_clearly_beats() -> None:
 
 
 def test_a_setting_is_judged_against_its_own_allocators_defaults() -> None:
-    runs = [*_rows("glibc", 1.0, 1000), *_rows("jemalloc", 0.8, 2000),
-            *_rows("jemalloc{narenas=1}", 0.8, 1000)]  # fmt: skip
+    runs = [
+        *_rows("glibc", 1.0, 1000),
+        *_rows("jemalloc", 0.8, 2000),
+        *_rows("jemalloc{narenas=1}", 0.8, 1000),
+    ]
     comp = analyze.compare(runs, ["glibc", "jemalloc", "jemalloc{narenas=1}"], "glibc")
     text = tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}")
     assert text.startswith("against jemalloc's defaults: time ×1.00")
@@ -87,8 +102,11 @@ def test_a_setting_is_judged_against_its_own_allocators_defaults() -> None:
 
 
 def test_paste_lines_run_the_program_as_the_candidate_ran() -> None:
-    (cand,) = [c for c in tune.candidates(JEMALLOC, tune.load_settings())
-               if c.name == "jemalloc{narenas=4}"]  # fmt: skip
+    (cand,) = [
+        c
+        for c in tune.candidates(JEMALLOC, tune.load_settings())
+        if c.name == "jemalloc{narenas=4}"
+    ]
     line = tune.paste_line(cand, "/x/libjemalloc.so.2", ["./prog", "a b"])
     assert (
         line == "LD_PRELOAD=/x/libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:0,narenas:4 ./prog 'a b'"
@@ -105,8 +123,23 @@ def test_tune_races_and_prints_the_front_as_lines_to_paste(
     # jemalloc 5.3's muzzy_decay_ms defaults to 0: that candidate is left out, and
     # the report says so again
     je = "jemalloc" in installed and (installed["jemalloc"].version or "").startswith("5.3")
-    r = cli("tune", "-a", "glibc,jemalloc" if je else "glibc", "-w", "churn", "-p", "count=2000",
-            "-p", "rounds=2", "-n", "2", "--budget", "15s", "--db", str(db))  # fmt: skip
+    r = cli(
+        "tune",
+        "-a",
+        "glibc,jemalloc" if je else "glibc",
+        "-w",
+        "churn",
+        "-p",
+        "count=2000",
+        "-p",
+        "rounds=2",
+        "-n",
+        "2",
+        "--budget",
+        "15s",
+        "--db",
+        str(db),
+    )
     assert r.returncode == 0, r.stderr
     left_out = "jemalloc{muzzy_decay_ms=0}: jemalloc (5.3"
     assert not je or f"left out: {left_out}" in r.stdout + r.stderr
@@ -129,8 +162,25 @@ def test_tune_races_a_users_settings_file_instead_of_the_built_in_values(
 ) -> None:
     mine, db = tmp_path / "mine.toml", tmp_path / "t.db"
     mine.write_text('[glibc]\nstyle = "env"\n[glibc.values]\nAM_UNUSED = [1, 2]\n')
-    r = cli("tune", "-a", "glibc", "--settings", str(mine), "-w", "churn", "-p", "count=2000",
-            "-p", "rounds=1", "-n", "2", "--max-runs", "2", "--db", str(db))  # fmt: skip
+    r = cli(
+        "tune",
+        "-a",
+        "glibc",
+        "--settings",
+        str(mine),
+        "-w",
+        "churn",
+        "-p",
+        "count=2000",
+        "-p",
+        "rounds=1",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert r.returncode == 0, r.stderr
     assert "glibc's settings are raced unchecked" in r.stdout + r.stderr
     with sqlite3.connect(db) as con:
@@ -147,15 +197,17 @@ def _fake(family: Family, *settings: tuple[str, str]) -> list[Verified]:
     base = AllocatorSpec(name="fake", system=True)
     out = [Verified(base, Status.OK, version="1.0")]
     for key, value in settings:
-        (cand,) = [c for c in tune.candidates(base, {"fake": family})
-                   if c.name == f"fake{{{key}={value}}}"]  # fmt: skip
+        (cand,) = [
+            c for c in tune.candidates(base, {"fake": family}) if c.name == f"fake{{{key}={value}}}"
+        ]
         out.append(Verified(cand, Status.OK, version="1.0"))
     return out
 
 
 def test_a_setting_that_changes_nothing_the_allocator_shows_is_left_out() -> None:
-    shown = ShownBy(command=["sh", "-c", 'echo "opt.a: ${FAKE_A:-5}"; echo "opt.b: 7"'],
-                    lines="^opt")  # fmt: skip
+    shown = ShownBy(
+        command=["sh", "-c", 'echo "opt.a: ${FAKE_A:-5}"; echo "opt.b: 7"'], lines="^opt"
+    )
     family = Family(style=Style.ENV, values={"FAKE_A": [1, 5], "FAKE_OLD": [1]}, shown_by=shown)
     usable = _fake(family, ("FAKE_A", "1"), ("FAKE_A", "5"), ("FAKE_OLD", "1"))
     out = tune.check(usable, {"fake": family}).left_out
@@ -172,8 +224,9 @@ def test_a_setting_whose_name_no_line_shows_is_left_out() -> None:
     # glibc's way: an unset tunable shows as 0, so the name and the range are checked
     line = "glibc.malloc.arena_max: 0x0 (min: 0x1, max: 0xffff)"
     shown = ShownBy(command=["sh", "-c", f"echo '{line}'"], lines="^glibc", check=Check.NAME)
-    family = Family(style=Style.TUNABLES, values={"arena_max": [0, 2], "arena_mux": [1]},
-                    shown_by=shown)  # fmt: skip
+    family = Family(
+        style=Style.TUNABLES, values={"arena_max": [0, 2], "arena_mux": [1]}, shown_by=shown
+    )
     usable = _fake(family, ("arena_max", "0"), ("arena_max", "2"), ("arena_mux", "1"))
     assert tune.check(usable, {"fake": family}).left_out == {
         "fake{arena_mux=1}": "fake (1.0) does not know arena_mux",
@@ -187,8 +240,9 @@ def test_the_shipped_checks_see_what_real_allocators_take(installed: dict[str, V
     families = tune.load_settings()
     glibc = installed["glibc"]
     wanted = {"glibc{trim_threshold=0}", "glibc{arena_max=2}", "glibc{tcache_count=0}"}
-    usable = [glibc] + [Verified(c, Status.OK) for c in tune.candidates(glibc.spec, families)
-                        if c.name in wanted]  # fmt: skip
+    usable = [glibc] + [
+        Verified(c, Status.OK) for c in tune.candidates(glibc.spec, families) if c.name in wanted
+    ]
     bogus = families["glibc"].model_copy(
         update={"values": {"no_such_tunable": [1], "arena_max": [0]}}
     )
@@ -196,12 +250,15 @@ def test_the_shipped_checks_see_what_real_allocators_take(installed: dict[str, V
     assert tune.check([*usable, *odd], families | {"glibc": bogus}).left_out == {
         "glibc{no_such_tunable=1}": f"glibc ({glibc.version}) does not know no_such_tunable",
         "glibc{arena_max=0}": f"glibc ({glibc.version}) ignores arena_max=0: arena_max takes "
-                              "0x1–0xffffffffffffffff"}  # fmt: skip
+        "0x1–0xffffffffffffffff",
+    }
     if "jemalloc" in installed:
         j = installed["jemalloc"]
         cands = {c.name: c for c in tune.candidates(j.spec, families)}
-        picked = [dataclasses.replace(j, spec=cands[n])
-                  for n in ("jemalloc{narenas=1}", "jemalloc{tcache_max=4096}")]  # fmt: skip
+        picked = [
+            dataclasses.replace(j, spec=cands[n])
+            for n in ("jemalloc{narenas=1}", "jemalloc{tcache_max=4096}")
+        ]
         assert tune.check([j, *picked], families).left_out == {}
         odd = families["jemalloc"].model_copy(update={"values": {"no_such_opt": [1]}})
         (cand,) = tune.candidates(j.spec, {"jemalloc": odd})[1:2]
@@ -215,8 +272,9 @@ def test_a_partial_allocator_is_warned_of_once_with_its_candidates() -> None:
     from allocmark.model import Prepared
 
     base = Verified(JEMALLOC, Status.OK, lacks=("pvalloc",), reason="lacks pvalloc")
-    usable = [dataclasses.replace(base, spec=c)
-              for c in tune.candidates(JEMALLOC, tune.load_settings())]  # fmt: skip
+    usable = [
+        dataclasses.replace(base, spec=c) for c in tune.candidates(JEMALLOC, tune.load_settings())
+    ]
     notes = start.unusable_notes(Prepared(tuple(usable), (), None))
     assert [n.text for n in notes] == [
         f"warning: jemalloc and its {len(usable) - 1} tuned variants are partial: lacks pvalloc"
@@ -229,22 +287,26 @@ def test_settings_judged_together_get_wider_intervals() -> None:
         return [stored(name, time * (1 + 0.03 * ((b * step) % 5)), rep=b) for b in range(10)]
 
     one = [*rows("glibc", 1.0), *rows("jemalloc", 1.0), *rows("jemalloc{narenas=1}", 0.9)]
-    many = one + [r for n in ("jemalloc{a=1}", "jemalloc{b=1}", "jemalloc{c=1}")
-                  for r in rows(n, 1.0)]  # fmt: skip
+    many = one + [
+        r for n in ("jemalloc{a=1}", "jemalloc{b=1}", "jemalloc{c=1}") for r in rows(n, 1.0)
+    ]
     texts = []
     for runs in (one, many):
         names = list(dict.fromkeys(r.allocator for r in runs))
         comp = analyze.compare(runs, names, "glibc")
         texts.append(tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}"))
         assert tune.judged(comp) == len(names) - 2
-    bounds = [tuple(map(float, re.search(r"time ×[\d.]+ \[([\d.]+)–([\d.]+)\]", t).groups()))
-              for t in texts]  # type: ignore[union-attr]  # fmt: skip
+    bounds = [
+        tuple(map(float, re.search(r"time ×[\d.]+ \[([\d.]+)–([\d.]+)\]", t).groups()))
+        for t in texts
+    ]  # type: ignore[union-attr]
     assert bounds[1][0] < bounds[0][0] and bounds[1][1] > bounds[0][1]
 
 
 def test_a_setting_the_allocator_fails_with_is_left_out_as_such() -> None:
-    shown = ShownBy(command=["sh", "-c", 'echo "opt: ${FAKE_A:-0}"; [ "$FAKE_A" != 9 ]'],
-                    lines="^opt")  # fmt: skip
+    shown = ShownBy(
+        command=["sh", "-c", 'echo "opt: ${FAKE_A:-0}"; [ "$FAKE_A" != 9 ]'], lines="^opt"
+    )
     family = Family(style=Style.ENV, values={"FAKE_A": [1, 9]}, shown_by=shown)
     usable = _fake(family, ("FAKE_A", "1"), ("FAKE_A", "9"))
     assert tune.check(usable, {"fake": family}).left_out == {
@@ -255,11 +317,14 @@ def test_a_setting_the_allocator_fails_with_is_left_out_as_such() -> None:
 def test_an_allocator_that_shows_nothing_at_its_defaults_is_raced_unchecked() -> None:
     # A prefixed jemalloc reads _RJEM_MALLOC_CONF: MALLOC_CONF=stats_print:true shows
     # nothing, and then no setting can be told taken or not.
-    for command, why in ((["true"], "it showed no settings (no line matching '^opt')"),
-                         (["false"], "false failed under it (exit status 1)"),
-                         (["/no/such"], "/no/such did not run under it")):  # fmt: skip
-        family = Family(style=Style.ENV, values={"FAKE_A": [1]},
-                        shown_by=ShownBy(command=command, lines="^opt"))  # fmt: skip
+    for command, why in (
+        (["true"], "it showed no settings (no line matching '^opt')"),
+        (["false"], "false failed under it (exit status 1)"),
+        (["/no/such"], "/no/such did not run under it"),
+    ):
+        family = Family(
+            style=Style.ENV, values={"FAKE_A": [1]}, shown_by=ShownBy(command=command, lines="^opt")
+        )
         usable = _fake(family, ("FAKE_A", "1"))
         assert tune.check(usable, {"fake": family}) == tune.Checked({}, {"fake": why})
 
@@ -269,12 +334,16 @@ def test_a_built_crate_jemalloc_takes_its_settings() -> None:
     from allocmark import allocators
     from allocmark.allocators import builder, verification
 
-    built = [s for s in allocators.load_catalog()
-             if s.name.startswith("jemalloc@") and builder.is_built(s)]  # fmt: skip
+    built = [
+        s
+        for s in allocators.load_catalog()
+        if s.name.startswith("jemalloc@") and builder.is_built(s)
+    ]
     if not built:
         pytest.skip("no crate-built jemalloc (allocmark alloc build jemalloc@5.3.0)")
     families = tune.load_settings()
-    usable = [v for v in verification.verify_all(tune.candidates(built[0], families)[:3])
-              if v.usable]  # fmt: skip
+    usable = [
+        v for v in verification.verify_all(tune.candidates(built[0], families)[:3]) if v.usable
+    ]
     # MALLOC_CONF would be ignored by this prefixed build: the check would be blind
     assert tune.check(usable, families) == tune.Checked({}, {})

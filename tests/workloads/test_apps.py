@@ -163,11 +163,28 @@ def test_a_server_that_does_not_serve_is_reported_not_waited_for(
 def test_ctrl_c_during_a_redis_run_leaves_no_server(tmp_path: Path) -> None:
     before = _redis_pids()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "allocmark", "run", "-a", "glibc", "-w", "redis", "-n", "1",
-         "--max-runs", "1",
-         "-p", "requests=100000000", "--db", str(tmp_path / "r.db")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "allocmark",
+            "run",
+            "-a",
+            "glibc",
+            "-w",
+            "redis",
+            "-n",
+            "1",
+            "--max-runs",
+            "1",
+            "-p",
+            "requests=100000000",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not _redis_pids() - before and time.monotonic() < deadline:
         time.sleep(0.1)

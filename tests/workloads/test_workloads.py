@@ -31,19 +31,29 @@ SMALL: dict[str, dict[str, int | str]] = {
     "pareto": {"steps": 20000},
     "aging": {"phases": 6, "ops": 20000, "live_mib": 4},
 }
-DETERMINISTIC = ["churn", "samethread", "xthread", "larson", "realloc", "large", "pareto",
-                 "aging"]  # fmt: skip
+DETERMINISTIC = ["churn", "samethread", "xthread", "larson", "realloc", "large", "pareto", "aging"]
 
 
-def run(name: str, alloc: Verified, **extra: int | str) -> tuple[RunStatus, dict[str, float],
-                                                                 dict[str, str], str]:  # fmt: skip
+def run(
+    name: str, alloc: Verified, **extra: int | str
+) -> tuple[RunStatus, dict[str, float], dict[str, str], str]:
     w = workloads.load_catalog()[name]
     known = {p.name for p in w.params}  # aging has no threads
-    params = workloads.resolve_params(w, SMALL[name] | {k: v for k, v in extra.items()
-                                                        if k in known}, "test")  # fmt: skip
-    spec = RunSpec(seq=0, allocator=alloc.spec.name, workload=name, params=params, rep=0,
-                   argv=workloads.expand(w, params), env=tuple(alloc.child_env().items()),
-                   timeout=60, expect_malloc=alloc.malloc_object, result_fd=True)  # fmt: skip
+    params = workloads.resolve_params(
+        w, SMALL[name] | {k: v for k, v in extra.items() if k in known}, "test"
+    )
+    spec = RunSpec(
+        seq=0,
+        allocator=alloc.spec.name,
+        workload=name,
+        params=params,
+        rep=0,
+        argv=workloads.expand(w, params),
+        env=tuple(alloc.child_env().items()),
+        timeout=60,
+        expect_malloc=alloc.malloc_object,
+        result_fd=True,
+    )
     r = execute.run(spec)
     return r.status, r.metrics, r.labels, r.detail
 
@@ -70,9 +80,18 @@ def test_misuse_is_a_run_result_not_a_crash_of_allocmark(pair: list[Verified]) -
     glibc = pair[0]
     w = workloads.load_catalog()["misuse"]
     params = workloads.resolve_params(w, {"kind": "double_free"}, "test")
-    spec = RunSpec(seq=0, allocator="glibc", workload="misuse", params=params, rep=0,
-                   argv=workloads.expand(w, params), env=tuple(glibc.child_env().items()),
-                   timeout=60, expect_malloc=glibc.malloc_object, result_fd=True)  # fmt: skip
+    spec = RunSpec(
+        seq=0,
+        allocator="glibc",
+        workload="misuse",
+        params=params,
+        rep=0,
+        argv=workloads.expand(w, params),
+        env=tuple(glibc.child_env().items()),
+        timeout=60,
+        expect_malloc=glibc.malloc_object,
+        result_fd=True,
+    )
     r = execute.run(spec)
     # glibc's tcache notices this double free and aborts: the run says so.
     assert r.status is RunStatus.CRASHED
@@ -127,8 +146,23 @@ def test_release_calls_the_allocators_own_function(installed: dict[str, Verified
 
 def test_null_allocator_overhead_is_at_least_one(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
-    result = cli("run", "-a", "bump,glibc", "-w", "churn", "-p", "count=20000", "-p", "rounds=1",
-                 "-n", "2", "--max-runs", "2", "--db", str(db))  # fmt: skip
+    result = cli(
+        "run",
+        "-a",
+        "bump,glibc",
+        "-w",
+        "churn",
+        "-p",
+        "count=20000",
+        "-p",
+        "rounds=1",
+        "-n",
+        "2",
+        "--max-runs",
+        "2",
+        "--db",
+        str(db),
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
     overhead = {c["allocator"]: c["median"] for c in doc["rows"] if c["metric"] == "overhead_ratio"}
@@ -156,7 +190,11 @@ def test_native_workloads_declare_the_allocation_functions_they_call() -> None:
     for w in workloads.load_catalog().values():
         if w.kind != "native":
             continue
-        nm = subprocess.run(["nm", "-D", "--undefined-only", str(native.program(w.program))],
-                            capture_output=True, text=True, check=True)  # fmt: skip
+        nm = subprocess.run(
+            ["nm", "-D", "--undefined-only", str(native.program(w.program))],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         imported = {line.split()[-1].split("@")[0] for line in nm.stdout.splitlines() if line}
         assert imported & set(who.TRACKED) == set(w.calls), w.name

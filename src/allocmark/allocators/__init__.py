@@ -44,4 +44,4 @@ __all__ = [
     "to_build",
     "verify",
     "verify_all",
-]  # fmt: skip
+]

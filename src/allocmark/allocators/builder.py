@@ -85,8 +85,10 @@ def _files_digest(names: tuple[str, ...]) -> str:
 
 def _recipe_facts(recipe: Recipe) -> dict[str, Any]:
     if recipe.debian:
-        return {"debian": dataclasses.asdict(recipe.debian),
-                "upstream_version": recipe.upstream_version}  # fmt: skip
+        return {
+            "debian": dataclasses.asdict(recipe.debian),
+            "upstream_version": recipe.upstream_version,
+        }
     return {
         "crate": recipe.crate,
         "crate_version": recipe.crate_version,
@@ -340,16 +342,23 @@ def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say)
     assert deb is not None
     if deb.glibc and not (glibc_dir(deb.glibc) / "lib" / "libc.so.6").is_file():
         say(f"{name} runs under glibc {deb.glibc}: fetching it first")
-        _build_debian(f"glibc@{deb.glibc}", runtime(deb), glibc_dir(deb.glibc),
-                      glibc_dir(deb.glibc) / "lib" / "libc.so.6", say)  # fmt: skip
+        _build_debian(
+            f"glibc@{deb.glibc}",
+            runtime(deb),
+            glibc_dir(deb.glibc),
+            glibc_dir(deb.glibc) / "lib" / "libc.so.6",
+            say,
+        )
     work = native.cache_root() / "work" / "debian" / name.replace("@", "-")
     start = time.monotonic()
     tree, facts = debian.fetch(recipe, native.cache_root() / "debian", work, say)
     built_s = 0.0
     if deb.source:
         made, built_s = debian.build_source(recipe, tree, work / "build.log", say)
-        facts |= debian.source_facts(work) | {"build": list(deb.build), "cc": _tool_version(
-            "cc", dict(os.environ))}  # fmt: skip
+        facts |= debian.source_facts(work) | {
+            "build": list(deb.build),
+            "cc": _tool_version("cc", dict(os.environ)),
+        }
     elif deb.is_glibc:
         made = debian.glibc_tree(tree)
     else:
@@ -364,11 +373,17 @@ def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say)
         os.replace(tree, out / "root")
         (out / "lib").unlink(missing_ok=True)
         (out / "lib").symlink_to(Path("root") / made.relative_to(tree))
-    provenance = {"name": name, "family": recipe.family, "upstream_version":
-                  recipe.upstream_version, "origin": "debian", **facts,
-                  "glibc": deb.glibc, "build_seconds": round(time.monotonic() - start, 1),
-                  "compile_seconds": round(built_s, 1),
-                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    provenance = {
+        "name": name,
+        "family": recipe.family,
+        "upstream_version": recipe.upstream_version,
+        "origin": "debian",
+        **facts,
+        "glibc": deb.glibc,
+        "build_seconds": round(time.monotonic() - start, 1),
+        "compile_seconds": round(built_s, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     if not deb.is_glibc:
         tmp = out / (library.name + ".tmp")
         shutil.copyfile(made, tmp)
@@ -385,8 +400,14 @@ def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say)
 def runtime(deb: Debian) -> Recipe:
     """The glibc entry an entry built for a newer glibc runs under."""
     libc = Debian(release=deb.glibc_release, package="libc6", is_glibc=True)
-    return Recipe(family="glibc", backend="", crate="", crate_version="",
-                  upstream_version=deb.glibc, debian=libc)  # fmt: skip
+    return Recipe(
+        family="glibc",
+        backend="",
+        crate="",
+        crate_version="",
+        upstream_version=deb.glibc,
+        debian=libc,
+    )
 
 
 def _drop_older_builds(out: Path) -> None:

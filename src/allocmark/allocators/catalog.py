@@ -63,8 +63,10 @@ def _load_file(path: Path, user: bool) -> list[AllocatorSpec]:
 # catalog, nor in "all"): the launcher turns transparent huge pages off for the run
 # (am_run.c), as benchmarkers otherwise do system-wide by hand.
 NOTHP = "nothp"
-_NOTHP = Variant(description="transparent huge pages off for this run (prctl, no root)",
-                 env={"AM_RUN_THP": "never"})  # fmt: skip
+_NOTHP = Variant(
+    description="transparent huge pages off for this run (prctl, no root)",
+    env={"AM_RUN_THP": "never"},
+)
 
 
 def nothp(base: AllocatorSpec) -> AllocatorSpec:
@@ -116,14 +118,19 @@ def _recipe_specs(family: str, t: RecipeEntry, user: bool, file: str) -> list[Al
         versioned=t.versioned,
         forwarding=t.forwarding,
     )
-    flavors = [("", t.description, ())] + [(f, ft.description, _strs(ft.crate_features))
-                                           for f, ft in t.flavor.items()]  # fmt: skip
+    flavors = [("", t.description, ())] + [
+        (f, ft.description, _strs(ft.crate_features)) for f, ft in t.flavor.items()
+    ]
     if not t.version:
-        raise schemas.key_error(file, ("recipe", family, "version"),
-                                'is required: VERSION = { crate_version = "=X.Y.Z" }')  # fmt: skip
+        raise schemas.key_error(
+            file,
+            ("recipe", family, "version"),
+            'is required: VERSION = { crate_version = "=X.Y.Z" }',
+        )
     if t.default is not None and t.default not in t.version:
-        raise schemas.key_error(file, ("recipe", family, "default"),
-                                f"{t.default!r} is not one of the versions listed")  # fmt: skip
+        raise schemas.key_error(
+            file, ("recipe", family, "default"), f"{t.default!r} is not one of the versions listed"
+        )
     specs = []
     for version, vt in t.version.items():
         for flavor, description, extra in flavors:
@@ -181,28 +188,49 @@ def _debian_specs(
                 file, ("debian", name, "library"), "is required: the library's path in the package"
             )
         if vt.glibc and vt.glibc not in glibcs:
-            raise schemas.key_error(file, (*where, "glibc"), f"glibc {vt.glibc} is no version "
-                                    "of a [debian.NAME] entry with glibc = true")  # fmt: skip
+            raise schemas.key_error(
+                file,
+                (*where, "glibc"),
+                f"glibc {vt.glibc} is no version of a [debian.NAME] entry with glibc = true",
+            )
         build = t.build if vt.source else None
         origin = Debian(
-            release=vt.release, package=vt.package, source=vt.source,
-            members=_strs(t.library), companions=_strs(t.companions),
+            release=vt.release,
+            package=vt.package,
+            source=vt.source,
+            members=_strs(t.library),
+            companions=_strs(t.companions),
             build=tuple(build.commands) if build else (),
-            output=build.output if build else "", files=_strs(build.files) if build else (),
-            glibc=vt.glibc, glibc_release=glibcs.get(vt.glibc, ""),
-            debian_version=vt.debian_version, is_glibc=t.glibc,
-        )  # fmt: skip
-        recipe = Recipe(family=name, backend="", crate="", crate_version="",
-                        upstream_version=version, note=vt.note, debian=origin)  # fmt: skip
+            output=build.output if build else "",
+            files=_strs(build.files) if build else (),
+            glibc=vt.glibc,
+            glibc_release=glibcs.get(vt.glibc, ""),
+            debian_version=vt.debian_version,
+            is_glibc=t.glibc,
+        )
+        recipe = Recipe(
+            family=name,
+            backend="",
+            crate="",
+            crate_version="",
+            upstream_version=version,
+            note=vt.note,
+            debian=origin,
+        )
         spec = _recipe_spec(recipe, t.description, user, t.default == version)
         env = dict(t.env) | builder.debian_env(recipe)
         out = builder.output_dir(spec.name, recipe)
-        specs.append(dataclasses.replace(
-            spec, family=t.family, role=t.role.value, license=t.license,
-            env=tuple(sorted(env.items())),
-            companions=tuple(str(out / Path(c).name) for c in origin.companions),
-            version_source=f"probe:{t.version_probe}" if t.version_probe else "none",
-        ))  # fmt: skip
+        specs.append(
+            dataclasses.replace(
+                spec,
+                family=t.family,
+                role=t.role.value,
+                license=t.license,
+                env=tuple(sorted(env.items())),
+                companions=tuple(str(out / Path(c).name) for c in origin.companions),
+                version_source=f"probe:{t.version_probe}" if t.version_probe else "none",
+            )
+        )
     return specs
 
 

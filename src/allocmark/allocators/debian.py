@@ -59,13 +59,18 @@ class Apt:
 
     def options(self) -> list[str]:
         return [
-            "-o", f"Dir::Etc::SourceList={self.root / 'sources.list'}",
-            "-o", "Dir::Etc::SourceParts=/dev/null",
-            "-o", f"Dir::State::Lists={self.root / 'lists'}",
-            "-o", f"Dir::Cache={self.root / 'cache'}",
+            "-o",
+            f"Dir::Etc::SourceList={self.root / 'sources.list'}",
+            "-o",
+            "Dir::Etc::SourceParts=/dev/null",
+            "-o",
+            f"Dir::State::Lists={self.root / 'lists'}",
+            "-o",
+            f"Dir::Cache={self.root / 'cache'}",
             # Downloads land in the cache, which apt's _apt user may not reach.
-            "-o", "APT::Sandbox::User=root" if os.geteuid() == 0 else "Debug::NoDropPrivs=1",
-        ]  # fmt: skip
+            "-o",
+            "APT::Sandbox::User=root" if os.geteuid() == 0 else "Debug::NoDropPrivs=1",
+        ]
 
     def update(self, say: Say, force: bool = False) -> None:
         stamp = self.root / "updated"
@@ -92,23 +97,32 @@ class Apt:
         if not match:
             has = ", ".join(found) or "no version of it"
             what = f"{'source ' if source else ''}package {name}"
-            raise UserError(f"Debian {self.release} has {has} for {what}, not "
-                            f"{exact or wanted + '-*'}; fix the catalog's version")  # fmt: skip
+            raise UserError(
+                f"Debian {self.release} has {has} for {what}, not "
+                f"{exact or wanted + '-*'}; fix the catalog's version"
+            )
         return match[0]  # madison lists the newest first
 
     def download(self, args: list[str], into: Path) -> str:
         """Run a download in `into`; what apt said when it failed (files it could
         fetch and check stay there)."""
         into.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["apt-get", *self.options(), *args], cwd=into,
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        proc = subprocess.run(
+            ["apt-get", *self.options(), *args],
+            cwd=into,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return "" if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip())
 
     @staticmethod
     def _run(argv: list[str], what: str, where: Path) -> str:
         if not shutil.which(argv[0]):
-            raise UserError(f"{argv[0]} is not installed; allocmark fetches Debian's "
-                            "allocators with it (this needs a Debian system)")  # fmt: skip
+            raise UserError(
+                f"{argv[0]} is not installed; allocmark fetches Debian's "
+                "allocators with it (this needs a Debian system)"
+            )
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             tail = (proc.stderr.strip() or proc.stdout.strip())[-600:]
@@ -146,8 +160,11 @@ def _fetch(apt: Apt, recipe: Recipe, work: Path, say: Say) -> tuple[Path, dict[s
         raise UserError(f"Debian {deb.release} did not serve {deb.package} {version}: {problem}")
     tree = work / "root"
     _checked(["dpkg-deb", "-x", str(debs[0]), str(tree)], "dpkg-deb -x")
-    return tree, facts | {"package": deb.package, "deb": debs[0].name,
-                          "sha256": native.sha256_file(debs[0])}  # fmt: skip
+    return tree, facts | {
+        "package": deb.package,
+        "deb": debs[0].name,
+        "sha256": native.sha256_file(debs[0]),
+    }
 
 
 def _checked(argv: list[str], what: str) -> None:
@@ -173,8 +190,9 @@ def _source(apt: Apt, deb: Debian, version: str, work: Path, say: Say) -> Path:
         return tree
     orig = sorted(files.glob("*.orig.tar.*"))
     if not orig:
-        raise UserError(f"Debian {deb.release} did not serve source {deb.source} {version}: "
-                        f"{problem[-400:]}")  # fmt: skip
+        raise UserError(
+            f"Debian {deb.release} did not serve source {deb.source} {version}: {problem[-400:]}"
+        )
     # Only the upstream tarball: apt checked it against the signed Sources index.
     (work / "patches").write_text("not served: upstream tarball only")
     with tarfile.open(orig[0]) as tar:
@@ -198,13 +216,19 @@ def build_source(recipe: Recipe, tree: Path, log: Path, say: Say) -> tuple[Path,
     ours = native_files()
     for name in deb.files:
         if Path(name).name != name or not (ours / name).is_file():
-            raise UserError(f"{recipe.family}: build.files: {name!r} is not one of allocmark's "
-                            f"files in {ours}")  # fmt: skip
+            raise UserError(
+                f"{recipe.family}: build.files: {name!r} is not one of allocmark's files in {ours}"
+            )
         shutil.copy(ours / name, tree / name)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env |= {"JOBS": str(os.cpu_count() or 1), "AM_FILES": str(ours), "CFLAGS": "-O2 -g0",
-            "AM_VERSION": recipe.upstream_version,
-            "CXXFLAGS": "-O2 -g0", "LC_ALL": "C"}  # fmt: skip
+    env |= {
+        "JOBS": str(os.cpu_count() or 1),
+        "AM_FILES": str(ours),
+        "CFLAGS": "-O2 -g0",
+        "AM_VERSION": recipe.upstream_version,
+        "CXXFLAGS": "-O2 -g0",
+        "LC_ALL": "C",
+    }
     start = time.monotonic()
     with log.open("w") as f:
         for command in deb.build:
@@ -212,18 +236,22 @@ def build_source(recipe: Recipe, tree: Path, log: Path, say: Say) -> tuple[Path,
             f.write(f"$ {command}\n")
             f.flush()
             argv = ["bash", "-euo", "pipefail", "-c", command]
-            proc = subprocess.run(argv, cwd=tree, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                  check=False)  # fmt: skip
+            proc = subprocess.run(
+                argv, cwd=tree, env=env, stdout=f, stderr=subprocess.STDOUT, check=False
+            )
             if proc.returncode != 0:
                 lines = log.read_text(errors="replace").splitlines()[-_LOG_TAIL:]
                 tail = "\n".join("  " + line for line in lines)
-                raise UserError(f"building {recipe.family}@{recipe.upstream_version} from "
-                                f"{deb.source}: `{command}` exited with {proc.returncode}. "
-                                f"Last lines of {log}:\n{tail}")  # fmt: skip
+                raise UserError(
+                    f"building {recipe.family}@{recipe.upstream_version} from "
+                    f"{deb.source}: `{command}` exited with {proc.returncode}. "
+                    f"Last lines of {log}:\n{tail}"
+                )
     made = (tree / deb.output).resolve()
     if not made.is_file() or not made.is_relative_to(tree.resolve()):
-        raise UserError(f"building {recipe.family}@{recipe.upstream_version} made no "
-                        f"{deb.output}; see {log}")  # fmt: skip
+        raise UserError(
+            f"building {recipe.family}@{recipe.upstream_version} made no {deb.output}; see {log}"
+        )
     return made, time.monotonic() - start
 
 
@@ -235,8 +263,10 @@ def member(recipe: Recipe, tree: Path, patterns: tuple[str, ...] = ()) -> Path:
             if real.is_file() and real.is_relative_to(tree.resolve()):
                 return real
     where = " or ".join(patterns or _origin(recipe).members)
-    raise UserError(f"{recipe.family}@{recipe.upstream_version}: the package has no "
-                    f"{where}; fix the catalog's library")  # fmt: skip
+    raise UserError(
+        f"{recipe.family}@{recipe.upstream_version}: the package has no "
+        f"{where}; fix the catalog's library"
+    )
 
 
 def glibc_tree(tree: Path) -> Path:
@@ -252,8 +282,10 @@ def native_files() -> Path:
         candidate = Path(root) / _NATIVE
         if candidate.is_dir():
             return candidate
-    raise UserError("allocmark's files for Debian source builds are not installed; "
-                    "reinstall with `pip install .`")  # fmt: skip
+    raise UserError(
+        "allocmark's files for Debian source builds are not installed; "
+        "reinstall with `pip install .`"
+    )
 
 
 def under(argv: list[str], env: Mapping[str, str]) -> list[str]:
@@ -277,8 +309,17 @@ def too_old(stderr: str) -> str | None:
 
 
 # The libraries a glibc brings itself: under another glibc they are its, not the system's.
-_OWN = ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "libresolv.so",
-        "libutil.so", "libanl.so", "ld-linux")  # fmt: skip
+_OWN = (
+    "libc.so",
+    "libm.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "libresolv.so",
+    "libutil.so",
+    "libanl.so",
+    "ld-linux",
+)
 _LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
 
 
@@ -315,8 +356,11 @@ def _elf_needs(path: str) -> tuple[list[tuple[int, ...]], list[str]]:
             for section in elf.iter_sections():
                 if isinstance(section, GNUVerNeedSection):
                     for _, auxiliaries in section.iter_versions():
-                        versions += [_glibc_number(a.name) for a in auxiliaries
-                                     if a.name.startswith("GLIBC_2")]  # fmt: skip
+                        versions += [
+                            _glibc_number(a.name)
+                            for a in auxiliaries
+                            if a.name.startswith("GLIBC_2")
+                        ]
                 elif isinstance(section, DynamicSection):
                     libraries += [str(t.needed) for t in section.iter_tags("DT_NEEDED")]  # type: ignore[attr-defined]
     except (OSError, ELFError):

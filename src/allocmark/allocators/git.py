@@ -51,8 +51,10 @@ class BuildFailed(UserError):
     def __init__(self, spec: AllocatorSpec, why: str, tail: Sequence[str]) -> None:
         self.spec, self.why, self.tail = spec, why, tuple(tail)
         lines = "\n  ".join(self.tail) or "(the log is empty)"
-        super().__init__(f"{spec.name} ({_commit(spec)[:12]}) did not build: {why}; "
-                         f"the end of its log:\n  {lines}")  # fmt: skip
+        super().__init__(
+            f"{spec.name} ({_commit(spec)[:12]}) did not build: {why}; "
+            f"the end of its log:\n  {lines}"
+        )
 
 
 def _commit(spec: AllocatorSpec) -> str:
@@ -79,13 +81,16 @@ def parse(token: str) -> Selection:
     where, hashmark, revs = rest[len(PREFIX) :].partition("#")
     revisions = tuple(r.strip() for r in revs.split(",") if r.strip())
     if not hashmark or not revisions:
-        raise UserError(f"-a {token[:80]!r}: name the revisions after '#': "
-                        "NAME@git:REPOSITORY#v1,v2,HEAD or NAME@git:REPOSITORY#A..B")  # fmt: skip
+        raise UserError(
+            f"-a {token[:80]!r}: name the revisions after '#': "
+            "NAME@git:REPOSITORY#v1,v2,HEAD or NAME@git:REPOSITORY#A..B"
+        )
     return Selection(name, where.strip(), revisions)
 
 
-def specs(sel: Selection, repository: str, build: GitBuild, env: Env = (),
-          description: str = "") -> list[AllocatorSpec]:  # fmt: skip
+def specs(
+    sel: Selection, repository: str, build: GitBuild, env: Env = (), description: str = ""
+) -> list[AllocatorSpec]:
     """One allocator per revision (a range: per commit), oldest first within a range,
     each named NAME@LABEL (the revision as named, or a range commit's describe)."""
     repo = normalized(repository)
@@ -101,10 +106,12 @@ def specs(sel: Selection, repository: str, build: GitBuild, env: Env = (),
         first.setdefault(commit, label)
     unique = list(first.items())
     if len(unique) > MAX_REVISIONS:
-        raise UserError(f"-a {sel.name}@git:…#{','.join(sel.revisions)[:60]}: "
-                        f"{len(unique)} commits; at most {MAX_REVISIONS} run side by side. "
-                        "Name fewer revisions (tags), or find the commit that changed a "
-                        "metric with `allocmark bisect`")  # fmt: skip
+        raise UserError(
+            f"-a {sel.name}@git:…#{','.join(sel.revisions)[:60]}: "
+            f"{len(unique)} commits; at most {MAX_REVISIONS} run side by side. "
+            "Name fewer revisions (tags), or find the commit that changed a "
+            "metric with `allocmark bisect`"
+        )
     out = []
     taken: set[str] = set()
     for rank, (commit, label) in enumerate(unique):
@@ -115,8 +122,9 @@ def specs(sel: Selection, repository: str, build: GitBuild, env: Env = (),
     return out
 
 
-def spec_of(name: str, label: str, origin: Git, env: Env = (), description: str = ""
-            ) -> AllocatorSpec:  # fmt: skip
+def spec_of(
+    name: str, label: str, origin: Git, env: Env = (), description: str = ""
+) -> AllocatorSpec:
     what = description or f"{name} from {origin.repository}"
     return AllocatorSpec(
         name=f"{name}@{label}",
@@ -143,8 +151,10 @@ def _label(label: str, commit: str, taken: set[str]) -> str:
 def normalized(repository: str) -> str:
     """An absolute path for a local repository; a URL as given."""
     if not repository:
-        raise UserError("no repository: NAME@git:PATH#REVISIONS (or a [git.NAME] catalog "
-                        "entry with `repository`)")  # fmt: skip
+        raise UserError(
+            "no repository: NAME@git:PATH#REVISIONS (or a [git.NAME] catalog "
+            "entry with `repository`)"
+        )
     if repository.startswith("-"):
         raise UserError(f"repository {repository[:80]!r}: a path or URL cannot start with '-'")
     if _is_url(repository):
@@ -176,13 +186,19 @@ def _refreshed(repository: str, cache: Path) -> Path:
     mirror = root / "mirror.git"
     with _locked(root / "mirror.lock"):
         if (mirror / "HEAD").is_file():
-            _git(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror,
-                 f"cannot fetch {repository}")  # fmt: skip
+            _git(
+                ["fetch", "--quiet", "--prune", "--tags", "origin"],
+                mirror,
+                f"cannot fetch {repository}",
+            )
         else:
             tmp = root / f"mirror.{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
-            _git(["clone", "--quiet", "--mirror", "--", repository, str(tmp)], root,
-                 f"cannot read the repository {repository}")  # fmt: skip
+            _git(
+                ["clone", "--quiet", "--mirror", "--", repository, str(tmp)],
+                root,
+                f"cannot read the repository {repository}",
+            )
             os.replace(tmp, mirror)
     for d in (root, root.parent):
         d.chmod(0o755)  # the build's user clones from it
@@ -197,8 +213,7 @@ def resolve(mirror: Path, rev: str) -> str:
     except UserError:
         tags = _git(["tag", "--sort=-version:refname"], mirror, "").split()[:8]
         known = f" (tags: {', '.join(tags)})" if tags else ""
-        raise UserError(f"revision {rev[:80]!r} is not a commit of the repository{known}"
-                        ) from None  # fmt: skip
+        raise UserError(f"revision {rev[:80]!r} is not a commit of the repository{known}") from None
 
 
 def describe(mirror: Path, commit: str) -> str:
@@ -217,16 +232,25 @@ def line(mirror: Path, good: str, bad: str) -> list[str]:
     """`good` and the commits after it up to `bad` along `bad`'s first parents."""
     if good == bad:
         return [good]
-    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", good, bad], cwd=mirror,
-                              capture_output=True, env=_env(), timeout=GIT_TIMEOUT_S)  # fmt: skip
+    ancestor = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", good, bad],
+        cwd=mirror,
+        capture_output=True,
+        env=_env(),
+        timeout=GIT_TIMEOUT_S,
+    )
     if ancestor.returncode != 0:
-        raise UserError(f"{good[:12]} is not an ancestor of {bad[:12]}: a range runs from an "
-                        "older revision to a newer one on its line")  # fmt: skip
+        raise UserError(
+            f"{good[:12]} is not an ancestor of {bad[:12]}: a range runs from an "
+            "older revision to a newer one on its line"
+        )
     after = _git(["rev-list", "--reverse", "--first-parent", f"{good}..{bad}"], mirror, "")
     chain = [good, *after.split()]
     if bad not in chain:
-        raise UserError(f"{good[:12]} is not on {bad[:12]}'s first-parent line (it is on a "
-                        "merged branch): name a commit of that line")  # fmt: skip
+        raise UserError(
+            f"{good[:12]} is not on {bad[:12]}'s first-parent line (it is on a "
+            "merged branch): name a commit of that line"
+        )
     return chain
 
 
@@ -239,11 +263,18 @@ def _git(args: list[str], cwd: Path, what: str) -> str:
     if shutil.which("git") is None:
         raise UserError("git is not installed: `make setup` installs it (apt-get install git)")
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              env=_env(), timeout=GIT_TIMEOUT_S)  # fmt: skip
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=GIT_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise UserError(f"{what or 'git'}: git {args[0]} took more than "
-                        f"{GIT_TIMEOUT_S:.0f} s") from None  # fmt: skip
+        raise UserError(
+            f"{what or 'git'}: git {args[0]} took more than {GIT_TIMEOUT_S:.0f} s"
+        ) from None
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-3:]
         raise UserError(f"{what or 'git ' + args[0]}: {' '.join(tail) or 'git failed'}")
@@ -311,8 +342,11 @@ def build(spec: AllocatorSpec, user: User = None, say: Say = lambda _: None) -> 
 def _build_in(spec: AllocatorSpec, origin: Git, tmp: Path, user: User) -> Path:
     src = tmp / "src"
     mirror = refreshed(origin.repository)
-    _git(["clone", "--quiet", "--shared", "--no-checkout", "--", str(mirror), str(src)], tmp,
-         f"cannot check out {spec.name}")  # fmt: skip
+    _git(
+        ["clone", "--quiet", "--shared", "--no-checkout", "--", str(mirror), str(src)],
+        tmp,
+        f"cannot check out {spec.name}",
+    )
     _git(["checkout", "--quiet", "--detach", origin.commit], src, f"cannot check out {spec.name}")
     # tmp and the log stay root's (the build writes the log through the descriptor it
     # inherits): it cannot swap them for links to what only root may read.
@@ -336,9 +370,16 @@ def _run_build(b: GitBuild, src: Path, home: Path, log: Path, user: User) -> int
     env |= {"HOME": str(home)} | dict(b.env)
     ids = {"user": user[0], "group": user[1], "extra_groups": []} if user else {}
     with open(log, "ab") as f:
-        proc = subprocess.Popen(["sh", "-c", b.build], cwd=src, env=env, stdout=f,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, **ids)  # type: ignore[call-overload]  # fmt: skip
+        proc = subprocess.Popen(
+            ["sh", "-c", b.build],
+            cwd=src,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            **ids,
+        )  # type: ignore[call-overload]
         try:
             code: int | None = proc.wait(timeout=b.timeout_s)
         except subprocess.TimeoutExpired:
@@ -378,12 +419,15 @@ def _tail(log: Path) -> list[str]:
         text = log.read_bytes()[-8192:].decode("utf-8", "replace")
     except OSError:
         return []
-    return ["".join(c if c.isprintable() else "?" for c in line)
-            for line in text.splitlines()[-LOG_TAIL:]]  # fmt: skip
+    return [
+        "".join(c if c.isprintable() else "?" for c in line)
+        for line in text.splitlines()[-LOG_TAIL:]
+    ]
 
 
-def _install(spec: AllocatorSpec, origin: Git, lib: Path, log: Path, seconds: float,
-             user: User) -> None:  # fmt: skip
+def _install(
+    spec: AllocatorSpec, origin: Git, lib: Path, log: Path, seconds: float, user: User
+) -> None:
     out = build_dir(origin)
     tmp = out.with_name(f"{out.name}.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -396,11 +440,17 @@ def _install(spec: AllocatorSpec, origin: Git, lib: Path, log: Path, seconds: fl
     target = tmp / library_path(origin).name
     target.chmod(0o644)
     shutil.copyfile(log, tmp / "build.log")
-    facts = {"repository": origin.repository, "commit": origin.commit,
-             "describe": origin.describe, "build": origin.build.build,
-             "output": origin.build.output, "env": dict(origin.build.env),
-             "seconds": round(seconds, 3), "built_at": time.time(),
-             "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}  # fmt: skip
+    facts = {
+        "repository": origin.repository,
+        "commit": origin.commit,
+        "describe": origin.describe,
+        "build": origin.build.build,
+        "output": origin.build.output,
+        "env": dict(origin.build.env),
+        "seconds": round(seconds, 3),
+        "built_at": time.time(),
+        "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
+    }
     (tmp / "provenance.json").write_text(json.dumps(facts, indent=1))
     for path in (tmp, *tmp.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)

@@ -74,5 +74,8 @@ def families(lineages: dict[str, Lineage]) -> dict[str, list[tuple[str, Lineage]
     out: dict[str, list[tuple[str, Lineage]]] = {}
     for name, lin in lineages.items():
         out.setdefault(lin.family, []).append((name, lin))
-    return {f: sorted(e, key=lambda x: x[1].key)
-            for f, e in out.items() if len({lin.version for _, lin in e}) >= 2}  # fmt: skip
+    return {
+        f: sorted(e, key=lambda x: x[1].key)
+        for f, e in out.items()
+        if len({lin.version for _, lin in e}) >= 2
+    }

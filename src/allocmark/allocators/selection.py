@@ -45,8 +45,10 @@ def parse_selection(values: Iterable[str]) -> Parsed:
             raise UserError(f"-a {sel.name[:80]}@git:…: the name {sel.name[:80]!r} {NAME_RULE}")
     seen = [*names, *(a.name for a in adhoc), *(s.name for s in revisions)]
     if twice := sorted({n for n in seen if seen.count(n) > 1}):
-        raise UserError(f"-a names {', '.join(map(repr, twice))} more than once; "
-                        "give each allocator its own name (NAME=/path/lib.so)")  # fmt: skip
+        raise UserError(
+            f"-a names {', '.join(map(repr, twice))} more than once; "
+            "give each allocator its own name (NAME=/path/lib.so)"
+        )
     return Parsed(names, adhoc, revisions)
 
 
@@ -198,27 +200,33 @@ def selected(
     `[git.NAME]` catalog entry says."""
     got = parse_selection(list(alloc or []))
     if build is not None and not got.revisions:
-        raise UserError("--build and --output build revisions of a repository: name them "
-                        "with -a NAME@git:PATH#REV[,REV...] (or drop --build)")  # fmt: skip
+        raise UserError(
+            "--build and --output build revisions of a repository: name them "
+            "with -a NAME@git:PATH#REV[,REV...] (or drop --build)"
+        )
     mine = got.adhoc + [s for sel in got.revisions for s in revisions(sel, catalogs, build)]
     none = not got.names and not mine
     chosen = select(catalog.load_catalog(list(catalogs)), got.names) if got.names or none else []
     return chosen + mine, bool(alloc)
 
 
-def revisions(sel: git.Selection, catalogs: Sequence[Path], build: GitBuild | None
-              ) -> list[AllocatorSpec]:  # fmt: skip
+def revisions(
+    sel: git.Selection, catalogs: Sequence[Path], build: GitBuild | None
+) -> list[AllocatorSpec]:
     """The allocators of `-a NAME@git:REPOSITORY#REVISIONS`, the recipe from `build`
     or the catalog's [git.NAME] entry."""
     entry = catalog.git_entries(catalogs).get(sel.name)
     if build is None and entry is None:
-        raise UserError(f"-a {sel.name}@git:…: how is a revision built? Give --build CMD and "
-                        "--output LIB (the library it makes, relative to the checkout), or a "
-                        f"[git.{sel.name}] entry in a --catalog file")  # fmt: skip
+        raise UserError(
+            f"-a {sel.name}@git:…: how is a revision built? Give --build CMD and "
+            "--output LIB (the library it makes, relative to the checkout), or a "
+            f"[git.{sel.name}] entry in a --catalog file"
+        )
     if build is None:
         assert entry is not None
-        build = GitBuild(entry.build, entry.output, tuple(sorted(entry.build_env.items())),
-                         entry.timeout)  # fmt: skip
+        build = GitBuild(
+            entry.build, entry.output, tuple(sorted(entry.build_env.items())), entry.timeout
+        )
     repository = sel.repository or (entry.repository if entry else "")
     env = tuple(sorted(entry.env.items())) if entry else ()
     return git.specs(sel, repository, build, env, entry.description if entry else "")

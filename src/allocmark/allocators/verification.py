@@ -149,9 +149,11 @@ def _judge(
 
 def _probe_problem(proc: subprocess.CompletedProcess[str]) -> str | None:
     if needs := debian.too_old(proc.stderr):
-        return (f"programs built on this system need GLIBC_{needs} (allocmark's probe does), "
-                "which this C library lacks: only programs built for it or an older glibc "
-                "run under it")  # fmt: skip
+        return (
+            f"programs built on this system need GLIBC_{needs} (allocmark's probe does), "
+            "which this C library lacks: only programs built for it or an older glibc "
+            "run under it"
+        )
     ignored = re.search(r"object '.*' from LD_PRELOAD cannot be preloaded \((.*)\)", proc.stderr)
     if ignored:
         return f"preload ignored by ld.so ({ignored.group(1)})"

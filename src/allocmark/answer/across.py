@@ -57,8 +57,11 @@ class Tally:
     @property
     def unanimous(self) -> stats.Verdict | None:
         """The verdict every row has, when they all have one decided verdict."""
-        counts = {stats.Verdict.BETTER: self.better, stats.Verdict.WORSE: self.worse,
-                  stats.Verdict.SAME: self.same}  # fmt: skip
+        counts = {
+            stats.Verdict.BETTER: self.better,
+            stats.Verdict.WORSE: self.worse,
+            stats.Verdict.SAME: self.same,
+        }
         found = [v for v, n in counts.items() if n == self.rows > 0]
         return found[0] if found else None
 
@@ -83,8 +86,11 @@ class Pooled:
 
 
 def tally(cells: Sequence[Cell]) -> Tally:
-    decided = [_bounds(c.ratio, c.invert)[0] for c in cells
-               if c.ratio is not None and c.verdict is not None and c.verdict.differs]  # fmt: skip
+    decided = [
+        _bounds(c.ratio, c.invert)[0]
+        for c in cells
+        if c.ratio is not None and c.verdict is not None and c.verdict.differs
+    ]
     count = {v: sum(c.verdict is v for c in cells) for v in stats.Verdict}
     return Tally(
         better=count[stats.Verdict.BETTER],
@@ -112,8 +118,7 @@ def pooled(cells: Sequence[Cell], margin: float, family: int) -> Pooled | None:
         return Pooled(value, min(low, value), max(high, value), unanimous, counted)
     alpha = stats.ALPHA / (2 * max(family, 1) * len(cells))
     low, high = _pool(cells, alpha)
-    return Pooled(value, min(low, value), max(high, value),
-                  stats.judge(low, high, margin), counted)  # fmt: skip
+    return Pooled(value, min(low, value), max(high, value), stats.judge(low, high, margin), counted)
 
 
 def _pool(cells: Sequence[Cell], alpha: float | None) -> tuple[float, float]:

@@ -57,8 +57,10 @@ class Steady:
             return "inconclusive: too few phases for a slope"
         rate = f"{self.slope:+.2f} MiB per phase [{self.low:+.2f}–{self.high:+.2f}]"
         if self.verdict in ("grows", "shrinks"):
-            return (f"{self.verdict} {abs(self.slope):.2f} MiB per phase "
-                    f"[{self.low:+.2f}–{self.high:+.2f}]")  # fmt: skip
+            return (
+                f"{self.verdict} {abs(self.slope):.2f} MiB per phase "
+                f"[{self.low:+.2f}–{self.high:+.2f}]"
+            )
         if self.verdict == "inconclusive":
             return f"inconclusive: {rate}"
         return f"{self.verdict} ({rate})"
@@ -74,15 +76,18 @@ def stored(store: Store, cid: int, order: Sequence[str] = ()) -> list[Steady]:
     return [steady(w, p, a, cells[(w, p, a)]) for w, p, a in keys]
 
 
-def steady(workload: str, params: Params, allocator: str,
-           runs: Sequence[Mapping[str, float]]) -> Steady:  # fmt: skip
+def steady(
+    workload: str, params: Params, allocator: str, runs: Sequence[Mapping[str, float]]
+) -> Steady:
     series = [_series(m) for m in runs]
     n_phases = min(len(s) for s in series)
     phases = tuple(
-        Phase(float(np.median([s[p][0] for s in series])) / 1024,
-              float(np.median([s[p][1] for s in series])) / 1024)
+        Phase(
+            float(np.median([s[p][0] for s in series])) / 1024,
+            float(np.median([s[p][1] for s in series])) / 1024,
+        )
         for p in range(n_phases)
-    )  # fmt: skip
+    )
     first = max(WARMUP, n_phases // 2) if n_phases - WARMUP >= 3 else 0
     late = [[rss / 1024 for _, rss in s[first:n_phases]] for s in series]
     slope, low, high = _slope(late)
@@ -119,8 +124,9 @@ def _slope(late: Sequence[Sequence[float]]) -> tuple[float | None, float | None,
     slopes = [float(f.slope) for f in fits]
     mean = float(np.mean(slopes))
     if len(slopes) >= 2:
-        half = float(sps.t.ppf(0.975, len(slopes) - 1) * np.std(slopes, ddof=1)
-                     / math.sqrt(len(slopes)))  # fmt: skip
+        half = float(
+            sps.t.ppf(0.975, len(slopes) - 1) * np.std(slopes, ddof=1) / math.sqrt(len(slopes))
+        )
     elif len(late[0]) >= 3:
         # A perfect line has no error (linregress gives NaN for a flat one).
         half = float(sps.t.ppf(0.975, len(late[0]) - 2) * np.nan_to_num(fits[0].stderr))

@@ -40,11 +40,28 @@ BRIEF_ROWS = 20
 # The stored metrics METRICS reads.
 METRIC_NAMES = ("rss_mib_s", "rss_end_kib", "rss_idle_1s_kib", "overhead_ratio", "ops_per_s")
 # What explains a difference (why.py): run columns and stored metrics of every run.
-SIGNAL_COLUMNS = ("rep", "wall_s", "maxrss_kib", "user_s", "sys_s", "minflt", "majflt", "nvcsw",
-                  "nivcsw")  # fmt: skip
-SIGNAL_METRICS = ("peak_anon_kib", "peak_file_kib", "start_rss_kib", "near_peak_rss_kib",
-                  "near_peak_dirty_kib", "near_peak_lazyfree_kib", "near_peak_thp_kib",
-                  "prof_inside_s", "prof_slack_kib")  # fmt: skip
+SIGNAL_COLUMNS = (
+    "rep",
+    "wall_s",
+    "maxrss_kib",
+    "user_s",
+    "sys_s",
+    "minflt",
+    "majflt",
+    "nvcsw",
+    "nivcsw",
+)
+SIGNAL_METRICS = (
+    "peak_anon_kib",
+    "peak_file_kib",
+    "start_rss_kib",
+    "near_peak_rss_kib",
+    "near_peak_dirty_kib",
+    "near_peak_lazyfree_kib",
+    "near_peak_thp_kib",
+    "prof_inside_s",
+    "prof_slack_kib",
+)
 
 
 def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:
@@ -146,22 +163,38 @@ def stored_comparison(
     cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
     left: tuple[str, ...] = ()
     if brief and len({(x.workload, x.params) for x in cells if x.role == "measure"}) > BRIEF_ROWS:
-        left = tuple(m for m in SECONDARY if any(
-            v is not None for x in cells for v in x.columns.get(METRICS[m], ())))  # fmt: skip
-    comp = compare(cells, ordered, c.baseline, speedup, margin, fixed_time=fixed,
-                   groups=[m for m in METRICS if m not in left],
-                   sequential=is_sequential(settings),
-                   finished=c.status == "finished")  # fmt: skip
+        left = tuple(
+            m
+            for m in SECONDARY
+            if any(v is not None for x in cells for v in x.columns.get(METRICS[m], ()))
+        )
+    comp = compare(
+        cells,
+        ordered,
+        c.baseline,
+        speedup,
+        margin,
+        fixed_time=fixed,
+        groups=[m for m in METRICS if m not in left],
+        sequential=is_sequential(settings),
+        finished=c.status == "finished",
+    )
     lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
     specs = [s for s, _ in store.allocator_specs(cid)]
     stated = {r["name"]: r.get("version") for r in rows}
     lineages = {s.name: lin for s in specs if (lin := lineage.of(s, stated.get(s.name)))}
     return dataclasses.replace(
-        comp, noise=_noise(store, cid, cells), lacks=lacks, calls=_calls(store, cid, comp),
-        left_out=left, roles={s.name: s.role for s in specs if not s.recommendable},
-        lineages=lineages, revisions={s.name: s.git for s in specs if s.git},
+        comp,
+        noise=_noise(store, cid, cells),
+        lacks=lacks,
+        calls=_calls(store, cid, comp),
+        left_out=left,
+        roles={s.name: s.role for s in specs if not s.recommendable},
+        lineages=lineages,
+        revisions={s.name: s.git for s in specs if s.git},
         cores=int(store.machine_facts(cid).get("cores") or 0),
-        read_signals=lambda: store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS))  # fmt: skip
+        read_signals=lambda: store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS),
+    )
 
 
 def settings_margin(settings: dict[str, Any]) -> float:
@@ -206,8 +239,11 @@ def _json_list(text: object) -> list[str]:
 def _noise(store: Store, cid: int, cells: Sequence[CellRuns]) -> Noise:
     measured = sum(len(c.statuses) for c in cells if c.role == "measure")
     calib = store.calibrations(cid)
-    return Noise(int(store.metric_sum(cid, "noise_reruns")), measured,
-                 stats.summarize(calib) if calib else None)  # fmt: skip
+    return Noise(
+        int(store.metric_sum(cid, "noise_reruns")),
+        measured,
+        stats.summarize(calib) if calib else None,
+    )
 
 
 def stored_profiles(store: Store, cid: int) -> list[profile.View]:
@@ -217,8 +253,10 @@ def stored_profiles(store: Store, cid: int) -> list[profile.View]:
     names = [r["name"] for r in rows]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     # glibc has no preloaded library: the object that served its malloc is libc.
-    libraries = {r["name"]: r["library"] or dict(json.loads(r["served_json"] or "[]")).get("malloc")
-                 for r in rows}  # fmt: skip
+    libraries = {
+        r["name"]: r["library"] or dict(json.loads(r["served_json"] or "[]")).get("malloc")
+        for r in rows
+    }
     return profile.views(store.profiles(cid), libraries, ordered, c.baseline)
 
 
@@ -250,12 +288,15 @@ def compare(
     labels = label_rows(keys)
     how = _How(baseline, speedup, margin, paired, sequential and paired)
     wanted = {m: c for m, c in METRICS.items() if groups is None or m in groups}
-    raws = [_raw(by_cell[key], allocators, time_is_fixed(fixed_time or {}, *key), wanted)
-            for key in keys]  # fmt: skip
+    raws = [
+        _raw(by_cell[key], allocators, time_is_fixed(fixed_time or {}, *key), wanted)
+        for key in keys
+    ]
     _summarize(raws)
     ratios = _paired(raws, how)
-    rows = tuple(_row(w, p, labels[(w, p)], raw, how, ratios)
-                 for (w, p), raw in zip(keys, raws, strict=True))  # fmt: skip
+    rows = tuple(
+        _row(w, p, labels[(w, p)], raw, how, ratios) for (w, p), raw in zip(keys, raws, strict=True)
+    )
     if how.sequential and finished:
         rows = tuple(_final_look(row, raw, how) for row, raw in zip(rows, raws, strict=True))
     return Comparison(
@@ -296,8 +337,12 @@ def _has_numbers(rows: Sequence[Row], metric: str) -> bool:
 Raw = dict[str, dict[str, Cell]]  # metric -> allocator -> cell, before its ratio
 
 
-def _raw(by_alloc: dict[str, CellRuns], allocators: Sequence[str], fixed_time: bool,
-         groups: dict[str, str]) -> Raw:  # fmt: skip
+def _raw(
+    by_alloc: dict[str, CellRuns],
+    allocators: Sequence[str],
+    fixed_time: bool,
+    groups: dict[str, str],
+) -> Raw:
     """A row's cells with their values (not summarised yet)."""
     raw: Raw = {}
     for metric, column in groups.items():
@@ -310,8 +355,13 @@ def _raw(by_alloc: dict[str, CellRuns], allocators: Sequence[str], fixed_time: b
 
 def _summarize(raws: Sequence[Raw]) -> None:
     """Every complete cell's summary, all in one batch (stats.summarize_many)."""
-    todo = [(cells, a) for raw in raws for cells in raw.values()
-            for a, c in cells.items() if c.values and not c.fixed]  # fmt: skip
+    todo = [
+        (cells, a)
+        for raw in raws
+        for cells in raw.values()
+        for a, c in cells.items()
+        if c.values and not c.fixed
+    ]
     summaries = stats.summarize_many([cells[a].values for cells, a in todo])
     for (cells, a), summary in zip(todo, summaries, strict=True):
         cells[a] = dataclasses.replace(cells[a], summary=summary)
@@ -331,16 +381,21 @@ def _final_look(row: Row, raw: Raw, how: _How) -> Row:
     if stats.Verdict.INCONCLUSIVE not in decisions(row, how.baseline, how.margin):
         return row
     final = _paired([raw], how, final=True)
-    return dataclasses.replace(_row(row.workload, row.params, row.label, raw, how, final),
-                               final=True)  # fmt: skip
+    return dataclasses.replace(
+        _row(row.workload, row.params, row.label, raw, how, final), final=True
+    )
 
 
 def deciding(row: Row, baseline: str | None) -> list[Cell]:
     """The cells whose ratios decide a row: time (throughput for a duration-bound
     workload) and peak RSS, of every allocator but the baseline."""
     metric = "ops_per_s" if any(c.fixed for c in row.cells["time_s"].values()) else "time_s"
-    return [c for m in (metric, "peak_rss_kib") for a, c in row.cells.get(m, {}).items()
-            if a != baseline]  # fmt: skip
+    return [
+        c
+        for m in (metric, "peak_rss_kib")
+        for a, c in row.cells.get(m, {}).items()
+        if a != baseline
+    ]
 
 
 def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdict | None]:
@@ -374,23 +429,29 @@ def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, st
                     jobs.append((id(cell), aligned))
     if how.sequential:
         most = max((len(values[0]) for _, values in jobs), default=0)
-        ratios = [stats.paired_ratio(*values, sequential=True,
-                                     final=final and len(values[0]) == most)
-                  for _, values in jobs]  # fmt: skip
+        ratios = [
+            stats.paired_ratio(*values, sequential=True, final=final and len(values[0]) == most)
+            for _, values in jobs
+        ]
     else:
         ratios = batch.paired_ratios([values for _, values in jobs])
     return {key: ratio for (key, _), ratio in zip(jobs, ratios, strict=True)}
 
 
 def _row(
-    workload: str, params: Params, label: str, raw: Raw, how: _How,
+    workload: str,
+    params: Params,
+    label: str,
+    raw: Raw,
+    how: _How,
     paired: dict[int, stats.Ratio | None],
-) -> Row:  # fmt: skip
+) -> Row:
     cells: dict[str, dict[str, Cell]] = {}
     for metric, by_alloc in raw.items():
         base = by_alloc.get(how.baseline) if how.baseline else None
-        cells[metric] = {a: _finish(c, base, metric, how, paired.get(id(c)))
-                         for a, c in by_alloc.items()}  # fmt: skip
+        cells[metric] = {
+            a: _finish(c, base, metric, how, paired.get(id(c))) for a, c in by_alloc.items()
+        }
     return Row(workload, params, label, cells)
 
 
@@ -409,12 +470,18 @@ def _values_of(runs: CellRuns | None, column: str) -> Cell:
     all_ok = runs.statuses.count(RunStatus.OK) == len(runs.statuses)
     bad = Counter() if all_ok else Counter(s.value for s in runs.statuses if s is not RunStatus.OK)
     values = runs.columns.get(column, ())
-    numbers = (cast(tuple[float, ...], values) if None not in values
-               else tuple(v for v in values if v is not None))  # fmt: skip
+    numbers = (
+        cast(tuple[float, ...], values)
+        if None not in values
+        else tuple(v for v in values if v is not None)
+    )
     complete = bool(runs.statuses) and not bad and len(numbers) == len(runs.statuses)
     reps = runs.columns.get("rep", ())
-    blocks = (tuple(map(int, cast(tuple[float, ...], reps))) if None not in reps
-              else tuple(int(r or 0) for r in reps))  # fmt: skip
+    blocks = (
+        tuple(map(int, cast(tuple[float, ...], reps)))
+        if None not in reps
+        else tuple(int(r or 0) for r in reps)
+    )
     return Cell(
         runs=len(runs.statuses),
         failures=tuple(bad.most_common()),
@@ -464,8 +531,7 @@ def row_ratio(comp: Comparison, row: Row, a: Cell, b: Cell) -> stats.Ratio | Non
 
 def row_blocks(row: Row) -> int:
     """The most blocks any cell of the row has: the blocks the row ran."""
-    return max((len(c.blocks) for cells in row.cells.values() for c in cells.values()),
-               default=0)  # fmt: skip
+    return max((len(c.blocks) for cells in row.cells.values() for c in cells.values()), default=0)
 
 
 def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] | None:

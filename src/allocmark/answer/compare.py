@@ -64,8 +64,10 @@ class Verdict:
     def word(self) -> str:
         """The verdict in the metric's own terms: slower/faster or larger/smaller."""
         memory = self.metric in analyze.MEMORY
-        words = {"worse": "larger" if memory else "slower",
-                 "better": "smaller" if memory else "faster"}  # fmt: skip
+        words = {
+            "worse": "larger" if memory else "slower",
+            "better": "smaller" if memory else "faster",
+        }
         return words.get(self.verdict, self.verdict)
 
 
@@ -133,8 +135,10 @@ def _aligned(
                 drop.add((w, k))
 
     def rekey(side: dict[Key, CellRuns]) -> dict[Key, CellRuns]:
-        return {(a, w, tuple(kv for kv in p if (w, kv[0]) not in drop)): c
-                for (a, w, p), c in side.items()}  # fmt: skip
+        return {
+            (a, w, tuple(kv for kv in p if (w, kv[0]) not in drop)): c
+            for (a, w, p), c in side.items()
+        }
 
     return rekey(old), rekey(new)
 
@@ -154,13 +158,17 @@ class _Judge:
         is_control = key[0] == self.control
         ratio = change = None
         if old.summary is not None and new.summary is not None:
-            ratio = (self._controlled(key, old, new) if self.control and not is_control
-                     else stats.ratio_of(new.summary, old.summary))  # fmt: skip
+            ratio = (
+                self._controlled(key, old, new)
+                if self.control and not is_control
+                else stats.ratio_of(new.summary, old.summary)
+            )
         if ratio is not None:
             higher = self.metric in analyze.HIGHER_IS_BETTER
             change = (1 / ratio.value - 1) if higher else (ratio.value - 1)
-        return Verdict(key[1], key[2], label, allocator, old, new, ratio, change, self.metric,
-                       None, is_control)  # fmt: skip
+        return Verdict(
+            key[1], key[2], label, allocator, old, new, ratio, change, self.metric, None, is_control
+        )
 
     def judge_all(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
         """The verdicts, judged as one family (Holm): a comparison is a gate, and noise
@@ -168,8 +176,10 @@ class _Judge:
         judged = [v for v in verdicts if v.ratio is not None and not v.control]
         ratios = stats.holm([v.ratio for v in judged if v.ratio is not None])
         higher = self.metric in analyze.HIGHER_IS_BETTER
-        done = {id(v): dataclasses.replace(v, ratio=r, judged=stats.verdict(r, self.margin, higher))
-                for v, r in zip(judged, ratios, strict=True)}  # fmt: skip
+        done = {
+            id(v): dataclasses.replace(v, ratio=r, judged=stats.verdict(r, self.margin, higher))
+            for v, r in zip(judged, ratios, strict=True)
+        }
         return [done.get(id(v), v) for v in verdicts]
 
     def _controlled(self, key: Key, old: analyze.Cell, new: analyze.Cell) -> stats.Ratio | None:

@@ -55,8 +55,12 @@ def stored(store: Store, cid: int, order: Sequence[str] = ()) -> list[Made]:
 Values = dict[str, list[float]]  # alloc_FIELD_kib -> the runs' values
 
 
-def _made(workload: str, params: Params, allocator: str,
-          by_role: dict[str, tuple[tuple[str, ...], Values]]) -> Made:  # fmt: skip
+def _made(
+    workload: str,
+    params: Params,
+    allocator: str,
+    by_role: dict[str, tuple[tuple[str, ...], Values]],
+) -> Made:
     sources, values = by_role.get("measure") or next(iter(by_role.values()))
     runs = len(values["alloc_rss_kib"])
     kib: dict[str, float | None] = {}

@@ -54,20 +54,26 @@ class Forecast:
 
     def text(self) -> str:
         """One line: the block's cost, the first possible verdict, the likely waits."""
-        out = (f"{self.ratios - self.undecided} of {self.ratios} ratios decided after "
-               f"{self.blocks} block{'s' if self.blocks != 1 else ''}")  # fmt: skip
+        out = (
+            f"{self.ratios - self.undecided} of {self.ratios} ratios decided after "
+            f"{self.blocks} block{'s' if self.blocks != 1 else ''}"
+        )
         if not self.undecided:
             return out
         first = max(0, self.first_at - self.blocks) * self.block_s
-        out += (f"; a block of every undecided row takes {duration(self.block_s)}; a verdict "
-                f"is possible from {self.first_at} blocks")  # fmt: skip
+        out += (
+            f"; a block of every undecided row takes {duration(self.block_s)}; a verdict "
+            f"is possible from {self.first_at} blocks"
+        )
         out += f" ({duration(first)} more)" if first else ""
         seen = "the noise of 2 blocks (rough)" if self.blocks < 3 else "the noise seen"
         for axis, w in self.waits.items():
             out += f"; at {seen}, {axis}: "
             if w.first_blocks < w.blocks:
-                out += (f"the clearest ratio decided by about {w.first_blocks} blocks "
-                        f"({duration(w.first_seconds)} more), ")  # fmt: skip
+                out += (
+                    f"the clearest ratio decided by about {w.first_blocks} blocks "
+                    f"({duration(w.first_seconds)} more), "
+                )
             out += f"every ratio by about {w.blocks} blocks ({duration(w.seconds)} more)"
             if w.stuck:
                 out += f", but for {w.stuck} on the margin"
@@ -109,7 +115,8 @@ class Forecast:
             axis, w = short[0]
             return f"max-runs {axis}", (
                 f"{axis} needs about {w.blocks} blocks, more than the {self.max_runs} this "
-                f"campaign may run: raise --max-runs, or use {fix}")  # fmt: skip
+                f"campaign may run: raise --max-runs, or use {fix}"
+            )
         if not self.sequential or self.left_s is None:
             return None
         return self._over_budget(fix)
@@ -120,8 +127,9 @@ class Forecast:
         left = self.left_s - ahead if self.left_s is not None else math.inf
         waits = {axis: w.seconds - ahead for axis, w in self.waits.items()}
         if not waits:  # the noise is not known yet: the first possible verdict
-            waits = {"a verdict": max(0, self.first_at - max(self.blocks, self.planned))
-                     * self.block_s}  # fmt: skip
+            waits = {
+                "a verdict": max(0, self.first_at - max(self.blocks, self.planned)) * self.block_s
+            }
         over = {axis: s for axis, s in waits.items() if s > max(0.0, left)}
         if not over:
             return None
@@ -216,8 +224,12 @@ class _Tally:
     first: int | None = None  # the fewest blocks an undecided ratio needs
 
 
-def of(comp: Comparison, costs: Mapping[tuple[str, str, Params], float],
-       settings: Mapping[str, object], spent_s: float) -> Forecast:  # fmt: skip
+def of(
+    comp: Comparison,
+    costs: Mapping[tuple[str, str, Params], float],
+    settings: Mapping[str, object],
+    spent_s: float,
+) -> Forecast:
     """The forecast of a campaign's comparison; `costs`: seconds one more run of each
     (allocator, workload, params) costs (campaign._run_costs)."""
     undecided = ratios = 0
@@ -231,8 +243,11 @@ def of(comp: Comparison, costs: Mapping[tuple[str, str, Params], float],
         cells = analyze.deciding(row, comp.baseline)
         judged = analyze.judged(row, comp.baseline)
         ratios += len(judged)
-        open_ = [(c, r) for c, r in zip(cells, judged, strict=True) if r is not None
-                 and stats.verdict(r, comp.margin) is stats.Verdict.INCONCLUSIVE]  # fmt: skip
+        open_ = [
+            (c, r)
+            for c, r in zip(cells, judged, strict=True)
+            if r is not None and stats.verdict(r, comp.margin) is stats.Verdict.INCONCLUSIVE
+        ]
         # a ratio without runs to judge (every run failed) is not decided either
         undecided += len(open_) + sum(r is None for r in judged)
         if not open_:
@@ -247,17 +262,29 @@ def of(comp: Comparison, costs: Mapping[tuple[str, str, Params], float],
     budget = float(settings.get("budget_s", 0.0) or 0.0)  # type: ignore[arg-type]
     # Rows get blocks together, round after round: until the clearest ratio is decided,
     # every undecided row runs.
-    waits = {a: Wait(t.blocks, t.seconds, t.stuck, t.first or t.blocks,
-                     max(0, (t.first or t.blocks) - (fewest or 0)) * block_s)
-             for a, t in tallies.items() if t.known and t.blocks}  # fmt: skip
+    waits = {
+        a: Wait(
+            t.blocks,
+            t.seconds,
+            t.stuck,
+            t.first or t.blocks,
+            max(0, (t.first or t.blocks) - (fewest or 0)) * block_s,
+        )
+        for a, t in tallies.items()
+        if t.known and t.blocks
+    }
     return Forecast(
-        blocks=most if fewest is None else fewest, block_s=block_s, undecided=undecided,
-        ratios=ratios, waits=waits,
+        blocks=most if fewest is None else fewest,
+        block_s=block_s,
+        undecided=undecided,
+        ratios=ratios,
+        waits=waits,
         planned=int(settings.get("min_runs", 0) or 0),  # type: ignore[call-overload]
-        left_s=budget - spent_s if budget else None, spent_s=spent_s,
+        left_s=budget - spent_s if budget else None,
+        spent_s=spent_s,
         max_runs=int(settings.get("max_runs", 0) or 0),  # type: ignore[call-overload]
         sequential=analyze.is_sequential(dict(settings)),
-    )  # fmt: skip
+    )
 
 
 def _axis(row: analyze.Row, cell: analyze.Cell) -> str:

@@ -81,9 +81,10 @@ def answers(comp: Comparison) -> list[Answer]:
 
 def _answers(comp: Comparison) -> list[Answer]:
     found = per_row(comp)
-    out = [dataclasses.replace(_answer(row.label, comp, p, _row_duel(comp, row)),
-                               **_pace([row]))
-           for row, p in zip(comp.rows, found, strict=True)]  # fmt: skip
+    out = [
+        dataclasses.replace(_answer(row.label, comp, p, _row_duel(comp, row)), **_pace([row]))
+        for row, p in zip(comp.rows, found, strict=True)
+    ]
     if len(comp.rows) > 1:
         out.append(
             dataclasses.replace(
@@ -98,8 +99,9 @@ def _pace(rows: Sequence[Row]) -> dict[str, Any]:
     """The fewest blocks of the rows, and what one more block of each costs: the mean
     time of every allocator's runs (for "about N minutes more would decide")."""
     blocks = min((analyze.row_blocks(r) for r in rows), default=0)
-    cost = sum(c.summary.mean for r in rows for c in r.cells["time_s"].values()
-               if c.summary is not None)  # fmt: skip
+    cost = sum(
+        c.summary.mean for r in rows for c in r.cells["time_s"].values() if c.summary is not None
+    )
     return {"blocks": blocks, "block_s": cost}
 
 
@@ -179,8 +181,11 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
             out[a] = why
             continue
         base = a == comp.baseline
-        out[a] = Choice(a, _position(speed, comp, _inverted(comp, row, a), base, family),
-                        _position(rss_cell, comp, False, base, family))  # fmt: skip
+        out[a] = Choice(
+            a,
+            _position(speed, comp, _inverted(comp, row, a), base, family),
+            _position(rss_cell, comp, False, base, family),
+        )
     return out
 
 
@@ -210,9 +215,13 @@ def _inverted(comp: Comparison, row: Row, a: str) -> bool:
 def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
     """Every non-baseline speed and peak RSS ratio of the row at its level in the
     family Holm makes of them (by id of the cell)."""
-    cells = [c for a in comp.allocators if a != comp.baseline
-             for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
-             if c is not None and c.ratio is not None]  # fmt: skip
+    cells = [
+        c
+        for a in comp.allocators
+        if a != comp.baseline
+        for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
+        if c is not None and c.ratio is not None
+    ]
     judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
     return {id(c): r for c, r in zip(cells, judged, strict=True)}
 
@@ -223,16 +232,21 @@ def _partial(comp: Comparison, row: Row, a: str) -> str | None:
     lacks = comp.lacks.get(a, ())
     calls = comp.calls.get(row_key(row.workload, row.params))
     if calls is None:
-        return (f"partial: it lacks {', '.join(lacks) or 'some functions'} (glibc would "
-                "serve them), and whether this program calls them is not known")  # fmt: skip
+        return (
+            f"partial: it lacks {', '.join(lacks) or 'some functions'} (glibc would "
+            "serve them), and whether this program calls them is not known"
+        )
     if used := sorted(set(calls) & set(lacks)):
-        return (f"partial: it lacks {', '.join(used)}, which this program calls: glibc "
-                "would serve (or free) blocks of it")  # fmt: skip
+        return (
+            f"partial: it lacks {', '.join(used)}, which this program calls: glibc "
+            "would serve (or free) blocks of it"
+        )
     return None
 
 
-def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool,
-              family: dict[int, stats.Ratio]) -> Position | None:  # fmt: skip
+def _position(
+    cell: Cell | None, comp: Comparison, invert: bool, base: bool, family: dict[int, stats.Ratio]
+) -> Position | None:
     if base:
         return Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
     if cell is None or cell.ratio is None:
@@ -241,8 +255,9 @@ def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool,
     return _lower_is_better(r, invert, comp.margin, _blocks_to_decide(r, comp.margin))
 
 
-def _lower_is_better(r: stats.Ratio, invert: bool, margin: float,
-                     blocks: int | None = None) -> Position:  # fmt: skip
+def _lower_is_better(
+    r: stats.Ratio, invert: bool, margin: float, blocks: int | None = None
+) -> Position:
     """A ratio as a Position (a speed-up or throughput ratio turned over)."""
     bounds = (r.value, r.low, r.high)
     value, low, high = stats.inverted(*bounds) if invert else bounds
@@ -259,8 +274,11 @@ def _row_duel(comp: Comparison, row: Row) -> Duel:
             ca, cb = speed_cell(row, a.allocator), speed_cell(row, b.allocator)
             invert = _inverted(comp, row, a.allocator)
         else:
-            ca, cb, invert = row.cells["peak_rss_kib"][a.allocator], \
-                row.cells["peak_rss_kib"][b.allocator], False  # fmt: skip
+            ca, cb, invert = (
+                row.cells["peak_rss_kib"][a.allocator],
+                row.cells["peak_rss_kib"][b.allocator],
+                False,
+            )
         if ca is None or cb is None or ca.summary is None or cb.summary is None:
             return None
         r = analyze.row_ratio(comp, row, ca, cb) if comp.paired else None
@@ -282,8 +300,11 @@ def _overall_duel(comp: Comparison, per_row: list[dict[str, Choice | str]]) -> D
             if not isinstance(pa, Choice) or not isinstance(pb, Choice):
                 continue
             d = row_duel(pa, pb, axis)
-            cells.append(across.Cell(None, False, None) if d is None
-                         else across.Cell(d.ratio, d.inverted, d.verdict))  # fmt: skip
+            cells.append(
+                across.Cell(None, False, None)
+                if d is None
+                else across.Cell(d.ratio, d.inverted, d.verdict)
+            )
         found = across.pooled(cells, comp.margin, family=1)
         return None if found is None else _pooled_position(found)
 
@@ -325,13 +346,16 @@ def overall_positions(
     return out
 
 
-def _across(per_row: list[dict[str, Choice | str]], a: str, axis: str, margin: float,
-            family: int) -> Position | None:  # fmt: skip
+def _across(
+    per_row: list[dict[str, Choice | str]], a: str, axis: str, margin: float, family: int
+) -> Position | None:
     positions = [getattr(p[a], axis) for p in per_row if isinstance(p[a], Choice)]
     if all(p is None for p in positions):
         return None
-    cells = [across.Cell(None, False, None) if p is None
-             else across.Cell(p.ratio, p.inverted, p.verdict) for p in positions]  # fmt: skip
+    cells = [
+        across.Cell(None, False, None) if p is None else across.Cell(p.ratio, p.inverted, p.verdict)
+        for p in positions
+    ]
     found = across.pooled(cells, margin, family)
     return None if found is None else _pooled_position(found)
 
@@ -354,8 +378,11 @@ class _Judge:
             return False  # not even the estimates differ by the margin: no duel needed
         # Against the baseline, the duel is the position itself.
         head = pa if b.allocator == self.baseline else self._duel(a, b, axis)
-        return head is not None and head.verdict is stats.Verdict.BETTER \
-            and head.value * (1 + self.margin) < 1  # fmt: skip
+        return (
+            head is not None
+            and head.verdict is stats.Verdict.BETTER
+            and head.value * (1 + self.margin) < 1
+        )
 
     def _duel(self, a: Choice, b: Choice, axis: str) -> Position | None:
         """a/b, from b/a when that was computed (the paired intervals are symmetric)."""
@@ -377,7 +404,8 @@ def _turned(p: Position) -> Position:
 def _dominated(c: Choice, by: Choice, judge: _Judge) -> bool:
     """Another allocator is clearly better on one axis and not clearly worse on the other."""
     return (judge.beats(by, c, "time") and not judge.beats(c, by, "rss")) or (
-        judge.beats(by, c, "rss") and not judge.beats(c, by, "time"))  # fmt: skip
+        judge.beats(by, c, "rss") and not judge.beats(c, by, "time")
+    )
 
 
 def _front(choices: Sequence[Choice], judge: _Judge) -> list[Choice]:
@@ -393,9 +421,16 @@ def _best(
     """The allocator to recommend on `axis`: better than the baseline (its verdict) and
     by more than the margin (its estimate: practical significance), the lowest such;
     with the others it does not beat in their duel (ties)."""
-    winners = sorted((c for c in choices if (p := getattr(c, axis)) is not None
-                      and p.verdict is stats.Verdict.BETTER and p.value * (1 + judge.margin) < 1),
-                     key=lambda c: getattr(c, axis).value)  # fmt: skip
+    winners = sorted(
+        (
+            c
+            for c in choices
+            if (p := getattr(c, axis)) is not None
+            and p.verdict is stats.Verdict.BETTER
+            and p.value * (1 + judge.margin) < 1
+        ),
+        key=lambda c: getattr(c, axis).value,
+    )
     if not winners:
         return None, ()
     return winners[0], tuple(c for c in winners[1:] if not judge.beats(winners[0], c, axis))

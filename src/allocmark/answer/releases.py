@@ -58,15 +58,19 @@ def changes(comp: analyze.Comparison) -> list[Change]:
         lines: dict[str, list[str]] = {}
         for name, lin in entries:
             lines.setdefault(series(lin), []).append(name)
-        raw = [_pending(comp, family, kind, old, new, row)
-               for kind, names in lines.items() for old, new in itertools.pairwise(names)
-               for row in comp.rows]  # fmt: skip
+        raw = [
+            _pending(comp, family, kind, old, new, row)
+            for kind, names in lines.items()
+            for old, new in itertools.pairwise(names)
+            for row in comp.rows
+        ]
         out += _judged(comp, [c for pair in raw for c in pair])
     return out
 
 
-def _pending(comp: analyze.Comparison, family: str, kind: str, old: str, new: str,
-             row: analyze.Row) -> list[Change]:  # fmt: skip
+def _pending(
+    comp: analyze.Comparison, family: str, kind: str, old: str, new: str, row: analyze.Row
+) -> list[Change]:
     found = []
     for group in ("time_s", MEMORY):
         older, newer = row.cells[group].get(old), row.cells[group].get(new)
@@ -86,8 +90,9 @@ def _pending(comp: analyze.Comparison, family: str, kind: str, old: str, new: st
 def _judged(comp: analyze.Comparison, found: Sequence[Change]) -> list[Change]:
     """Holm over the family's ratios, then each ratio's verdict at its level."""
     tested = [c for c in found if c.ratio is not None]
-    judged = dict(zip(map(id, tested), stats.holm([c.ratio for c in tested if c.ratio]),
-                      strict=True))  # fmt: skip
+    judged = dict(
+        zip(map(id, tested), stats.holm([c.ratio for c in tested if c.ratio]), strict=True)
+    )
     out = []
     for c in found:
         r = judged.get(id(c))

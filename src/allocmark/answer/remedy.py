@@ -54,8 +54,9 @@ def tries(comp: Comparison) -> list[Try]:
 def _tries(comp: Comparison, remedies: list[Remedy]) -> list[Try]:
     if comp.baseline is None:
         return []
-    rows = {(r.workload, r.params): p for r, p in zip(comp.rows, recommend.per_row(comp),
-                                                      strict=True)}  # fmt: skip
+    rows = {
+        (r.workload, r.params): p for r, p in zip(comp.rows, recommend.per_row(comp), strict=True)
+    }
     out: list[Try] = []
     seen = set()
     for w in explain(comp):
@@ -89,8 +90,15 @@ def _command(w: Why, comp: Comparison, owner: str, variant: str) -> str:
 def as_record(t: Try) -> dict[str, object]:
     """A remedy as the JSON summary carries it."""
     p = t.position
-    return {"workload": t.why.workload, "params": json.dumps(dict(t.why.params)),
-            "allocator": t.allocator, "axis": t.why.axis, "try": t.variant, "says": t.says,
-            "measured": None if p is None else {"value": p.value, "low": p.low, "high": p.high,
-                                               "verdict": p.verdict.value},
-            "command": t.command}  # fmt: skip
+    return {
+        "workload": t.why.workload,
+        "params": json.dumps(dict(t.why.params)),
+        "allocator": t.allocator,
+        "axis": t.why.axis,
+        "try": t.variant,
+        "says": t.says,
+        "measured": None
+        if p is None
+        else {"value": p.value, "low": p.low, "high": p.high, "verdict": p.verdict.value},
+        "command": t.command,
+    }

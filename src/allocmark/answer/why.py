@@ -129,8 +129,13 @@ class Why:
 def explain(comp: Comparison) -> list[Why]:
     """Every decided time and peak RSS difference of the comparison's rows with what
     moved with it (from comp.signals), in row order."""
-    return [w for row in comp.rows for a in comp.allocators for axis in ("time", "rss")
-            if (w := one(comp, row.label, a, axis)) is not None]  # fmt: skip
+    return [
+        w
+        for row in comp.rows
+        for a in comp.allocators
+        for axis in ("time", "rss")
+        if (w := one(comp, row.label, a, axis)) is not None
+    ]
 
 
 Lookup = Callable[[str, str, str], "Why | None"]  # (row label, allocator, axis)
@@ -190,8 +195,11 @@ def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice |
 
 def _cells(comp: Comparison) -> dict[tuple[str, Params, str, str], CellRuns]:
     """The measured cells and the why pass's, by (workload, params, allocator, role)."""
-    return {(c.workload, c.params, c.allocator, c.role): c for c in signals(comp)
-            if c.role in ("measure", "why")}  # fmt: skip
+    return {
+        (c.workload, c.params, c.allocator, c.role): c
+        for c in signals(comp)
+        if c.role in ("measure", "why")
+    }
 
 
 def _fixed(row: Row, a: str, axis: str) -> bool:
@@ -199,14 +207,22 @@ def _fixed(row: Row, a: str, axis: str) -> bool:
     return axis == "time" and row.cells["time_s"][a].fixed
 
 
-def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: CellRuns,
-         profiled: tuple[CellRuns, CellRuns] | None) -> Why:  # fmt: skip
+def _why(
+    comp: Comparison,
+    row: Row,
+    a: str,
+    axis: str,
+    mine: CellRuns,
+    base: CellRuns,
+    profiled: tuple[CellRuns, CellRuns] | None,
+) -> Why:
     """`profiled`: the allocator's and the baseline's cells of the why pass, if it ran."""
     outcome = "wall_s" if axis == "time" else "maxrss_kib"
     pairs = _pairs(mine, base, outcome)
     delta = _mean_delta(pairs)
-    candidates = TIME if axis == "time" else tuple(
-        s for s in RSS if not s.near_peak or _near(mine, base))  # fmt: skip
+    candidates = (
+        TIME if axis == "time" else tuple(s for s in RSS if not s.near_peak or _near(mine, base))
+    )
     # Blocks added until the outcome was decided stop as soon as it is: its signals'
     # anytime-valid intervals are then often too wide to decide (4 blocks of a 6x
     # system CPU: [1.2-56]). Where the why pass ran, its blocks (a fixed number: the
@@ -221,8 +237,11 @@ def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: Ce
         if len(sp) < 2:
             continue
         offset = OFFSET[s.unit] if any(x <= 0 or y <= 0 for x, y in sp) else 0.0
-        r = stats.paired_ratio([x + offset for x, _ in sp], [y + offset for _, y in sp],
-                               sequential=comp.sequential and not from_pass)  # fmt: skip
+        r = stats.paired_ratio(
+            [x + offset for x, _ in sp],
+            [y + offset for _, y in sp],
+            sequential=comp.sequential and not from_pass,
+        )
         if r is not None:
             tested.append((s, sp, r))
     # Two families, two kinds of statement: the causes (signals in the outcome's units,
@@ -239,8 +258,16 @@ def _why(comp: Comparison, row: Row, a: str, axis: str, mine: CellRuns, base: Ce
             share = moved / delta if s.unit and delta else None
             factors.append(Factor(s.name, s.words, s.unit, moved, r.value, r.low, r.high, share))
     factors.sort(key=lambda f: (f.share is None, -(f.share or 0.0)))
-    return Why(row.workload, row.params, row.label, a, axis, delta, tuple(factors),
-               tuple(s.name for s, _, _ in tested))  # fmt: skip
+    return Why(
+        row.workload,
+        row.params,
+        row.label,
+        a,
+        axis,
+        delta,
+        tuple(factors),
+        tuple(s.name for s, _, _ in tested),
+    )
 
 
 def _pairs(mine: CellRuns, base: CellRuns, column: str) -> list[tuple[float, float]]:

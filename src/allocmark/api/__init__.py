@@ -135,20 +135,23 @@ def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list
 
     if names:
         return allocators.verify_all(allocators.selected(names, catalogs)[0])
-    return allocators.verify_all([s for s in allocators.load_catalog(list(catalogs))
-                                  if not s.hidden])  # fmt: skip
+    return allocators.verify_all(
+        [s for s in allocators.load_catalog(list(catalogs)) if not s.hidden]
+    )
 
 
-def to_build(names: Sequence[str], build_all: bool, catalogs: Sequence[Path] = ()
-             ) -> list[AllocatorSpec]:  # fmt: skip
+def to_build(
+    names: Sequence[str], build_all: bool, catalogs: Sequence[Path] = ()
+) -> list[AllocatorSpec]:
     """The entries `alloc build NAMES` (or --all) builds."""
     from allocmark import allocators
 
     return allocators.to_build(allocators.load_catalog(list(catalogs)), names, build_all)
 
 
-def build(spec: AllocatorSpec, force: bool = False, say: Callable[[str], None] = lambda _: None
-          ) -> tuple[Built, Verified]:  # fmt: skip
+def build(
+    spec: AllocatorSpec, force: bool = False, say: Callable[[str], None] = lambda _: None
+) -> tuple[Built, Verified]:
     """Build (or fetch) `spec` unless cached, then verify it; UserError if it fails."""
     from allocmark import allocators
     from allocmark.allocators import builder
@@ -168,10 +171,15 @@ class WorkloadLine:
 
 
 def workload_lines() -> list[WorkloadLine]:
-    return [WorkloadLine(w, tuple(workloads.missing(w)) if w.kind == "app" else (),
-                         workloads.install_hint(w) if w.kind == "app" else "",
-                         tuple(workloads.describe_params(w)))
-            for w in workloads.load_catalog().values()]  # fmt: skip
+    return [
+        WorkloadLine(
+            w,
+            tuple(workloads.missing(w)) if w.kind == "app" else (),
+            workloads.install_hint(w) if w.kind == "app" else "",
+            tuple(workloads.describe_params(w)),
+        )
+        for w in workloads.load_catalog().values()
+    ]
 
 
 def json_schema(kind: str) -> dict[str, Any]:

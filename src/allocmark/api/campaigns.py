@@ -92,9 +92,16 @@ BisectStep = bisection.Step
 BisectEnded = bisection.Ended
 
 
-def bisect(repository: str, good: str, bad: str, build: GitBuild, req: Request,
-           metric: str = "time", error_rate: float = 0.05, max_blocks: int = 30
-           ) -> Iterator[BisectEvent]:  # fmt: skip
+def bisect(
+    repository: str,
+    good: str,
+    bad: str,
+    build: GitBuild,
+    req: Request,
+    metric: str = "time",
+    error_rate: float = 0.05,
+    max_blocks: int = 30,
+) -> Iterator[BisectEvent]:
     """The first commit between `good` and `bad` whose `metric` is decided unlike
     good's (verbs/bisect.py), step by step; each step a campaign stored in req.db.
     `req` gives the workload (or command), its parameters, timeout and database."""
@@ -151,8 +158,11 @@ def resume(
     yield from _execute(store, cid, verified, req, None, confirm)
 
 
-def run_to_end(req: Request, on_event: Callable[[Event], None] | None = None,
-               selection: start.Selection = start.AS_NAMED) -> int:  # fmt: skip
+def run_to_end(
+    req: Request,
+    on_event: Callable[[Event], None] | None = None,
+    selection: start.Selection = start.AS_NAMED,
+) -> int:
     """`run`, consumed: the campaign's id once every run is stored."""
     cid = 0
     for event in run(req, selection=selection):
@@ -171,8 +181,11 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
     comp = analyze.stored_comparison(store, cid)
     library = {r["name"]: r.get("library") or "" for r in store.allocator_rows(cid)}
     specs = {spec.name: spec for spec, _ in store.allocator_specs(cid)}
-    argv = {(s.allocator, s.workload, json.dumps(s.params)): s.argv
-            for s in store.plan(cid) if s.role == "measure"}  # fmt: skip
+    argv = {
+        (s.allocator, s.workload, json.dumps(s.params)): s.argv
+        for s in store.plan(cid)
+        if s.role == "measure"
+    }
     left_out = tuple(store.settings(cid).get("left_out", {}).items())
     out = []
     for answer in recommend.answers(comp):
@@ -180,12 +193,18 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
             continue
         row = next(r for r in comp.rows if r.label == answer.scope)
         family = tune.defaults_family(comp, row)
-        lines = tuple((f"{c.allocator}  {tune.against_default(comp, row, c.allocator, family)}"
-                       .rstrip(),
-                       tune.paste_line(specs[c.allocator], library[c.allocator],
-                                       argv.get((c.allocator, row.workload,
-                                                 json.dumps(row.params)), ())))
-                      for c in answer.front if c.allocator in specs)  # fmt: skip
+        lines = tuple(
+            (
+                f"{c.allocator}  {tune.against_default(comp, row, c.allocator, family)}".rstrip(),
+                tune.paste_line(
+                    specs[c.allocator],
+                    library[c.allocator],
+                    argv.get((c.allocator, row.workload, json.dumps(row.params)), ()),
+                ),
+            )
+            for c in answer.front
+            if c.allocator in specs
+        )
         out.append(tune.Front(answer.scope, lines, tune.judged(comp), left_out))
     return out
 
@@ -210,17 +229,26 @@ def harden_request(
     fields: the rest of the Request."""
     known = harden.tests()
     if unknown := [t for t in tests if t not in known]:
-        raise UserError(f"--tests: no test {', '.join(map(repr, unknown))}; the tests: "
-                        f"{', '.join(known)} (catalog/hardening.toml)")  # fmt: skip
+        raise UserError(
+            f"--tests: no test {', '.join(map(repr, unknown))}; the tests: "
+            f"{', '.join(known)} (catalog/hardening.toml)"
+        )
     if not names:
         specs = allocators.load_catalog(list(catalogs))
         chosen = allocators.select(specs, ["all"])
         chosen += [s for s in specs if s.role == "debug" and not s.hidden and not s.recipe]
         chosen += [s for s in specs if s.recipe and not s.hidden and builder.is_built(s)]
         names = [s.name for s in chosen]
-    return Request(workloads=(harden.WORKLOAD,), params=(f"test={','.join(tests or known)}",),
-                   min_runs=reps, max_runs=reps, budget_s=0, allocators=tuple(names),
-                   catalogs=tuple(catalogs), **fields)  # fmt: skip
+    return Request(
+        workloads=(harden.WORKLOAD,),
+        params=(f"test={','.join(tests or known)}",),
+        min_runs=reps,
+        max_runs=reps,
+        budget_s=0,
+        allocators=tuple(names),
+        catalogs=tuple(catalogs),
+        **fields,
+    )
 
 
 def cost_request(battery: Sequence[str], **fields: Any) -> Request | None:
@@ -263,14 +291,14 @@ class Regression:
     failing: list[compare.Verdict]  # significant regressions above the limit
 
 
-def regression(old: str, new: str, metric: str, margin: float, limit: float | None
-               ) -> Regression:  # fmt: skip
+def regression(old: str, new: str, metric: str, margin: float, limit: float | None) -> Regression:
     old_set, new_set = compare.load(old), compare.load(new)
     verdicts = compare.compare(old_set, new_set, metric, margin)
     control = next((v.allocator for v in verdicts if v.control), None)
     bad = compare.failing(verdicts, limit) if limit is not None else []
-    return Regression(verdicts, old_set.label, new_set.label, control,
-                      compare.summarize(verdicts), bad)  # fmt: skip
+    return Regression(
+        verdicts, old_set.label, new_set.label, control, compare.summarize(verdicts), bad
+    )
 
 
 def hardening_costs(comp: analyze.Comparison) -> list[harden.Cost]:
@@ -285,8 +313,10 @@ def _check(req: Request) -> None:
     if req.executor not in EXECUTORS:
         raise UserError(f"--executor {req.executor!r}: choose {' or '.join(EXECUTORS)}")
     if req.executor == "dask" and not req.scheduler:
-        raise UserError("--executor dask needs --scheduler tcp://HOST:8786 (the address "
-                        "`dask scheduler` prints)")  # fmt: skip
+        raise UserError(
+            "--executor dask needs --scheduler tcp://HOST:8786 (the address "
+            "`dask scheduler` prints)"
+        )
     if req.command and (req.workloads or req.suite):
         raise UserError("give either a command or workloads/a suite, not both")
     if req.command:
@@ -300,13 +330,30 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
     n = settings["min_runs"]
     cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
     measured = len(verified) * cells * n
-    precision = (Precision(settings["max_runs"], analyze.settings_margin(settings),
-                           settings["budget_s"], stretch=bool(settings.get("stretch")))
-                 if analyze.is_sequential(settings) else None)  # fmt: skip
-    return Planned(cid, store.path, len(store.allocator_rows(cid)), n, measured,
-                   max(0, c.planned - measured), c.planned, c.done, precision,
-                   _estimate(store, cid), float(settings.get("expected_s", 0.0)),
-                   str(settings.get("why", "off")))  # fmt: skip
+    precision = (
+        Precision(
+            settings["max_runs"],
+            analyze.settings_margin(settings),
+            settings["budget_s"],
+            stretch=bool(settings.get("stretch")),
+        )
+        if analyze.is_sequential(settings)
+        else None
+    )
+    return Planned(
+        cid,
+        store.path,
+        len(store.allocator_rows(cid)),
+        n,
+        measured,
+        max(0, c.planned - measured),
+        c.planned,
+        c.done,
+        precision,
+        _estimate(store, cid),
+        float(settings.get("expected_s", 0.0)),
+        str(settings.get("why", "off")),
+    )
 
 
 def _estimate(store: Store, cid: int) -> float | None:

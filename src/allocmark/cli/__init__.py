@@ -30,10 +30,16 @@ def main() -> None:
         _fail("interrupted: nothing was stored", 130)
     except sqlite3.DatabaseError as e:  # a damaged page, a file changed under us, a full disk
         if getattr(e, "sqlite_errorname", "") == "SQLITE_FULL":
-            _fail(f"the disk holding the results database is full ({e}); what it stores was "
-                  "not changed: free space, then run the command again", 2)  # fmt: skip
-        _fail(f"the results database cannot be read ({e}); stored runs were not changed: "
-              "restore it from a copy, or export what is readable with `report`", 2)  # fmt: skip
+            _fail(
+                f"the disk holding the results database is full ({e}); what it stores was "
+                "not changed: free space, then run the command again",
+                2,
+            )
+        _fail(
+            f"the results database cannot be read ({e}); stored runs were not changed: "
+            "restore it from a copy, or export what is readable with `report`",
+            2,
+        )
     except OSError as e:
         if e.filename is None:
             raise

@@ -120,14 +120,19 @@ AllocOpt = Annotated[
 ]
 BuildOpt = Annotated[
     str | None,
-    typer.Option("--build", help="how a revision of a repository is built: a shell command "
-                 "run in a clean checkout of it, e.g. 'make -j2'"),
-]  # fmt: skip
+    typer.Option(
+        "--build",
+        help="how a revision of a repository is built: a shell command "
+        "run in a clean checkout of it, e.g. 'make -j2'",
+    ),
+]
 OutputOpt = Annotated[
     str | None,
-    typer.Option("--output", help="the library --build makes, relative to the checkout, "
-                 "e.g. build/libmine.so"),
-]  # fmt: skip
+    typer.Option(
+        "--output",
+        help="the library --build makes, relative to the checkout, e.g. build/libmine.so",
+    ),
+]
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
@@ -150,34 +155,50 @@ BlocksOpt = Annotated[
 ]
 MaxRunsOpt = Annotated[
     int | None,
-    typer.Option("--max-runs", min=1, help=f"at most this many blocks per cell "
-                 f"(default {DEFAULT_MAX_RUNS}; equal to -n for exactly n)"),
-]  # fmt: skip
+    typer.Option(
+        "--max-runs",
+        min=1,
+        help=f"at most this many blocks per cell "
+        f"(default {DEFAULT_MAX_RUNS}; equal to -n for exactly n)",
+    ),
+]
 TargetOpt = Annotated[
     str | None,
-    typer.Option("--margin", "--target-ci",
-                 help="equivalence margin: add blocks until every ratio is faster, slower or "
-                 "the same within ±this (default: the suite's, else 3%)"),
-]  # fmt: skip
+    typer.Option(
+        "--margin",
+        "--target-ci",
+        help="equivalence margin: add blocks until every ratio is faster, slower or "
+        "the same within ±this (default: the suite's, else 3%)",
+    ),
+]
 BudgetOpt = Annotated[
     str | None,
-    typer.Option("--budget", help="stop adding blocks after this much time, e.g. 2m, 90s, "
-                 "1h; 0 = no limit (default: the suite's, else 2m)"),
-]  # fmt: skip
+    typer.Option(
+        "--budget",
+        help="stop adding blocks after this much time, e.g. 2m, 90s, "
+        "1h; 0 = no limit (default: the suite's, else 2m)",
+    ),
+]
 DetailOpt = Annotated[
     bool,
-    typer.Option("--detail", help="every table: each value, ratio, interval and verdict, and "
-                 "the recommendation's reasons (default: the verdict matrix and the answers)"),
-]  # fmt: skip
+    typer.Option(
+        "--detail",
+        help="every table: each value, ratio, interval and verdict, and "
+        "the recommendation's reasons (default: the verdict matrix and the answers)",
+    ),
+]
 ProfileOpt = Annotated[
     bool, typer.Option("--profile", help="under the profiler (libamprof.so): its view too")
 ]
 WhyOpt = Annotated[
     bool | None,
-    typer.Option("--why/--no-why", help="after the measured blocks, 4 profiled blocks of the "
-                 "cells with a decided difference, to say why (default: when they add at most "
-                 "15 % to the campaign's time)"),
-]  # fmt: skip
+    typer.Option(
+        "--why/--no-why",
+        help="after the measured blocks, 4 profiled blocks of the "
+        "cells with a decided difference, to say why (default: when they add at most "
+        "15 % to the campaign's time)",
+    ),
+]
 SampleOpt = Annotated[
     int, typer.Option("--sample", min=1, help="profiler: time 1 allocator call in N")
 ]
@@ -235,8 +256,10 @@ def one_target(workload: list[str] | None, command: list[str] | None, verb: str)
     """The workloads of a verb that takes either -w or a program after --."""
     chosen = names(workload)
     if bool(chosen) == bool(command):
-        raise UserError(f"name the workload(s) to {verb} with -w (e.g. -w xthread), or give "
-                        "your program after --, one of the two")  # fmt: skip
+        raise UserError(
+            f"name the workload(s) to {verb} with -w (e.g. -w xthread), or give "
+            "your program after --, one of the two"
+        )
     return chosen
 
 

@@ -62,11 +62,12 @@ def alloc_build_cmd(
             else "cached"
         )
         facts = [v.status.value, v.version or "", f"sha256 {v.sha256[:12]}" if v.sha256 else ""]
-        out().print(f"{spec.name}: {' '.join(f for f in facts if f)} ({took}) "
-                    f"{v.reason}".rstrip())  # fmt: skip
+        out().print(f"{spec.name}: {' '.join(f for f in facts if f)} ({took}) {v.reason}".rstrip())
     minutes = (time.monotonic() - start) / 60
-    out().print(f"{len(chosen) - len(failed)} of {len(chosen)} built or cached in "
-                f"{minutes:.1f} min" + (f"; {len(failed)} failed:" if failed else ""))  # fmt: skip
+    out().print(
+        f"{len(chosen) - len(failed)} of {len(chosen)} built or cached in "
+        f"{minutes:.1f} min" + (f"; {len(failed)} failed:" if failed else "")
+    )
     for name, why in failed:
         err().print(f"  {name}: {why}", markup=False, highlight=False)
     if failed:
@@ -89,8 +90,11 @@ def workloads_cmd(
     for x in lines:
         w, state = x.workload, ""
         if w.kind == "app":
-            state = (f" [red]missing {', '.join(x.missing)}: {x.install_hint}[/]"
-                     if x.missing else " [green]installed[/]")  # fmt: skip
+            state = (
+                f" [red]missing {', '.join(x.missing)}: {x.install_hint}[/]"
+                if x.missing
+                else " [green]installed[/]"
+            )
         out().print(f"[bold]{w.name}[/] ({w.kind}): {w.description}{state}")
         for line in x.params:
             out().print("    " + line, markup=False, highlight=False)

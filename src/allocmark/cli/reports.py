@@ -104,9 +104,9 @@ def compare_cmd(
     margin = units.parse_fraction(target_ci, "--margin")
     found = api.regression(old, new, key, margin, limit)
     table.verdicts(out(), found.verdicts, key, found.old_label, found.new_label, found.control)
-    out().print(table.verdict_summary(found.summary, key, found.control, margin),
-                highlight=False)  # fmt: skip
+    out().print(table.verdict_summary(found.summary, key, found.control, margin), highlight=False)
     if limit is not None and (bad := found.failing):
-        err().print(f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}",
-                    highlight=False)  # fmt: skip
+        err().print(
+            f"FAIL: {len(bad)} significant regression(s) above {limit:.1%}", highlight=False
+        )
         raise typer.Exit(1)

@@ -102,18 +102,31 @@ def run_cmd(
 
     progress = _Progress()
     if resume:
-        cid = _follow(api.resume(db, executor, scheduler, take_over, yes, progress.ask), db,
-                      progress)  # fmt: skip
+        cid = _follow(
+            api.resume(db, executor, scheduler, take_over, yes, progress.ask), db, progress
+        )
     else:
         req = api.Request(
-            suite=suite, allocators=tuple(alloc or ()), workloads=names(workload),
-            params=tuple(param or ()), min_runs=reps, max_runs=max_runs,
-            margin=fraction(margin, "--margin"), budget_s=duration(budget),
-            timeout_s=timeout, seed=seed, catalogs=tuple(catalog or ()),
-            sample=sample if profile else 0, db=db, executor=executor, scheduler=scheduler,
-            yes=yes, memory_limit=size(memory_limit), why=_why(why),
+            suite=suite,
+            allocators=tuple(alloc or ()),
+            workloads=names(workload),
+            params=tuple(param or ()),
+            min_runs=reps,
+            max_runs=max_runs,
+            margin=fraction(margin, "--margin"),
+            budget_s=duration(budget),
+            timeout_s=timeout,
+            seed=seed,
+            catalogs=tuple(catalog or ()),
+            sample=sample if profile else 0,
+            db=db,
+            executor=executor,
+            scheduler=scheduler,
+            yes=yes,
+            memory_limit=size(memory_limit),
+            why=_why(why),
             build=git_build(build, output),
-        )  # fmt: skip
+        )
         cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     store = api.reader(db)
     emit_table(data.load(store, cid, brief=not detail), None, detail)
@@ -143,11 +156,22 @@ def profile_cmd(
     from allocmark.report import data
 
     chosen = one_target(workload, command, "profile")
-    req = api.Request(workloads=chosen, command=tuple(command or ()),
-                      allocators=tuple(alloc or ()), params=tuple(param or ()),
-                      min_runs=reps, timeout_s=timeout, seed=1, catalogs=tuple(catalog or ()),
-                      sample=sample, db=db, executor=executor, scheduler=scheduler,
-                      yes=yes, memory_limit=size(memory_limit))  # fmt: skip
+    req = api.Request(
+        workloads=chosen,
+        command=tuple(command or ()),
+        allocators=tuple(alloc or ()),
+        params=tuple(param or ()),
+        min_runs=reps,
+        timeout_s=timeout,
+        seed=1,
+        catalogs=tuple(catalog or ()),
+        sample=sample,
+        db=db,
+        executor=executor,
+        scheduler=scheduler,
+        yes=yes,
+        memory_limit=size(memory_limit),
+    )
     cid = _follow(api.run(req), db)
     emit_table(data.load(api.reader(db), cid, "profile"), None)
 
@@ -186,13 +210,25 @@ def try_cmd(
     from allocmark import api
     from allocmark.report import data, extra, table
 
-    req = api.Request(command=tuple(command), allocators=tuple(alloc or ()), min_runs=reps,
-                      max_runs=max_runs, margin=fraction(margin, "--margin"),
-                      budget_s=duration(budget), timeout_s=timeout,
-                      catalogs=tuple(catalog or ()), db=db, executor=executor,
-                      scheduler=scheduler, yes=yes, memory_limit=size(memory_limit),
-                      sample=sample if profile else 0, keep_going=ignore,
-                      why=_why(why), build=git_build(build, output))  # fmt: skip
+    req = api.Request(
+        command=tuple(command),
+        allocators=tuple(alloc or ()),
+        min_runs=reps,
+        max_runs=max_runs,
+        margin=fraction(margin, "--margin"),
+        budget_s=duration(budget),
+        timeout_s=timeout,
+        catalogs=tuple(catalog or ()),
+        db=db,
+        executor=executor,
+        scheduler=scheduler,
+        yes=yes,
+        memory_limit=size(memory_limit),
+        sample=sample if profile else 0,
+        keep_going=ignore,
+        why=_why(why),
+        build=git_build(build, output),
+    )
     progress = _Progress()
     cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     lines, comp = api.command_lines(db, cid)
@@ -203,8 +239,10 @@ def try_cmd(
         emit_table(data.load(store, cid, "profile"), None)
     # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
     if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
-        raise AllocmarkError(f"no run succeeded under {', '.join(failed)}; the table shows "
-                             "why (use -i to exit 0 anyway)")  # fmt: skip
+        raise AllocmarkError(
+            f"no run succeeded under {', '.join(failed)}; the table shows "
+            "why (use -i to exit 0 anyway)"
+        )
 
 
 @app.command("bisect")
@@ -250,10 +288,18 @@ def bisect_cmd(
     chosen = one_target(workload, command, "bisect")
     how = git_build(build, output)
     if how is None:
-        raise UserError("bisect needs --build CMD and --output LIB: how a revision is built, "
-                        "and the library it makes (relative to the checkout)")  # fmt: skip
-    req = api.Request(workloads=chosen, command=() if chosen else tuple(command or ()),
-                      params=tuple(param or ()), timeout_s=timeout, db=db, seed=seed)  # fmt: skip
+        raise UserError(
+            "bisect needs --build CMD and --output LIB: how a revision is built, "
+            "and the library it makes (relative to the checkout)"
+        )
+    req = api.Request(
+        workloads=chosen,
+        command=() if chosen else tuple(command or ()),
+        params=tuple(param or ()),
+        timeout_s=timeout,
+        db=db,
+        seed=seed,
+    )
     for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks):
         _bisect_line(event)
 
@@ -265,8 +311,10 @@ def _bisect_line(event: api.BisectEvent) -> None:
         err().print(event.text, markup=False, highlight=False)
         return
     if isinstance(event, api.BisectStarted):
-        line = (f"bisect on {event.metric}: {event.commits} commits after {event.good} up to "
-                f"{event.bad}; at most {event.bound} steps")  # fmt: skip
+        line = (
+            f"bisect on {event.metric}: {event.commits} commits after {event.good} up to "
+            f"{event.bad}; at most {event.bound} steps"
+        )
     elif isinstance(event, api.BisectStep):
         line = _step_line(event)
     else:
@@ -317,11 +365,20 @@ def tune_cmd(
     from allocmark.report import table
 
     chosen = one_target(workload, command, "tune")
-    req = api.Request(command=tuple(command or ()), workloads=chosen,
-                      params=tuple(param or ()), allocators=tuple(alloc or ()), min_runs=reps,
-                      max_runs=max_runs, margin=fraction(margin, "--margin"),
-                      budget_s=duration(budget), timeout_s=timeout,
-                      catalogs=tuple(catalog or ()), db=db, yes=yes)  # fmt: skip
+    req = api.Request(
+        command=tuple(command or ()),
+        workloads=chosen,
+        params=tuple(param or ()),
+        allocators=tuple(alloc or ()),
+        min_runs=reps,
+        max_runs=max_runs,
+        margin=fraction(margin, "--margin"),
+        budget_s=duration(budget),
+        timeout_s=timeout,
+        catalogs=tuple(catalog or ()),
+        db=db,
+        yes=yes,
+    )
     cid = _follow(api.run(req, selection=api.race(objective, settings)), db)
     table.recommendation(out(), api.comparison(db, cid))
     front(db, cid)
@@ -357,8 +414,9 @@ def harden_cmd(
 
     chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
     catalogs = tuple(catalog or ())
-    req = api.harden_request(chosen, reps, tuple(alloc or ()), catalogs, timeout_s=timeout,
-                             db=db, yes=yes)  # fmt: skip
+    req = api.harden_request(
+        chosen, reps, tuple(alloc or ()), catalogs, timeout_s=timeout, db=db, yes=yes
+    )
     cid = _follow(api.run(req), db)
     report = data.load(api.reader(db), cid)
     table.extra(out(), extra.extras(report))
@@ -366,8 +424,11 @@ def harden_cmd(
         return
     more = api.cost_request(report.battery.allocators, db=db, catalogs=catalogs, yes=yes)
     if more is None:
-        err().print("no hardened build beside its plain build to cost: e.g. `allocmark alloc "
-                    "build mimalloc@2.1.7 mimalloc@2.1.7+secure`", style="dim")  # fmt: skip
+        err().print(
+            "no hardened build beside its plain build to cost: e.g. `allocmark alloc "
+            "build mimalloc@2.1.7 mimalloc@2.1.7+secure`",
+            style="dim",
+        )
         return
     cost_cid = _follow(api.run(more), db)
     comp = data.load(api.reader(db), cost_cid).comparison
@@ -410,8 +471,14 @@ class _Progress:
             TimeRemainingColumn,
         )
 
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())  # fmt: skip
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
         self.bar = Progress(*columns, console=err(), transient=False)
         self.task: TaskID | None = None
         self.precision = "first blocks"
@@ -452,17 +519,20 @@ class _Progress:
             self.task = self.bar.add_task("running", total=event.total, completed=event.done)
         elif isinstance(event, api.RoundDone):
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
-            self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
-                              f"decided (margin ±{self.target or 0:.0%}){more}")  # fmt: skip
+            self.precision = (
+                f"{event.ratios - event.undecided} of {event.ratios} ratios "
+                f"decided (margin ±{self.target or 0:.0%}){more}"
+            )
         elif isinstance(event, api.Forecast):
-            self.precision = (f"{event.ratios - event.undecided} of {event.ratios} ratios "
-                              f"decided after {event.blocks} blocks")  # fmt: skip
+            self.precision = (
+                f"{event.ratios - event.undecided} of {event.ratios} ratios "
+                f"decided after {event.blocks} blocks"
+            )
             # After the first two blocks, then each time the blocks have doubled: a long
             # campaign has a round every few blocks, and its forecast moves slowly.
             if event.blocks >= 2 * self.said_at or event.blocks <= 2:
                 self.said_at = event.blocks
-                self.bar.console.print(event.text(), style="dim", highlight=False,
-                                       soft_wrap=True)  # fmt: skip
+                self.bar.console.print(event.text(), style="dim", highlight=False, soft_wrap=True)
             alert = event.alert()
             if alert and alert[0] not in self.warned:  # each kind once
                 self.warned.add(alert[0])
@@ -477,8 +547,9 @@ class _Progress:
                 self.bar.console.print(
                     f"{result.status.value}: {spec.allocator} {spec.workload}"
                     f"{' ' + params if params else ''}: {result.detail[:300]}",
-                    soft_wrap=True, markup=False,
-                )  # fmt: skip
+                    soft_wrap=True,
+                    markup=False,
+                )
 
 
 def git_build(build: str | None, output: str | None) -> api.GitBuild | None:
@@ -488,8 +559,10 @@ def git_build(build: str | None, output: str | None) -> api.GitBuild | None:
     if build is None and output is None:
         return None
     if not build or not output:
-        raise UserError("--build and --output go together: the command that builds a "
-                        "revision and the library it makes (relative to the checkout)")  # fmt: skip
+        raise UserError(
+            "--build and --output go together: the command that builds a "
+            "revision and the library it makes (relative to the checkout)"
+        )
     return api.GitBuild(build, output)
 
 
@@ -512,16 +585,20 @@ def _plan_line(p: api.Planned) -> str:
         )
         if p.precision.stretch:
             budget += ", the default: stretched if the first verdict needs more"
-        more = (f", then more blocks until every ratio is faster, slower or the same within "
-                f"±{p.precision.margin:.0%} "
-                f"(up to {p.precision.max_runs} blocks, {budget})")  # fmt: skip
+        more = (
+            f", then more blocks until every ratio is faster, slower or the same within "
+            f"±{p.precision.margin:.0%} "
+            f"(up to {p.precision.max_runs} blocks, {budget})"
+        )
     if p.why != "off":
         more += ", then a why pass (4 profiled blocks of the cells with a decided difference" + (
             ")" if p.why == "on" else ", if they add at most 15 % to the time)"
         )
-    return (f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
-            f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
-            f"verification) to start{_eta(p)} -> {p.db}")  # fmt: skip
+    return (
+        f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
+        f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
+        f"verification) to start{_eta(p)} -> {p.db}"
+    )
 
 
 def _eta(p: api.Planned) -> str:

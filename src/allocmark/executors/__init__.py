@@ -141,9 +141,13 @@ def without_needless_libc(spec: RunSpec, check: Check | None) -> RunSpec:
     the run is unverified, never a number."""
     preload = dict(spec.env).get("LD_PRELOAD", "")
     libc = os.path.realpath(spec.expect_malloc or "")
-    if (check is None or check.status is not RunStatus.OK or "also_defines_malloc" in check.labels
-            or not os.path.basename(libc).startswith("libc.so")
-            or os.path.realpath(preload) != libc):  # fmt: skip
+    if (
+        check is None
+        or check.status is not RunStatus.OK
+        or "also_defines_malloc" in check.labels
+        or not os.path.basename(libc).startswith("libc.so")
+        or os.path.realpath(preload) != libc
+    ):
         return spec
     return dataclasses.replace(spec, env=tuple(kv for kv in spec.env if kv[0] != "LD_PRELOAD"))
 

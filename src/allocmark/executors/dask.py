@@ -55,9 +55,11 @@ class Dask:
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S)
         except OSError as e:
-            raise UserError(f"--scheduler {address}: cannot connect ({e}); start one with "
-                            "`dask scheduler` and workers with `dask worker ADDRESS "
-                            f"--resources {RESOURCE}=1`") from None  # fmt: skip
+            raise UserError(
+                f"--scheduler {address}: cannot connect ({e}); start one with "
+                "`dask scheduler` and workers with `dask worker ADDRESS "
+                f"--resources {RESOURCE}=1`"
+            ) from None
         try:
             _require_bench_workers(self.client.scheduler_info(), address)
         except UserError:
@@ -91,9 +93,11 @@ class Dask:
 def _require_bench_workers(info: Mapping[str, Any], address: str) -> None:
     workers = info.get("workers", {}).values()
     if not any(w.get("resources", {}).get(RESOURCE) for w in workers):
-        raise UserError(f"--scheduler {address}: no worker offers resource {RESOURCE!r}; start "
-                        f"workers with `dask worker {address} --resources {RESOURCE}=1` (one per "
-                        "host: two benchmarks on one host disturb each other)")  # fmt: skip
+        raise UserError(
+            f"--scheduler {address}: no worker offers resource {RESOURCE!r}; start "
+            f"workers with `dask worker {address} --resources {RESOURCE}=1` (one per "
+            "host: two benchmarks on one host disturb each other)"
+        )
 
 
 def _home() -> str:

@@ -28,9 +28,19 @@ from typing import Any
 from allocmark.errors import AllocmarkError
 
 VERSIONS = {
-    "run": 4, "rss": 2, "image": 1, "watch": 1, "calib": 1, "who": 2, "calls": 1, "stats": 1,
-    "probe": 2, "result": 2, "stage": 1, "prof": 4,
-}  # fmt: skip
+    "run": 4,
+    "rss": 2,
+    "image": 1,
+    "watch": 1,
+    "calib": 1,
+    "who": 2,
+    "calls": 1,
+    "stats": 1,
+    "probe": 2,
+    "result": 2,
+    "stage": 1,
+    "prof": 4,
+}
 
 
 class RecordError(AllocmarkError):

@@ -39,21 +39,27 @@ def _against(s: Summary, base: Summary | None, runs: int) -> list[str]:
     for p in PATHS:
         mine, theirs = s.paths[p].median, base.paths[p].median
         if mine and theirs and (mine / theirs >= 1.5 or mine / theirs <= 1 / 1.5):
-            lines.append(f"{mine / theirs:.1f}x the {p.replace('_', ' ')} cycles of "
-                         f"{base.allocator} (median {mine:.0f} vs {theirs:.0f})")  # fmt: skip
+            lines.append(
+                f"{mine / theirs:.1f}x the {p.replace('_', ' ')} cycles of "
+                f"{base.allocator} (median {mine:.0f} vs {theirs:.0f})"
+            )
     for name in ("mmap", "munmap", "madvise", "mprotect", "mremap"):
         if name not in s.visible or name not in base.visible:
             continue  # a 0 that only means "not seen" compares nothing
         mine_n = s.syscalls.get(name, {}).get("in_calls", 0)
         theirs_n = base.syscalls.get(name, {}).get("in_calls", 0)
         if mine_n != theirs_n and max(mine_n, theirs_n) >= 10 * runs:
-            lines.append(f"{count_text(mine_n / runs)} {name} calls per run vs "
-                         f"{count_text(theirs_n / runs)} for {base.allocator}")  # fmt: skip
+            lines.append(
+                f"{count_text(mine_n / runs)} {name} calls per run vs "
+                f"{count_text(theirs_n / runs)} for {base.allocator}"
+            )
     if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
         keys = ("contended", "trylock_failed", "wait_cycles")
         contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
-        lines.append(f"lock contention per run: {contended} contended acquisitions, "
-                     f"{failed} failed trylocks, {waiting} cycles waiting")  # fmt: skip
+        lines.append(
+            f"lock contention per run: {contended} contended acquisitions, "
+            f"{failed} failed trylocks, {waiting} cycles waiting"
+        )
     return lines
 
 
@@ -92,8 +98,18 @@ def views(
         ref = baseline if baseline in names else (names[0] if names else None)
         sample = by_alloc[names[0]][0].get("sample", 1) if names else 1
         notes = _notes(summaries, sample)
-        out.append(View(workload, params, tuple(names), runs, tuple(summaries), ref,
-                        findings(summaries, ref, runs), notes))  # fmt: skip
+        out.append(
+            View(
+                workload,
+                params,
+                tuple(names),
+                runs,
+                tuple(summaries),
+                ref,
+                findings(summaries, ref, runs),
+                notes,
+            )
+        )
     return out
 
 
@@ -102,10 +118,12 @@ def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
     notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
     if summaries:
         notes.append(f"hardware counters: {summaries[0].hw}")
-    notes.append(f"cycles: TSC ticks of 1 call in {sample}, tight around the real call; "
-                 "'new' = an address never freed before in the process (so never handed "
-                 "out before), 'reuse' = one freed before; split as the timed calls "
-                 "were")  # fmt: skip
+    notes.append(
+        f"cycles: TSC ticks of 1 call in {sample}, tight around the real call; "
+        "'new' = an address never freed before in the process (so never handed "
+        "out before), 'reuse' = one freed before; split as the timed calls "
+        "were"
+    )
     notes.append(_memory_note(summaries))
     for s in summaries:
         notes += [f"{s.allocator}: {gap}" for gap in _gaps(s.memory)]
@@ -119,12 +137,16 @@ def _memory_note(summaries: Sequence[Summary]) -> str:
     elif interval == 0:
         how = "live requested bytes are exact (every block tracked: sample 1)"
     else:
-        how = (f"live requested bytes are estimated from tracked blocks (one allocated byte in "
-               f"{interval:,} picks its block, weighted by its chance; the peak's moment is "
-               "picked by half of them and measured by the other half, so that noise does "
-               "not pick it; ± is 95%; --sample 1 is exact)")  # fmt: skip
-    return (f"memory: {how}; usable sizes are those of the timed calls; RSS includes the "
-            "profiler's bitmap (1/32 of the heap's address span)")  # fmt: skip
+        how = (
+            f"live requested bytes are estimated from tracked blocks (one allocated byte in "
+            f"{interval:,} picks its block, weighted by its chance; the peak's moment is "
+            "picked by half of them and measured by the other half, so that noise does "
+            "not pick it; ± is 95%; --sample 1 is exact)"
+        )
+    return (
+        f"memory: {how}; usable sizes are those of the timed calls; RSS includes the "
+        "profiler's bitmap (1/32 of the heap's address span)"
+    )
 
 
 def _gaps(memory: Mapping[str, int]) -> list[str]:
@@ -133,9 +155,13 @@ def _gaps(memory: Mapping[str, int]) -> list[str]:
     if memory.get("bitmap_full") or memory.get("shadow_full"):
         gaps.append("the bitmap could not be mapped: new/reuse and live bytes are incomplete")
     if memory.get("untracked"):
-        gaps.append(f"{memory['untracked']:,} blocks could not be tracked (no memory for the "
-                    "table): live bytes are low")  # fmt: skip
+        gaps.append(
+            f"{memory['untracked']:,} blocks could not be tracked (no memory for the "
+            "table): live bytes are low"
+        )
     if memory.get("threads_unmerged"):
-        gaps.append(f"{memory['threads_unmerged']:,} threads alive at exit were not merged "
-                    "(more than 4,096): their counts are missing")  # fmt: skip
+        gaps.append(
+            f"{memory['threads_unmerged']:,} threads alive at exit were not merged "
+            "(more than 4,096): their counts are missing"
+        )
     return gaps

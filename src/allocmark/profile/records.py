@@ -27,8 +27,15 @@ def read(path: Path) -> list[dict[str, Any]]:
 
 
 def _empty() -> dict[str, Any]:
-    return {"api": {}, "sizes": {}, "sizes_sampled": {}, "path": {}, "hist": {}, "sys": {},
-            "threads_list": []}  # fmt: skip
+    return {
+        "api": {},
+        "sizes": {},
+        "sizes_sampled": {},
+        "path": {},
+        "hist": {},
+        "sys": {},
+        "threads_list": [],
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -41,10 +48,13 @@ def combine(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ordered = sorted(records, key=lambda r: (r["ppid"] in pids, r["pid"]))
     out = merge(ordered)
     out["processes"] = [
-        {"pid": r["pid"], "exe": r.get("exe", ""),
-         "malloc_calls": r["api"].get("malloc", {}).get("calls", 0)}
+        {
+            "pid": r["pid"],
+            "exe": r.get("exe", ""),
+            "malloc_calls": r["api"].get("malloc", {}).get("calls", 0),
+        }
         for r in ordered
-    ]  # fmt: skip
+    ]
     return out
 
 
@@ -58,9 +68,11 @@ def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "tsc_per_us": max((r.get("tsc_per_us", 0) for r in profiles), default=0),
         "hw_errno": first.get("hw_errno", 0),
         "fast_bytes": first.get("fast_bytes", 0),
-        "threads": {}, "locks": {}, "memory": {},
+        "threads": {},
+        "locks": {},
+        "memory": {},
         "processes": [p for r in profiles for p in r.get("processes", [])],
-    }  # fmt: skip
+    }
     for r in profiles:
         for kind in ("api", "path", "sys"):
             for name, pairs in r[kind].items():
@@ -79,8 +91,9 @@ def merge(profiles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     memories: list[Mapping[str, int]] = [r.get("memory", {}) for r in profiles]
     top = max(memories, key=lambda m: m.get("peak_requested", 0), default={})
     out["memory"] |= {k: v for k, v in top.items() if k.startswith(PEAK_KEYS)}
-    intervals = [r["memory"]["track_interval"] for r in profiles
-                 if "track_interval" in r.get("memory", {})]  # fmt: skip
+    intervals = [
+        r["memory"]["track_interval"] for r in profiles if "track_interval" in r.get("memory", {})
+    ]
     if intervals:
         out["memory"]["track_interval"] = max(intervals)
     return out

@@ -19,8 +19,17 @@ from allocmark.profile.records import add_lists
 
 PATHS = ("malloc_new", "malloc_reuse", "free", "calloc", "realloc", "aligned", "usable_size")
 SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "sbrk")
-ALLOCATING = ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
-              "aligned_alloc", "memalign", "valloc", "pvalloc")  # fmt: skip
+ALLOCATING = (
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+)
 
 
 def shim_library() -> str:
@@ -106,10 +115,12 @@ def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> S
         "free": calls.get("free", 0),
         "calloc": calls.get("calloc", 0),
         "realloc": calls.get("realloc", 0) + calls.get("reallocarray", 0),
-        "aligned": sum(calls.get(a, 0) for a in ("posix_memalign", "aligned_alloc", "memalign",
-                                                  "valloc", "pvalloc")),
+        "aligned": sum(
+            calls.get(a, 0)
+            for a in ("posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc")
+        ),
         "usable_size": calls.get("malloc_usable_size", 0),
-    }  # fmt: skip
+    }
     paths = {}
     for p in PATHS:
         hist = prof["hist"].get(p, [])
@@ -167,8 +178,10 @@ def visibility(library: str | None) -> tuple[str, frozenset[str]]:
     if imported is None:
         return "unknown (no `nm` to read its imports)", frozenset()
     if os.path.basename(library).startswith("libc.so"):
-        return ("glibc makes its mmap, munmap, madvise and brk calls and takes its arena "
-                "locks inside libc: none is visible, its counts are 0"), frozenset()  # fmt: skip
+        return (
+            "glibc makes its mmap, munmap, madvise and brk calls and takes its arena "
+            "locks inside libc: none is visible, its counts are 0"
+        ), frozenset()
     names = (*SYSCALLS, "pthread_mutex_lock", "pthread_mutex_trylock")
     seen = frozenset(n for n in names if n in imported)
     listed = ", ".join(n for n in names if n in seen) or "none"
@@ -179,8 +192,9 @@ def visibility(library: str | None) -> tuple[str, frozenset[str]]:
 def _imports(library: str) -> frozenset[str] | None:
     if not shutil.which("nm"):
         return None
-    out = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
-                         text=True, check=False).stdout  # fmt: skip
+    out = subprocess.run(
+        ["nm", "-D", "--undefined-only", library], capture_output=True, text=True, check=False
+    ).stdout
     return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
 
 

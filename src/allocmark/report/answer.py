@@ -20,8 +20,9 @@ class Block:
     lines: tuple[str, ...]
 
 
-def blocks(answers: list[Answer], whys: Lookup | None = None,
-           tries: Sequence[Try] = ()) -> list[Block]:  # fmt: skip
+def blocks(
+    answers: list[Answer], whys: Lookup | None = None, tries: Sequence[Try] = ()
+) -> list[Block]:
     """Over all workloads first (the answer most users want), then each workload."""
     ordered = sorted(answers, key=lambda a: a.scope != OVERALL)
     return [Block(a.scope, tuple(_lines(a, whys, tries))) for a in ordered]
@@ -32,15 +33,19 @@ def _lines(a: Answer, whys: Lookup | None, tries: Sequence[Try]) -> list[str]:
     out += [try_line(t) for t in tries if t.why.label == a.scope]
     front = ", ".join(c.allocator for c in a.front)
     if len(a.front) > 1:
-        out.append(f"trade-off (no other allocator beats these on one axis without losing "
-                   f"on the other): {front}")  # fmt: skip
+        out.append(
+            f"trade-off (no other allocator beats these on one axis without losing "
+            f"on the other): {front}"
+        )
     word = "undecided over these workloads" if a.scope == OVERALL else "inconclusive"
     for c in a.undecided:
         out.append(f"{word}: {_choice(c)}{_more(c)}")
     if a.others:  # their numbers are in the tables: names are enough here
         names = ", ".join(c.allocator for c in a.others)
-        out.append(f"dominated (another allocator beats each on one axis without losing on "
-                   f"the other): {names}")  # fmt: skip
+        out.append(
+            f"dominated (another allocator beats each on one axis without losing on "
+            f"the other): {names}"
+        )
     out += [f"not recommended: {name}: {why}" for name, why in a.excluded]
     return out
 
@@ -62,8 +67,10 @@ def lead(a: Answer, whys: Lookup | None = None) -> str:
     if f and s and f.allocator == s.allocator:
         text = f"Use {f.allocator}: {time(f)}, {rss(f)}"
     elif f and s:
-        text = (f"Use {f.allocator} for time ({time(f)}, {rss(f)}), "
-                f"{s.allocator} for memory ({rss(s)}, {time(s)})")  # fmt: skip
+        text = (
+            f"Use {f.allocator} for time ({time(f)}, {rss(f)}), "
+            f"{s.allocator} for memory ({rss(s)}, {time(s)})"
+        )
     elif f:
         text = f"Use {f.allocator} for time: {time(f)}, {rss(f)}"
     elif s:
@@ -71,8 +78,10 @@ def lead(a: Answer, whys: Lookup | None = None) -> str:
     elif contenders(a):
         text = _undecided(a)
     else:
-        text = (f"Keep {a.baseline}: no allocator is significantly faster or smaller by "
-                f"more than {a.margin:.0%}{_at_most(a)}")  # fmt: skip
+        text = (
+            f"Keep {a.baseline}: no allocator is significantly faster or smaller by "
+            f"more than {a.margin:.0%}{_at_most(a)}"
+        )
     for axis, tied in (("time", a.tied_time), ("memory", a.tied_rss)):
         if tied:
             text += f"; a tie for {axis}: {', '.join(c.allocator for c in tied)}"
@@ -91,8 +100,13 @@ def _open_on(a: Answer, axis: str) -> list[tuple[Choice, Position]]:
     """The allocators that could still beat the baseline on `axis` ("time", "rss") by
     more than the margin: undecided there, their interval's better end beyond it."""
     bar = 1 / (1 + a.margin)
-    return [(c, p) for c in a.undecided if (p := getattr(c, axis)) is not None
-            and p.verdict is stats.Verdict.INCONCLUSIVE and p.low < bar]  # fmt: skip
+    return [
+        (c, p)
+        for c in a.undecided
+        if (p := getattr(c, axis)) is not None
+        and p.verdict is stats.Verdict.INCONCLUSIVE
+        and p.low < bar
+    ]
 
 
 def _undecided(a: Answer) -> str:
@@ -103,16 +117,18 @@ def _undecided(a: Answer) -> str:
     for axis, found in open_.items():
         best, p = min(found, key=lambda x: x[1].value, default=(None, None))
         if best is not None and p is not None and p.value < 1:
-            size = f"{1 / p.value:.2f}× faster" if axis == "time" else \
-                f"peak RSS {p.value - 1:+.1%}"  # fmt: skip
+            size = (
+                f"{1 / p.value:.2f}× faster" if axis == "time" else f"peak RSS {p.value - 1:+.1%}"
+            )
             leads.append(f"{best.allocator} {size}{_tally(p, axis)}")
     where = " over these workloads" if a.scope == OVERALL else ""
-    text = (f"Undecided{where} after {a.blocks} blocks: no allocator is yet significantly "
-            f"faster or smaller than {a.baseline} by more than {a.margin:.0%}")  # fmt: skip
+    text = (
+        f"Undecided{where} after {a.blocks} blocks: no allocator is yet significantly "
+        f"faster or smaller than {a.baseline} by more than {a.margin:.0%}"
+    )
     if leads:
         text += "; leading, not significant yet: " + ", ".join(leads)
-    need = [p.blocks_to_decide for found in open_.values() for _, p in found
-            if p.blocks_to_decide]  # fmt: skip
+    need = [p.blocks_to_decide for found in open_.values() for _, p in found if p.blocks_to_decide]
     if need and a.block_s > 0:
         more = max(0, max(need) - a.blocks) * a.block_s
         text += f"; about {max(need)} blocks in all (about {duration(more)} more) would decide"
@@ -130,7 +146,8 @@ def _at_most(a: Answer) -> str:
     if time <= 0.1 or rss <= 0.1:
         return " (too few blocks to bound how much)"
     parts = ([f"{1 / time:.2f}× faster"] if time < 0.995 else []) + (
-        [f"{1 - rss:.0%} smaller"] if rss < 0.995 else [])  # fmt: skip
+        [f"{1 - rss:.0%} smaller"] if rss < 0.995 else []
+    )
     return f" (at most {' or '.join(parts)})" if parts else ""
 
 
@@ -139,8 +156,10 @@ def _pick(goal: str, c: Choice | None, a: Answer) -> str:
         return f"for {goal}: undecided after {a.blocks} blocks (see below)"
     if c is None:
         what = "faster" if goal == "time" else "smaller in peak RSS"
-        return (f"for {goal}: keep {a.baseline}: no allocator is significantly {what} by "
-                f"more than {a.margin:.0%}")  # fmt: skip
+        return (
+            f"for {goal}: keep {a.baseline}: no allocator is significantly {what} by "
+            f"more than {a.margin:.0%}"
+        )
     return f"for {goal}: {_choice(c)}"
 
 
@@ -161,8 +180,9 @@ def _rss(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
         return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "") + _tally(p, "rss")
     d = decimals(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
-    return (f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]"
-            f"{_notes(p, 'rss')}")  # fmt: skip
+    return (
+        f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]{_notes(p, 'rss')}"
+    )
 
 
 def _tally(p: Position | None, axis: str) -> str:
@@ -171,8 +191,16 @@ def _tally(p: Position | None, axis: str) -> str:
     if t is None:
         return ""
     better, worse = ("faster", "slower") if axis == "time" else ("smaller", "larger")
-    counts = [f"{word} on {n}" for word, n in ((better, t.better), (worse, t.worse),
-              ("the same", t.same), ("undecided", t.undecided)) if n]  # fmt: skip
+    counts = [
+        f"{word} on {n}"
+        for word, n in (
+            (better, t.better),
+            (worse, t.worse),
+            ("the same", t.same),
+            ("undecided", t.undecided),
+        )
+        if n
+    ]
     return f" (of {t.rows} workloads: {', '.join(counts)}{_span(t, axis)})"
 
 
@@ -226,12 +254,22 @@ def clause(w: Why, most: int = 1) -> str:
 
 
 _PEAK, _SMAPS = "anonymous and file RSS at the peak", "smaps near the peak"
-_GROUPS = {"user_s": "CPU", "sys_s": "CPU", "minflt": "faults", "majflt": "faults",
-           "nvcsw": "switches", "nivcsw": "switches", "peak_anon_kib": _PEAK,
-           "peak_file_kib": _PEAK, "start_rss_kib": "start-up RSS",
-           "near_peak_dirty_kib": _SMAPS, "near_peak_lazyfree_kib": _SMAPS,
-           "near_peak_thp_kib": _SMAPS, "prof_inside_s": "time inside the allocator",
-           "prof_slack_kib": "size-class rounding"}  # fmt: skip
+_GROUPS = {
+    "user_s": "CPU",
+    "sys_s": "CPU",
+    "minflt": "faults",
+    "majflt": "faults",
+    "nvcsw": "switches",
+    "nivcsw": "switches",
+    "peak_anon_kib": _PEAK,
+    "peak_file_kib": _PEAK,
+    "start_rss_kib": "start-up RSS",
+    "near_peak_dirty_kib": _SMAPS,
+    "near_peak_lazyfree_kib": _SMAPS,
+    "near_peak_thp_kib": _SMAPS,
+    "prof_inside_s": "time inside the allocator",
+    "prof_slack_kib": "size-class rounding",
+}
 
 
 def _checked(w: Why) -> str:
@@ -278,12 +316,30 @@ def why_lines(whys: Sequence[Why]) -> list[str]:
 
 def why_record(w: Why) -> dict[str, object]:
     """A difference's explanation as the JSON summary carries it."""
-    return {"workload": w.workload, "params": dict(w.params), "allocator": w.allocator,
-            "axis": w.axis, "delta": w.delta, "text": clause(w, most=len(w.factors)),
-            "explained": w.explained, "checked": list(w.checked),
-            "factors": [{"signal": f.signal, "words": f.words, "unit": f.unit, "delta": f.delta,
-                         "ratio": f.ratio, "low": f.low, "high": f.high, "share": f.share,
-                         "degree": f.degree} for f in w.factors]}  # fmt: skip
+    return {
+        "workload": w.workload,
+        "params": dict(w.params),
+        "allocator": w.allocator,
+        "axis": w.axis,
+        "delta": w.delta,
+        "text": clause(w, most=len(w.factors)),
+        "explained": w.explained,
+        "checked": list(w.checked),
+        "factors": [
+            {
+                "signal": f.signal,
+                "words": f.words,
+                "unit": f.unit,
+                "delta": f.delta,
+                "ratio": f.ratio,
+                "low": f.low,
+                "high": f.high,
+                "share": f.share,
+                "degree": f.degree,
+            }
+            for f in w.factors
+        ],
+    }
 
 
 def try_line(t: Try) -> str:

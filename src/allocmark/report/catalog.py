@@ -33,8 +33,14 @@ def allocators(console: Console, verified: Sequence[Verified]) -> None:
         baseline = "baseline" if v.spec.baseline else ""
         notes = "; ".join(x for x in (v.reason, env, baseline, cost) if x)
         status = "[dim]not built[/]" if _unbuilt(v) else _status(v)
-        table.add_row(_t(v.spec.name), status, _t(v.version or ""),
-                      _t(_home(v.library or "")), (v.sha256 or "")[:12], _t(notes))  # fmt: skip
+        table.add_row(
+            _t(v.spec.name),
+            status,
+            _t(v.version or ""),
+            _t(_home(v.library or "")),
+            (v.sha256 or "")[:12],
+            _t(notes),
+        )
     console.print(table)
 
 
@@ -53,9 +59,14 @@ def catalog(console: Console, verified: Sequence[Verified], every: bool = True) 
     table.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=room)
     for family, lines in rows.items():
         for i, line in enumerate(lines):
-            table.add_row(_t(family if i == 0 else ""), _t(line.name), line.status,
-                          _t(line.version), _t(" ".join(line.variants)),
-                          _t(line.notes))  # fmt: skip
+            table.add_row(
+                _t(family if i == 0 else ""),
+                _t(line.name),
+                line.status,
+                _t(line.version),
+                _t(" ".join(line.variants)),
+                _t(line.notes),
+            )
     console.print(table)
     for text in _catalog_footnotes(verified, rows, every):
         console.print(text, style="dim", highlight=False)
@@ -100,9 +111,11 @@ class Line:
             return _short_notes(self.first)
         built, n = self.built, len(self.group)
         parts = [f"{len(built)} of {n} built" if built else f"{n} version{'s' * (n > 1)}"]
-        parts += [f"{s.value}: {', '.join(_short_version(v) for v in built if v.status is s)}"
-                  for s in (Status.BROKEN, Status.PARTIAL, Status.OK)
-                  if any(v.status is s for v in built)]  # fmt: skip
+        parts += [
+            f"{s.value}: {', '.join(_short_version(v) for v in built if v.status is s)}"
+            for s in (Status.BROKEN, Status.PARTIAL, Status.OK)
+            if any(v.status is s for v in built)
+        ]
         if len(built) < n:
             parts.append(f"allocmark alloc build {self.name}")
         return "; ".join(parts)
@@ -199,16 +212,18 @@ def _catalog_footnotes(verified: Sequence[Verified], rows: Entries, every: bool)
     """Each under 80 columns: the listing fits a terminal's 40 lines."""
     entries = sum(len(e) for e in rows.values())
     more = "" if every else "; --all: a line each"
-    lines = [f"{len(rows)} families, {len(verified)} entries with their variants "
-             f"({entries} lines{more})."]  # fmt: skip
+    lines = [
+        f"{len(rows)} families, {len(verified)} entries with their variants "
+        f"({entries} lines{more})."
+    ]
     if any(v.status is Status.PARTIAL for v in verified):
         lines.append("partial: glibc serves what it lacks; a program calling it mixes two heaps.")
     if any(_unbuilt(v) for v in verified):
-        lines.append("not built: `allocmark alloc build NAME` (FAMILY@*: every version), or "
-                     "first use.")  # fmt: skip
+        lines.append(
+            "not built: `allocmark alloc build NAME` (FAMILY@*: every version), or first use."
+        )
     if any(not v.spec.recommendable for v in verified):
-        lines.append('debug: the hardening battery\'s reference; not in "all", never '
-                     "recommended.")  # fmt: skip
+        lines.append('debug: the hardening battery\'s reference; not in "all", never recommended.')
     if any("GPL" in v.spec.license for v in verified):
         lines.append("GPL: a library built from it is under the GPL.")
     lines.append("`allocmark allocators -a NAME`: its library, sha256, Rust layer's cost.")

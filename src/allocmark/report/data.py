@@ -33,9 +33,16 @@ class ReportData:
     battery: harden.Matrix | None = None  # the hardening battery's outcomes (summary view)
 
 
-def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
-         with_runs: bool = False, brief: bool = False, extras: bool = True,
-         known: analyze.Comparison | None = None) -> ReportData:  # fmt: skip
+def load(
+    store: Store,
+    cid: int,
+    view: str = "summary",
+    speedup: bool = False,
+    with_runs: bool = False,
+    brief: bool = False,
+    extras: bool = True,
+    known: analyze.Comparison | None = None,
+) -> ReportData:
     """The report of campaign `cid` as `view` needs it (with_runs: every run too;
     brief: a terminal's glance (see analyze.stored_comparison), which leaves what the
     RSS is made of to --detail; extras: the tables beyond the comparison, which CSV has
@@ -44,8 +51,9 @@ def load(store: Store, cid: int, view: str = "summary", speedup: bool = False,
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.sample(cid):
-        raise UserError(f"campaign {cid} was not profiled; use `allocmark profile` or "
-                        "`allocmark run --profile`")  # fmt: skip
+        raise UserError(
+            f"campaign {cid} was not profiled; use `allocmark profile` or `allocmark run --profile`"
+        )
     comp = None
     if view == "summary":
         comp = known or analyze.stored_comparison(store, cid, speedup, brief)

@@ -62,23 +62,31 @@ def releases_table(comp: analyze.Comparison) -> Extra | None:
         texts = [_change(by.get((old, new, row, speed))) for row in rows for speed in (True, False)]
         lines.append((family + (f" ({kind})" if several else ""), label, *texts))
     decided = sum(c.decided for c in found)
-    return Extra(f"Release to release: each version against the one before it ({decided} "
-                 f"changes decided of {len(found)})", ("family", "versions", *heads),
-                 tuple(lines), notes=(
-                     "the newer version's time (or throughput) and peak RSS over the older's, "
-                     "paired by block, 95 % intervals judged as one family per allocator "
-                     f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided; crate builds, "
-                     "Debian's, Debian's under a newer glibc and git revisions are each a line "
-                     "of their own (a build under another glibc changes the C library too)",
-                     *_commits(comp, pairs)), keep=2)  # fmt: skip
+    return Extra(
+        f"Release to release: each version against the one before it ({decided} "
+        f"changes decided of {len(found)})",
+        ("family", "versions", *heads),
+        tuple(lines),
+        notes=(
+            "the newer version's time (or throughput) and peak RSS over the older's, "
+            "paired by block, 95 % intervals judged as one family per allocator "
+            f"(Holm); = the same within ±{comp.margin:.0%}, ? undecided; crate builds, "
+            "Debian's, Debian's under a newer glibc and git revisions are each a line "
+            "of their own (a build under another glibc changes the C library too)",
+            *_commits(comp, pairs),
+        ),
+        keep=2,
+    )
 
 
-def _commits(comp: analyze.Comparison, pairs: Sequence[tuple[str, str, str, str]]
-             ) -> list[str]:  # fmt: skip
+def _commits(comp: analyze.Comparison, pairs: Sequence[tuple[str, str, str, str]]) -> list[str]:
     """Where each revision of a repository came from: its commit and `git describe`."""
     names = dict.fromkeys(n for _, _, old, new in pairs for n in (old, new))
-    return [f"{n}: {g.describe} ({g.commit[:12]}) of {g.repository}"
-            for n in names if (g := comp.revisions.get(n))]  # fmt: skip
+    return [
+        f"{n}: {g.describe} ({g.commit[:12]}) of {g.repository}"
+        for n in names
+        if (g := comp.revisions.get(n))
+    ]
 
 
 def _change(c: releases.Change | None) -> str:
@@ -94,12 +102,17 @@ def _change(c: releases.Change | None) -> str:
 
 
 # What every run records to explain a difference (why.py): column -> heading, unit.
-SIGNAL_COLUMNS = {"user_s": ("user CPU", "s"), "sys_s": ("system CPU", "s"),
-                  "minflt": ("minor faults", ""), "majflt": ("major faults", ""),
-                  "nvcsw": ("voluntary switches", ""), "nivcsw": ("involuntary switches", ""),
-                  "start_rss_kib": ("start-up RSS", "KiB"),
-                  "peak_anon_kib": ("anonymous at the peak", "KiB"),
-                  "peak_file_kib": ("file-backed at the peak", "KiB")}  # fmt: skip
+SIGNAL_COLUMNS = {
+    "user_s": ("user CPU", "s"),
+    "sys_s": ("system CPU", "s"),
+    "minflt": ("minor faults", ""),
+    "majflt": ("major faults", ""),
+    "nvcsw": ("voluntary switches", ""),
+    "nivcsw": ("involuntary switches", ""),
+    "start_rss_kib": ("start-up RSS", "KiB"),
+    "peak_anon_kib": ("anonymous at the peak", "KiB"),
+    "peak_file_kib": ("file-backed at the peak", "KiB"),
+}
 
 
 def signals_table(comp: analyze.Comparison) -> Extra | None:
@@ -107,19 +120,30 @@ def signals_table(comp: analyze.Comparison) -> Extra | None:
     the answer's why reads (None: no run has them)."""
     cells = [c for c in why.signals(comp) if c.role == "measure"]
     labels = analyze.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
-    rows = tuple((labels[(c.workload, c.params)], c.allocator,
-                  *(_median_signal(c, k, unit) for k, (_, unit) in SIGNAL_COLUMNS.items()))
-                 for c in cells)  # fmt: skip
+    rows = tuple(
+        (
+            labels[(c.workload, c.params)],
+            c.allocator,
+            *(_median_signal(c, k, unit) for k, (_, unit) in SIGNAL_COLUMNS.items()),
+        )
+        for c in cells
+    )
     if not any(x != "-" for r in rows for x in r[2:]):
         return None
-    return Extra("What each run spent (medians of the measured runs; the answer's why reads "
-                 "these)", ("workload", "allocator", *(h for h, _ in SIGNAL_COLUMNS.values())),
-                 rows, keep=2)  # fmt: skip
+    return Extra(
+        "What each run spent (medians of the measured runs; the answer's why reads these)",
+        ("workload", "allocator", *(h for h, _ in SIGNAL_COLUMNS.values())),
+        rows,
+        keep=2,
+    )
 
 
 def _median_signal(c: CellRuns, column: str, unit: str) -> str:
-    values = [float(v) for v, s in zip(c.columns.get(column, ()), c.statuses, strict=False)
-              if v is not None and s is RunStatus.OK]  # fmt: skip
+    values = [
+        float(v)
+        for v, s in zip(c.columns.get(column, ()), c.statuses, strict=False)
+        if v is not None and s is RunStatus.OK
+    ]
     if not values:
         return "-"
     m = statistics.median(values)
@@ -134,50 +158,75 @@ def aging_tables(steadies: Sequence[aging.Steady]) -> list[Extra]:
     for key, label in labels.items():
         cell = [s for s in steadies if (s.workload, s.params) == key]
         rows = tuple(
-            (str(p + 1), f"{phase.live_mib:.1f}",
-             *(f"{s.phases[p].rss_mib:.1f}" if p < len(s.phases) else "" for s in cell))
+            (
+                str(p + 1),
+                f"{phase.live_mib:.1f}",
+                *(f"{s.phases[p].rss_mib:.1f}" if p < len(s.phases) else "" for s in cell),
+            )
             for p, phase in enumerate(cell[0].phases)
-        )  # fmt: skip
-        head = (f"Steady state of {label}: slope of RSS from phase {cell[0].first + 1} on, "
-                "95% intervals over runs")  # fmt: skip
-        out.append(Extra(f"RSS at the end of each phase (MiB), {label}",
-                         ("phase", "live", *(s.allocator for s in cell)), rows,
-                         (head, *(f"{s.allocator}: {s.text}" for s in cell))))  # fmt: skip
+        )
+        head = (
+            f"Steady state of {label}: slope of RSS from phase {cell[0].first + 1} on, "
+            "95% intervals over runs"
+        )
+        out.append(
+            Extra(
+                f"RSS at the end of each phase (MiB), {label}",
+                ("phase", "live", *(s.allocator for s in cell)),
+                rows,
+                (head, *(f"{s.allocator}: {s.text}" for s in cell)),
+            )
+        )
     return out
 
 
 # What the RSS is made of (composition.Made): column key -> heading.
-MADE_COLUMNS = {"rss": "RSS", "live": "live", "held": "held free", "metadata": "metadata",
-                "rest": "rest", "released": "released", "committed": "committed"}  # fmt: skip
+MADE_COLUMNS = {
+    "rss": "RSS",
+    "live": "live",
+    "held": "held free",
+    "metadata": "metadata",
+    "rest": "rest",
+    "released": "released",
+    "committed": "committed",
+}
 
 
 def _made_cells(m: composition.Made) -> list[str]:
     """A Made's numbers in MiB, "-" where its allocator does not say."""
     values = {**m.kib, "rest": m.rest}
-    return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-"
-            for k in MADE_COLUMNS]  # fmt: skip
+    return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-" for k in MADE_COLUMNS]
 
 
 def made_table(made: Sequence[composition.Made]) -> Extra:
     labels = analyze.label_rows(list(dict.fromkeys((m.workload, m.params) for m in made)))
-    rows = tuple((labels[(m.workload, m.params)], m.allocator, m.source, *_made_cells(m))
-                 for m in made)  # fmt: skip
+    rows = tuple(
+        (labels[(m.workload, m.params)], m.allocator, m.source, *_made_cells(m)) for m in made
+    )
     return Extra(
         "What the RSS is made of at the end of the run (the allocator's statistics, MiB)",
         ("workload", "allocator", "stats", *MADE_COLUMNS.values()),
         rows,
-        ("held: free memory the allocator keeps resident; rest: the program, its libraries "
-         "and stacks, and what the allocator does not count; released: mapped but given "
-         "back to the OS; -: the allocator does not say; a command of several processes: "
-         "the one with the largest RSS as it exited",),
-    )  # fmt: skip
+        (
+            "held: free memory the allocator keeps resident; rest: the program, its libraries "
+            "and stacks, and what the allocator does not count; released: mapped but given "
+            "back to the OS; -: the allocator does not say; a command of several processes: "
+            "the one with the largest RSS as it exited",
+        ),
+    )
 
 
-_CLASS = {harden.Outcome.AT_ERROR: "o-caught", harden.Outcome.LATER: "o-later",
-          harden.Outcome.REPORTED: "o-message", harden.Outcome.MISSED: "o-missed",
-          harden.Outcome.CORRUPTED: "o-corrupt", harden.Outcome.HANG: "o-hang",
-          harden.Outcome.CONFORMING: "o-ok", harden.Outcome.NONCONFORMING: "o-no",
-          harden.Outcome.NOT_RUN: "o-na"}  # fmt: skip
+_CLASS = {
+    harden.Outcome.AT_ERROR: "o-caught",
+    harden.Outcome.LATER: "o-later",
+    harden.Outcome.REPORTED: "o-message",
+    harden.Outcome.MISSED: "o-missed",
+    harden.Outcome.CORRUPTED: "o-corrupt",
+    harden.Outcome.HANG: "o-hang",
+    harden.Outcome.CONFORMING: "o-ok",
+    harden.Outcome.NONCONFORMING: "o-no",
+    harden.Outcome.NOT_RUN: "o-na",
+}
 
 
 def battery_table(m: harden.Matrix) -> Extra:
@@ -213,16 +262,30 @@ def score_table(m: harden.Matrix) -> Extra:
     rows = []
     for a in m.allocators:
         s = m.score(a)
-        rows.append((a, f"{s.caught} of {s.misuse}", str(s.corrupted), f"{s.kept} of {s.contract}",
-                     f"{s.points:.0%}"))  # fmt: skip
+        rows.append(
+            (
+                a,
+                f"{s.caught} of {s.misuse}",
+                str(s.corrupted),
+                f"{s.kept} of {s.contract}",
+                f"{s.points:.0%}",
+            )
+        )
     return Extra(
         "Hardening score per allocator",
-        ("allocator", "misuses caught (every run)", "misuses with damage", "contracts kept",
-         "score"),
+        (
+            "allocator",
+            "misuses caught (every run)",
+            "misuses with damage",
+            "contracts kept",
+            "score",
+        ),
         tuple(rows),
-        ("score: the share of points over all tests: 1 for a misuse caught or a contract "
-         "kept, 1/2 for a misuse reported without stopping; randomised checks count by run",),
-    )  # fmt: skip
+        (
+            "score: the share of points over all tests: 1 for a misuse caught or a contract "
+            "kept, 1/2 for a misuse reported without stopping; randomised checks count by run",
+        ),
+    )
 
 
 def cost_table(costs: Sequence[harden.Cost], margin: float) -> Extra:

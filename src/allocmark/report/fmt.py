@@ -163,8 +163,12 @@ def cell(metric: str, c: Cell, is_base: bool = False) -> str:
         return c.state.upper()
     if is_base:
         return f"{quantity(metric, c.summary.median)} {spread(c.summary)} base"
-    parts = [quantity(metric, c.summary.median), ratio(c.ratio),
-             ratio_interval(c.ratio), verdict(metric, c)]  # fmt: skip
+    parts = [
+        quantity(metric, c.summary.median),
+        ratio(c.ratio),
+        ratio_interval(c.ratio),
+        verdict(metric, c),
+    ]
     return " ".join(p for p in parts if p)
 
 
@@ -182,19 +186,25 @@ def header(comp: Comparison, allocator: str) -> str:
 
 
 def legend(comp: Comparison) -> str:
-    exact = ("its anytime-valid 95% interval, valid at whichever block the campaign "
-             "stopped, as blocks were added until decided: where these meet, a confidence "
-             "sequence by betting on the blocks' signs and sizes, and the Bayes-factor "
-             "sequence of Student's t (normal noise; from 4 blocks), each at 5%/3; a workload "
-             "the budget left undecided is narrowed by the exact signed-rank interval at "
-             "5%/3 at its last block. A plain difference is decided at 4 blocks, no verdict "
-             "comes before" if comp.sequential else
-             "its 95% interval: where the exact signed-rank interval over blocks (inverted) "
-             "and Student's t interval (normal noise; from 4 blocks) meet, each at "
-             "2.5%")  # fmt: skip
-    how = ("the Hodges–Lehmann estimate of its per-block ratios (paired: each block ran every "
-           f"allocator back to back, in random order), ± half {exact}" if comp.paired else
-           "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)")  # fmt: skip
+    exact = (
+        "its anytime-valid 95% interval, valid at whichever block the campaign "
+        "stopped, as blocks were added until decided: where these meet, a confidence "
+        "sequence by betting on the blocks' signs and sizes, and the Bayes-factor "
+        "sequence of Student's t (normal noise; from 4 blocks), each at 5%/3; a workload "
+        "the budget left undecided is narrowed by the exact signed-rank interval at "
+        "5%/3 at its last block. A plain difference is decided at 4 blocks, no verdict "
+        "comes before"
+        if comp.sequential
+        else "its 95% interval: where the exact signed-rank interval over blocks (inverted) "
+        "and Student's t interval (normal noise; from 4 blocks) meet, each at "
+        "2.5%"
+    )
+    how = (
+        "the Hodges–Lehmann estimate of its per-block ratios (paired: each block ran every "
+        f"allocator back to back, in random order), ± half {exact}"
+        if comp.paired
+        else "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)"
+    )
     parts = [
         f"median of the runs; ×ratio to the baseline: {how}; same: the interval lies within "
         f"±{comp.margin:.0%} (even if it excludes 1); faster/slower (smaller/larger): it "
@@ -204,10 +214,12 @@ def legend(comp: Comparison) -> str:
     if comp.speedup:
         parts.append("time ratios are speed-ups: baseline time / allocator time")
     if len(comp.rows) > 1:
-        parts.append("geomean: of the rows' ratios, its interval for a workload like these "
-                     "(Student's t over the rows: their spread, which no number of blocks "
-                     "narrows); the answer and the matrix's 'all' row judge these "
-                     "workloads")  # fmt: skip
+        parts.append(
+            "geomean: of the rows' ratios, its interval for a workload like these "
+            "(Student's t over the rows: their spread, which no number of blocks "
+            "narrows); the answer and the matrix's 'all' row judge these "
+            "workloads"
+        )
     if comp.baseline:
         parts.append(f"* baseline: {comp.baseline}")
     if comp.partial:

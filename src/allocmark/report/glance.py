@@ -14,9 +14,15 @@ from rich.text import Text
 from allocmark.answer.analyze import Comparison
 from allocmark.report import fmt, matrix
 
-STYLES = {matrix.BETTER: "green", matrix.WORSE: "red", matrix.SAME: "cyan",
-          matrix.UNDECIDED: "yellow", matrix.BASE: "dim", matrix.FAILED: "bold red",
-          matrix.NONE: "dim"}  # fmt: skip
+STYLES = {
+    matrix.BETTER: "green",
+    matrix.WORSE: "red",
+    matrix.SAME: "cyan",
+    matrix.UNDECIDED: "yellow",
+    matrix.BASE: "dim",
+    matrix.FAILED: "bold red",
+    matrix.NONE: "dim",
+}
 INTERVAL = re.compile(r" \[[^\]]*\]")  # " [1.04–1.58]": in the matrix and --detail
 LABEL = 30  # a row's label at most (ten columns of CELL + 1 leave 29 of 120)
 CELL = 8  # "▲ 1.94×", "? ±12%", "jemalloc": ten allocators fit 120 columns
@@ -46,8 +52,11 @@ def glance(console: Console, comp: Comparison) -> None:
         console.print(fmt.noise(comp), style="dim", highlight=False)
     for scope, lead in answers[1:]:  # the matrix shows each verdict: the sentences, short
         brief = INTERVAL.sub("", lead)
-        console.print(Text.assemble(("  " + short(fmt.printable(scope), width) + ": ", "bold"),
-                                    fmt.printable(brief)))  # fmt: skip
+        console.print(
+            Text.assemble(
+                ("  " + short(fmt.printable(scope), width) + ": ", "bold"), fmt.printable(brief)
+            )
+        )
 
 
 def _table(m: matrix.Matrix, width: int) -> Table:
@@ -61,8 +70,10 @@ def _table(m: matrix.Matrix, width: int) -> Table:
         table.add_column(head, justify="right", no_wrap=True, min_width=CELL, max_width=CELL)
     for label, marks in m.rows:
         style = "bold" if label == matrix.ALL else ""
-        table.add_row(Text(short(fmt.printable(label), width), style=style),
-                      *(Text(x.shown, style=STYLES[x.kind]) for x in marks))  # fmt: skip
+        table.add_row(
+            Text(short(fmt.printable(label), width), style=style),
+            *(Text(x.shown, style=STYLES[x.kind]) for x in marks),
+        )
     return table
 
 
@@ -132,7 +143,6 @@ def _folded(name: str) -> str:
         return name
     after = [i + 1 for i, c in enumerate(name[:CELL]) if c in ":-@+"]
     before = [i for i, c in enumerate(name[: CELL + 1]) if c in ":-@+" and i > 0]
-    cut = max(after or before or [name.find("malloc") if 0 < name.find("malloc") < CELL
-                                 else CELL])  # fmt: skip
+    cut = max(after or before or [name.find("malloc") if 0 < name.find("malloc") < CELL else CELL])
     rest = name[cut:]
     return name[:cut] + "\n" + (rest if len(rest) <= CELL else rest[: CELL - 1] + "…")

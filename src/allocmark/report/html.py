@@ -48,8 +48,9 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         tables = [_table(comp, m) for m in comp.metrics] if comp.rows else []
         legend = fmt.legend(comp) if comp.rows else ""
         tables += [_extra(t) for t in extra.extras(report)]
-        recommendation = answer.blocks(recommend.answers(comp), why.lookup(comp),
-                                       remedy.tries(comp))  # fmt: skip
+        recommendation = answer.blocks(
+            recommend.answers(comp), why.lookup(comp), remedy.tries(comp)
+        )
         baseline = comp.baseline or ""
         why_lines = answer.why_lines(why.explain(comp))
         verdicts = _verdict_counts(comp)
@@ -135,22 +136,47 @@ def _table(comp: Comparison, metric: str) -> dict[str, Any]:
         for a in comp.allocators:
             c = row.cells[metric][a]
             sort = c.summary.median if c.summary else None
-            cells.append({"text": fmt.cell(metric, c, a == comp.baseline), "sort": sort,
-                          "failed": c.summary is None, "cls": ""})  # fmt: skip
+            cells.append(
+                {
+                    "text": fmt.cell(metric, c, a == comp.baseline),
+                    "sort": sort,
+                    "failed": c.summary is None,
+                    "cls": "",
+                }
+            )
         rows.append({"label": row.label, "cells": cells})
     geo = [fmt.geomean(comp.geomean[metric][a]) for a in comp.allocators]
     heads = [fmt.header(comp, a) for a in comp.allocators]
-    return {"title": fmt.TITLES[metric], "first": "workload", "heads": heads, "rows": rows,
-            "geomean": geo, "findings": []}  # fmt: skip
+    return {
+        "title": fmt.TITLES[metric],
+        "first": "workload",
+        "heads": heads,
+        "rows": rows,
+        "geomean": geo,
+        "findings": [],
+    }
 
 
 def _extra(t: extra.Extra) -> dict[str, Any]:
     classes = t.classes or tuple(("",) * len(r) for r in t.rows)
-    rows = [{"label": r[0], "cells": [{"text": c, "sort": fmt.number(c), "failed": False, "cls": k}
-                                      for c, k in zip(r[1:], cls[1:], strict=True)]}
-            for r, cls in zip(t.rows, classes, strict=True)]  # fmt: skip
-    return {"title": t.title, "first": t.heads[0], "heads": list(t.heads[1:]), "rows": rows,
-            "geomean": [], "findings": list(t.notes)}  # fmt: skip
+    rows = [
+        {
+            "label": r[0],
+            "cells": [
+                {"text": c, "sort": fmt.number(c), "failed": False, "cls": k}
+                for c, k in zip(r[1:], cls[1:], strict=True)
+            ],
+        }
+        for r, cls in zip(t.rows, classes, strict=True)
+    ]
+    return {
+        "title": t.title,
+        "first": t.heads[0],
+        "heads": list(t.heads[1:]),
+        "rows": rows,
+        "geomean": [],
+        "findings": list(t.notes),
+    }
 
 
 def _profile_table(v: View) -> dict[str, Any]:

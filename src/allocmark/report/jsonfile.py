@@ -20,32 +20,60 @@ def render(report: data.ReportData) -> str:
         return document(RUNS_FORMAT, report.campaign, run_rows(report.runs), {})
     if report.view == "profile":
         views = [_view(v) for v in report.profiles]
-        return document(PROFILE_FORMAT, report.campaign, rows.profile_table_rows(report.profiles),
-                        {"profiles": views})  # fmt: skip
+        return document(
+            PROFILE_FORMAT,
+            report.campaign,
+            rows.profile_table_rows(report.profiles),
+            {"profiles": views},
+        )
     comp = data.comparison(report)
     # Fields were added (lead, margin, tied_*), none changed: the version stays.
     whys = why.explain(comp)
-    answers = [_plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, why.lookup(comp))}
-               for a in recommend.answers(comp)]  # fmt: skip
-    made = [dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest}
-            for m in report.made]  # fmt: skip
-    memory = {"aging": [_steady(s) for s in report.aging], "made_of": made,
-              "why": [answer.why_record(w) for w in whys],
-              "try": [remedy.as_record(t) for t in remedy.tries(comp)],
-              "revisions": {a: {"repository": g.repository, "commit": g.commit,
-                                "describe": g.describe, "revision": g.revision}
-                            for a, g in comp.revisions.items()},
-              "releases": [_change(c) for c in releases.changes(comp)]}  # fmt: skip
-    return document(SUMMARY_FORMAT, report.campaign, rows.summary_rows(comp),
-                    rows.summary_extra(comp) | {"recommendation": answers} | memory)  # fmt: skip
+    answers = [
+        _plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, why.lookup(comp))}
+        for a in recommend.answers(comp)
+    ]
+    made = [
+        dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest} for m in report.made
+    ]
+    memory = {
+        "aging": [_steady(s) for s in report.aging],
+        "made_of": made,
+        "why": [answer.why_record(w) for w in whys],
+        "try": [remedy.as_record(t) for t in remedy.tries(comp)],
+        "revisions": {
+            a: {
+                "repository": g.repository,
+                "commit": g.commit,
+                "describe": g.describe,
+                "revision": g.revision,
+            }
+            for a, g in comp.revisions.items()
+        },
+        "releases": [_change(c) for c in releases.changes(comp)],
+    }
+    return document(
+        SUMMARY_FORMAT,
+        report.campaign,
+        rows.summary_rows(comp),
+        rows.summary_extra(comp) | {"recommendation": answers} | memory,
+    )
 
 
 def _change(c: releases.Change) -> dict[str, Any]:
     r = c.ratio
-    return {"family": c.family, "series": c.series, "older": c.older, "newer": c.newer,
-            "row": c.row, "metric": c.metric, "verdict": c.verdict.value if c.verdict else None,
-            "ratio": None if r is None else {"value": r.value, "low": r.low, "high": r.high,
-                                             "alpha": r.alpha}}  # fmt: skip
+    return {
+        "family": c.family,
+        "series": c.series,
+        "older": c.older,
+        "newer": c.newer,
+        "row": c.row,
+        "metric": c.metric,
+        "verdict": c.verdict.value if c.verdict else None,
+        "ratio": None
+        if r is None
+        else {"value": r.value, "low": r.low, "high": r.high, "alpha": r.alpha},
+    }
 
 
 def _plain_answer(value: Any) -> Any:
@@ -76,6 +104,12 @@ def _plain(value: Any) -> Any:
 
 def _view(v: Any) -> dict[str, Any]:
     """A profile view with its numbers (the summaries), its findings and notes."""
-    return {"workload": v.workload, "params": dict(v.params), "runs": v.runs,
-            "baseline": v.baseline, "findings": v.findings, "notes": v.notes,
-            "summaries": [dataclasses.asdict(s) for s in v.summaries]}  # fmt: skip
+    return {
+        "workload": v.workload,
+        "params": dict(v.params),
+        "runs": v.runs,
+        "baseline": v.baseline,
+        "findings": v.findings,
+        "notes": v.notes,
+        "summaries": [dataclasses.asdict(s) for s in v.summaries],
+    }

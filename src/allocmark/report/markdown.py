@@ -14,8 +14,9 @@ def render(report: data.ReportData) -> str:
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     if report.view == "profile":
         return "\n".join(_profile(v) for v in report.profiles)
-    return "\n".join([comparison(data.comparison(report)),
-                      *(_extra(t) for t in extra.extras(report))])  # fmt: skip
+    return "\n".join(
+        [comparison(data.comparison(report)), *(_extra(t) for t in extra.extras(report))]
+    )
 
 
 def comparison(comp: Comparison) -> str:
@@ -45,10 +46,15 @@ def glance(comp: Comparison) -> list[str]:
     leads = matrix.leads(comp)
     out = [f"**Answer:** {leads[0][1]}\n"] if leads else []
     for m in found:
-        out += [f"### {m.title}\n", _row(["", *m.allocators]),
-                "|---|" + "---:|" * len(m.allocators)]  # fmt: skip
-        out += [_row([f"**{label}**" if label == matrix.ALL else label,
-                      *(x.shown for x in marks)]) for label, marks in m.rows]  # fmt: skip
+        out += [
+            f"### {m.title}\n",
+            _row(["", *m.allocators]),
+            "|---|" + "---:|" * len(m.allocators),
+        ]
+        out += [
+            _row([f"**{label}**" if label == matrix.ALL else label, *(x.shown for x in marks)])
+            for label, marks in m.rows
+        ]
         out.append("")
     out.append(f"_{matrix.legend(comp.margin, found, 'every value below')}_\n")
     out += [f"- **{scope}:** {line}" for scope, line in leads[1:]] + [""]
@@ -64,16 +70,26 @@ def recommendation(comp: Comparison) -> list[str]:
     for block in found:
         out += [f"**{block.scope}**\n", *(f"- {line}" for line in block.lines), ""]
     if lines := answer.why_lines(why.explain(comp)):
-        out += ["### Why\n", "_Each decided difference: what moved with it, paired by block "
-                "(95% Holm intervals)._\n", "```", *lines, "```", ""]  # fmt: skip
+        out += [
+            "### Why\n",
+            "_Each decided difference: what moved with it, paired by block "
+            "(95% Holm intervals)._\n",
+            "```",
+            *lines,
+            "```",
+            "",
+        ]
     return out
 
 
 def _profile(v: View) -> str:
     params = " ".join(f"{k}={val}" for k, val in v.params)
     runs = f", {v.runs} runs each (counts per run)" if v.runs > 1 else ""
-    out = [f"### Profile: {v.workload} {params}{runs}".rstrip() + "\n",
-           _row(["", *v.allocators]), "|---|" + "---:|" * len(v.allocators)]  # fmt: skip
+    out = [
+        f"### Profile: {v.workload} {params}{runs}".rstrip() + "\n",
+        _row(["", *v.allocators]),
+        "|---|" + "---:|" * len(v.allocators),
+    ]
     section = None
     for sec, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs):
         if sec != section:

@@ -17,7 +17,14 @@ from allocmark.report import answer
 
 # What each kind of cell looks like: a glyph and a style every format maps.
 BETTER, WORSE, SAME, UNDECIDED, BASE, FAILED, NONE = (
-    "better", "worse", "same", "undecided", "base", "failed", "none")  # fmt: skip
+    "better",
+    "worse",
+    "same",
+    "undecided",
+    "base",
+    "failed",
+    "none",
+)
 GLYPHS = {BETTER: "▲", WORSE: "▼", SAME: "=", UNDECIDED: "?", BASE: "", FAILED: "✗", NONE: "·"}
 ALL = "all (geomean)"
 
@@ -45,9 +52,12 @@ def legend(margin: float, found: list[Matrix], more: str = "--detail: all values
     """What the glyphs say (the partial mark where there is one); `more`: where every
     value and interval is."""
     partial = any("†" in m.text for x in found for _, marks in x.rows for m in marks)
-    return (f"▲ better ▼ worse (×factor) · = same (±{margin:.0%}) · ? undecided (its "
-            "estimate, ▵ leaning better, ▿ worse) · ✗ failed · "
-            + ("† partial, not recommended · " if partial else "") + more)  # fmt: skip
+    return (
+        f"▲ better ▼ worse (×factor) · = same (±{margin:.0%}) · ? undecided (its "
+        "estimate, ▵ leaning better, ▿ worse) · ✗ failed · "
+        + ("† partial, not recommended · " if partial else "")
+        + more
+    )
 
 
 def leads(comp: Comparison) -> list[tuple[str, str]]:
@@ -67,13 +77,16 @@ def matrices(comp: Comparison) -> list[Matrix]:
     order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
     per_row = recommend.per_row(comp)
     labelled: list[tuple[str, dict[str, recommend.Choice | str], Row | None]] = [
-        (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)]  # fmt: skip
+        (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)
+    ]
     if len(comp.rows) > 1:
         labelled.append((ALL, recommend.overall_positions(comp, per_row), None))
     out = []
     for axis, name in (("time", _speed_name(comp)), ("rss", "peak RSS")):
-        rows = tuple((label, tuple(_mark(comp, p.get(a), a, axis, row) for a in order))
-                     for label, p, row in labelled)  # fmt: skip
+        rows = tuple(
+            (label, tuple(_mark(comp, p.get(a), a, axis, row) for a in order))
+            for label, p, row in labelled
+        )
         if all(m.kind in (NONE, BASE, FAILED) for _, marks in rows for m in marks):
             continue  # nothing measured on this axis
         title = f"{SPEED if name == 'speed' else name} against {comp.baseline}"
@@ -89,8 +102,13 @@ def _speed_name(comp: Comparison) -> str:
     return "speed" if fixed else "time"
 
 
-def _mark(comp: Comparison, found: recommend.Choice | str | None, allocator: str,
-          axis: str, row: Row | None) -> Mark:  # fmt: skip
+def _mark(
+    comp: Comparison,
+    found: recommend.Choice | str | None,
+    allocator: str,
+    axis: str,
+    row: Row | None,
+) -> Mark:
     if isinstance(found, str) and "its runs failed (" in found:  # "... (crashed 2/3)"
         return Mark(FAILED, found.split("its runs failed (", 1)[1].split(" ")[0])
     if isinstance(found, str):  # partial where this program may need more: not recommended
@@ -105,9 +123,15 @@ def _mark(comp: Comparison, found: recommend.Choice | str | None, allocator: str
 
 def _partial(comp: Comparison, row: Row | None, allocator: str, axis: str) -> Mark:
     """What the cell's own ratio says (not judged with the answer's family), marked †."""
-    cell = None if row is None else (
-        row.cells["peak_rss_kib"].get(allocator) if axis == "rss"
-        else recommend.speed_cell(row, allocator))  # fmt: skip
+    cell = (
+        None
+        if row is None
+        else (
+            row.cells["peak_rss_kib"].get(allocator)
+            if axis == "rss"
+            else recommend.speed_cell(row, allocator)
+        )
+    )
     if cell is None or cell.ratio is None or cell.verdict is None:
         return Mark(NONE, "†")
     r = cell.ratio  # the factor and the half-width read the same either way up

@@ -155,14 +155,22 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
             if not isinstance(c, recommend.Choice) or c.time is None or c.rss is None:
                 continue
             t, r = c.time, c.rss
-            ax.errorbar([r.value], [t.value], xerr=[[r.value - r.low], [r.high - r.value]],
-                        yerr=[[t.value - t.low], [t.high - t.value]], fmt="o", capsize=3,
-                        label=_cut(a))  # fmt: skip
+            ax.errorbar(
+                [r.value],
+                [t.value],
+                xerr=[[r.value - r.low], [r.high - r.value]],
+                yerr=[[t.value - t.low], [t.high - t.value]],
+                fmt="o",
+                capsize=3,
+                label=_cut(a),
+            )
         ax.axhline(1, color="#999", lw=0.8)
         ax.axvline(1, color="#999", lw=0.8)
         ax.set_title(_wrapped(row.label), fontsize=9)
-        ax.set(xlabel=f"peak RSS / {_cut(comp.baseline or '')}",
-               ylabel=f"time / {_cut(comp.baseline or '')}")  # fmt: skip
+        ax.set(
+            xlabel=f"peak RSS / {_cut(comp.baseline or '')}",
+            ylabel=f"time / {_cut(comp.baseline or '')}",
+        )
     _legend(fig, axes)
     first = _first(rows, comp)
     fig.suptitle(f"time against peak RSS, 95% intervals; lower left is better{first}")
@@ -188,8 +196,14 @@ def rss_over_time(comp: Comparison, series: Series) -> list[Plot]:
         for a in [a for a in comp.allocators if a in by_alloc]:
             curves = np.array([share_of_run(s, at) for s in by_alloc[a]]) / 1024
             (line,) = ax.plot(at * 100, np.median(curves, axis=0), label=_cut(a), lw=1.2)
-            ax.fill_between(at * 100, curves.min(axis=0), curves.max(axis=0),
-                            color=line.get_color(), alpha=0.15, lw=0)  # fmt: skip
+            ax.fill_between(
+                at * 100,
+                curves.min(axis=0),
+                curves.max(axis=0),
+                color=line.get_color(),
+                alpha=0.15,
+                lw=0,
+            )
         ax.set_title(_wrapped(row.label), fontsize=9)
         ax.set(xlabel="% of the run", ylabel="RSS (MiB)")
         ax.set_ylim(bottom=0)
@@ -235,10 +249,14 @@ def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=_cut(a))
                     for x, y, t in pts:
-                        ax.annotate(f"{t}", (x, y), fontsize=7, xytext=(3, 3),
-                                    textcoords="offset points")  # fmt: skip
-            ax.set(title=f"{workload} {title}".strip(), xlabel="memory overhead (RSS / requested)",
-                   ylabel="Mops/s")  # fmt: skip
+                        ax.annotate(
+                            f"{t}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+                        )
+            ax.set(
+                title=f"{workload} {title}".strip(),
+                xlabel="memory overhead (RSS / requested)",
+                ylabel="Mops/s",
+            )
         _legend(fig, axes)
         fig.suptitle(f"{workload}: overhead against throughput (labels: threads)")
         plots.append(Plot(f"overhead-vs-throughput-{workload}", fig.get_suptitle(), fig))
@@ -278,8 +296,9 @@ def scaling(comp: Comparison) -> list[Plot]:
     return plots
 
 
-def _hollow_past(ax: Axes, xs: Sequence[int], ys: Sequence[float], cores: int,
-                 color: ColorType) -> None:  # fmt: skip
+def _hollow_past(
+    ax: Axes, xs: Sequence[int], ys: Sequence[float], cores: int, color: ColorType
+) -> None:
     """Points past the cores drawn hollow: they measure time-slicing, not scaling."""
     past = [(x, y) for x, y in zip(xs, ys, strict=True) if cores and x > cores]
     if past:
@@ -292,8 +311,15 @@ def _past_cores(ax: Axes, cores: int, most: int) -> None:
     if not cores or most <= cores:
         return
     ax.axvspan(cores + 0.5, most + 0.5, color="0.9", zorder=0)
-    ax.text(cores + 0.55, 0.98, f"> {cores} cores:\ntime-slicing", va="top", fontsize=7,
-            color="0.35", transform=ax.get_xaxis_transform())  # fmt: skip
+    ax.text(
+        cores + 0.55,
+        0.98,
+        f"> {cores} cores:\ntime-slicing",
+        va="top",
+        fontsize=7,
+        color="0.35",
+        transform=ax.get_xaxis_transform(),
+    )
 
 
 def normalized(comp: Comparison) -> list[Plot]:
@@ -328,8 +354,13 @@ def normalized(comp: Comparison) -> list[Plot]:
             plain = FuncFormatter(lambda v, _pos: f"{v:g}")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
-        ax.set_xticks(range(len(comp.rows)), [_cut(r.label) for r in comp.rows], rotation=30,
-                      ha="right", fontsize=8)  # fmt: skip
+        ax.set_xticks(
+            range(len(comp.rows)),
+            [_cut(r.label) for r in comp.rows],
+            rotation=30,
+            ha="right",
+            fontsize=8,
+        )
         word = "speed-up" if comp.speedup and metric == "time_s" else "ratio"
         ax.set_ylabel(f"{fmt.TITLES[metric].lower()} {word} to {_cut(comp.baseline or '')}")
         ax.legend(fontsize=7, ncols=2)
@@ -348,8 +379,10 @@ def why_parts(comp: Comparison) -> list[Plot]:
     KiB at the peak for peak RSS), so that "most of it" can be seen at a glance."""
     found = [w for w in why.explain(comp) if w.explained]
     plots = []
-    for axis, unit, scale, title in (("time", "s", 1.0, "time"),
-                                     ("rss", "MiB", 1 / 1024, "peak RSS")):  # fmt: skip
+    for axis, unit, scale, title in (
+        ("time", "s", 1.0, "time"),
+        ("rss", "MiB", 1 / 1024, "peak RSS"),
+    ):
         mine = sorted((w for w in found if w.axis == axis), key=lambda w: -abs(w.delta))
         mine = mine[:WHY_MOST]
         if not mine:
@@ -358,16 +391,22 @@ def why_parts(comp: Comparison) -> list[Plot]:
         fig, ax = plt.subplots(figsize=(9.0, 1.5 + 0.3 * len(mine) * (1 + len(names)) / 2))
         height = 0.8 / (1 + len(names))
         for i, w in enumerate(mine):
-            ax.barh(i, w.delta * scale, height, color="0.3",
-                    label="the difference" if i == 0 else None)  # fmt: skip
+            ax.barh(
+                i, w.delta * scale, height, color="0.3", label="the difference" if i == 0 else None
+            )
             for k, name in enumerate(names, 1):
                 f = next((f for f in w.factors if f.words == name), None)
                 if f is not None:
-                    ax.barh(i + k * height, f.delta * scale, height, color=f"C{k - 1}",
-                            label=name if not any(x.words == name for x in _seen(mine, i))
-                            else None)  # fmt: skip
-        labels = [textwrap.shorten(w.label, 34, placeholder="…") + f": {_cut(w.allocator)}"
-                  for w in mine]  # fmt: skip
+                    ax.barh(
+                        i + k * height,
+                        f.delta * scale,
+                        height,
+                        color=f"C{k - 1}",
+                        label=name if not any(x.words == name for x in _seen(mine, i)) else None,
+                    )
+        labels = [
+            textwrap.shorten(w.label, 34, placeholder="…") + f": {_cut(w.allocator)}" for w in mine
+        ]
         ax.set_yticks(range(len(mine)), labels, fontsize=7)
         ax.invert_yaxis()
         ax.axvline(0, color="black", linewidth=0.8)
@@ -414,8 +453,9 @@ def across_versions(comp: Comparison) -> list[Plot]:
         grid[0][0].legend(fontsize=7)
         # Under TEXT_MAX for any family name of up to 20 characters.
         # The legend (first panel) tells crate builds, Debian's and those under a newer glibc.
-        fig.suptitle(f"{family} by version, against {comp.baseline}; 95% intervals"
-                     f"{_first(rows, comp)}")  # fmt: skip
+        fig.suptitle(
+            f"{family} by version, against {comp.baseline}; 95% intervals{_first(rows, comp)}"
+        )
         fig.tight_layout(rect=(0, 0, 1, 0.96))
         plots.append(Plot(f"versions-{_slug(family)}", fig.get_suptitle(), fig))
     return plots
@@ -425,8 +465,13 @@ def _first(shown: Sequence[Row], comp: Comparison) -> str:
     return f" (first {len(shown)} of {len(comp.rows)} rows)" if len(comp.rows) > len(shown) else ""
 
 
-def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, lineage.Lineage]],
-                   versions: list[str]) -> None:  # fmt: skip
+def _version_panel(
+    ax: Axes,
+    row: Row,
+    metric: str,
+    entries: Sequence[tuple[str, lineage.Lineage]],
+    versions: list[str],
+) -> None:
     for series in _SERIES:
         xs, ys, lo, hi = [], [], [], []
         for a, lin in entries:
@@ -447,16 +492,29 @@ def _version_panel(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str,
             hi.append(r.high - r.value if bounded else 0.0)
         if xs:
             style = _SERIES[series]
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style[0], capsize=3, color=style[1],
-                        mfc=style[2] or style[1], label=series)  # fmt: skip
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[lo, hi],
+                fmt=style[0],
+                capsize=3,
+                color=style[1],
+                mfc=style[2] or style[1],
+                label=series,
+            )
     ax.axhline(1, color="#999", lw=0.8)
     ax.set_xticks(range(len(versions)), [_cut(v) for v in versions], rotation=30, fontsize=8)
     ax.set_xlim(-0.5, len(versions) - 0.3)
 
 
-def _mark_changes(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, lineage.Lineage]],
-                  versions: list[str], marks: dict[tuple[str, str, bool], releases.Change]
-                  ) -> None:  # fmt: skip
+def _mark_changes(
+    ax: Axes,
+    row: Row,
+    metric: str,
+    entries: Sequence[tuple[str, lineage.Lineage]],
+    versions: list[str],
+    marks: dict[tuple[str, str, bool], releases.Change],
+) -> None:
     """A decided change from the version before (releases.py), written above its point:
     the table's verdicts, where the eye reads the line."""
     for a, lin in entries:
@@ -468,17 +526,26 @@ def _mark_changes(ax: Axes, row: Row, metric: str, entries: Sequence[tuple[str, 
             continue
         worse = change.verdict is stats.Verdict.WORSE
         shift = 0 if releases.series(lin) in ("crate", lineage.GIT) else 0.18
-        ax.annotate(f"{change.ratio.value - 1:+.0%}", (versions.index(lin.version) + shift,
-                    cell.ratio.value), textcoords="offset points", xytext=(0, 7), ha="center",
-                    fontsize=7, color="#d62728" if worse else "#2ca02c")  # fmt: skip
+        ax.annotate(
+            f"{change.ratio.value - 1:+.0%}",
+            (versions.index(lin.version) + shift, cell.ratio.value),
+            textcoords="offset points",
+            xytext=(0, 7),
+            ha="center",
+            fontsize=7,
+            color="#d62728" if worse else "#2ca02c",
+        )
 
 
 # fmt, colour, marker face ("": filled): crate builds, Debian's (this system's and
 # other releases'), Debian's that run under another glibc (the C library changes too),
 # and revisions of the user's repository.
-_SERIES = {"crate": ("o-", "#1f77b4", ""), "Debian": ("s-", "#d62728", ""),
-           "Debian, under a newer glibc": ("D", "#d62728", "white"),
-           "git": ("o-", "#2ca02c", "")}  # fmt: skip
+_SERIES = {
+    "crate": ("o-", "#1f77b4", ""),
+    "Debian": ("s-", "#d62728", ""),
+    "Debian, under a newer glibc": ("D", "#d62728", "white"),
+    "git": ("o-", "#2ca02c", ""),
+}
 
 
 def _speed_word(row: Row, entries: Sequence[tuple[str, lineage.Lineage]]) -> str:
@@ -499,8 +566,13 @@ def distributions(comp: Comparison) -> list[Plot]:
         for i, a in enumerate(comp.allocators):
             vals = row.cells["time_s"][a].values
             ax.plot([i] * len(vals), vals, "o", alpha=0.6, markersize=4)
-        ax.set_xticks(range(len(comp.allocators)), [_cut(a) for a in comp.allocators], rotation=45,
-                      ha="right", fontsize=7)  # fmt: skip
+        ax.set_xticks(
+            range(len(comp.allocators)),
+            [_cut(a) for a in comp.allocators],
+            rotation=45,
+            ha="right",
+            fontsize=7,
+        )
         ax.set(title=row.label, ylabel="seconds")
         ax.title.set_fontsize(8)
     fig.suptitle("Time of every repetition")

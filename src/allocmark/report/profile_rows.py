@@ -42,14 +42,23 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
             add(sys_title, name, lambda s, n=name: _sys(s, n, runs))
     locks = "mutexes in the allocator"
     if any(s.locks.get("lock_calls") or s.locks.get("trylock_calls") for s in summaries):
-        add(locks, "lock: calls / contended", lambda s: _pair(s.locks, "lock_calls",
-                                                              "contended", runs))  # fmt: skip
+        add(
+            locks,
+            "lock: calls / contended",
+            lambda s: _pair(s.locks, "lock_calls", "contended", runs),
+        )
         add(locks, "  waiting, cycles", lambda s: count_text(s.locks.get("wait_cycles", 0) / runs))
-        add(locks, "trylock: calls / failed", lambda s: _pair(s.locks, "trylock_calls",
-                                                              "trylock_failed", runs))  # fmt: skip
+        add(
+            locks,
+            "trylock: calls / failed",
+            lambda s: _pair(s.locks, "trylock_calls", "trylock_failed", runs),
+        )
     share = "time"
-    add(share, "in the allocator (estimate)",
-        lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}")  # fmt: skip
+    add(
+        share,
+        "in the allocator (estimate)",
+        lambda s: "n/a" if s.time_share is None else f"{s.time_share:.1%}",
+    )
     add(share, "threads", lambda s: count_text(s.threads / runs))
     mem = "memory at the peak of live bytes"
     add(mem, "requested (live)", _live)
@@ -71,8 +80,9 @@ def _calls_split(s: Summary, runs: int) -> str:
 def _sizes(s: Summary) -> str:
     total = sum(s.malloc_sizes)
     top = sorted(range(len(s.malloc_sizes)), key=lambda k: -s.malloc_sizes[k])[:2]
-    shares = (f"{fmt.size_bucket(k)} {s.malloc_sizes[k] / total:.0%}" for k in top
-              if s.malloc_sizes[k])  # fmt: skip
+    shares = (
+        f"{fmt.size_bucket(k)} {s.malloc_sizes[k] / total:.0%}" for k in top if s.malloc_sizes[k]
+    )
     return ", ".join(shares) if total else "-"
 
 

@@ -25,7 +25,10 @@ def text(store: Store, cid: int, fmt: str, view: str = "summary", speedup: bool 
     if fmt == "html":
         return _html(report)
     exporters: dict[str, Callable[[data.ReportData], str]] = {
-        "md": markdown.render, "csv": csvfile.render, "json": jsonfile.render}  # fmt: skip
+        "md": markdown.render,
+        "csv": csvfile.render,
+        "json": jsonfile.render,
+    }
     return exporters[fmt](report)
 
 

@@ -22,11 +22,23 @@ def summary_rows(comp: Comparison) -> list[dict[str, Any]]:
 
 
 # Export column -> attribute of the cell's Summary, and of its Ratio.
-_SUMMARY_FIELDS = {"median": "median", "mean": "mean", "stdev": "stdev", "min": "minimum",
-                   "max": "maximum", "ci_low": "ci_low", "ci_high": "ci_high",
-                   "outliers": "outliers"}  # fmt: skip
-_RATIO_FIELDS = {"ratio_to_baseline": "value", "ratio_low": "low", "ratio_high": "high",
-                 "p_value": "p", "significant": "significant"}  # fmt: skip
+_SUMMARY_FIELDS = {
+    "median": "median",
+    "mean": "mean",
+    "stdev": "stdev",
+    "min": "minimum",
+    "max": "maximum",
+    "ci_low": "ci_low",
+    "ci_high": "ci_high",
+    "outliers": "outliers",
+}
+_RATIO_FIELDS = {
+    "ratio_to_baseline": "value",
+    "ratio_low": "low",
+    "ratio_high": "high",
+    "p_value": "p",
+    "significant": "significant",
+}
 
 
 def _summary_row(
@@ -54,10 +66,13 @@ def _summary_row(
 def summary_extra(comp: Comparison) -> dict[str, Any]:
     """What a JSON summary carries besides its rows."""
     geo = {
-        m: {a: (None if g is None else {"value": g.value, "low": g.low, "high": g.high})
-            for a, g in by_alloc.items()}
-        for m, by_alloc in comp.geomean.items() if m in comp.metrics
-    }  # fmt: skip
+        m: {
+            a: (None if g is None else {"value": g.value, "low": g.low, "high": g.high})
+            for a, g in by_alloc.items()
+        }
+        for m, by_alloc in comp.geomean.items()
+        if m in comp.metrics
+    }
     return {
         "baseline": comp.baseline,
         "allocators": list(comp.allocators),
@@ -76,9 +91,16 @@ def summary_extra(comp: Comparison) -> dict[str, Any]:
 def profile_table_rows(views: tuple[profile.View, ...]) -> list[dict[str, Any]]:
     """The profiler's side-by-side tables as rows: one per view x line x allocator."""
     return [
-        {"workload": v.workload, "params": json.dumps(dict(v.params)), "runs": v.runs,
-         "section": section, "line": label.strip(), "allocator": a, "value": cell}
+        {
+            "workload": v.workload,
+            "params": json.dumps(dict(v.params)),
+            "runs": v.runs,
+            "section": section,
+            "line": label.strip(),
+            "allocator": a,
+            "value": cell,
+        }
         for v in views
         for section, label, cells in profile_rows.rows(v.summaries, v.baseline, v.runs)
         for a, cell in zip(v.allocators, cells, strict=True)
-    ]  # fmt: skip
+    ]

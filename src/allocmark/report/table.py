@@ -34,8 +34,10 @@ def comparison(console: Console, comp: Comparison) -> None:
             console.print(_t(f"#{i}  {label}"), highlight=False)
         labels = [f"#{i} {row.workload}" for i, row in enumerate(comp.rows, 1)]
     for metric in comp.metrics:
-        body = [[_styled(metric, row.cells[metric][a], a == comp.baseline)
-                 for a in comp.allocators] for row in comp.rows]  # fmt: skip
+        body = [
+            [_styled(metric, row.cells[metric][a], a == comp.baseline) for a in comp.allocators]
+            for row in comp.rows
+        ]
         # The geomean's interval goes on a line of its own, as narrow as the cells.
         geo = [fmt.geomean(comp.geomean[metric][a]).replace(" [", "\n[") for a in comp.allocators]
         if _transpose(console, comp, labels, body, geo):
@@ -51,8 +53,12 @@ def comparison(console: Console, comp: Comparison) -> None:
     console.print(fmt.legend(comp), style="dim")
     if comp.left_out:
         names = ", ".join(fmt.TITLES[m].split(" (")[0] for m in comp.left_out)
-        console.print(f"{len(comp.rows)} rows: the tables of {names} are left to "
-                      "`--format md`, csv, json or html", style="dim", highlight=False)  # fmt: skip
+        console.print(
+            f"{len(comp.rows)} rows: the tables of {names} are left to "
+            "`--format md`, csv, json or html",
+            style="dim",
+            highlight=False,
+        )
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
     recommendation(console, comp)
@@ -69,8 +75,13 @@ def recommendation(console: Console, comp: Comparison) -> None:
         for line in block.lines:
             console.print(_t(f"  - {line}"), highlight=False)
     if lines := answer.why_lines(why.explain(comp)):
-        console.print(Text("Why (each decided difference: what moved with it, paired by "
-                           "block, 95% Holm intervals)", style="bold"))  # fmt: skip
+        console.print(
+            Text(
+                "Why (each decided difference: what moved with it, paired by "
+                "block, 95% Holm intervals)",
+                style="bold",
+            )
+        )
         for line in lines:
             console.print(_t(f"  {line}"), highlight=False)
 
@@ -97,17 +108,21 @@ def _metric_table(
         name = fmt.printable(fmt.header(comp, a))
         if fits:
             folded = "\n".join(name[i : i + widest] for i in range(0, len(name), widest))
-            table.add_column(Text(folded), justify="right", no_wrap=True, overflow="crop",
-                             min_width=widest)  # fmt: skip
+            table.add_column(
+                Text(folded), justify="right", no_wrap=True, overflow="crop", min_width=widest
+            )
         else:
             table.add_column(Text(name), justify="right", overflow="fold")
     return table
 
 
 def _transpose(
-    console: Console, comp: Comparison, labels: Sequence[str], body: Sequence[Sequence[Text]],
+    console: Console,
+    comp: Comparison,
+    labels: Sequence[str],
+    body: Sequence[Sequence[Text]],
     geo: Sequence[str],
-) -> bool:  # fmt: skip
+) -> bool:
     """A column per row instead of per allocator, when allocators outnumber rows and
     a column each would not fit the terminal (ten allocators in 120 columns)."""
     if len(comp.allocators) <= len(comp.rows) + 1:
@@ -123,9 +138,12 @@ def _widest(body: Sequence[Sequence[Text]], geo: Sequence[str]) -> int:
 
 
 def _transposed(
-    comp: Comparison, title: str, labels: Sequence[str], body: Sequence[Sequence[Text]],
+    comp: Comparison,
+    title: str,
+    labels: Sequence[str],
+    body: Sequence[Sequence[Text]],
     geo: Sequence[str],
-) -> Table:  # fmt: skip
+) -> Table:
     table = Table(title=title, title_justify="left", padding=(0, 0, 0, 1))
     table.add_column("allocator", no_wrap=True)
     for label in [*labels, "geomean"]:
@@ -139,15 +157,19 @@ def _transposed(
 def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
     """A tune campaign's Pareto front per row: each point and the line that runs it."""
     for front in fronts:
-        console.print(Text(f"Pareto front of time and peak RSS, {front.scope}: run it as",
-                           style="bold"))  # fmt: skip
+        console.print(
+            Text(f"Pareto front of time and peak RSS, {front.scope}: run it as", style="bold")
+        )
         for name, line in front.lines:
             console.print(_t(f"  {name}:"), highlight=False)
             console.print(_t(f"    {line}"), highlight=False, soft_wrap=True)
         if front.judged > 1:
-            console.print(f"(against its allocator's defaults: the {front.judged} settings' "
-                          "time and peak RSS intervals judged as one family, Holm)",
-                          style="dim", highlight=False)  # fmt: skip
+            console.print(
+                f"(against its allocator's defaults: the {front.judged} settings' "
+                "time and peak RSS intervals judged as one family, Holm)",
+                style="dim",
+                highlight=False,
+            )
         for name, reason in front.left_out:
             console.print(_t(f"(not raced: {name}: {reason})"), style="dim", highlight=False)
 
@@ -161,8 +183,11 @@ def extra(console: Console, tables: Sequence[extra_.Extra]) -> None:
     columns, each repeating the label columns."""
     for t in tables:
         if len(t.rows) > MAX_EXTRA_ROWS:
-            console.print(f"{t.title}: {len(t.rows)} rows, see `allocmark report --format md` "
-                          "(or html)", style="dim", highlight=False)  # fmt: skip
+            console.print(
+                f"{t.title}: {len(t.rows)} rows, see `allocmark report --format md` (or html)",
+                style="dim",
+                highlight=False,
+            )
             continue
         parts = _column_parts(t, console.width)
         for i, columns in enumerate(parts, 1):
@@ -171,22 +196,38 @@ def extra(console: Console, tables: Sequence[extra_.Extra]) -> None:
             table = Table()
             for c in columns:
                 numeric = all(_numeric(r[c]) for r in t.rows)
-                table.add_column(_t(t.heads[c]), justify="right" if numeric else "left",
-                                 no_wrap=c < t.keep)  # fmt: skip
+                table.add_column(
+                    _t(t.heads[c]), justify="right" if numeric else "left", no_wrap=c < t.keep
+                )
             for r, row in enumerate(t.rows):
                 styles = t.classes[r] if t.classes else ()
-                table.add_row(*(Text(fmt.printable(row[c]),
-                                     style=_CLASS_STYLE.get(styles[c] if styles else "", ""))
-                                for c in columns))  # fmt: skip
+                table.add_row(
+                    *(
+                        Text(
+                            fmt.printable(row[c]),
+                            style=_CLASS_STYLE.get(styles[c] if styles else "", ""),
+                        )
+                        for c in columns
+                    )
+                )
             console.print(table)
         for note in t.notes:
             console.print(_t(note), highlight=False)
 
 
 # The hardening battery's outcome classes (report/extra.py) in the terminal.
-_CLASS_STYLE = {"o-caught": "green", "o-ok": "green", "o-later": "green", "o-message": "yellow",
-                "o-mixed": "yellow", "o-missed": "", "o-corrupt": "bold red",
-                "o-no": "bold red", "o-hang": "magenta", "o-na": "dim"}  # fmt: skip
+_CLASS_STYLE = {
+    "o-caught": "green",
+    "o-ok": "green",
+    "o-later": "green",
+    "o-message": "yellow",
+    "o-mixed": "yellow",
+    "o-missed": "",
+    "o-corrupt": "bold red",
+    "o-no": "bold red",
+    "o-hang": "magenta",
+    "o-na": "dim",
+}
 
 
 def _column_parts(t: extra_.Extra, width: int) -> list[list[int]]:
@@ -220,8 +261,14 @@ def _width(text: Text) -> int:
     return max(cell_len(line) for line in text.plain.split("\n"))
 
 
-_VERDICT_STYLE = {"faster": "bold green", "smaller": "bold green", "slower": "bold red",
-                  "larger": "bold red", "same": "bold", "inconclusive": "yellow"}  # fmt: skip
+_VERDICT_STYLE = {
+    "faster": "bold green",
+    "smaller": "bold green",
+    "slower": "bold red",
+    "larger": "bold red",
+    "same": "bold",
+    "inconclusive": "yellow",
+}
 
 
 def _styled(metric: str, cell: Cell, is_base: bool) -> Text:
@@ -239,8 +286,9 @@ def _styled(metric: str, cell: Cell, is_base: bool) -> Text:
         return Text(f"{head}\n{fmt.spread(cell.summary)}")
     word = fmt.verdict_word(metric, cell.verdict)
     tail = f"\n{fmt.detectable(cell.ratio)}" if word == "inconclusive" else ""
-    return Text.assemble(f"{head}\n{fmt.ratio(cell.ratio)}\n",
-                         (word, _VERDICT_STYLE.get(word, "")), tail)  # fmt: skip
+    return Text.assemble(
+        f"{head}\n{fmt.ratio(cell.ratio)}\n", (word, _VERDICT_STYLE.get(word, "")), tail
+    )
 
 
 def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> None:
@@ -291,8 +339,9 @@ def _speed_text(c: Cell | None) -> str:
     r = c.ratio
     word = fmt.verdict_word("time_s", c.verdict)
     if word in ("faster", "slower"):
-        f, lo, hi = stats.inverted(r.value, r.low, r.high) if word == "faster" else (
-            r.value, r.low, r.high)  # fmt: skip
+        f, lo, hi = (
+            stats.inverted(r.value, r.low, r.high) if word == "faster" else (r.value, r.low, r.high)
+        )
         return f"[bold]{f:.2f}× {word}[/] [{lo:.2f}–{hi:.2f}]"
     return _plain_verdict("time_s", c)
 
@@ -324,14 +373,21 @@ def verdicts(
     control: str | None,
 ) -> None:
     """`allocmark compare`: a row per cell, old and new medians, ratio and verdict."""
-    table = Table(title=_t(f"{fmt.TITLES[metric]}: {new_label} against {old_label}"),
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=_t(f"{fmt.TITLES[metric]}: {new_label} against {old_label}"), title_justify="left"
+    )
     ratio_head = f"(new / {control}) / (old / {control})" if control else "new / old"
     for col in ("workload", "allocator", "old", "new", f"{ratio_head} [95%]", "verdict"):
         table.add_column(col, justify="left" if col in ("workload", "allocator") else "right")
     for v in items:
-        table.add_row(_t(v.label), _t(v.allocator), _median_text(metric, v.old),
-                      _median_text(metric, v.new), _ratio_text(v), _verdict_text(v))  # fmt: skip
+        table.add_row(
+            _t(v.label),
+            _t(v.allocator),
+            _median_text(metric, v.old),
+            _median_text(metric, v.new),
+            _ratio_text(v),
+            _verdict_text(v),
+        )
     console.print(table)
 
 
@@ -362,19 +418,28 @@ def _verdict_text(v: Verdict) -> str:
 def verdict_summary(s: CompareSummary, metric: str, control: str | None, margin: float) -> str:
     memory = metric in MEMORY
     worse, better = ("larger", "smaller") if memory else ("slower", "faster")
-    parts = [f"{s.worse} {worse}", f"{s.better} {better}", f"{s.same} same",
-             f"{s.inconclusive} inconclusive"]  # fmt: skip
+    parts = [
+        f"{s.worse} {worse}",
+        f"{s.better} {better}",
+        f"{s.same} same",
+        f"{s.inconclusive} inconclusive",
+    ]
     if s.undecided:
         parts.append(f"{s.undecided} without a verdict")
     text = ", ".join(parts)
     if s.worst is not None and s.worst.change is not None:
-        text += (f"; largest significant regression {s.worst.change:+.1%} "
-                 f"({s.worst.label}, {s.worst.allocator})")  # fmt: skip
+        text += (
+            f"; largest significant regression {s.worst.change:+.1%} "
+            f"({s.worst.label}, {s.worst.allocator})"
+        )
     family = s.worse + s.better + s.same + s.inconclusive
-    level = f"95% intervals, the {family} cells judged as one family (Holm)" if family > 1 \
-        else "95%"  # fmt: skip
-    text += (f" ({level}: {worse}/{better} when the interval excludes 1, same when it lies "
-             f"within ±{margin:.0%})")  # fmt: skip
+    level = (
+        f"95% intervals, the {family} cells judged as one family (Holm)" if family > 1 else "95%"
+    )
+    text += (
+        f" ({level}: {worse}/{better} when the interval excludes 1, same when it lies "
+        f"within ±{margin:.0%})"
+    )
     if control:
         drift = ""
         if s.drift is not None and s.drift.ratio is not None:

@@ -73,16 +73,20 @@ def start(
     was sized (said at the start); `stop_on_failure`: the first run under the baseline
     failing stops the campaign (`try`: the command itself fails); `why`: the why pass
     (whypass.py: "auto", "on", "off")."""
-    runs = plan.generate(cell_list, prepared.usable, repetitions, timeout, seed, sample,
-                         memory_limit)  # fmt: skip
+    runs = plan.generate(
+        cell_list, prepared.usable, repetitions, timeout, seed, sample, memory_limit
+    )
     used = {w.name: w for w, _ in cell_list}.values()
-    settings: dict[str, object] = {"seed": seed, "min_runs": repetitions, "sample": sample,
-                                   "created_by": owner.creator(), "memory_limit": memory_limit,
-                                   "plan_id": seal.new_plan_id(),
-                                   "fixed_time": {w.name: w.fixed_time for w in used
-                                                  if w.fixed_time},
-                                   "calls": {w.name: list(w.calls) for w in used
-                                             if w.kind == "native"}}  # fmt: skip
+    settings: dict[str, object] = {
+        "seed": seed,
+        "min_runs": repetitions,
+        "sample": sample,
+        "created_by": owner.creator(),
+        "memory_limit": memory_limit,
+        "plan_id": seal.new_plan_id(),
+        "fixed_time": {w.name: w.fixed_time for w in used if w.fixed_time},
+        "calls": {w.name: list(w.calls) for w in used if w.kind == "native"},
+    }
     if precision:
         settings |= dataclasses.asdict(precision)
     if expected_s:
@@ -94,9 +98,16 @@ def start(
     if prepared.left_out:
         settings["left_out"] = dict(prepared.left_out)
     return store.new_campaign(
-        name, seed, machine.current(), argv, prepared.usable, used, runs, prepared.baseline,
+        name,
+        seed,
+        machine.current(),
+        argv,
+        prepared.usable,
+        used,
+        runs,
+        prepared.baseline,
         settings,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -188,8 +199,9 @@ def steps(
                         continue
                     spec = event.spec
                     result = with_overhead(spec, event.result, baselines)
-                    store.record(cid, spec, result, event.verified or by_name[spec.allocator],
-                                 event.machine)  # fmt: skip
+                    store.record(
+                        cid, spec, result, event.verified or by_name[spec.allocator], event.machine
+                    )
                     store.add_spent(cid, event.spent_s)
                     counted += event.spent_s
                     checks.note(spec, result)
@@ -263,10 +275,12 @@ def _ended(store: Store, cid: int, status: str) -> None:
 def full_advice(store: Store, cid: int) -> str:
     """What a full disk means for the campaign: nothing lost, and how to finish it."""
     c = store.campaign(cid)
-    return (f"no room left for {store.path}: the disk is full at {filesystem(store.path)}. "
-            f"Campaign {cid} keeps its {c.done} finished runs, intact ({c.planned - c.done} "
-            "to go); free space there, then finish it with "
-            f"`allocmark run --resume --db {store.path}`")  # fmt: skip
+    return (
+        f"no room left for {store.path}: the disk is full at {filesystem(store.path)}. "
+        f"Campaign {cid} keeps its {c.done} finished runs, intact ({c.planned - c.done} "
+        "to go); free space there, then finish it with "
+        f"`allocmark run --resume --db {store.path}`"
+    )
 
 
 class CommandFails(UserError):
@@ -318,8 +332,9 @@ class Stretch:
     confirm: Confirm | None = None
     declined: bool = False
 
-    def apply(self, store: Store, cid: int, settings: dict[str, Any],
-              fc: forecast.Forecast) -> Iterator[Note]:  # fmt: skip
+    def apply(
+        self, store: Store, cid: int, settings: dict[str, Any], fc: forecast.Forecast
+    ) -> Iterator[Note]:
         if not settings.get("stretch") or self.declined:
             return
         budget = float(settings.get("budget_s") or 0.0)
@@ -335,22 +350,30 @@ class Stretch:
         given = float(settings.get("budget_given_s", budget))
         at = f"the first verdict is expected at {fc.first_verdict_blocks()} blocks"
         if new > FAR_S and not self.yes:
-            question = (f"The default budget ({forecast.duration(given)}) ends before any "
-                        f"verdict: {at}, about {forecast.duration(fc.spent_s + need)} in all. "
-                        f"Stretch the budget to {forecast.duration(new)}?")  # fmt: skip
+            question = (
+                f"The default budget ({forecast.duration(given)}) ends before any "
+                f"verdict: {at}, about {forecast.duration(fc.spent_s + need)} in all. "
+                f"Stretch the budget to {forecast.duration(new)}?"
+            )
             if not (self.confirm and self.confirm(question)):
                 self.declined = True
-                yield Note("warning", f"the default budget ({forecast.duration(given)}) ends "
-                           f"before any verdict: {at}, about "
-                           f"{forecast.duration(fc.spent_s + need)} in all; kept (far: more "
-                           f"than {forecast.duration(FAR_S)}): --yes stretches it, or --budget "
-                           f"{forecast.budget_text(new)} sets it")  # fmt: skip
+                yield Note(
+                    "warning",
+                    f"the default budget ({forecast.duration(given)}) ends "
+                    f"before any verdict: {at}, about "
+                    f"{forecast.duration(fc.spent_s + need)} in all; kept (far: more "
+                    f"than {forecast.duration(FAR_S)}): --yes stretches it, or --budget "
+                    f"{forecast.budget_text(new)} sets it",
+                )
                 return
         store.stretch_budget(cid, new)
         settings["budget_given_s"] = given
         settings["budget_s"] = new
-        yield Note("info", f"budget stretched from the default {forecast.duration(given)} to "
-                   f"{forecast.duration(new)}: {at} (--budget sets it)")  # fmt: skip
+        yield Note(
+            "info",
+            f"budget stretched from the default {forecast.duration(given)} to "
+            f"{forecast.duration(new)}: {at} (--budget sets it)",
+        )
 
 
 STRETCH_SLACK = 1.25
@@ -367,12 +390,14 @@ def _first_blocks(pending: Sequence[RunSpec]) -> dict[int, int]:
     return counts
 
 
-def foresee(store: Store, cid: int, settings: dict[str, Any],
-            comp: analyze.Comparison | None = None) -> forecast.Forecast:  # fmt: skip
+def foresee(
+    store: Store, cid: int, settings: dict[str, Any], comp: analyze.Comparison | None = None
+) -> forecast.Forecast:
     """The forecast of the runs so far (forecast.py), from `comp` when the round has it."""
     comp = comp or analyze.stored_comparison(store, cid)
-    return forecast.of(comp, _run_costs(store, cid, store.measured_overhead(cid)), settings,
-                       store.spent(cid))  # fmt: skip
+    return forecast.of(
+        comp, _run_costs(store, cid, store.measured_overhead(cid)), settings, store.spent(cid)
+    )
 
 
 def _spend_rest(store: Store, cid: int, started: float, counted: float) -> None:
@@ -381,8 +406,9 @@ def _spend_rest(store: Store, cid: int, started: float, counted: float) -> None:
 
 def _phases(pending: Sequence[RunSpec], baseline: str) -> list[list[RunSpec]]:
     """Set-up runs, the baseline's first (FirstRun checks it), then the measured runs."""
-    setup = sorted((s for s in pending if s.role != "measure"),
-                   key=lambda s: s.allocator != baseline)  # fmt: skip
+    setup = sorted(
+        (s for s in pending if s.role != "measure"), key=lambda s: s.allocator != baseline
+    )
     return [p for p in (setup, [s for s in pending if s.role == "measure"]) if p]
 
 
@@ -408,9 +434,11 @@ class Checks:
 
     def __init__(self, store: Store, cid: int) -> None:
         self.planned = {_cell(s) for s in store.plan(cid) if s.role == "verify"}
-        self.found = {(r.allocator, r.workload, r.params):
-                      Check(r.seq, r.status, r.detail, r.labels)
-                      for r in store.runs(cid, ()) if r.role == "verify"}  # fmt: skip
+        self.found = {
+            (r.allocator, r.workload, r.params): Check(r.seq, r.status, r.detail, r.labels)
+            for r in store.runs(cid, ())
+            if r.role == "verify"
+        }
 
     def note(self, spec: RunSpec, result: RunResult) -> None:
         if spec.role == "verify":
@@ -421,14 +449,26 @@ class Checks:
         set-up run is a batch of its own."""
         groups: list[list[RunSpec]] = []
         for s in specs:
-            if groups and s.role == "measure" and groups[-1][-1].role == "measure" \
-                    and _block(groups[-1][-1]) == _block(s):  # fmt: skip
+            if (
+                groups
+                and s.role == "measure"
+                and groups[-1][-1].role == "measure"
+                and _block(groups[-1][-1]) == _block(s)
+            ):
                 groups[-1].append(s)
             else:
                 groups.append([s])
-        return [Batch(tuple(g), tuple((s.seq, self.found.get(_cell(s))) for s in g
-                                      if s.role == "measure" and _cell(s) in self.planned))
-                for g in groups]  # fmt: skip
+        return [
+            Batch(
+                tuple(g),
+                tuple(
+                    (s.seq, self.found.get(_cell(s)))
+                    for s in g
+                    if s.role == "measure" and _cell(s) in self.planned
+                ),
+            )
+            for g in groups
+        ]
 
 
 def _cell(spec: RunSpec) -> tuple[str, str, Params]:
@@ -468,8 +508,11 @@ def more_runs(
         if s.role == "measure":
             blocks.setdefault((s.workload, s.params), []).append(s)
     most = settings["max_runs"]
-    todo = [key for key, group in blocks.items()
-            if open_rows.get(key) and len({s.rep for s in group}) < most]  # fmt: skip
+    todo = [
+        key
+        for key, group in blocks.items()
+        if open_rows.get(key) and len({s.rep for s in group}) < most
+    ]
     # Rows share the budget in a random order, not the most undecided first: which
     # rows get blocks stays independent of what their blocks said.
     rng = random.Random(settings.get("seed", 1) + len(specs))
@@ -491,8 +534,11 @@ def more_runs(
                 continue
             group = blocks[key]
             latest = {s.allocator: s for s in group}
-            members = [s for s in latest.values() if s.allocator not in out_of_race.get(
-                analyze.row_key(*key), set())]  # fmt: skip
+            members = [
+                s
+                for s in latest.values()
+                if s.allocator not in out_of_race.get(analyze.row_key(*key), set())
+            ]
             if left is not None:
                 need = sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members)
                 if need > left:
@@ -501,8 +547,10 @@ def more_runs(
                 left -= need
             rep = max(s.rep for s in group) + 1 + j
             rng.shuffle(members)
-            out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
-                    for i, s in enumerate(members)]  # fmt: skip
+            out += [
+                dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
+                for i, s in enumerate(members)
+            ]
     return out, undecided, ratios
 
 
@@ -514,8 +562,9 @@ def _run_costs(
     beyond the measured runs' wall time, per run; `overhead` instead when given)."""
     cells = [c for c in store.cells(cid, (), columns=("wall_s",)) if c.role == "measure"]
     runs = sum(len(c.statuses) for c in cells)
-    walls = {(c.allocator, c.workload, c.params): [w or 0.0 for w in c.columns["wall_s"]]
-             for c in cells}  # fmt: skip
+    walls = {
+        (c.allocator, c.workload, c.params): [w or 0.0 for w in c.columns["wall_s"]] for c in cells
+    }
     if overhead is None:
         total_wall = sum(sum(w) for w in walls.values())
         overhead = max(0.0, store.spent(cid) - total_wall) / runs if runs else 0.0
@@ -559,27 +608,37 @@ def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed
     signed = store.signed_plan(cid)  # read once: checked for mixed cells, then verified
     problems = [_changed(spec, catalog, by_name) for spec in pending]
     if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
-        raise UserError(f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
-                        "changed since it was planned: start a new campaign")  # fmt: skip
+        raise UserError(
+            f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
+            "changed since it was planned: start a new campaign"
+        )
     unsigned = seal.unsigned(signed, store.settings(cid).get("plan_id"))
     if not pending or not unsigned or confirmed:
         return
     origin = store.settings(cid).get("created_by")
-    where = (f"says it was planned by user {origin.get('uid')} on {origin.get('host')}"
-             if isinstance(origin, dict) else "does not say who planned it")  # fmt: skip
+    where = (
+        f"says it was planned by user {origin.get('uid')} on {origin.get('host')}"
+        if isinstance(origin, dict)
+        else "does not say who planned it"
+    )
     commands = sorted({shown(s) for s in unsigned})
     more = f"\n  ... and {len(commands) - 20} more" if len(commands) > 20 else ""
-    raise UserError(f"campaign {cid} in {store.path} {where}, and {len(unsigned)} of its runs "
-                    f"are not signed by you ({seal.key_path()}): changed since they were "
-                    "planned, or planned elsewhere. Resuming it runs:\n  "
-                    + "\n  ".join(commands[:20]) + more + "\nadd --yes to run them")  # fmt: skip
+    raise UserError(
+        f"campaign {cid} in {store.path} {where}, and {len(unsigned)} of its runs "
+        f"are not signed by you ({seal.key_path()}): changed since they were "
+        "planned, or planned elsewhere. Resuming it runs:\n  "
+        + "\n  ".join(commands[:20])
+        + more
+        + "\nadd --yes to run them"
+    )
 
 
 def _changed(spec: RunSpec, catalog: dict[str, Workload], by_name: dict[str, Verified]) -> str:
     a = by_name.get(spec.allocator)
     if a is None:
-        return (f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign "
-                "does not have")  # fmt: skip
+        return (
+            f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign does not have"
+        )
     return plan.differs(spec, catalog, a) or ""
 
 

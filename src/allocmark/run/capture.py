@@ -84,8 +84,9 @@ class Streams:
             watched = [fd for fd in self.fds.values() if fd >= 0]
             if pidfd is None and not watched:
                 return False
-            ready, _, _ = select.select([*watched, *([pidfd] if pidfd is not None else [])],
-                                        [], [], remaining)  # fmt: skip
+            ready, _, _ = select.select(
+                [*watched, *([pidfd] if pidfd is not None else [])], [], [], remaining
+            )
             self._collect(ready)
             if pidfd is not None and pidfd in ready:
                 return False

@@ -64,8 +64,13 @@ class LocalExecutor:
 def calibrate() -> float | None:
     """am_run's fixed CPU loop, timed by itself: the machine's speed at this moment."""
     try:
-        done = subprocess.run([str(native.program("am_run")), "--calibrate"],
-                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        done = subprocess.run(
+            [str(native.program("am_run")), "--calibrate"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     try:
@@ -112,8 +117,10 @@ class _Sentinel:
         end = _Sentinel.now()
         busy = (end.busy - self.busy) * _TICK_S
         other = busy - (end.own - self.own)
-        return {"noise_other_cpu_s": max(0.0, other),
-                "noise_steal_s": (end.steal - self.steal) * _TICK_S}  # fmt: skip
+        return {
+            "noise_other_cpu_s": max(0.0, other),
+            "noise_steal_s": (end.steal - self.steal) * _TICK_S,
+        }
 
 
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
@@ -215,9 +222,14 @@ def _run_plain(spec: RunSpec, room: launch.Room) -> launch.Outcome:
     with launch.Launched(room.fill(spec.argv), _env(spec, room), spec) as child:
         # A launcher found stopped at the deadline is the run's error, not its timeout.
         timed_out = child.wait(time.monotonic() + spec.timeout) and not child.stopped
-    outcome = launch.Outcome({}, child.record, timed_out, stdout=child.streams.text("stdout"),
-                             stderr=child.streams.text("stderr"),
-                             output=child.output_bytes())  # fmt: skip
+    outcome = launch.Outcome(
+        {},
+        child.record,
+        timed_out,
+        stdout=child.streams.text("stdout"),
+        stderr=child.streams.text("stderr"),
+        output=child.output_bytes(),
+    )
     child.launcher().fill(outcome)
     return outcome
 
@@ -301,8 +313,10 @@ def _identity(
     if verdict.problem:
         return verdict.problem, verdict.served
     if spec.result_fd and who.real(said) != who.real(verdict.served):
-        return (f"the workload reported malloc served by {said or 'nothing'}; the launcher read "
-                f"{verdict.served}"), verdict.served  # fmt: skip
+        return (
+            f"the workload reported malloc served by {said or 'nothing'}; the launcher read "
+            f"{verdict.served}"
+        ), verdict.served
     if _who_checked(spec) and (problem := who.disagreement(o.who, verdict.bindings)):
         return problem, verdict.served
     return None, verdict.served
@@ -333,9 +347,11 @@ def _check_profile(
         return None, found or "the profiler wrote no record"
     for rec in found:
         if spec.expect_malloc and who.real(rec["next_malloc"]) != who.real(spec.expect_malloc):
-            return {"records": found}, (f"the profiler's malloc forwarded to "
-                                        f"{rec['next_malloc']} in {rec.get('exe', '?')}, not "
-                                        f"to {spec.expect_malloc}")  # fmt: skip
+            return {"records": found}, (
+                f"the profiler's malloc forwarded to "
+                f"{rec['next_malloc']} in {rec.get('exe', '?')}, not "
+                f"to {spec.expect_malloc}"
+            )
     return {"records": found}, None
 
 
@@ -346,13 +362,16 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
         return RunStatus.ERROR, f"the launcher reported nothing: {tail}".strip(": ")
     if st.get("oom"):
         how = "its memory cgroup" if launch.LIMIT_BY[st["limit_by"]] == "cgroup" else "the watchdog"
-        return RunStatus.OOM, (f"killed at the memory limit of {spec.memory_limit >> 20} MiB "
-                               f"(by {how})")  # fmt: skip
+        return RunStatus.OOM, (
+            f"killed at the memory limit of {spec.memory_limit >> 20} MiB (by {how})"
+        )
     if st.get("exec_errno"):
         why = f"cannot start {spec.argv[0]}: {os.strerror(st['exec_errno'])}"
         if st["exec_errno"] == errno.EACCES and (user := runas.chosen()):
-            why += (f" (it runs as {user.name}, who must be able to reach it; --run-as root "
-                    "runs it as root)")  # fmt: skip
+            why += (
+                f" (it runs as {user.name}, who must be able to reach it; --run-as root "
+                "runs it as root)"
+            )
         return RunStatus.ERROR, why
     wait = st["status"]
     stop = spec.app.service.stop_signal if spec.app.service else None
@@ -364,8 +383,13 @@ def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tup
 
 
 # A native workload's own RSS reads: each must fit under the launcher's peak.
-_SELF_RSS = ("rss_end_kib", "rss_idle_100ms_kib", "rss_idle_1s_kib", "rss_idle_end_kib",
-             "alloc_rss_kib")  # fmt: skip
+_SELF_RSS = (
+    "rss_end_kib",
+    "rss_idle_100ms_kib",
+    "rss_idle_1s_kib",
+    "rss_idle_end_kib",
+    "alloc_rss_kib",
+)
 
 
 def _disagrees(metrics: dict[str, float], st: dict[str, int]) -> str | None:
@@ -376,14 +400,18 @@ def _disagrees(metrics: dict[str, float], st: dict[str, int]) -> str | None:
     wall = st.get("wall_ns", 0) / 1e9
     own = metrics.get("seconds", 0.0) + metrics.get("idle_ms", 0.0) / 1000
     if own > wall + 1e-6:
-        return (f"the workload reported {own:.6f} s, more than the {wall:.6f} s the launcher "
-                "measured: its record is not trustworthy")  # fmt: skip
+        return (
+            f"the workload reported {own:.6f} s, more than the {wall:.6f} s the launcher "
+            "measured: its record is not trustworthy"
+        )
     limit = st.get("maxrss_kib", 0) + 2 * machine.rss_read_error_kib()
     for key in _SELF_RSS:
         if metrics.get(key, 0.0) > limit:
-            return (f"the workload reported {key} {metrics[key]:.0f} KiB, above the peak RSS "
-                    f"of {st.get('maxrss_kib', 0)} KiB the kernel gave the launcher: its record "
-                    "is not trustworthy")  # fmt: skip
+            return (
+                f"the workload reported {key} {metrics[key]:.0f} KiB, above the peak RSS "
+                f"of {st.get('maxrss_kib', 0)} KiB the kernel gave the launcher: its record "
+                "is not trustworthy"
+            )
     return None
 
 

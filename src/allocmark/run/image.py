@@ -134,8 +134,11 @@ def _exports(symbol: Any) -> bool:
     """A definition other objects bind to (not an undefined reference, such as a
     non-PIE program's canonical PLT stub, nor a hidden symbol)."""
     entry = symbol.entry
-    return (entry.st_shndx != "SHN_UNDEF" and entry.st_info.bind in ("STB_GLOBAL", "STB_WEAK")
-            and entry.st_other.visibility in ("STV_DEFAULT", "STV_PROTECTED"))  # fmt: skip
+    return (
+        entry.st_shndx != "SHN_UNDEF"
+        and entry.st_info.bind in ("STB_GLOBAL", "STB_WEAK")
+        and entry.st_other.visibility in ("STV_DEFAULT", "STV_PROTECTED")
+    )
 
 
 def unread(images: Sequence[Image]) -> list[int]:
@@ -162,21 +165,34 @@ def verdict(expected: str | None, images: Sequence[Image], watch_errno: int | No
     if watch_errno is None:
         return Verdict("the launcher did not read the program's images", None, ())
     if watch_errno:
-        return Verdict(f"the launcher could not watch the program ({os.strerror(watch_errno)}): "
-                       "what served malloc was not read from outside it", None, ())  # fmt: skip
+        return Verdict(
+            f"the launcher could not watch the program ({os.strerror(watch_errno)}): "
+            "what served malloc was not read from outside it",
+            None,
+            (),
+        )
     bindings = tuple(bind(i) for i in images if not i.launcher)
     if not bindings:
         return Verdict("the launcher read no image of the program", None, ())
     served = bindings[0].served
     if lost := unread(images):
-        return Verdict(f"process {lost[0]} ended without a reading after an exec (killed by a "
-                       "signal?): what served its malloc is unknown", served, bindings)  # fmt: skip
+        return Verdict(
+            f"process {lost[0]} ended without a reading after an exec (killed by a "
+            "signal?): what served its malloc is unknown",
+            served,
+            bindings,
+        )
     for b in bindings:
         where = f"{b.image.exe} (pid {b.image.pid})"
         if b.served is None:
-            return Verdict(f"what served malloc in {where} cannot be told: {b.why_unknown}",
-                           served, bindings)  # fmt: skip
+            return Verdict(
+                f"what served malloc in {where} cannot be told: {b.why_unknown}", served, bindings
+            )
         if _real(b.served) != _real(expected or ""):
-            return Verdict(f"malloc in {where} was served by {b.served}, not by {expected} "
-                           "(as the launcher read it)", b.served, bindings)  # fmt: skip
+            return Verdict(
+                f"malloc in {where} was served by {b.served}, not by {expected} "
+                "(as the launcher read it)",
+                b.served,
+                bindings,
+            )
     return Verdict("", served, bindings)

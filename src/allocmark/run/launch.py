@@ -106,9 +106,13 @@ class Launched:
             # Own session = own process group, so a timeout can kill all of it.
             self.proc = subprocess.Popen(
                 [str(native.program("am_run")), str(ours["status"]), *steps, *argv],
-                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, pass_fds=tuple(ours.values()),
-            )  # fmt: skip
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                pass_fds=tuple(ours.values()),
+            )
         except OSError:
             self.streams.close()
             raise
@@ -153,8 +157,13 @@ class Launched:
     def launcher(self) -> LauncherReport:
         """What am_run reported once the run ended, judged by how it ended (launcher_report)."""
         if self.stopped:
-            return LauncherReport({}, None, {}, "the launcher was stopped (SIGSTOP) and never "
-                                  "reported; it was killed at the timeout")  # fmt: skip
+            return LauncherReport(
+                {},
+                None,
+                {},
+                "the launcher was stopped (SIGSTOP) and never "
+                "reported; it was killed at the timeout",
+            )
         if self.ended_by_us:  # a timeout, a server that never listened: judged by that
             return LauncherReport({}, None, {})
         return launcher_report(self.streams.kept["status"].data(), self.proc.returncode)
@@ -165,8 +174,11 @@ class Launched:
 
     def output_bytes(self) -> dict[str, float]:
         """The size of each output stream that was longer than what was kept of it."""
-        return {f"{name}_bytes": float(b.total) for name, b in self.streams.kept.items()
-                if name in ("stdout", "stderr") and b.dropped}  # fmt: skip
+        return {
+            f"{name}_bytes": float(b.total)
+            for name, b in self.streams.kept.items()
+            if name in ("stdout", "stderr") and b.dropped
+        }
 
 
 def _end(launcher: subprocess.Popen[bytes]) -> None:
@@ -210,8 +222,10 @@ class LauncherReport:
         outcome.images, outcome.watch_errno = self.images, self.watch_errno
 
 
-_CONTINUED = ("the launcher was stopped (SIGSTOP) and continued while the program ran: its "
-              "times and samples are not the run's")  # fmt: skip
+_CONTINUED = (
+    "the launcher was stopped (SIGSTOP) and continued while the program ran: its "
+    "times and samples are not the run's"
+)
 
 
 STOPPED = 100  # am_run's exit status when SIGTERM, SIGINT or SIGHUP stopped it: 100 + signal
@@ -239,8 +253,12 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
             metrics = metrics | {"watch_read_s": int(watch[0]["read_ns"]) / 1e9}
     except (records.RecordError, KeyError, TypeError, ValueError) as e:
         said = printable(str(e))[:300]
-        return LauncherReport({}, None, {}, "the launcher's report is not its own (did the "
-                              f"program write into its pipe?): {said}")  # fmt: skip
+        return LauncherReport(
+            {},
+            None,
+            {},
+            f"the launcher's report is not its own (did the program write into its pipe?): {said}",
+        )
     if status.get("stopped"):
         return LauncherReport({}, None, {}, _CONTINUED)
     watch_errno = int(watch[0]["errno"]) if watch else None
@@ -287,8 +305,12 @@ def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
     ends, takes precedence)."""
     if not r.get("samples"):
         return None, {}
-    series = RssSeries(tuple(int(t) for t in r["t_ms"]), tuple(int(k) for k in r["kib"]),
-                       int(r["period_us"]), int(r["stride"]))  # fmt: skip
+    series = RssSeries(
+        tuple(int(t) for t in r["t_ms"]),
+        tuple(int(k) for k in r["kib"]),
+        int(r["period_us"]),
+        int(r["stride"]),
+    )
     thp = int(r.get("thp_kib", -1))
     return series, {
         "rss_mib_s": float(r["integral_kib_s"]) / 1024,
@@ -300,8 +322,12 @@ def _rss(r: dict[str, Any]) -> tuple[RssSeries | None, dict[str, float]]:
 
 
 # smaps_rollup's fields as am_run writes them, by the metric each becomes
-NEAR_PEAK = ("near_peak_anon_kib", "near_peak_dirty_kib", "near_peak_lazyfree_kib",
-             "near_peak_thp_kib")  # fmt: skip
+NEAR_PEAK = (
+    "near_peak_anon_kib",
+    "near_peak_dirty_kib",
+    "near_peak_lazyfree_kib",
+    "near_peak_thp_kib",
+)
 
 
 def _peak(r: dict[str, Any]) -> dict[str, float]:
@@ -309,9 +335,13 @@ def _peak(r: dict[str, Any]) -> dict[str, float]:
     file-backed, from statm), and from smaps_rollup read nearest the peak (with the
     RSS it was read at, and what the reads cost)."""
     peak, file = int(r["peak_kib"]), int(r["peak_file_kib"])
-    out = {"start_rss_kib": float(r["start_kib"]), "peak_anon_kib": float(max(peak - file, 0)),
-           "peak_file_kib": float(file), "near_peak_reads": float(r["smaps_reads"]),
-           "near_peak_read_s": float(r["smaps_ns"]) / 1e9}  # fmt: skip
+    out = {
+        "start_rss_kib": float(r["start_kib"]),
+        "peak_anon_kib": float(max(peak - file, 0)),
+        "peak_file_kib": float(file),
+        "near_peak_reads": float(r["smaps_reads"]),
+        "near_peak_read_s": float(r["smaps_ns"]) / 1e9,
+    }
     if int(r["smaps_at_kib"]) >= 0:
         out["near_peak_rss_kib"] = float(r["smaps_at_kib"])
         out |= {name: float(v) for name, v in zip(NEAR_PEAK, r["smaps_kib"], strict=True)}

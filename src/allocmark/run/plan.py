@@ -77,11 +77,16 @@ def load_suite(name_or_path: str) -> Suite:
         entries=tuple(_entry(r, str(path), ("runs", i)) for i, r in enumerate(f.runs)),
         budget_s=_parsed(f.budget, "budget", units.parse_duration, DEFAULT_BUDGET_S, str(path)),
         budget_given=bool(f.budget),
-        margin=_parsed(f.margin or f.target_ci, "margin" if f.margin else "target_ci",
-                       units.parse_fraction, stats.DEFAULT_MARGIN, str(path)),
+        margin=_parsed(
+            f.margin or f.target_ci,
+            "margin" if f.margin else "target_ci",
+            units.parse_fraction,
+            stats.DEFAULT_MARGIN,
+            str(path),
+        ),
         max_repetitions=f.max_repetitions,
         expected_s=_parsed(f.expected, "expected", units.parse_duration, 0.0, str(path)),
-    )  # fmt: skip
+    )
 
 
 def _parsed(
@@ -117,8 +122,11 @@ def _entry(run: SuiteRun, file: str, loc: tuple[int | str, ...]) -> SuiteEntry:
         expanded = _expand_range(value)
         values = expanded if isinstance(expanded, list) else [expanded]
         if not values:
-            why = f"the range {value!r} is empty: write it low..high" if isinstance(
-                value, str) else "an empty list runs nothing"  # fmt: skip
+            why = (
+                f"the range {value!r} is empty: write it low..high"
+                if isinstance(value, str)
+                else "an empty list runs nothing"
+            )
             raise schemas.key_error(file, (*loc, "params", key), why)
         grid.append((key, tuple(values)))
     return SuiteEntry(workload=run.workload, grid=tuple(grid))
@@ -165,9 +173,13 @@ def cells(
             raise UserError(
                 f"{suite.source}: unknown workload {entry.workload!r}; known: {', '.join(catalog)}"
             )
-        grids.append((w, dict(entry.grid) | {
-            k: v for k, v in overrides.items() if k in {p.name for p in w.params}
-        }))  # fmt: skip
+        grids.append(
+            (
+                w,
+                dict(entry.grid)
+                | {k: v for k, v in overrides.items() if k in {p.name for p in w.params}},
+            )
+        )
     _check_cell_count(suite, grids)
     for w, grid in grids:
         for combo in itertools.product(*grid.values()):
@@ -326,11 +338,19 @@ def _baselines(
 
 
 def _baseline(seq: int, w: Workload, a: Verified, timeout: float) -> RunSpec:
-    return RunSpec(seq=seq, allocator=a.spec.name, workload=w.name, params=(), rep=0,
-                   argv=(str(native.program(w.program)), "--baseline", "1"),
-                   env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
-                   timeout=timeout, expect_malloc=a.malloc_object, result_fd=True,
-                   role="baseline")  # fmt: skip
+    return RunSpec(
+        seq=seq,
+        allocator=a.spec.name,
+        workload=w.name,
+        params=(),
+        rep=0,
+        argv=(str(native.program(w.program)), "--baseline", "1"),
+        env=tuple(dict(w.env).items()) + tuple(a.child_env().items()),
+        timeout=timeout,
+        expect_malloc=a.malloc_object,
+        result_fd=True,
+        role="baseline",
+    )
 
 
 def _measured(
@@ -362,10 +382,15 @@ def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str 
     that differs."""
     w = catalog.get(spec.workload)
     if w is None:
-        return (f"run {spec.seq} names workload {spec.workload!r}, which neither the catalog "
-                "nor the campaign has")  # fmt: skip
-    made = (_baseline(spec.seq, w, a, spec.timeout) if spec.role == "baseline"
-            else _spec(spec.seq, w, spec.params, a, spec.rep, spec.timeout))  # fmt: skip
+        return (
+            f"run {spec.seq} names workload {spec.workload!r}, which neither the catalog "
+            "nor the campaign has"
+        )
+    made = (
+        _baseline(spec.seq, w, a, spec.timeout)
+        if spec.role == "baseline"
+        else _spec(spec.seq, w, spec.params, a, spec.rep, spec.timeout)
+    )
     # The profiler's sampling rate is a setting of the run, not part of its command.
     stored = dataclasses.replace(spec, env=tuple(kv for kv in spec.env if kv[0] != SAMPLE_ENV))
     for field in ("argv", "env", "app", "expect_malloc", "result_fd"):
@@ -384,8 +409,10 @@ def mixed(specs: Sequence[RunSpec]) -> str | None:
         first = seen.setdefault((s.allocator, s.workload, s.params, s.role), s)
         for field in ("argv", "env", "app", "expect_malloc", "result_fd", "memory_limit"):
             if getattr(first, field) != getattr(s, field):
-                return (f"runs {first.seq} and {s.seq} of one cell ({s.workload} on "
-                        f"{s.allocator}) differ in {field}")  # fmt: skip
+                return (
+                    f"runs {first.seq} and {s.seq} of one cell ({s.workload} on "
+                    f"{s.allocator}) differ in {field}"
+                )
     return None
 
 

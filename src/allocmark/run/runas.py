@@ -53,8 +53,10 @@ def chosen() -> RunAs | None:
 def _chosen(asked: str, sudo_user: str, euid: int) -> RunAs | None:
     if euid != 0:
         if asked and asked != pwd.getpwuid(euid).pw_name:
-            raise UserError(f"--run-as {asked}: only root can run the program as another user; "
-                            "drop --run-as (it then runs as you)")  # fmt: skip
+            raise UserError(
+                f"--run-as {asked}: only root can run the program as another user; "
+                "drop --run-as (it then runs as you)"
+            )
         return None
     name = asked or (sudo_user if sudo_user and sudo_user != "root" else DEDICATED)
     if name == "root":
@@ -62,8 +64,11 @@ def _chosen(asked: str, sudo_user: str, euid: int) -> RunAs | None:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        fix = ("`make setup` creates it (as root), or pass --run-as USER"
-               if name == DEDICATED else "pass --run-as with an existing user")  # fmt: skip
+        fix = (
+            "`make setup` creates it (as root), or pass --run-as USER"
+            if name == DEDICATED
+            else "pass --run-as with an existing user"
+        )
         raise UserError(f"--run-as {name}: no such user on this machine: {fix}") from None
     if entry.pw_uid == 0:
         return None
@@ -76,21 +81,28 @@ def guard(db: Path) -> RunAs | None:
     user = chosen()
     if user is None:
         return None
-    protected = {db: "the results database", db.parent: "the results database's directory",
-                 native.cache_root(): "allocmark's cache",
-                 native.library("libam_who.so").parent: "allocmark's libraries",
-                 native.program("am_run").parent: "allocmark's programs"}  # fmt: skip
+    protected = {
+        db: "the results database",
+        db.parent: "the results database's directory",
+        native.cache_root(): "allocmark's cache",
+        native.library("libam_who.so").parent: "allocmark's libraries",
+        native.program("am_run").parent: "allocmark's programs",
+    }
     for path, what in protected.items():
         if path.exists() and can_write(user, path):
-            raise UserError(f"{path} ({what}) is writable by {user.name}, the user the measured "
-                            "program runs as, who could change the results: put it where only "
-                            "root can write (the database in a directory such as results/), or "
-                            "pass --run-as with a user who cannot write it")  # fmt: skip
+            raise UserError(
+                f"{path} ({what}) is writable by {user.name}, the user the measured "
+                "program runs as, who could change the results: put it where only "
+                "root can write (the database in a directory such as results/), or "
+                "pass --run-as with a user who cannot write it"
+            )
     lib = native.library("libam_who.so")
     if not can_read(user, lib):
-        raise UserError(f"{lib} (allocmark's libraries) cannot be read by {user.name}, the user "
-                        "the measured program runs as: install allocmark where every user can "
-                        "read it, or pass --run-as root")  # fmt: skip
+        raise UserError(
+            f"{lib} (allocmark's libraries) cannot be read by {user.name}, the user "
+            "the measured program runs as: install allocmark where every user can "
+            "read it, or pass --run-as root"
+        )
     return user
 
 

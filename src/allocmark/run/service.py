@@ -63,8 +63,10 @@ def _drive(
         client.maxrss_kib = hwm
         client.labels["peak_rss_source"] = "VmHWM of the server before its shutdown"
     if stuck:
-        client.verdict = (RunStatus.FAILED, f"the server ignored {service.stop_signal} for "
-                          f"{STOP_GRACE:g} s and was killed")  # fmt: skip
+        client.verdict = (
+            RunStatus.FAILED,
+            f"the server ignored {service.stop_signal} for {STOP_GRACE:g} s and was killed",
+        )
     return client
 
 
@@ -108,15 +110,24 @@ def _client(argv: list[str], deadline: float) -> launch.Outcome:
     """The client, without the allocator under test, its output kept for the parsers."""
     started = time.monotonic()
     streams = capture.Streams()
-    ends = [streams.pipe("stdout", capture.PARSED_KEEP),
-            streams.pipe("stderr", capture.PARSED_KEEP)]  # fmt: skip
+    ends = [
+        streams.pipe("stdout", capture.PARSED_KEEP),
+        streams.pipe("stderr", capture.PARSED_KEEP),
+    ]
     user = runas.chosen()  # the client is part of the workload: it runs as the server does
-    as_user: dict[str, Any] = ({"user": user.uid, "group": user.gid, "extra_groups": []}
-                               if user else {})  # fmt: skip
+    as_user: dict[str, Any] = (
+        {"user": user.uid, "group": user.gid, "extra_groups": []} if user else {}
+    )
     try:
-        proc = subprocess.Popen(argv, env=launch.child_environment(()),
-                                stdin=subprocess.DEVNULL, stdout=ends[0], stderr=ends[1],
-                                start_new_session=True, **as_user)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            env=launch.child_environment(()),
+            stdin=subprocess.DEVNULL,
+            stdout=ends[0],
+            stderr=ends[1],
+            start_new_session=True,
+            **as_user,
+        )
     except OSError as e:
         streams.close()
         why = f"cannot start the client {argv[0]}: {e.strerror or e}"
@@ -134,13 +145,19 @@ def _client(argv: list[str], deadline: float) -> launch.Outcome:
         os.close(pidfd)
     if timed_out:
         return launch.Outcome({}, timed_out=True)
-    outcome = launch.Outcome({}, wall_s=time.monotonic() - started, stdout=streams.text("stdout"),
-                             stderr=streams.text("stderr"))  # fmt: skip
+    outcome = launch.Outcome(
+        {},
+        wall_s=time.monotonic() - started,
+        stdout=streams.text("stdout"),
+        stderr=streams.text("stderr"),
+    )
     if code != 0:
         tail = (
             outcome.stderr[-launch.STDERR_TAIL :].strip()
             or outcome.stdout[-launch.STDERR_TAIL :].strip()
         )
-        outcome.verdict = (RunStatus.FAILED, f"the client {Path(argv[0]).name} exited with "
-                           f"code {code}: {tail}".strip(": "))  # fmt: skip
+        outcome.verdict = (
+            RunStatus.FAILED,
+            f"the client {Path(argv[0]).name} exited with code {code}: {tail}".strip(": "),
+        )
     return outcome

@@ -37,8 +37,9 @@ class Selection(Protocol):
         """The objective on which candidates are dropped each round ("": none)."""
         ...
 
-    def candidates(self, specs: list[AllocatorSpec], explicit: bool, named: bool
-                   ) -> tuple[list[AllocatorSpec], bool]:  # fmt: skip
+    def candidates(
+        self, specs: list[AllocatorSpec], explicit: bool, named: bool
+    ) -> tuple[list[AllocatorSpec], bool]:
         """The candidates of `specs` (`named`: the user named them, not the suite),
         and whether they are explicit (an unusable one is then an error)."""
         ...
@@ -54,8 +55,9 @@ class AsNamed:
 
     race: str = ""
 
-    def candidates(self, specs: list[AllocatorSpec], explicit: bool, named: bool
-                   ) -> tuple[list[AllocatorSpec], bool]:  # fmt: skip
+    def candidates(
+        self, specs: list[AllocatorSpec], explicit: bool, named: bool
+    ) -> tuple[list[AllocatorSpec], bool]:
         return specs, explicit
 
     def taken(self, prepared: Prepared, notes: list[Note]) -> Prepared:
@@ -65,12 +67,14 @@ class AsNamed:
 AS_NAMED = AsNamed()
 
 
-def planned(store: Store, req: Request, selection: Selection, notes: list[Note]
-            ) -> tuple[int, Prepared]:  # fmt: skip
+def planned(
+    store: Store, req: Request, selection: Selection, notes: list[Note]
+) -> tuple[int, Prepared]:
     """The campaign `req` asks for, stored and ready to execute, and its allocators."""
     suite, cells = _cells(req, notes)
-    named = list(req.allocators) or (None if suite.allocators == ("all",)
-                                     else list(suite.allocators))  # fmt: skip
+    named = list(req.allocators) or (
+        None if suite.allocators == ("all",) else list(suite.allocators)
+    )
     specs, explicit = selection.candidates(
         *selected(named, req.catalogs, req.build), bool(req.allocators)
     )
@@ -84,11 +88,22 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note]
     seed = req.seed if req.seed is not None else suite.seed
     # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
     as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
-    cid = campaign.start(store, suite.name, prepared, cells, n, req.timeout_s or suite.timeout,
-                         seed, sys.argv, precision, req.sample, req.memory_limit,
-                         suite.expected_s if as_sized else 0.0,
-                         stop_on_failure=bool(req.command) and not req.keep_going,
-                         why="off" if req.sample else req.why)  # fmt: skip
+    cid = campaign.start(
+        store,
+        suite.name,
+        prepared,
+        cells,
+        n,
+        req.timeout_s or suite.timeout,
+        seed,
+        sys.argv,
+        precision,
+        req.sample,
+        req.memory_limit,
+        suite.expected_s if as_sized else 0.0,
+        stop_on_failure=bool(req.command) and not req.keep_going,
+        why="off" if req.sample else req.why,
+    )
     return cid, prepared
 
 
@@ -104,11 +119,16 @@ def planned_blocks(n: int, precision: Precision | None) -> int:
 def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Workload, Params]]]:
     if req.command:
         suite = plan.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
-        return dataclasses.replace(suite, name="try"), [(workloads.command_workload(
-            list(req.command)), ())]  # fmt: skip
+        return dataclasses.replace(suite, name="try"), [
+            (workloads.command_workload(list(req.command)), ())
+        ]
     if req.suite is None and req.workloads:
-        suite = plan.adhoc_suite(list(req.workloads), req.min_runs or DEFAULT_MIN_RUNS,
-                                 req.timeout_s or 600, req.seed or 1)  # fmt: skip
+        suite = plan.adhoc_suite(
+            list(req.workloads),
+            req.min_runs or DEFAULT_MIN_RUNS,
+            req.timeout_s or 600,
+            req.seed or 1,
+        )
     else:
         suite = plan.load_suite(req.suite or "quick")
         if req.workloads:
@@ -134,9 +154,14 @@ def past_cores(cells: Sequence[tuple[Workload, Params]], cores: int) -> list[Not
     if not over:
         return []
     counts = ", ".join(f"threads={t} ({', '.join(names)})" for t, names in sorted(over.items()))
-    return [Note("warning", f"{counts}: more threads than this machine's {cores} cores; "
-                 "past the cores a run measures time-slicing, not the allocator's scaling "
-                 "(the scaling plots mark those points)")]  # fmt: skip
+    return [
+        Note(
+            "warning",
+            f"{counts}: more threads than this machine's {cores} cores; "
+            "past the cores a run measures time-slicing, not the allocator's scaling "
+            "(the scaling plots mark those points)",
+        )
+    ]
 
 
 def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
@@ -150,8 +175,10 @@ def _precision(req: Request, suite: plan.Suite, race: str) -> Precision:
     min_runs = req.min_runs or suite.repetitions
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
-    most = next((m for m in (req.max_runs, suite.max_repetitions) if m is not None),
-                max(DEFAULT_MAX_RUNS, min_runs))  # fmt: skip
+    most = next(
+        (m for m in (req.max_runs, suite.max_repetitions) if m is not None),
+        max(DEFAULT_MAX_RUNS, min_runs),
+    )
     if req.max_runs is None and req.min_runs is not None and suite.max_repetitions:
         most = max(most, min_runs)  # -n above the suite's cap raises the cap with it
     if most < min_runs:
@@ -184,23 +211,28 @@ def revision(spec: AllocatorSpec, notes: list[Note]) -> git.Built:
     """`spec`'s library built (or found in the cache), as the user the measured
     programs run as: a repository's build is its code."""
     user = runas.chosen()
-    done = git.build(spec, (user.uid, user.gid) if user else None,
-                     lambda m: notes.append(Note("info", m)))  # fmt: skip
+    done = git.build(
+        spec, (user.uid, user.gid) if user else None, lambda m: notes.append(Note("info", m))
+    )
     if not done.cached:
         notes.append(Note("info", f"built {spec.name} in {done.seconds:.1f} s"))
     return done
 
 
 def unusable_notes(prepared: Prepared) -> list[Note]:
-    out = [Note("warning", f"not used: {v.spec.name} is {v.status.value}: {v.reason}")
-           for v in prepared.unusable]  # fmt: skip
+    out = [
+        Note("warning", f"not used: {v.spec.name} is {v.status.value}: {v.reason}")
+        for v in prepared.unusable
+    ]
     # tune's candidates share their allocator's library: one warning for all of them
     partial: dict[tuple[str, str], list[str]] = {}
     for v in prepared.usable:
         if v.lacks:
             partial.setdefault((race.default_of(v.spec.name), v.reason), []).append(v.spec.name)
-    out += [Note("warning", f"warning: {_who(names)} partial: {why}")
-            for (_, why), names in partial.items()]  # fmt: skip
+    out += [
+        Note("warning", f"warning: {_who(names)} partial: {why}")
+        for (_, why), names in partial.items()
+    ]
     return out
 
 

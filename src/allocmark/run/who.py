@@ -32,14 +32,24 @@ class Report:
 
 def read(directory: Path) -> list[Report]:
     """One report per process that kept the preload (exec'd programs write again)."""
-    return [r for f in sorted(directory.iterdir())
-            if not f.name.startswith((CALLS, STATS)) and (r := _parse(f)) is not None]  # fmt: skip
+    return [
+        r
+        for f in sorted(directory.iterdir())
+        if not f.name.startswith((CALLS, STATS)) and (r := _parse(f)) is not None
+    ]
 
 
 CALLS = "calls."  # files of "calls" records, one per process
 STATS = "stats."  # files of "stats" records: one per process that exited normally
-STATS_FIELDS = ("rss_kib", "live_kib", "held_kib", "metadata_kib", "released_kib",
-                "mapped_kib", "committed_kib")  # fmt: skip
+STATS_FIELDS = (
+    "rss_kib",
+    "live_kib",
+    "held_kib",
+    "metadata_kib",
+    "released_kib",
+    "mapped_kib",
+    "committed_kib",
+)
 
 
 def stats(directory: Path) -> tuple[str, dict[str, float]]:
@@ -48,19 +58,32 @@ def stats(directory: Path) -> tuple[str, dict[str, float]]:
     reported). Not a sum: each process reports as it exits, so the records of a
     pipeline or a launcher script (a pyenv shim runs a dozen commands before
     Python) were never resident together."""
-    found = [r for r in _lines(directory, STATS, "stats") if r.get("source") != "none"
-             and isinstance(r.get("rss_kib"), int)]  # fmt: skip
+    found = [
+        r
+        for r in _lines(directory, STATS, "stats")
+        if r.get("source") != "none" and isinstance(r.get("rss_kib"), int)
+    ]
     if not found:
         return "none", {}
     top = max(found, key=lambda r: int(r["rss_kib"]))
-    fields = {f"alloc_{k}": float(top[k]) for k in STATS_FIELDS
-              if isinstance(top.get(k), int) and top[k] >= 0}  # fmt: skip
+    fields = {
+        f"alloc_{k}": float(top[k])
+        for k in STATS_FIELDS
+        if isinstance(top.get(k), int) and top[k] >= 0
+    }
     return str(top.get("source")), fields | {"alloc_processes": float(len(found))}
 
 
 # The functions libam_who sees called where the allocator lacks them (am_who.c).
-TRACKED = ("reallocarray", "pvalloc", "valloc", "memalign", "aligned_alloc", "posix_memalign",
-           "malloc_usable_size")  # fmt: skip
+TRACKED = (
+    "reallocarray",
+    "pvalloc",
+    "valloc",
+    "memalign",
+    "aligned_alloc",
+    "posix_memalign",
+    "malloc_usable_size",
+)
 
 
 def calls(directory: Path) -> list[str]:
@@ -109,15 +132,17 @@ def disagreement(reports: Sequence[Report], bindings: Sequence[image.Binding]) -
     """Where libam_who's reports contradict the launcher's readings (image.py): a report
     for an image the launcher never read, or one naming another object for malloc."""
     for r in reports:
-        same = [b for b in bindings
-                if b.image.pid == r.pid and real(b.image.exe) == real(r.exe)]  # fmt: skip
+        same = [b for b in bindings if b.image.pid == r.pid and real(b.image.exe) == real(r.exe)]
         if not same:
-            return (f"libam_who reported for {r.exe} (pid {r.pid}), an image the launcher did "
-                    "not read")  # fmt: skip
+            return (
+                f"libam_who reported for {r.exe} (pid {r.pid}), an image the launcher did not read"
+            )
         said = r.served["malloc"]
         if all(real(b.served) != real(said) for b in same):
-            return (f"libam_who in {r.exe} (pid {r.pid}) says malloc was served by "
-                    f"{said or 'nothing'}; the launcher read {same[-1].served}")  # fmt: skip
+            return (
+                f"libam_who in {r.exe} (pid {r.pid}) says malloc was served by "
+                f"{said or 'nothing'}; the launcher read {same[-1].served}"
+            )
     return None
 
 

@@ -40,8 +40,9 @@ class Pass:
     note: str  # what was done, or why not
 
 
-def plan(store: Store, cid: int, settings: dict[str, Any], costs: dict[tuple[str, str, Params],
-         float]) -> Pass:  # fmt: skip
+def plan(
+    store: Store, cid: int, settings: dict[str, Any], costs: dict[tuple[str, str, Params], float]
+) -> Pass:
     """The why pass's runs for campaign `cid` (none: the note says why); `costs`: seconds
     a run of each (allocator, workload, params) costs (campaign._run_costs)."""
     mode = settings.get("why", "off")
@@ -68,9 +69,17 @@ def plan(store: Store, cid: int, settings: dict[str, Any], costs: dict[tuple[str
         for (w, p), names in cells:
             members = [latest[(w, p, a)] for a in names if (w, p, a) in latest]
             rng.shuffle(members)
-            out += [dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep + block, role="why",
-                                        profile=True, env=s.env + sampled)
-                    for i, s in enumerate(members)]  # fmt: skip
+            out += [
+                dataclasses.replace(
+                    s,
+                    seq=nxt + len(out) + i,
+                    rep=rep + block,
+                    role="why",
+                    profile=True,
+                    env=s.env + sampled,
+                )
+                for i, s in enumerate(members)
+            ]
     return Pass(out, f"why pass: {what}")
 
 
@@ -82,7 +91,10 @@ def _decided(comp: analyze.Comparison) -> dict[tuple[str, Params], set[str]]:
         return out
     for row, found in zip(comp.rows, recommend.per_row(comp), strict=True):
         for a, c in found.items():
-            if isinstance(c, recommend.Choice) and a != comp.baseline and any(
-                    p is not None and p.verdict.differs for p in (c.time, c.rss)):  # fmt: skip
+            if (
+                isinstance(c, recommend.Choice)
+                and a != comp.baseline
+                and any(p is not None and p.verdict.differs for p in (c.time, c.rss))
+            ):
                 out.setdefault((row.workload, planned_params(row.params)), {comp.baseline}).add(a)
     return out

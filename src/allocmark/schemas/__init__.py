@@ -33,8 +33,12 @@ def json_schema(kind: str) -> dict[str, Any]:
     from allocmark.schemas.workloads import WorkloadCatalog
 
     models: dict[str, type[BaseModel]] = {
-        "suite": SuiteFile, "catalog": CatalogFile, "workloads": WorkloadCatalog,
-        "settings": SettingsFile, "runs": RunsExport}  # fmt: skip
+        "suite": SuiteFile,
+        "catalog": CatalogFile,
+        "workloads": WorkloadCatalog,
+        "settings": SettingsFile,
+        "runs": RunsExport,
+    }
     if kind not in models:
         raise UserError(f"schema {kind!r}: choose {', '.join(models)}")
     return models[kind].model_json_schema()
@@ -49,8 +53,14 @@ def validate(model: type[M], data: dict[str, Any], file: str) -> M:
         raise error(file, _first(e.errors()), model) from None
 
 
-_TYPES = {"bool": "true or false", "int": "an integer", "str": "a string", "float": "a number",
-          "list[str]": "a list of strings", "dict[str,str]": "a table of strings"}  # fmt: skip
+_TYPES = {
+    "bool": "true or false",
+    "int": "an integer",
+    "str": "a string",
+    "float": "a number",
+    "list[str]": "a list of strings",
+    "dict[str,str]": "a table of strings",
+}
 
 
 def _first(errors: list[ErrorDetails]) -> ErrorDetails:
@@ -62,8 +72,9 @@ def _first(errors: list[ErrorDetails]) -> ErrorDetails:
         return first
     tags = [str(e["loc"][-1]) for e in errors if e["loc"][:-1] == loc[:-1]]
     expected = " or ".join(dict.fromkeys(_TYPES.get(t, t) for t in tags))
-    return ErrorDetails(type="union", loc=loc[:-1], msg=f"Expected {expected}",
-                        input=first.get("input"))  # fmt: skip
+    return ErrorDetails(
+        type="union", loc=loc[:-1], msg=f"Expected {expected}", input=first.get("input")
+    )
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:
@@ -123,8 +134,12 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseMo
     """The model of the table at `loc`, walking through lists and dicts."""
     current: Any = model
     for part in loc:
-        if isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, str) \
-                and part in current.model_fields:  # fmt: skip
+        if (
+            isinstance(current, type)
+            and issubclass(current, BaseModel)
+            and isinstance(part, str)
+            and part in current.model_fields
+        ):
             current = current.model_fields[part].annotation
         current = _inner_model(current)
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
@@ -134,8 +149,9 @@ def _inner_model(tp: Any) -> Any:
     """The model inside list[M], dict[str, M], M | None (or tp itself)."""
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp
-    for arg in typing.get_args(tp) if typing.get_origin(tp) or isinstance(tp, types.UnionType) \
-            else ():  # fmt: skip
+    for arg in (
+        typing.get_args(tp) if typing.get_origin(tp) or isinstance(tp, types.UnionType) else ()
+    ):
         found = _inner_model(arg)
         if isinstance(found, type) and issubclass(found, BaseModel):
             return found

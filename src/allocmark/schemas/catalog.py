@@ -35,10 +35,11 @@ class Role(StrEnum):
 
 
 _ROLE = Field(
-    Role.GENERAL, strict=False,
+    Role.GENERAL,
+    strict=False,
     description='"general"; "debug" (a debugging allocator: the hardening battery, not '
     '"all", never recommended); "wrapper" (not the allocator\'s own C code: never recommended)',
-)  # fmt: skip
+)
 _LICENSE = Field("", description="its licence where it binds what is built from it (GPL)")
 
 
@@ -63,14 +64,18 @@ class AllocatorEntry(_Strict):
     )
     package: str | None = Field(None, description="the Debian package that provides it")
     version: str = Field(
-        "auto", pattern=r"^(probe:\w+|dpkg|auto|none)$",
+        "auto",
+        pattern=r"^(probe:\w+|dpkg|auto|none)$",
         description='how its version is read: "probe:NAME", "dpkg", "auto" or "none"',
         json_schema_extra={"expected": "one of probe:NAME, dpkg, auto, none"},
-    )  # fmt: skip
+    )
     baseline: bool = False
     hidden: bool = Field(False, description='left out of "all"; name it to use it')
-    family: str = Field("", description="the allocator it builds, where the name does not say "
-                        '(a recipe FAMILY names the same one: "jemalloc")')  # fmt: skip
+    family: str = Field(
+        "",
+        description="the allocator it builds, where the name does not say "
+        '(a recipe FAMILY names the same one: "jemalloc")',
+    )
     role: Role = _ROLE
     license: str = _LICENSE
     env: dict[str, str] = Field(default_factory=dict)
@@ -99,15 +104,17 @@ class RecipeEntry(_Strict):
     build_env: dict[str, str] = Field(default_factory=dict)
     needs_source: bool = False
     source_only: bool = Field(
-        False, description="take only the crate's bundled sources (its Rust code does not "
+        False,
+        description="take only the crate's bundled sources (its Rust code does not "
         "build): native/preload-rs/build.rs compiles the allocator from them",
-    )  # fmt: skip
+    )
     sys_std: bool = False
     self_reports: bool = False
     versioned: bool = Field(
-        True, description="its versions are the allocator's own (false: the crate's, as for "
+        True,
+        description="its versions are the allocator's own (false: the crate's, as for "
         "scudo-sys): only then are they set in order beside other builds of the family",
-    )  # fmt: skip
+    )
     forwarding: str = ""
     role: Role = _ROLE
     license: str = _LICENSE

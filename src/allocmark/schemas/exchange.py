@@ -63,17 +63,24 @@ class RunRow(BaseModel):
                 if value is not None and not isinstance(value, str):
                     raise ValueError(f"column {key!r} must be text or null, got {value!r}")
             else:
-                raise ValueError(f"unknown column {key!r} (extra columns are metric.NAME "
-                                 "or label.NAME)")  # fmt: skip
+                raise ValueError(
+                    f"unknown column {key!r} (extra columns are metric.NAME or label.NAME)"
+                )
         return self
 
     def metrics(self) -> dict[str, float]:
-        return {k[7:]: float(v) for k, v in (self.model_extra or {}).items()
-                if k.startswith("metric.") and v is not None}  # fmt: skip
+        return {
+            k[7:]: float(v)
+            for k, v in (self.model_extra or {}).items()
+            if k.startswith("metric.") and v is not None
+        }
 
     def labels(self) -> dict[str, str]:
-        return {k[6:]: str(v) for k, v in (self.model_extra or {}).items()
-                if k.startswith("label.") and v is not None}  # fmt: skip
+        return {
+            k[6:]: str(v)
+            for k, v in (self.model_extra or {}).items()
+            if k.startswith("label.") and v is not None
+        }
 
 
 class RunsExport(BaseModel):

@@ -35,15 +35,17 @@ class ShownBy(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     command: list[str] = Field(
-        default_factory=lambda: ["/bin/true"], min_length=1,
-        description='the program to run; "{ld.so}" is the system\'s dynamic loader')  # fmt: skip
+        default_factory=lambda: ["/bin/true"],
+        min_length=1,
+        description='the program to run; "{ld.so}" is the system\'s dynamic loader',
+    )
     set: dict[str, Value] = Field(
         default_factory=dict, description="settings that make the allocator print its own"
     )
     lines: str = Field(description="a regular expression: the lines that show a setting")
     check: Annotated[Check, Field(strict=False)] = Field(
-        Check.VALUE, description="value: a setting must change the lines; name: a line must "
-        "name it")  # fmt: skip
+        Check.VALUE, description="value: a setting must change the lines; name: a line must name it"
+    )
 
     @field_validator("lines")
     @classmethod
@@ -66,9 +68,11 @@ class Family(BaseModel):
     )
     style: Annotated[Style, Field(strict=False)]
     variable: str | None = Field(
-        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="the environment variable the settings go in (default: the style's "
-        "GLIBC_TUNABLES, MALLOC_CONF or SCUDO_OPTIONS)")  # fmt: skip
+        "GLIBC_TUNABLES, MALLOC_CONF or SCUDO_OPTIONS)",
+    )
     values: dict[str, list[Value]] = Field(description="setting -> the values to try")
     shown_by: ShownBy | None = Field(
         None, description="how to check that the allocator takes a setting (none: unchecked)"

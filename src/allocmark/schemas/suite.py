@@ -15,14 +15,19 @@ _DURATION = r"^\s*(\d+(\.\d+)?h)?(\d+(\.\d+)?m)?(\d+(\.\d+)?s?)?\s*$"
 def _duration(description: str, example: str, unlimited: bool = False) -> Any:
     """A duration field: 2m, 90s, 1m30s, 1h (`unlimited`: also none)."""
     pattern = _DURATION + ("|^(none|unlimited)$" if unlimited else "")
-    return Field(None, pattern=pattern, description=description,
-                 json_schema_extra={"expected": example})  # fmt: skip
+    return Field(
+        None, pattern=pattern, description=description, json_schema_extra={"expected": example}
+    )
 
 
 def _percentage(description: str) -> Any:
     """A percentage field: 3% or 0.03."""
-    return Field(None, pattern=r"^\d+(\.\d+)?%?$", description=description,
-                 json_schema_extra={"expected": "a percentage such as 3% or 0.03"})  # fmt: skip
+    return Field(
+        None,
+        pattern=r"^\d+(\.\d+)?%?$",
+        description=description,
+        json_schema_extra={"expected": "a percentage such as 3% or 0.03"},
+    )
 
 
 class SuiteRun(BaseModel):
@@ -50,20 +55,27 @@ class SuiteFile(BaseModel):
     )
     repetitions: int = Field(3, ge=1, description="blocks every cell gets at least")
     max_repetitions: int | None = Field(
-        None, ge=1, le=1_000_000,
+        None,
+        ge=1,
+        le=1_000_000,
         description="blocks a cell gets at most (default 1000: the budget is the limit); "
         "equal to repetitions for exactly that many, judged by the exact test",
-    )  # fmt: skip
+    )
     timeout: float = Field(600, gt=0, le=7 * 86400, description="seconds per run (a week at most)")
     seed: int = Field(1, ge=0, le=2**63 - 1, description="shuffle seed of the run order")
     budget: str | None = _duration(
-        "add blocks while the campaign has spent less than this, e.g. 2m, 90s; 0 or none: "
-        "no limit", "a duration such as 2m, 90s, 1m30s, 1h or none", unlimited=True)  # fmt: skip
+        "add blocks while the campaign has spent less than this, e.g. 2m, 90s; 0 or none: no limit",
+        "a duration such as 2m, 90s, 1m30s, 1h or none",
+        unlimited=True,
+    )
     expected: str | None = _duration(
         "how long the suite took, as it is, on the 2-core VM it was sized on (said when it "
-        "starts, before this machine's own runs tell)", "a duration such as 18m")  # fmt: skip
+        "starts, before this machine's own runs tell)",
+        "a duration such as 18m",
+    )
     margin: str | None = _percentage(
         "equivalence margin: add blocks until every ratio is faster, slower, or the same "
-        "within ±this, e.g. 3%")  # fmt: skip
+        "within ±this, e.g. 3%"
+    )
     target_ci: str | None = _percentage("the margin's former name (read when margin is absent)")
     runs: list[SuiteRun] = Field(default_factory=list)

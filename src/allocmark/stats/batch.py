@@ -48,7 +48,8 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
     # log a - log b, as _logs: exactly antisymmetric (numpy's log may differ from the
     # C library's in the last bit, which moves a bound by as much, never a tie).
     logs = np.log(np.asarray([a for a, _ in pairs], dtype=float)) - np.log(
-        np.asarray([b for _, b in pairs], dtype=float))  # fmt: skip
+        np.asarray([b for _, b in pairs], dtype=float)
+    )
     share = ALPHA / FIXED_SHARES
     c = signedrank.cut(n, share)
     centre, low, high = signedrank.walsh_picks(logs, c)
@@ -66,10 +67,23 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
     normal = signedrank.normal_p_rows(logs) if big.any() else []
     exact = [normal[k] if big[k] else signedrank.p_value(x) for k, x in enumerate(logs.tolist())]
     t = np.abs(mean) * math.sqrt(n) / np.maximum(sd, fewblock.FLOOR)
-    ps = [min(1.0, FIXED_SHARES * min(e, 2 * student.tail(n - 1, ti)))
-          for e, ti in zip(exact, t.tolist(), strict=True)]  # fmt: skip
-    rows = zip(logs.tolist(), centre.tolist(), low.tolist(), high.tolist(), sd.tolist(), ps,
-               strict=True)  # fmt: skip
-    return [Ratio(math.exp(ce), math.exp(lo), math.exp(hi), pv, s / math.sqrt(n), n - 1, True,
-                  logs=tuple(x))
-            for x, ce, lo, hi, s, pv in rows]  # fmt: skip
+    ps = [
+        min(1.0, FIXED_SHARES * min(e, 2 * student.tail(n - 1, ti)))
+        for e, ti in zip(exact, t.tolist(), strict=True)
+    ]
+    rows = zip(
+        logs.tolist(), centre.tolist(), low.tolist(), high.tolist(), sd.tolist(), ps, strict=True
+    )
+    return [
+        Ratio(
+            math.exp(ce),
+            math.exp(lo),
+            math.exp(hi),
+            pv,
+            s / math.sqrt(n),
+            n - 1,
+            True,
+            logs=tuple(x),
+        )
+        for x, ce, lo, hi, s, pv in rows
+    ]

@@ -68,9 +68,11 @@ def log_bf(t: float | np.ndarray, n: int) -> float | np.ndarray:
     """The log of the mixture Bayes factor at Student's t of n blocks (n >= 2)."""
     nu = n - 1
     t2 = np.asarray(t, dtype=float) ** 2
-    terms = [-0.5 * math.log1p(n * g)
-             - (nu + 1) / 2 * (np.log1p(t2 / ((1 + n * g) * nu)) - np.log1p(t2 / nu))
-             for g in G]  # fmt: skip
+    terms = [
+        -0.5 * math.log1p(n * g)
+        - (nu + 1) / 2 * (np.log1p(t2 / ((1 + n * g) * nu)) - np.log1p(t2 / nu))
+        for g in G
+    ]
     out = np.logaddexp.reduce(np.stack(terms), axis=0) - math.log(len(G))
     return float(out) if np.ndim(out) == 0 else out
 

@@ -123,18 +123,41 @@ def _summarize_rows(samples: Sequence[Sequence[float]], n: int) -> list[Summary]
     dev = np.abs(xs - med[:, None])
     sorted_dev = np.sort(dev, axis=1)
     mad = sorted_dev[:, mid] if n % 2 else (sorted_dev[:, mid - 1] + sorted_dev[:, mid]) / 2
-    outliers = np.where(mad > 0, np.count_nonzero(dev > (MAD_LIMIT * mad / 0.6745)[:, None],
-                                                  axis=1), 0)  # fmt: skip
+    outliers = np.where(
+        mad > 0, np.count_nonzero(dev > (MAD_LIMIT * mad / 0.6745)[:, None], axis=1), 0
+    )
     positive = xs[:, 0] > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         log_mean, log_sd = rows_mean_sd(np.log(np.where(positive[:, None], xs, 1.0)))
-    columns = zip(mean.tolist(), sd.tolist(), half.tolist(), med.tolist(), xs[:, 0].tolist(),
-                  xs[:, -1].tolist(), outliers.tolist(), log_mean.tolist(), log_sd.tolist(),
-                  positive.tolist(), strict=True)  # fmt: skip
-    return [Summary(n=n, median=md, mean=m, stdev=sd_, minimum=lo, maximum=hi, ci_low=m - h,
-                    ci_high=m + h, outliers=int(o), log_mean=lm if pos else math.nan,
-                    log_sd=ls if pos else math.nan)
-            for m, sd_, h, md, lo, hi, o, lm, ls, pos in columns]  # fmt: skip
+    columns = zip(
+        mean.tolist(),
+        sd.tolist(),
+        half.tolist(),
+        med.tolist(),
+        xs[:, 0].tolist(),
+        xs[:, -1].tolist(),
+        outliers.tolist(),
+        log_mean.tolist(),
+        log_sd.tolist(),
+        positive.tolist(),
+        strict=True,
+    )
+    return [
+        Summary(
+            n=n,
+            median=md,
+            mean=m,
+            stdev=sd_,
+            minimum=lo,
+            maximum=hi,
+            ci_low=m - h,
+            ci_high=m + h,
+            outliers=int(o),
+            log_mean=lm if pos else math.nan,
+            log_sd=ls if pos else math.nan,
+        )
+        for m, sd_, h, md, lo, hi, o, lm, ls, pos in columns
+    ]
 
 
 def rows_mean_sd(xs: Any) -> tuple[Any, Any]:
@@ -274,8 +297,9 @@ def at_alpha(r: Ratio, alpha: float) -> Ratio:
         return dataclasses.replace(r, low=math.exp(low), high=math.exp(high), alpha=alpha)
     half = _t(r.df, alpha) * r.se
     centre = math.log(r.value)
-    return dataclasses.replace(r, low=math.exp(centre - half), high=math.exp(centre + half),
-                               alpha=alpha)  # fmt: skip
+    return dataclasses.replace(
+        r, low=math.exp(centre - half), high=math.exp(centre + half), alpha=alpha
+    )
 
 
 class Verdict(StrEnum):
@@ -341,13 +365,30 @@ def paired_ratio(
     if sequential:
         low, high = _paired_bounds(logs, ALPHA, True, final)
         centre = min(max(signedrank.hodges_lehmann(logs), low), high)
-        return Ratio(math.exp(centre), math.exp(low), math.exp(high), _split_p(logs, final),
-                     sd / math.sqrt(n), n - 1, True, logs=logs, sequential=True,
-                     final=final)  # fmt: skip
+        return Ratio(
+            math.exp(centre),
+            math.exp(low),
+            math.exp(high),
+            _split_p(logs, final),
+            sd / math.sqrt(n),
+            n - 1,
+            True,
+            logs=logs,
+            sequential=True,
+            final=final,
+        )
     low, high = _paired_bounds(logs, ALPHA, False)
     centre = min(max(signedrank.hodges_lehmann(logs), low), high)
-    return Ratio(math.exp(centre), math.exp(low), math.exp(high), _fixed_p(logs),
-                 sd / math.sqrt(n), n - 1, True, logs=logs)  # fmt: skip
+    return Ratio(
+        math.exp(centre),
+        math.exp(low),
+        math.exp(high),
+        _fixed_p(logs),
+        sd / math.sqrt(n),
+        n - 1,
+        True,
+        logs=logs,
+    )
 
 
 @functools.lru_cache(maxsize=8192)

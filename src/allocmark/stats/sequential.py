@@ -68,8 +68,9 @@ def bets(logs: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return c, lam
 
 
-def _log_wealth(d: np.ndarray, c: np.ndarray, lam: np.ndarray, theta: np.ndarray,
-                sign: int) -> np.ndarray:  # fmt: skip
+def _log_wealth(
+    d: np.ndarray, c: np.ndarray, lam: np.ndarray, theta: np.ndarray, sign: int
+) -> np.ndarray:
     """The largest log wealth reached at any block, for each candidate θ."""
     x = np.clip((d[None, :] - theta[:, None]) / c[None, :], -1.0, 1.0)
     wealth: np.ndarray = np.cumsum(np.log1p(sign * lam * x), axis=1).max(axis=1)

@@ -134,16 +134,16 @@ def normal_p_rows(logs: Any) -> list[float]:
     ends = np.ones((rows, n), dtype=bool)
     ends[:, :-1] = starts[:, 1:]
     first = np.maximum.accumulate(np.where(starts, pos, 0), axis=1)
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, pos, n - 1), axis=1), axis=1),
-                   axis=1)  # fmt: skip
+    last = np.flip(
+        np.minimum.accumulate(np.flip(np.where(ends, pos, n - 1), axis=1), axis=1), axis=1
+    )
     zeros = (s == 0).sum(axis=1, keepdims=True)
     ranks = np.where(s == 0, 0.0, (first + last) / 2 + 1 - zeros)
     signs = np.take_along_axis(np.sign(logs), order, axis=1)
     t = (ranks * (signs > 0)).sum(axis=1)
     var = (ranks * ranks).sum(axis=1) / 4
     out = []
-    for ti, mean, v in zip(t.tolist(), (ranks.sum(axis=1) / 2).tolist(), var.tolist(),
-                           strict=True):  # fmt: skip
+    for ti, mean, v in zip(t.tolist(), (ranks.sum(axis=1) / 2).tolist(), var.tolist(), strict=True):
         out.append(1.0 if v == 0 else math.erfc(abs(ti - mean) / math.sqrt(v) / math.sqrt(2)))
     return out
 

@@ -25,8 +25,10 @@ def _continued_fraction(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > _TINY else _TINY)
     h = d
     for m in range(1, 10_000):
-        for aa in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
+        for aa in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + aa * d
             d = 1.0 / (d if abs(d) > _TINY else _TINY)
             c = 1.0 + aa / c
@@ -45,8 +47,9 @@ def incomplete_beta(a: float, b: float, x: float, y: float | None = None) -> flo
         return 0.0
     if y <= 0.0:
         return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log(y))  # fmt: skip
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y)
+    )
     if x < (a + 1) / (a + b + 2):
         return front * _continued_fraction(a, b, x) / a
     return 1.0 - front * _continued_fraction(b, a, y) / b
@@ -65,8 +68,7 @@ def cdf(df: float, t: float) -> float:
 
 
 def _density(df: float, t: float) -> float:
-    log_norm = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2)
-                - 0.5 * math.log(df * math.pi))  # fmt: skip
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
     return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
 
 

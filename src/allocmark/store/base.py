@@ -53,8 +53,10 @@ def filesystem(path: Path) -> str:
         st = os.statvfs(where)
     except OSError:
         return str(where)
-    return (f"{where} (a filesystem of {units.size_text(st.f_blocks * st.f_frsize)}, "
-            f"{units.size_text(st.f_bavail * st.f_frsize)} free)")  # fmt: skip
+    return (
+        f"{where} (a filesystem of {units.size_text(st.f_blocks * st.f_frsize)}, "
+        f"{units.size_text(st.f_bavail * st.f_frsize)} free)"
+    )
 
 
 class Base:

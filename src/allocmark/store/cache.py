@@ -47,7 +47,9 @@ class Cache(Base):
         (read-only, busy) simply gets no cache."""
         try:
             with self.db:
-                self.db.execute("INSERT OR REPLACE INTO cell_cache VALUES (?,?,?,?)",
-                                (cid, query, mark, json.dumps(rows)))  # fmt: skip
+                self.db.execute(
+                    "INSERT OR REPLACE INTO cell_cache VALUES (?,?,?,?)",
+                    (cid, query, mark, json.dumps(rows)),
+                )
         except sqlite3.OperationalError:
             pass

@@ -76,8 +76,10 @@ def loads(text: str) -> Any:
 
 
 def damaged(text: object) -> StoreError:
-    return StoreError(f"the results database holds a damaged value ({str(text)[:60]!r}); "
-                      "it was edited or corrupted: restore it from a copy")  # fmt: skip
+    return StoreError(
+        f"the results database holds a damaged value ({str(text)[:60]!r}); "
+        "it was edited or corrupted: restore it from a copy"
+    )
 
 
 def allocator_row(cid: int, v: Verified) -> tuple[Any, ...]:
@@ -122,8 +124,10 @@ def plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
 
 
 # The plan's columns in the order spec_from_row reads them.
-PLAN_COLUMNS = ("seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-                "expect_malloc, result_fd, role, app_json, profile, memory_limit")  # fmt: skip
+PLAN_COLUMNS = (
+    "seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
+    "expect_malloc, result_fd, role, app_json, profile, memory_limit"
+)
 
 
 def spec_from_row(r: tuple[Any, ...]) -> RunSpec:

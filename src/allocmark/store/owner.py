@@ -39,8 +39,9 @@ def from_json(data: object) -> Owner | None:
     if not isinstance(data, dict):
         return None
     try:
-        return Owner(str(data["host"]), str(data["boot_id"]), int(data["pid"]),
-                     int(data["started"]))  # fmt: skip
+        return Owner(
+            str(data["host"]), str(data["boot_id"]), int(data["pid"]), int(data["started"])
+        )
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -69,8 +69,9 @@ class Plans(Base):
 
     def signed_plan(self, cid: int) -> list[tuple[RunSpec, str | None]]:
         """The whole plan, done or not, in order, each run with its stored signature."""
-        rows = self.db.execute(f"SELECT {codec.PLAN_COLUMNS}, mac FROM plan WHERE campaign_id=? "
-                               "ORDER BY seq", (cid,))  # fmt: skip
+        rows = self.db.execute(
+            f"SELECT {codec.PLAN_COLUMNS}, mac FROM plan WHERE campaign_id=? ORDER BY seq", (cid,)
+        )
         return [(codec.spec_from_row(r), r[-1]) for r in rows]
 
     def unsigned(self, cid: int) -> list[RunSpec]:

@@ -101,15 +101,17 @@ class Progress(Base):
         settings.setdefault("budget_given_s", settings.get("budget_s", 0.0))
         settings["budget_s"] = budget_s
         with self.db:
-            self.db.execute("UPDATE campaigns SET settings_json=? WHERE id=?",
-                            (json.dumps(settings), cid))  # fmt: skip
+            self.db.execute(
+                "UPDATE campaigns SET settings_json=? WHERE id=?", (json.dumps(settings), cid)
+            )
 
     def note_why_pass(self, cid: int, note: str) -> None:
         """What the why pass did (run/whypass.py): it is planned once per campaign."""
         settings = self.settings(cid) | {"why_pass": note}
         with self.db:
-            self.db.execute("UPDATE campaigns SET settings_json=? WHERE id=?",
-                            (json.dumps(settings), cid))  # fmt: skip
+            self.db.execute(
+                "UPDATE campaigns SET settings_json=? WHERE id=?", (json.dumps(settings), cid)
+            )
 
     def spent(self, cid: int) -> float:
         row = self.db.execute("SELECT spent_s FROM campaigns WHERE id=?", (cid,)).fetchone()

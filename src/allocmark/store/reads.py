@@ -15,14 +15,25 @@ from allocmark.store.cache import Cache
 
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 # Faults and context switches are rusage's, of the run's whole tree.
-CELL_COLUMNS = ("wall_s", "user_s", "sys_s", "maxrss_kib", "rep", "minflt", "majflt", "nvcsw",
-                "nivcsw")  # fmt: skip
+CELL_COLUMNS = (
+    "wall_s",
+    "user_s",
+    "sys_s",
+    "maxrss_kib",
+    "rep",
+    "minflt",
+    "majflt",
+    "nvcsw",
+    "nivcsw",
+)
 
 
 def _sparse(metrics: Sequence[str], text: str) -> dict[str, tuple[float | None, ...]]:
     """ "a=1;b=2,,a=3" (a run's metrics, runs by commas) as a column per metric."""
-    runs = [dict(item.split("=", 1) for item in run.split(";") if item) if run else {}
-            for run in text.split(",")]  # fmt: skip
+    runs = [
+        dict(item.split("=", 1) for item in run.split(";") if item) if run else {}
+        for run in text.split(",")
+    ]
     try:
         return {m: tuple(float(r[m]) if m in r else None for r in runs) for m in metrics}
     except ValueError:
@@ -45,10 +56,14 @@ class Reads(Cache):
             "WHERE campaign_id=? ORDER BY seq",
             (*names, cid),
         ).fetchall()
-        values = self._metrics(cid) if metrics is None else {
-            r[0]: {n: v for n, v in zip(names, r[19:], strict=True) if v is not None}
-            for r in rows
-        }  # fmt: skip
+        values = (
+            self._metrics(cid)
+            if metrics is None
+            else {
+                r[0]: {n: v for n, v in zip(names, r[19:], strict=True) if v is not None}
+                for r in rows
+            }
+        )
         # Many runs share their parameters and labels: parse each text once.
         params: dict[str, Params] = {}
         labels: dict[str, dict[str, str]] = {}
@@ -136,8 +151,9 @@ class Reads(Cache):
             "machine_id",
             (*metrics, cid),
         ).fetchall()
-        return [[*r[:7], *(list(codec.floats(text)) for text in r[7:-1]), r[-1] or ""]
-                for r in rows]  # fmt: skip
+        return [
+            [*r[:7], *(list(codec.floats(text)) for text in r[7:-1]), r[-1] or ""] for r in rows
+        ]
 
     def _cell_rows(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str]
@@ -173,13 +189,16 @@ class Reads(Cache):
         one host name has several sets of facts). One machine: no parameter."""
         if len(ids) < 2:
             return {}
-        names = dict(self.db.execute(
-            f"SELECT id, hostname FROM machines WHERE id IN ({','.join('?' * len(ids))})",
-            tuple(ids),
-        ).fetchall())  # fmt: skip
+        names = dict(
+            self.db.execute(
+                f"SELECT id, hostname FROM machines WHERE id IN ({','.join('?' * len(ids))})",
+                tuple(ids),
+            ).fetchall()
+        )
         unique = len(set(names.values())) == len(names)
-        return {i: (("host", names.get(i, "?") if unique else f"{names.get(i, '?')}#{i}"),)
-                for i in ids}  # fmt: skip
+        return {
+            i: (("host", names.get(i, "?") if unique else f"{names.get(i, '?')}#{i}"),) for i in ids
+        }
 
     def baseline_rss(self, cid: int) -> dict[tuple[str, str], int]:
         """Peak RSS of the campaign's finished baseline runs, by (allocator, workload)."""
@@ -225,14 +244,18 @@ class Reads(Cache):
     def phased(self, cid: int) -> list[tuple[str, str, Params, dict[str, float]]]:
         """(allocator, workload, params, phase metrics) of every OK measured run of a
         phased workload (one that reports "phases"), in run order."""
-        rows = self._kept_rows(cid, '["phased"]', lambda: self.db.execute(
-            "SELECT r.id, r.allocator, r.workload, r.params_json, m.name, m.value "
-            "FROM runs r JOIN metrics m ON m.run_id = r.id "
-            "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' "
-            "AND r.id IN (SELECT run_id FROM metrics WHERE name='phases') "
-            "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
-            (cid,),
-        ).fetchall())  # fmt: skip
+        rows = self._kept_rows(
+            cid,
+            '["phased"]',
+            lambda: self.db.execute(
+                "SELECT r.id, r.allocator, r.workload, r.params_json, m.name, m.value "
+                "FROM runs r JOIN metrics m ON m.run_id = r.id "
+                "WHERE r.campaign_id=? AND r.status='ok' AND r.role='measure' "
+                "AND r.id IN (SELECT run_id FROM metrics WHERE name='phases') "
+                "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
+                (cid,),
+            ).fetchall(),
+        )
         runs: dict[int, tuple[str, str, Params, dict[str, float]]] = {}
         for rid, a, w, pj, name, value in rows:
             runs.setdefault(rid, (a, w, codec.params(pj), {}))[3][name] = value
@@ -252,9 +275,11 @@ class Reads(Cache):
             sources, metrics = cells.setdefault((a, w, pj, role), (set(), {}))
             sources |= {str(low or "?"), str(high or "?")}
             metrics[name] = [float(v) for v in str(values).split(",")]
-        return [(a, w, codec.params(pj), role, tuple(sorted(src)), m)
-                for (a, w, pj, role), (src, m) in cells.items()
-                if "alloc_rss_kib" in m]  # fmt: skip
+        return [
+            (a, w, codec.params(pj), role, tuple(sorted(src)), m)
+            for (a, w, pj, role), (src, m) in cells.items()
+            if "alloc_rss_kib" in m
+        ]
 
     def _alloc_stat_rows(self, cid: int) -> list[Any]:
         return self.db.execute(
@@ -274,8 +299,9 @@ class Reads(Cache):
         out: dict[tuple[str, str], set[str]] = {}
         for workload, params, labels in self.db.execute(
             "SELECT workload, params_json, labels_json FROM runs WHERE campaign_id=? "
-            "AND role='verify' AND status='ok'", (cid,)
-        ):  # fmt: skip
+            "AND role='verify' AND status='ok'",
+            (cid,),
+        ):
             calls = codec.loads(labels).get("calls") if labels else None
             if calls is not None:
                 key = (str(workload), json.dumps(codec.params(params)))

@@ -91,10 +91,23 @@ def new_plan_id() -> str:
 def _message(plan_id: str, s: RunSpec) -> bytes:
     """Everything about a run that decides what executes, in one canonical form: typed
     as the store gives it back (a timeout planned as 600 reads back as 600.0)."""
-    fields = [plan_id, int(s.seq), s.allocator, s.workload, list(s.params), int(s.rep),
-              list(s.argv), [list(kv) for kv in s.env], float(s.timeout), s.expect_malloc,
-              bool(s.result_fd), s.role, stored.dump(s.app), bool(s.profile),
-              int(s.memory_limit)]  # fmt: skip
+    fields = [
+        plan_id,
+        int(s.seq),
+        s.allocator,
+        s.workload,
+        list(s.params),
+        int(s.rep),
+        list(s.argv),
+        [list(kv) for kv in s.env],
+        float(s.timeout),
+        s.expect_malloc,
+        bool(s.result_fd),
+        s.role,
+        stored.dump(s.app),
+        bool(s.profile),
+        int(s.memory_limit),
+    ]
     return json.dumps(fields, separators=(",", ":")).encode()
 
 
@@ -114,5 +127,6 @@ def unsigned(plan: Sequence[tuple[RunSpec, str | None]], plan_id: object) -> lis
 def verifies(secret: bytes | None, plan_id: object, s: RunSpec, tag: object) -> bool:
     if secret is None or not isinstance(plan_id, str) or not isinstance(tag, str):
         return False
-    return hmac.compare_digest(hmac.new(secret, _message(plan_id, s), hashlib.sha256)
-                               .hexdigest(), tag)  # fmt: skip
+    return hmac.compare_digest(
+        hmac.new(secret, _message(plan_id, s), hashlib.sha256).hexdigest(), tag
+    )

@@ -52,8 +52,12 @@ from allocmark.stats import fewblock
 from allocmark.store import Store
 
 # --metric: the report's metric groups, and the words a user types for the two main ones.
-METRICS = {"time": "time_s", "peak_rss": "peak_rss_kib", "peak-rss": "peak_rss_kib",
-           **{m: m for m in analyze.METRICS}}  # fmt: skip
+METRICS = {
+    "time": "time_s",
+    "peak_rss": "peak_rss_kib",
+    "peak-rss": "peak_rss_kib",
+    **{m: m for m in analyze.METRICS},
+}
 PLANNED_SHARE = 0.9  # of the error rate, for the decisions a bisect without skips makes
 
 
@@ -146,8 +150,13 @@ def _run(q: Question) -> Iterator[Event]:
     specs = _Line(mirror, repo, chain, name, q)
     n = len(chain) - 1
     levels = Levels(q.error_rate, 2 + math.ceil(math.log2(n)) if n > 1 else 2)
-    yield Started(n, math.ceil(math.log2(n)) + 2 if n > 1 else 2, _described(specs[0]),
-                  _described(specs[-1]), q.metric)  # fmt: skip
+    yield Started(
+        n,
+        math.ceil(math.log2(n)) + 2 if n > 1 else 2,
+        _described(specs[0]),
+        _described(specs[-1]),
+        q.metric,
+    )
     store = Store(q.request.db)
     good, bad = specs[0], specs[-1]
     for spec, which in ((good, "GOOD"), (bad, "BAD")):
@@ -159,8 +168,10 @@ def _run(q: Question) -> Iterator[Event]:
         yield from notes
     first = yield from _decide(store, q, [good, bad], 0, levels.next())
     if first.word == FAILED:
-        raise UserError(f"GOOD or BAD fails its runs ({first.detail}): `allocmark report --db "
-                        f"{store.path}` shows how")  # fmt: skip
+        raise UserError(
+            f"GOOD or BAD fails its runs ({first.detail}): `allocmark report --db "
+            f"{store.path}` shows how"
+        )
     if not first.word.startswith("differs"):
         yield Ended("", "", (), _nothing(first, specs[0]), 0, time.monotonic() - began)
         return
@@ -222,22 +233,42 @@ def _nothing(first: Step, good: AllocatorSpec) -> str:
     return f"{head}: {first.word}{shown}"
 
 
-def _found(specs: Sequence[AllocatorSpec], lo: int, hi: int, skipped: set[int], steps: int,
-           began: float) -> Ended:  # fmt: skip
+def _found(
+    specs: Sequence[AllocatorSpec], lo: int, hi: int, skipped: set[int], steps: int, began: float
+) -> Ended:
     spent = time.monotonic() - began
     maybe = [i for i in range(lo + 1, hi + 1)]
     if all(i in skipped for i in maybe[:-1]) and len(maybe) > 1:
         names = tuple(_described(specs[i]) for i in maybe)
-        return Ended("", "", names, "the first commit unlike good is one of "
-                     f"{', '.join(names)} (the others were skipped)", steps, spent)  # fmt: skip
+        return Ended(
+            "",
+            "",
+            names,
+            f"the first commit unlike good is one of {', '.join(names)} (the others were skipped)",
+            steps,
+            spent,
+        )
     spec = specs[hi]
     commit = spec.git.commit if spec.git else ""
-    return Ended(_described(spec), commit, (), f"first commit decided unlike good: "
-                 f"{_described(spec)} ({commit[:12]})", steps, spent)  # fmt: skip
+    return Ended(
+        _described(spec),
+        commit,
+        (),
+        f"first commit decided unlike good: {_described(spec)} ({commit[:12]})",
+        steps,
+        spent,
+    )
 
 
-def _undecided(specs: Sequence[AllocatorSpec], lo: int, hi: int, skipped: set[int], steps: int,
-               began: float, step: Step) -> Ended:  # fmt: skip
+def _undecided(
+    specs: Sequence[AllocatorSpec],
+    lo: int,
+    hi: int,
+    skipped: set[int],
+    steps: int,
+    began: float,
+    step: Step,
+) -> Ended:
     left = [i for i in range(lo + 1, hi + 1) if i not in skipped]
     names = tuple(_described(specs[i]) for i in left[:LISTED])
     text = (
@@ -273,14 +304,26 @@ class Levels:
         return self.error_rate * (1 - PLANNED_SHARE) * 0.5 ** (self.made - self.planned)
 
 
-def _decide(store: Store, q: Question, specs: list[AllocatorSpec], number: int, alpha: float,
-            up: bool = True) -> Generator[Event, None, Step]:  # fmt: skip
+def _decide(
+    store: Store,
+    q: Question,
+    specs: list[AllocatorSpec],
+    number: int,
+    alpha: float,
+    up: bool = True,
+) -> Generator[Event, None, Step]:
     """One step's campaign, a block at a time until decided or at q.max_blocks."""
     began = time.monotonic()
     notes: list[Note] = []
-    req = dataclasses.replace(q.request, allocators=(), min_runs=fewblock.MIN_BLOCKS,
-                              max_runs=fewblock.MIN_BLOCKS, budget_s=0,
-                              seed=(q.request.seed or 1) + number, yes=True)  # fmt: skip
+    req = dataclasses.replace(
+        q.request,
+        allocators=(),
+        min_runs=fewblock.MIN_BLOCKS,
+        max_runs=fewblock.MIN_BLOCKS,
+        budget_s=0,
+        seed=(q.request.seed or 1) + number,
+        yes=True,
+    )
     cid, prepared = start.planned(store, req, Fixed(tuple(specs)), notes)
     yield from notes
     rng = random.Random(cid)
@@ -301,8 +344,19 @@ def _decide(store: Store, q: Question, specs: list[AllocatorSpec], number: int, 
     spec = specs[1] if len(specs) == 3 else specs[-1]
     if word == "undecided":
         detail = _more(values, alpha, len(specs) == 2)
-    step = Step(number, spec.name, spec.git.commit if spec.git else "", _described(spec), word,
-                ratio, blocks, alpha, time.monotonic() - began, cid, detail)  # fmt: skip
+    step = Step(
+        number,
+        spec.name,
+        spec.git.commit if spec.git else "",
+        _described(spec),
+        word,
+        ratio,
+        blocks,
+        alpha,
+        time.monotonic() - began,
+        cid,
+        detail,
+    )
     yield step
     return step
 
@@ -310,8 +364,9 @@ def _decide(store: Store, q: Question, specs: list[AllocatorSpec], number: int, 
 FAILED = "failed"  # a run of the step was not OK: never a number (a candidate is skipped)
 
 
-def _values(store: Store, cid: int, metric: str, names: Sequence[str]
-            ) -> tuple[list[list[float]], str]:  # fmt: skip
+def _values(
+    store: Store, cid: int, metric: str, names: Sequence[str]
+) -> tuple[list[list[float]], str]:
     """Each allocator's metric per block, in block order; or what failed."""
     row = analyze.stored_comparison(store, cid).rows[0]
     cells = {n: row.cells.get(metric, {}).get(n) for n in names}
@@ -321,15 +376,18 @@ def _values(store: Store, cid: int, metric: str, names: Sequence[str]
     if any(c is None or not c.values for c in cells.values()):
         raise UserError(f"--metric {metric}: the workload does not report it")
     if any(c is not None and c.fixed for c in cells.values()):
-        raise UserError(f"--metric {metric}: this workload's time is set by its duration "
-                        "parameter; its speed is --metric ops_per_s")  # fmt: skip
+        raise UserError(
+            f"--metric {metric}: this workload's time is set by its duration "
+            "parameter; its speed is --metric ops_per_s"
+        )
     by = [dict(zip(c.blocks, c.values, strict=True)) for c in cells.values() if c is not None]
     common = sorted(set.intersection(*(set(b) for b in by)))
     return [[b[k] for k in common] for b in by], ""
 
 
-def _verdict(values: list[list[float]], alpha: float, metric: str, up: bool, start_: bool
-             ) -> tuple[str, stats.Ratio | None, str]:  # fmt: skip
+def _verdict(
+    values: list[list[float]], alpha: float, metric: str, up: bool, start_: bool
+) -> tuple[str, stats.Ratio | None, str]:
     """The start: BAD/GOOD judged with the margin; a step: C's side of the middle."""
     if len(values[0]) < 2:
         return "undecided", None, ""
@@ -338,8 +396,9 @@ def _verdict(values: list[list[float]], alpha: float, metric: str, up: bool, sta
         r = stats.paired_ratio(bad, good, sequential=True)
         if r is None:
             return "undecided", None, ""
-        v = stats.verdict(stats.at_alpha(r, alpha), stats.DEFAULT_MARGIN,
-                          metric in analyze.HIGHER_IS_BETTER)  # fmt: skip
+        v = stats.verdict(
+            stats.at_alpha(r, alpha), stats.DEFAULT_MARGIN, metric in analyze.HIGHER_IS_BETTER
+        )
         if v.differs:
             return "differs (" + ("higher" if r.value > 1 else "lower") + ")", r, ""
         same = v is stats.Verdict.SAME
@@ -366,8 +425,9 @@ def _more(values: list[list[float]], alpha: float, start_: bool) -> str:
     if start_:
         logs = [math.log(b) - math.log(g) for g, b in zip(*values, strict=True)]
     else:
-        logs = [2 * math.log(c) - math.log(g) - math.log(b)
-                for g, c, b in zip(*values, strict=True)]  # fmt: skip
+        logs = [
+            2 * math.log(c) - math.log(g) - math.log(b) for g, c, b in zip(*values, strict=True)
+        ]
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
     share = alpha / stats.SPLIT
@@ -405,8 +465,9 @@ class Fixed:
     specs: tuple[AllocatorSpec, ...]
     race: str = ""
 
-    def candidates(self, specs: list[AllocatorSpec], explicit: bool, named: bool
-                   ) -> tuple[list[AllocatorSpec], bool]:  # fmt: skip
+    def candidates(
+        self, specs: list[AllocatorSpec], explicit: bool, named: bool
+    ) -> tuple[list[AllocatorSpec], bool]:
         return list(self.specs), True
 
     def taken(self, prepared: Prepared, notes: list[Note]) -> Prepared:
@@ -417,8 +478,7 @@ class _Line(Sequence[AllocatorSpec]):
     """The commits from GOOD to BAD as allocators, each made when first asked for (a
     long range is described a commit at a time, not all at once)."""
 
-    def __init__(self, mirror: Path, repo: str, chain: list[str], name: str, q: Question
-                 ) -> None:  # fmt: skip
+    def __init__(self, mirror: Path, repo: str, chain: list[str], name: str, q: Question) -> None:
         self.mirror, self.repo, self.chain, self.name, self.q = mirror, repo, chain, name, q
         self.made: dict[int, AllocatorSpec] = {}
 

@@ -51,11 +51,18 @@ class Outcome(StrEnum):
 
 CAUGHT = frozenset({Outcome.AT_ERROR, Outcome.LATER})
 # A test's points for the score: stopping the program counts, a message half.
-POINTS = {Outcome.AT_ERROR: 1.0, Outcome.LATER: 1.0, Outcome.REPORTED: 0.5,
-          Outcome.CONFORMING: 1.0}  # fmt: skip
-SHORT = {Outcome.AT_ERROR: "caught", Outcome.LATER: "later", Outcome.REPORTED: "message",
-         Outcome.MISSED: "missed", Outcome.CORRUPTED: "CORRUPT", Outcome.HANG: "hang",
-         Outcome.CONFORMING: "ok", Outcome.NONCONFORMING: "NO", Outcome.NOT_RUN: "n/a"}  # fmt: skip
+POINTS = {Outcome.AT_ERROR: 1.0, Outcome.LATER: 1.0, Outcome.REPORTED: 0.5, Outcome.CONFORMING: 1.0}
+SHORT = {
+    Outcome.AT_ERROR: "caught",
+    Outcome.LATER: "later",
+    Outcome.REPORTED: "message",
+    Outcome.MISSED: "missed",
+    Outcome.CORRUPTED: "CORRUPT",
+    Outcome.HANG: "hang",
+    Outcome.CONFORMING: "ok",
+    Outcome.NONCONFORMING: "NO",
+    Outcome.NOT_RUN: "n/a",
+}
 
 
 def catalog_file() -> Path:
@@ -187,8 +194,7 @@ def matrix(runs: Sequence[StoredRun], order: Sequence[str] = ()) -> Matrix | Non
     names = {a for _, a in found}
     allocators = [a for a in order if a in names] + sorted(names - set(order))
     ordered = tuple(t for t in known if any((t, a) in found for a in names))
-    return Matrix(ordered, tuple(allocators),
-                  {k: Cell(*k, tuple(v)) for k, v in found.items()})  # fmt: skip
+    return Matrix(ordered, tuple(allocators), {k: Cell(*k, tuple(v)) for k, v in found.items()})
 
 
 def stored(store: Store, cid: int, order: Sequence[str] = ()) -> Matrix | None:
@@ -204,9 +210,7 @@ def pairs(allocators: Sequence[str]) -> list[tuple[str, str]]:
     cost, present = load().cost, set(allocators)
     out = []
     for a in allocators:
-        plain = cost.pairs.get(a) or next(
-            (a[: -len(s)] for s in cost.strip if a.endswith(s)), None
-        )  # fmt: skip
+        plain = cost.pairs.get(a) or next((a[: -len(s)] for s in cost.strip if a.endswith(s)), None)
         if plain and plain in present:
             out.append((a, plain))
     return out

@@ -34,8 +34,11 @@ from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Note, Prepared, Verified, preload_list
 from allocmark.schemas.settings import Check, Family, SettingsFile, ShownBy, Style
 
-_ENV = {Style.TUNABLES: "GLIBC_TUNABLES", Style.MALLOC_CONF: "MALLOC_CONF",
-        Style.OPTIONS: "SCUDO_OPTIONS"}  # fmt: skip
+_ENV = {
+    Style.TUNABLES: "GLIBC_TUNABLES",
+    Style.MALLOC_CONF: "MALLOC_CONF",
+    Style.OPTIONS: "SCUDO_OPTIONS",
+}
 _JOIN = {Style.TUNABLES: (":", "="), Style.MALLOC_CONF: (",", ":"), Style.OPTIONS: (":", "=")}
 
 
@@ -69,20 +72,29 @@ def candidates(spec: AllocatorSpec, families: dict[str, Family]) -> list[Allocat
     family = family_of(spec.name, families)
     out = [spec]
     if family is not None:
-        out += [_with(spec, family, key, value) for key, values in family.values.items()
-                for value in values]  # fmt: skip
+        out += [
+            _with(spec, family, key, value)
+            for key, values in family.values.items()
+            for value in values
+        ]
     return [*out, catalog.nothp(spec)]
 
 
 def _with(spec: AllocatorSpec, family: Family, key: str, value: int | str) -> AllocatorSpec:
     env = _set(dict(spec.env), family.style, key, value, family.variable)
-    return dataclasses.replace(spec, name=f"{spec.name}{{{key}={value}}}", env=tuple(
-        sorted(env.items())), aliases=(), baseline=False,
-        description=f"{spec.description}; {key}={value}")  # fmt: skip
+    return dataclasses.replace(
+        spec,
+        name=f"{spec.name}{{{key}={value}}}",
+        env=tuple(sorted(env.items())),
+        aliases=(),
+        baseline=False,
+        description=f"{spec.description}; {key}={value}",
+    )
 
 
-def _set(env: dict[str, str], style: Style, key: str, value: int | str,
-         variable: str | None = None) -> dict[str, str]:  # fmt: skip
+def _set(
+    env: dict[str, str], style: Style, key: str, value: int | str, variable: str | None = None
+) -> dict[str, str]:
     """`env` with the setting added in the allocator's own syntax."""
     if style is Style.ENV:
         return env | {key: str(value)}
@@ -145,8 +157,9 @@ def _blind(at_defaults: Shown | None, show: ShownBy) -> str:
     return ""
 
 
-def _not_taken(candidate: str, base: Verified, check: Check,
-               shown: Mapping[str, Shown | None]) -> str:  # fmt: skip
+def _not_taken(
+    candidate: str, base: Verified, check: Check, shown: Mapping[str, Shown | None]
+) -> str:
     """Why the candidate's setting is not taken, or "" (taken, or it cannot be told)."""
     before, after = shown[base.spec.name], shown[candidate]
     setting = candidate[candidate.index("{") + 1 : -1]
@@ -166,8 +179,10 @@ def _not_taken(candidate: str, base: Verified, check: Check,
             return f"{who} ignores {setting}: {key} takes {outside}"
         return ""
     if check is Check.VALUE and before.lines == after.lines:
-        return (f"{who} shows the same settings with {setting} as without: it does not "
-                "know that name, or that value is its default")  # fmt: skip
+        return (
+            f"{who} shows the same settings with {setting} as without: it does not "
+            "know that name, or that value is its default"
+        )
     return ""
 
 
@@ -214,13 +229,16 @@ def settings_shown(v: Verified, family: Family) -> Shown | None:
     if other and argv[0] != loader:
         argv = debian.under(argv, env)
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace",
-                              timeout=30, check=False)  # fmt: skip
+        done = subprocess.run(
+            argv, env=env, capture_output=True, text=True, errors="replace", timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     pattern = re.compile(show.lines)
-    return Shown(done.returncode, tuple(line for line in (done.stdout + done.stderr).splitlines()
-                                        if pattern.search(line)))  # fmt: skip
+    return Shown(
+        done.returncode,
+        tuple(line for line in (done.stdout + done.stderr).splitlines() if pattern.search(line)),
+    )
 
 
 @functools.cache
@@ -246,12 +264,18 @@ class Front:
     left_out: tuple[tuple[str, str], ...] = ()  # (candidate, why) before the race
 
 
-_AXES = (("time_s", "time", ("faster", "slower")),
-         ("peak_rss_kib", "peak RSS", ("smaller", "larger")))  # fmt: skip
+_AXES = (
+    ("time_s", "time", ("faster", "slower")),
+    ("peak_rss_kib", "peak RSS", ("smaller", "larger")),
+)
 
 
-def against_default(comp: Comparison, row: Row, candidate: str,
-                    family: dict[str, dict[str, stats.Ratio]] | None = None) -> str:  # fmt: skip
+def against_default(
+    comp: Comparison,
+    row: Row,
+    candidate: str,
+    family: dict[str, dict[str, stats.Ratio]] | None = None,
+) -> str:
     """The candidate's time and peak RSS against its own allocator's defaults, paired
     by block: what the setting itself changes, judged with every other candidate's
     (`defaults_family`, computed here when not given)."""
@@ -320,8 +344,9 @@ class Race:
     race: str  # the objective (answer/race.py: OBJECTIVES)
     families: dict[str, Family]
 
-    def candidates(self, specs: list[AllocatorSpec], explicit: bool, named: bool
-                   ) -> tuple[list[AllocatorSpec], bool]:  # fmt: skip
+    def candidates(
+        self, specs: list[AllocatorSpec], explicit: bool, named: bool
+    ) -> tuple[list[AllocatorSpec], bool]:
         if not named:
             specs = [s for s in catalog.load_catalog() if s.name in self.families]
         return specs_for(specs, self.families), True
@@ -331,11 +356,14 @@ class Race:
         notes += [
             Note("info", f"left out: {name}: {why}") for name, why in checked.left_out.items()
         ]
-        notes += [Note("info", f"{name}'s settings are raced unchecked: {why}")
-                  for name, why in checked.unchecked.items()]  # fmt: skip
+        notes += [
+            Note("info", f"{name}'s settings are raced unchecked: {why}")
+            for name, why in checked.unchecked.items()
+        ]
         usable = tuple(v for v in prepared.usable if v.spec.name not in checked.left_out)
-        return dataclasses.replace(prepared, usable=usable,
-                                   left_out=tuple(checked.left_out.items()))  # fmt: skip
+        return dataclasses.replace(
+            prepared, usable=usable, left_out=tuple(checked.left_out.items())
+        )
 
 
 def race_of(objective: str, settings: Path | None) -> Race:

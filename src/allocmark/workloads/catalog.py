@@ -238,8 +238,9 @@ def check_command(argv: Sequence[str]) -> None:
     name = argv[0]
     if "/" not in name:
         if shutil.which(name) is None:
-            raise UserError(f"{name}: command not found (searched PATH); give its path, "
-                            "e.g. ./" + name)  # fmt: skip
+            raise UserError(
+                f"{name}: command not found (searched PATH); give its path, e.g. ./" + name
+            )
         return
     path = Path(name)
     if not path.exists():
