@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from allocmark.model import (
     AllocatorSpec,
+    CampaignPlan,
     Params,
+    Precision,
     RunResult,
     RunSpec,
     RunStatus,
@@ -12,6 +14,9 @@ from allocmark.model import (
     StoredRun,
     Verified,
 )
+from allocmark.run.campaign import Progress, steps
+from allocmark.run.rounds import Stretch
+from allocmark.store import Store
 
 
 def allocs(*names: str) -> list[Verified]:
@@ -93,3 +98,26 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def drive(
+    store: Store,
+    cid: int,
+    executor: object,
+    verified: list[Verified],
+    stretch: Stretch | None = None,
+) -> list[Progress]:
+    """The campaign loop run to its end (or its exception) on its stored plan."""
+    how = store.campaign_plan(cid)
+    return list(steps(store, cid, how, executor, verified, stretch))  # type: ignore[arg-type]
+
+
+def precision_plan(
+    min_runs: int, max_runs: int, margin: float, budget_s: float = 0.0, stretch: bool = False
+) -> CampaignPlan:
+    """A campaign adding blocks until decided, as `run` plans one."""
+    return CampaignPlan(
+        seed=1,
+        min_runs=min_runs,
+        precision=Precision(max_runs, margin, budget_s, stretch=stretch),
+    )

@@ -64,7 +64,7 @@ def test_the_import_contracts_hold() -> None:
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
-        ("stats/paired.py", "from allocmark.run import plan", "stats imports nothing of allocmark"),
+        ("stats/ratios.py", "from allocmark.run import plan", "stats imports nothing of allocmark"),
         (
             "report/fmt.py",
             "from allocmark.run import execute",

@@ -470,3 +470,68 @@ class Prepared:
     unusable: tuple[Verified, ...]
     baseline: str | None
     left_out: tuple[tuple[str, str], ...] = ()  # tune: (candidate, why), before the race
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Add blocks to a cell until every ratio to the baseline that decides it (time,
+    or throughput for duration-bound workloads, and peak RSS) is decided (faster,
+    slower, or the same within ±margin, by anytime-valid intervals judged as one
+    family), the cell has max_runs blocks, or the campaign has spent budget_s seconds
+    (0: no budget)."""
+
+    max_runs: int
+    margin: float
+    budget_s: float = 0.0
+    race: str = ""  # `tune`: drop candidates dominated on this objective (race.OBJECTIVES)
+    # budget_s is allocmark's default, not the user's: it is stretched to reach the first
+    # verdict the forecast says is possible (forecast.Forecast.first_verdict_s).
+    stretch: bool = False
+
+
+@dataclass(frozen=True)
+class Creator:
+    """Who planned a campaign: a resume by anyone else shows what it will run first."""
+
+    host: str
+    uid: int
+
+
+DEFAULT_MARGIN = 0.03  # ±3 %: the default precision target and equivalence margin
+PLAN_VERSION = 2  # of CampaignPlan as stored; store/campaign_plan.py migrates older ones
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """How a campaign runs, made once from its request when it starts and stored with it
+    (the campaigns table's settings_json): every stage reads this, never the JSON.
+    Changed only by the loop's two events, each stored at once: a default budget
+    stretched (`budget_given_s` keeps the one it had) and the why pass planned (`why_pass`
+    says what it did)."""
+
+    seed: int
+    min_runs: int  # the blocks planned at the start
+    plan_id: str = ""  # what each planned run's signature names (store/seal.py)
+    sample: int = 0  # under the profiler, timing 1 allocator call in `sample`; 0: not
+    memory_limit: int = 0  # bytes a run's processes may use together; 0: no limit
+    created_by: Creator | None = None
+    fixed_time: tuple[tuple[str, str], ...] = ()  # (workload, the parameter fixing its time)
+    calls: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (native workload, what it calls)
+    precision: Precision | None = None  # None: the blocks are fixed (a profile)
+    expected_s: float = 0.0  # how long its suite took where it was sized; 0: not said
+    stop_on_failure: bool = False  # `try`: the command failing under the baseline stops it
+    why: str = "off"  # the why pass (run/whypass.py): "auto", "on", "off"
+    why_pass: str | None = None  # what the why pass did, once planned
+    left_out: tuple[tuple[str, str], ...] = ()  # tune: (candidate, why), before the race
+    budget_given_s: float | None = None  # the budget before it was stretched
+    version: int = PLAN_VERSION
+
+    @property
+    def sequential(self) -> bool:
+        """Are blocks added until the ratios decide (a margin to reach, more blocks
+        allowed than it starts with)? `-n 5 --max-runs 5` never looks."""
+        return self.precision is not None and self.precision.max_runs > self.min_runs
+
+    @property
+    def budget_s(self) -> float:
+        return self.precision.budget_s if self.precision else 0.0

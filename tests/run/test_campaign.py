@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from allocmark.answer import analyze
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.run import campaign, machine
 from allocmark.store import Store
-from tests.fakes import FakeExecutor, specs
+from tests.fakes import FakeExecutor, drive, precision_plan, specs
 from tests.fakes import allocs as fake_allocs
 
 
@@ -27,7 +28,8 @@ def test_every_run_is_saved_and_the_campaign_finishes(tmp_path: Path) -> None:
     s, cid = setup(tmp_path)
     progress: list[tuple[int, int]] = []
     fake = FakeExecutor(crash={2})
-    campaign.execute(s, cid, fake, fake_allocs("a", "b"), lambda d, t, *_: progress.append((d, t)))
+    events = drive(s, cid, fake, fake_allocs("a", "b"))
+    progress += [(e.done, e.total) for e in events if isinstance(e, campaign.RunDone)]
     assert fake.seen == list(range(6))
     assert progress[-1] == (6, 6)
     assert s.campaign(cid).status == "finished"
@@ -38,12 +40,12 @@ def test_every_run_is_saved_and_the_campaign_finishes(tmp_path: Path) -> None:
 def test_interrupt_keeps_finished_runs_and_resume_does_the_rest(tmp_path: Path) -> None:
     s, cid = setup(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        campaign.execute(s, cid, FakeExecutor(stop_at=4), fake_allocs("a", "b"))
+        drive(s, cid, FakeExecutor(stop_at=4), fake_allocs("a", "b"))
     assert s.campaign(cid).status == "interrupted"
     assert [r.seq for r in s.runs(cid)] == [0, 1, 2, 3]
     before = [(r.seq, r.wall_s) for r in s.runs(cid)]
     fake = FakeExecutor()
-    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    drive(s, cid, fake, fake_allocs("a", "b"))
     assert fake.seen == [4, 5]  # nothing redone
     assert [(r.seq, r.wall_s) for r in s.runs(cid)][:4] == before
     assert s.campaign(cid).status == "finished"
@@ -71,15 +73,9 @@ class Blocks:
 
 def precise(tmp_path: Path, max_runs: int, target: float, budget: float = 0.0) -> tuple[Store, int]:
     s = Store(tmp_path / "p.db")
-    settings = {
-        "seed": 1,
-        "min_runs": 3,
-        "max_runs": max_runs,
-        "margin": target,
-        "budget_s": budget,
-    }
+    how = precision_plan(3, max_runs, target, budget)
     cid = s.new_campaign(
-        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", settings
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", how
     )
     return s, cid
 
@@ -91,7 +87,10 @@ def blocks_of(s: Store, cid: int) -> list[int]:
 def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
     s, cid = precise(tmp_path, max_runs=50, target=0.03)
     rounds: list[tuple[int, int, int]] = []
-    campaign.execute(s, cid, Blocks(), fake_allocs("a", "b"), on_round=lambda *r: rounds.append(r))
+    events = drive(s, cid, Blocks(), fake_allocs("a", "b"))
+    rounds += [
+        (e.undecided, e.ratios, e.blocks) for e in events if isinstance(e, campaign.RoundDone)
+    ]
     n = len(blocks_of(s, cid))
     # a is 20 % faster after 3 noisy blocks, and peak RSS is equal: both decided once
     # the anytime-valid interval at alpha/2 can be finite (8 blocks at least), well before 50.
@@ -111,7 +110,7 @@ def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
 
 def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
     s, cid = precise(tmp_path, max_runs=5, target=0.0001)
-    campaign.execute(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
+    drive(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
     assert blocks_of(s, cid) == [0, 1, 2, 3, 4]
     assert [r.seq for r in s.runs(cid)] == list(range(10))
     # max_runs, not its intervals, ended the row: it gets the final exact look
@@ -123,7 +122,7 @@ def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
 def test_blocks_stop_when_the_budget_is_spent(tmp_path: Path) -> None:
     # Each block costs 1.8 s of runs: 5.4 s for the first three, 10 s allow two more.
     s, cid = precise(tmp_path, max_runs=50, target=0.0001, budget=10.0)
-    campaign.execute(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
+    drive(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
     assert len(blocks_of(s, cid)) == 5
     assert s.spent(cid) == pytest.approx(9.0, abs=0.5)
 
@@ -131,7 +130,7 @@ def test_blocks_stop_when_the_budget_is_spent(tmp_path: Path) -> None:
 def test_a_run_during_a_spike_is_taken_again_and_counted(tmp_path: Path) -> None:
     s, cid = precise(tmp_path, max_runs=3, target=0.5)
     fake = Blocks(spike_first=True)
-    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    drive(s, cid, fake, fake_allocs("a", "b"))
     assert [c.seq for c in fake.calls[:2]] == [0, 0]  # the spiked first run, again
     first = next(r for r in s.runs(cid) if r.seq == 0)
     assert first.metrics["noise_reruns"] == 1.0
@@ -192,7 +191,7 @@ def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
         "t", 1, machine.current(), [], fake_allocs("a", "b"), [], checks + measured, "b"
     )
     fake = Verifying()
-    campaign.execute(s, cid, fake, fake_allocs("a", "b"))
+    drive(s, cid, fake, fake_allocs("a", "b"))
     runs = {r.seq: r for r in s.runs(cid)}
     assert [c.allocator for c in fake.calls if c.role == "measure"] == ["b"] * 3  # a never ran
     for r in runs.values():
@@ -206,11 +205,13 @@ def test_verification_runs_decide_for_the_measured_runs(tmp_path: Path) -> None:
 def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
 
-    def sample_of(settings: dict[str, object]) -> int:
-        cid = s.new_campaign(
-            "t", 1, machine.current(), [], fake_allocs("a"), [], specs(1), "a", settings
-        )
-        return s.sample(cid)
+    def sample_of(stored: dict[str, object]) -> int:
+        cid = s.new_campaign("t", 1, machine.current(), [], fake_allocs("a"), [], specs(1), "a")
+        with s.db:  # as a version-1 plan was stored: a flat object
+            s.db.execute(
+                "UPDATE campaigns SET settings_json=? WHERE id=?", (json.dumps(stored), cid)
+            )
+        return s.campaign_plan(cid).sample
 
     assert sample_of({"sample": 64}) == 64
     assert sample_of({"profile": 1024}) == 1024  # stored before it was renamed

@@ -13,36 +13,28 @@ from matplotlib.colors import to_hex
 from allocmark import stats, workloads
 from allocmark.answer import analyze, forecast
 from allocmark.errors import UserError
-from allocmark.model import Note, RunResult, RunSpec, RunStatus, Workload
+from allocmark.model import CampaignPlan, Note, Precision, RunResult, RunSpec, RunStatus, Workload
 from allocmark.report import plots
-from allocmark.run import campaign, machine, start
-from allocmark.run.campaign import Precision
+from allocmark.run import firstrun, machine, rounds, start
 from allocmark.stats import fewblock
 from allocmark.store import Store
 from tests.fakes import allocs as fake_allocs
-from tests.fakes import stored
+from tests.fakes import drive, precision_plan, stored
 from tests.run.test_campaign import Blocks, blocks_of, plan3
 
 
 def budgeted(tmp_path: Path, budget: float, stretch: bool) -> tuple[Store, int]:
     """a 0.8 of b in time, equal peak RSS; three blocks planned, `budget` seconds."""
     s = Store(tmp_path / "s.db")
-    settings = {
-        "seed": 1,
-        "min_runs": 3,
-        "max_runs": 50,
-        "margin": 0.03,
-        "budget_s": budget,
-        "stretch": stretch,
-    }
+    how = precision_plan(3, 50, 0.03, budget, stretch)
     cid = s.new_campaign(
-        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", settings
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", how
     )
     return s, cid
 
 
-def events(s: Store, cid: int, fake: object, stretch: campaign.Stretch | None = None) -> list:
-    return list(campaign.steps(s, cid, fake, fake_allocs("a", "b"), stretch))  # type: ignore[arg-type]
+def events(s: Store, cid: int, fake: object, stretch: rounds.Stretch | None = None) -> list:
+    return drive(s, cid, fake, fake_allocs("a", "b"), stretch)
 
 
 def decided(s: Store, cid: int) -> int:
@@ -61,14 +53,15 @@ def test_a_default_budget_is_stretched_to_the_first_verdict(tmp_path: Path) -> N
     said = [e.text for e in events(s, cid, Blocks()) if isinstance(e, Note)]
     assert len(blocks_of(s, cid)) >= fewblock.MIN_BLOCKS and decided(s, cid) >= 1
     assert said and all("budget stretched from the default 6 s to" in t for t in said)
-    settings = s.settings(cid)
-    assert settings["budget_given_s"] == 6.0 and settings["budget_s"] > 6.0
+    how = s.campaign_plan(cid)
+    assert how.budget_given_s == 6.0 and how.budget_s > 6.0
 
 
 def test_an_explicit_budget_is_kept_as_given(tmp_path: Path) -> None:
     s, cid = budgeted(tmp_path, 6.0, stretch=False)
     assert not [e for e in events(s, cid, Blocks()) if isinstance(e, Note)]
-    assert s.settings(cid)["budget_s"] == 6.0 and "budget_given_s" not in s.settings(cid)
+    how = s.campaign_plan(cid)
+    assert how.budget_s == 6.0 and how.budget_given_s is None
 
 
 def far(spent: float = 20.0, need: float = 1000.0, undecided: int = 2) -> forecast.Forecast:
@@ -86,42 +79,41 @@ def far(spent: float = 20.0, need: float = 1000.0, undecided: int = 2) -> foreca
 
 
 def stretch_of(
-    tmp_path: Path, fc: forecast.Forecast, how: campaign.Stretch
+    tmp_path: Path, fc: forecast.Forecast, how: rounds.Stretch
 ) -> tuple[list[Note], float]:
     s, cid = budgeted(tmp_path, 120.0, stretch=True)
-    settings = s.settings(cid)
-    notes = list(how.apply(s, cid, settings, fc))
-    assert settings["budget_s"] == s.settings(cid)["budget_s"]  # the loop's copy follows
-    return notes, s.settings(cid)["budget_s"]
+    notes, after = how.apply(s, cid, s.campaign_plan(cid), fc)
+    assert after == s.campaign_plan(cid)  # the loop's copy is the stored one
+    return notes, after.budget_s
 
 
 def test_a_far_stretch_is_asked_first_and_refused_without_an_answer(tmp_path: Path) -> None:
-    notes, budget = stretch_of(tmp_path / "1", far(), campaign.Stretch())
+    notes, budget = stretch_of(tmp_path / "1", far(), rounds.Stretch())
     assert budget == 120.0 and notes[0].level == "warning"
     assert "--yes stretches it, or --budget 22m sets it" in notes[0].text
     asked: list[str] = []
-    no = campaign.Stretch(confirm=lambda q: asked.append(q) or False)
+    no = rounds.Stretch(confirm=lambda q: asked.append(q) or False)
     notes, budget = stretch_of(tmp_path / "2", far(), no)
     assert budget == 120.0 and no.declined and len(asked) == 1
     assert "the first verdict is expected at 20 blocks" in asked[0] and "22 min?" in asked[0]
-    assert list(no.apply(*_again(tmp_path / "3"), far())) == []  # asked once, not each round
-    notes, budget = stretch_of(tmp_path / "4", far(), campaign.Stretch(confirm=lambda q: True))
+    assert no.apply(*_again(tmp_path / "3"), far())[0] == []  # asked once, not each round
+    notes, budget = stretch_of(tmp_path / "4", far(), rounds.Stretch(confirm=lambda q: True))
     assert budget == 22 * 60 and "stretched from the default 2 min to 22 min" in notes[0].text
-    notes, budget = stretch_of(tmp_path / "5", far(), campaign.Stretch(yes=True))
+    notes, budget = stretch_of(tmp_path / "5", far(), rounds.Stretch(yes=True))
     assert budget == 22 * 60
 
 
-def _again(tmp_path: Path) -> tuple[Store, int, dict]:
+def _again(tmp_path: Path) -> tuple[Store, int, CampaignPlan]:
     s, cid = budgeted(tmp_path, 120.0, stretch=True)
-    return s, cid, s.settings(cid)
+    return s, cid, s.campaign_plan(cid)
 
 
 def test_no_stretch_once_a_ratio_is_decided_or_when_the_budget_reaches(tmp_path: Path) -> None:
-    assert stretch_of(tmp_path / "1", far(undecided=1), campaign.Stretch(yes=True)) == ([], 120.0)
+    assert stretch_of(tmp_path / "1", far(undecided=1), rounds.Stretch(yes=True)) == ([], 120.0)
     planned = dataclasses.replace(far(), planned=20)  # the planned blocks reach it anyway
-    assert stretch_of(tmp_path / "3", planned, campaign.Stretch(yes=True)) == ([], 120.0)
+    assert stretch_of(tmp_path / "3", planned, rounds.Stretch(yes=True)) == ([], 120.0)
     near = far(spent=20.0, need=60.0)  # 20 + 1.25 * 60 = 95 s: within 120 s
-    assert stretch_of(tmp_path / "2", near, campaign.Stretch(yes=True)) == ([], 120.0)
+    assert stretch_of(tmp_path / "2", near, rounds.Stretch(yes=True)) == ([], 120.0)
     assert near.first_verdict_blocks() == 20
     unknown = dataclasses.replace(near, waits={}, blocks=1)  # one block: no noise seen
     assert unknown.first_verdict_s() == (fewblock.MIN_BLOCKS - 1) * 50.0
@@ -170,11 +162,11 @@ def failing(tmp_path: Path, stop: bool) -> tuple[Store, int]:
     """A command's plan: a verification run of each allocator (the baseline b's second),
     then three blocks."""
     s = Store(tmp_path / "f.db")
-    settings = {"seed": 1, "min_runs": 3, "stop_on_failure": stop}
+    how = CampaignPlan(seed=1, min_runs=3, stop_on_failure=stop)
     checks = [dataclasses.replace(r, seq=i, role="verify") for i, r in enumerate(plan3()[:2])]
     measured = [dataclasses.replace(r, seq=r.seq + 2) for r in plan3()]
     cid = s.new_campaign(
-        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], checks + measured, "b", settings
+        "t", 1, machine.current(), [], fake_allocs("a", "b"), [], checks + measured, "b", how
     )
     return s, cid
 
@@ -183,7 +175,7 @@ def test_a_command_failing_under_the_baseline_stops_after_its_first_run(tmp_path
     s, cid = failing(tmp_path, stop=True)
     fake = FailsFirst()
     with pytest.raises(
-        campaign.CommandFails,
+        firstrun.CommandFails,
         match="failed on its first run, under b:\n  exit code 3: no such input\n",
     ) as e:
         events(s, cid, fake)

@@ -49,7 +49,7 @@ def test_why_runs_profiled_blocks_of_the_decided_cells_apart_from_the_verdicts(
     assert "why pass: 4 profiled blocks of 1 cells" in out
     assert _roles(db)["why"] == (8, 8) and _roles(db)["measure"] == (12, 12)
     store = Store(db, create=False)
-    assert store.settings(1)["why_pass"].startswith("why pass: 4 profiled blocks")
+    assert (store.campaign_plan(1).why_pass or "").startswith("why pass: 4 profiled blocks")
     comp = analyze.stored_comparison(store, 1)
     (row,) = comp.rows
     assert all(len(c.values) == 6 for c in row.cells["time_s"].values())  # verdicts: measured only
@@ -87,4 +87,4 @@ def test_auto_skips_a_pass_that_costs_more_than_15_percent_and_no_why_runs_none(
         str(off),
     )
     assert run.returncode == 0 and "why pass" not in run.stdout + run.stderr
-    assert "why" not in _roles(off) and "why_pass" not in Store(off, create=False).settings(1)
+    assert "why" not in _roles(off) and Store(off, create=False).campaign_plan(1).why_pass is None

@@ -12,7 +12,7 @@ import pytest
 
 from allocmark import store
 from allocmark.errors import StoreError
-from allocmark.model import RunResult, RunStatus
+from allocmark.model import CampaignPlan, RunResult, RunStatus
 from allocmark.run import machine
 from allocmark.store import Store, base, owner, schema
 from tests.fakes import allocs as fake_allocs
@@ -239,7 +239,7 @@ def _signed(path: Path, plan_id: str = "p1") -> tuple[Store, int]:
         [],
         specs(4),
         "b",
-        {"plan_id": plan_id},
+        CampaignPlan(seed=1, min_runs=0, plan_id=plan_id),
     )
     return s, cid
 

@@ -7,11 +7,11 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from allocmark import profile, stats
 from allocmark.allocators import lineage
-from allocmark.model import CellRuns, Git, Params, RunStatus, StoredRun
+from allocmark.model import CampaignPlan, CellRuns, Git, Params, RunStatus, StoredRun
 from allocmark.stats import batch
 from allocmark.store import Store
 
@@ -157,9 +157,8 @@ def stored_comparison(
     rows = store.allocator_rows(cid)  # read once: the order, what each lacks, its version
     names = [r["name"] for r in rows]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
-    settings = store.settings(cid)
-    margin = settings_margin(settings)
-    fixed = dict(settings.get("fixed_time", {}))
+    plan = store.campaign_plan(cid)
+    fixed = dict(plan.fixed_time)
     cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
     left: tuple[str, ...] = ()
     if brief and len({(x.workload, x.params) for x in cells if x.role == "measure"}) > BRIEF_ROWS:
@@ -173,10 +172,10 @@ def stored_comparison(
         ordered,
         c.baseline,
         speedup,
-        margin,
+        margin_of(plan),
         fixed_time=fixed,
         groups=[m for m in METRICS if m not in left],
-        sequential=is_sequential(settings),
+        sequential=plan.sequential,
         finished=c.status == "finished",
     )
     lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
@@ -187,7 +186,7 @@ def stored_comparison(
         comp,
         noise=_noise(store, cid, cells),
         lacks=lacks,
-        calls=_calls(store, cid, comp),
+        calls=_calls(store, cid, comp, dict(plan.calls)),
         left_out=left,
         roles={s.name: s.role for s in specs if not s.recommendable},
         lineages=lineages,
@@ -197,16 +196,9 @@ def stored_comparison(
     )
 
 
-def settings_margin(settings: dict[str, Any]) -> float:
-    """A campaign's equivalence margin ("target_ci" in campaigns stored before its rename)."""
-    return float(settings.get("margin") or settings.get("target_ci") or stats.DEFAULT_MARGIN)
-
-
-def is_sequential(settings: dict[str, Any]) -> bool:
-    """Were blocks added until the ratios decided (a campaign with a margin to reach,
-    allowed more blocks than it starts with)? `-n 5 --max-runs 5` never looks."""
-    looks = settings.get("max_runs", 0) > settings.get("min_runs", 0)
-    return ("margin" in settings or "target_ci" in settings) and looks
+def margin_of(plan: CampaignPlan) -> float:
+    """A campaign's equivalence margin: its precision's, else the default."""
+    return (plan.precision.margin if plan.precision else 0.0) or stats.DEFAULT_MARGIN
 
 
 def row_key(workload: str, params: Params) -> tuple[str, str]:
@@ -214,12 +206,11 @@ def row_key(workload: str, params: Params) -> tuple[str, str]:
 
 
 def _calls(
-    store: Store, cid: int, comp: Comparison
+    store: Store, cid: int, comp: Comparison, declared: dict[str, tuple[str, ...]]
 ) -> dict[tuple[str, str], tuple[str, ...] | None]:
     """Per row: what libam_who saw the program call in its verification runs, or what
     a native workload declared when the campaign was planned; None when neither is known."""
     seen = store.verified_calls(cid)
-    declared = store.settings(cid).get("calls", {})
     out: dict[tuple[str, str], tuple[str, ...] | None] = {}
     for row in comp.rows:
         key = row_key(row.workload, row.params)

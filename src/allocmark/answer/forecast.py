@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from allocmark import stats, units
 from allocmark.answer import analyze
 from allocmark.answer.analyze import Comparison
-from allocmark.model import Params
+from allocmark.model import CampaignPlan, Params
 from allocmark.stats import fewblock, student
 
 AXES = ("speed", "peak RSS")
@@ -227,7 +227,7 @@ class _Tally:
 def of(
     comp: Comparison,
     costs: Mapping[tuple[str, str, Params], float],
-    settings: Mapping[str, object],
+    plan: CampaignPlan,
     spent_s: float,
 ) -> Forecast:
     """The forecast of a campaign's comparison; `costs`: seconds one more run of each
@@ -259,7 +259,7 @@ def of(
             mine = [r for c, r in open_ if _axis(row, c) == axis]
             if mine:
                 _add(tallies[axis], mine, comp.margin, have, cost)
-    budget = float(settings.get("budget_s", 0.0) or 0.0)  # type: ignore[arg-type]
+    budget = plan.budget_s
     # Rows get blocks together, round after round: until the clearest ratio is decided,
     # every undecided row runs.
     waits = {
@@ -279,11 +279,11 @@ def of(
         undecided=undecided,
         ratios=ratios,
         waits=waits,
-        planned=int(settings.get("min_runs", 0) or 0),  # type: ignore[call-overload]
+        planned=plan.min_runs,
         left_s=budget - spent_s if budget else None,
         spent_s=spent_s,
-        max_runs=int(settings.get("max_runs", 0) or 0),  # type: ignore[call-overload]
-        sequential=analyze.is_sequential(dict(settings)),
+        max_runs=plan.precision.max_runs if plan.precision else 0,
+        sequential=plan.sequential,
     )
 
 

@@ -19,11 +19,11 @@ from allocmark.answer.forecast import duration as duration
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
-from allocmark.model import GitBuild, Verified
+from allocmark.model import CampaignPlan, GitBuild, Precision, Verified
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
-from allocmark.run import campaign, runas, start
-from allocmark.run.campaign import Precision
+from allocmark.run import campaign, rounds, runas, start
+from allocmark.run import resume as resumed
 from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
 from allocmark.run.campaign import RunDone as RunDone
 from allocmark.run.execute import Executor
@@ -64,7 +64,7 @@ def run(
     req: Request,
     machine: Executor | None = None,
     selection: start.Selection = start.AS_NAMED,
-    confirm: campaign.Confirm | None = None,
+    confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
     """Start the campaign `req` describes and run it, yielding progress: plan, start,
     execute. `selection` makes the candidates of the allocators named (`race`: each
@@ -76,14 +76,15 @@ def run(
     store = Store(req.db)
     notes: list[Note] = []
     try:
-        cid, prepared = start.planned(store, req, selection, notes)
+        started = start.planned(store, req, selection, notes)
     except BaseException:
         if new:  # a refused command leaves no file behind
             _discard_if_empty(store)
         raise
     yield from notes
-    yield _planned(store, cid, prepared.usable, req)
-    yield from _execute(store, cid, list(prepared.usable), req, machine, confirm)
+    usable = list(started.prepared.usable)
+    yield _planned(store, started.cid, started.campaign, usable)
+    yield from _execute(store, started.cid, started.campaign, usable, req, machine, confirm)
 
 
 BisectEvent = bisection.Event  # what `allocmark bisect` says, step by step
@@ -141,7 +142,7 @@ def resume(
     scheduler: str | None = None,
     take_over: bool = False,
     yes: bool = False,
-    confirm: campaign.Confirm | None = None,
+    confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
     """Finish the newest unfinished campaign in `db` (allocators verified again, its
     plan checked against the catalog). Refused while another live process runs it;
@@ -151,11 +152,12 @@ def resume(
     _check(req)
     store = Store(db, create=False)  # a resume of nothing leaves no file behind
     cid = store.campaign(unfinished=True).id
-    verified = campaign.reverify(store, cid)
-    campaign.check_resume(store, cid, verified, yes)
+    verified = resumed.reverify(store, cid)
+    resumed.check_resume(store, cid, verified, yes)
     store.claim(cid, take_over)
-    yield _planned(store, cid, verified, req)
-    yield from _execute(store, cid, verified, req, None, confirm)
+    cplan = store.campaign_plan(cid)
+    yield _planned(store, cid, cplan, verified)
+    yield from _execute(store, cid, cplan, verified, req, None, confirm)
 
 
 def run_to_end(
@@ -186,7 +188,7 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
         for s in store.plan(cid)
         if s.role == "measure"
     }
-    left_out = tuple(store.settings(cid).get("left_out", {}).items())
+    left_out = store.campaign_plan(cid).left_out
     out = []
     for answer in recommend.answers(comp):
         if answer.scope == recommend.OVERALL:
@@ -324,22 +326,11 @@ def _check(req: Request) -> None:
     runas.guard(req.db)  # the measured program must not reach the store (run/runas.py)
 
 
-def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request) -> Planned:
+def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Verified]) -> Planned:
     c = store.campaign(cid)
-    settings = store.settings(cid)
-    n = settings["min_runs"]
+    n = cplan.min_runs
     cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
     measured = len(verified) * cells * n
-    precision = (
-        Precision(
-            settings["max_runs"],
-            analyze.settings_margin(settings),
-            settings["budget_s"],
-            stretch=bool(settings.get("stretch")),
-        )
-        if analyze.is_sequential(settings)
-        else None
-    )
     return Planned(
         cid,
         store.path,
@@ -349,10 +340,10 @@ def _planned(store: Store, cid: int, verified: Sequence[Verified], req: Request)
         max(0, c.planned - measured),
         c.planned,
         c.done,
-        precision,
+        cplan.precision if cplan.sequential else None,
         _estimate(store, cid),
-        float(settings.get("expected_s", 0.0)),
-        str(settings.get("why", "off")),
+        cplan.expected_s,
+        cplan.why,
     )
 
 
@@ -370,15 +361,16 @@ def _estimate(store: Store, cid: int) -> float | None:
 def _execute(
     store: Store,
     cid: int,
+    cplan: CampaignPlan,
     verified: list[Verified],
     req: Request,
     machine: Executor | None,
-    confirm: campaign.Confirm | None = None,
+    confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
     dispatcher = _dispatcher(req, verified, machine)
     try:
-        stretch = campaign.Stretch(yes=req.yes, confirm=confirm)
-        yield from campaign.steps(store, cid, dispatcher, verified, stretch)
+        stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
+        yield from campaign.steps(store, cid, cplan, dispatcher, verified, stretch)
     finally:
         close = getattr(dispatcher, "close", None)
         if close:

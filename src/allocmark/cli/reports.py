@@ -55,7 +55,12 @@ def report_cmd(
     cid = store.campaign(campaign_id).id
     if fmt == "table":
         emit_table(data.load(store, cid, view, speedup, brief=not detail), output, detail)
-        if view == "summary" and store.settings(cid).get("race") and not output:
+        if (
+            view == "summary"
+            and (p := store.campaign_plan(cid).precision)
+            and p.race
+            and not output
+        ):
             front(db, cid)  # a `tune` campaign: its answer again
     else:
         emit(render.text(store, cid, fmt, view, speedup), output)

@@ -130,7 +130,7 @@ def run_cmd(
         cid = _follow(api.run(req, confirm=progress.ask), db, progress)
     store = api.reader(db)
     emit_table(data.load(store, cid, brief=not detail), None, detail)
-    if store.sample(cid):
+    if store.campaign_plan(cid).sample:
         emit_table(data.load(store, cid, "profile"), None)
 
 

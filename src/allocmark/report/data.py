@@ -50,7 +50,7 @@ def load(
     second; known: the summary view's comparison, when the caller has already made it)."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
-    if view == "profile" and not store.sample(cid):
+    if view == "profile" and not store.campaign_plan(cid).sample:
         raise UserError(
             f"campaign {cid} was not profiled; use `allocmark profile` or `allocmark run --profile`"
         )

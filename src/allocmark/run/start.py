@@ -16,17 +16,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from allocmark import workloads
+from allocmark import allocators, workloads
 from allocmark.allocators import builder, git
 from allocmark.allocators.selection import selected
 from allocmark.answer import race
 from allocmark.defaults import DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Note, Params, Prepared, Request, Workload
-from allocmark.run import campaign, plan, runas
-from allocmark.run.campaign import Precision
+from allocmark.model import (
+    AllocatorSpec,
+    CampaignPlan,
+    Note,
+    Params,
+    Precision,
+    Prepared,
+    Request,
+    Workload,
+)
+from allocmark.run import machine, plan, runas
 from allocmark.stats import fewblock
-from allocmark.store import Store
+from allocmark.store import Store, owner, seal
 
 
 class Selection(Protocol):
@@ -67,9 +75,16 @@ class AsNamed:
 AS_NAMED = AsNamed()
 
 
-def planned(
-    store: Store, req: Request, selection: Selection, notes: list[Note]
-) -> tuple[int, Prepared]:
+@dataclass(frozen=True)
+class Started:
+    """A campaign stored and ready to run: its id, its plan, what it runs on."""
+
+    cid: int
+    campaign: CampaignPlan
+    prepared: Prepared
+
+
+def planned(store: Store, req: Request, selection: Selection, notes: list[Note]) -> Started:
     """The campaign `req` asks for, stored and ready to execute, and its allocators."""
     suite, cells = _cells(req, notes)
     named = list(req.allocators) or (
@@ -81,30 +96,62 @@ def planned(
     precision = None if req.sample else _precision(req, suite, selection.race)
     n = planned_blocks(req.min_runs or suite.repetitions, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
-    prepared = campaign.prepare(built(specs, notes), explicit)
+    prepared = prepare(built(specs, notes), explicit)
     plan.check_glibc(cells, prepared.usable)
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
-    seed = req.seed if req.seed is not None else suite.seed
+    used = {w.name: w for w, _ in cells}.values()
     # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
     as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
-    cid = campaign.start(
-        store,
-        suite.name,
-        prepared,
-        cells,
-        n,
-        req.timeout_s or suite.timeout,
-        seed,
-        sys.argv,
-        precision,
-        req.sample,
-        req.memory_limit,
-        suite.expected_s if as_sized else 0.0,
+    campaign = CampaignPlan(
+        seed=req.seed if req.seed is not None else suite.seed,
+        min_runs=n,
+        plan_id=seal.new_plan_id(),
+        sample=req.sample,
+        memory_limit=req.memory_limit,
+        created_by=owner.creator(),
+        fixed_time=tuple((w.name, w.fixed_time) for w in used if w.fixed_time),
+        calls=tuple((w.name, tuple(w.calls)) for w in used if w.kind == "native"),
+        precision=precision,
+        expected_s=suite.expected_s if as_sized else 0.0,
         stop_on_failure=bool(req.command) and not req.keep_going,
         why="off" if req.sample else req.why,
+        left_out=prepared.left_out,
     )
-    return cid, prepared
+    runs = plan.generate(
+        cells,
+        prepared.usable,
+        n,
+        req.timeout_s or suite.timeout,
+        campaign.seed,
+        req.sample,
+        req.memory_limit,
+    )
+    cid = store.new_campaign(
+        suite.name,
+        campaign.seed,
+        machine.current(),
+        sys.argv,
+        prepared.usable,
+        used,
+        runs,
+        prepared.baseline,
+        campaign,
+    )
+    return Started(cid, campaign, prepared)
+
+
+def prepare(specs: Sequence[AllocatorSpec], explicit: bool) -> Prepared:
+    """Verify every allocator; one named explicitly must be usable."""
+    verified = allocators.verify_all(specs)
+    bad = [v for v in verified if not v.usable]
+    if explicit and bad:
+        v = bad[0]
+        raise UserError(f"allocator {v.spec.name!r} is {v.status.value}: {v.reason}")
+    usable = [v for v in verified if v.usable]
+    if not usable:
+        raise UserError("no usable allocator; `allocmark allocators` lists why and how to fix")
+    return Prepared(tuple(usable), tuple(bad), allocators.baseline_name(usable))
 
 
 def planned_blocks(n: int, precision: Precision | None) -> int:

@@ -10,9 +10,9 @@ at the peak and the size-class rounding above them). BLOCKS is the fewest a pair
 verdict can come from (fewblock.MIN_BLOCKS): a signal counts only when its own
 difference is decided.
 
-`settings["why"]`: "auto" (the default) runs the pass when its forecast cost (these
+`CampaignPlan.why`: "auto" (the default) runs the pass when its forecast cost (these
 runs' mean cost in the campaign so far) is at most SHARE of what the campaign has
-spent; "on" always; "off" never. Planned once: `settings["why_pass"]` says what was
+spent; "on" always; "off" never. Planned once: `CampaignPlan.why_pass` says what was
 done, and the plan line and the report say it too.
 """
 
@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any
 
 from allocmark.answer import analyze, recommend
-from allocmark.model import Params, RunSpec
+from allocmark.model import CampaignPlan, Params, RunSpec
 from allocmark.run.plan import SAMPLE_ENV, planned_params
 from allocmark.stats import fewblock
 from allocmark.store import Store
@@ -41,11 +40,11 @@ class Pass:
 
 
 def plan(
-    store: Store, cid: int, settings: dict[str, Any], costs: dict[tuple[str, str, Params], float]
+    store: Store, cid: int, campaign: CampaignPlan, costs: dict[tuple[str, str, Params], float]
 ) -> Pass:
     """The why pass's runs for campaign `cid` (none: the note says why); `costs`: seconds
     a run of each (allocator, workload, params) costs (campaign._run_costs)."""
-    mode = settings.get("why", "off")
+    mode = campaign.why
     if mode == "off":
         return Pass([], "no why pass (--no-why)")
     comp = analyze.stored_comparison(store, cid)
@@ -61,7 +60,7 @@ def plan(
     what = f"{BLOCKS} profiled blocks of {len(cells)} cells, about {share:.0%} of the time"
     if mode == "auto" and share > SHARE:
         return Pass([], f"no why pass: {what}, more than {SHARE:.0%} (--why runs it)")
-    rng = random.Random(settings.get("seed", 1) + len(specs))
+    rng = random.Random(campaign.seed + len(specs))
     nxt, rep = max(s.seq for s in specs) + 1, max(s.rep for s in specs) + 1
     sampled = ((SAMPLE_ENV, str(SAMPLE)),)
     out: list[RunSpec] = []

@@ -9,16 +9,20 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from allocmark.model import AllocatorSpec, AppRun
+from allocmark.model import AllocatorSpec, AppRun, CampaignPlan
 
 
 @cache
 def _adapters() -> dict[type[Any], TypeAdapter[Any]]:
     # Built on first use: a report that reads no plan pays nothing for them.
-    return {AllocatorSpec: TypeAdapter(AllocatorSpec), AppRun: TypeAdapter(AppRun)}
+    return {
+        AllocatorSpec: TypeAdapter(AllocatorSpec),
+        AppRun: TypeAdapter(AppRun),
+        CampaignPlan: TypeAdapter(CampaignPlan),
+    }
 
 
-def dump(value: AllocatorSpec | AppRun) -> str:
+def dump(value: AllocatorSpec | AppRun | CampaignPlan) -> str:
     return _adapters()[type(value)].dump_json(value).decode()
 
 
@@ -30,3 +34,9 @@ def allocator_spec(text: str) -> AllocatorSpec:
 def app_run(text: str) -> AppRun:
     app: AppRun = _adapters()[AppRun].validate_json(text)
     return app
+
+
+def campaign_plan(data: object) -> CampaignPlan:
+    """A campaign plan from its JSON value (already migrated to this version)."""
+    plan: CampaignPlan = _adapters()[CampaignPlan].validate_python(data)
+    return plan

@@ -2,8 +2,10 @@
 
 Takes the measured values of paired blocks (one value per allocator and block) and
 gives summaries, ratios with their intervals, p-values and the four words (faster,
-slower, the same within the margin, undecided): paired.py (what a comparison is
-told: summaries, ratios, Holm, the verdict), signedrank.py
+slower, the same within the margin, undecided): summary.py (one allocator's values in
+a cell), ratios.py (two allocators' ratio and its interval, paired by block or not),
+families.py (ratios judged as one family: Holm), verdicts.py (the four words),
+signedrank.py
 (the exact signed-rank test), sequential.py (the anytime-valid betting interval),
 student.py and fewblock.py (Student's interval and the Bayes-factor confidence
 sequence of few blocks), batch.py (the same, vectorised over many rows).
@@ -14,35 +16,33 @@ later stage (checked by the import contracts in pyproject.toml).
 
 from __future__ import annotations
 
-from allocmark.stats.paired import (
-    ALPHA,
-    DEFAULT_MARGIN,
+from allocmark.model import DEFAULT_MARGIN
+from allocmark.stats.families import at_alpha, holm
+from allocmark.stats.ratios import (
     FIXED_SHARES,
-    LEVEL,
-    MAD_LIMIT,
     SPLIT,
-    VECTOR_MIN,
-    GeoMean,
     Ratio,
-    Summary,
-    Verdict,
-    at_alpha,
-    geomean,
-    holm,
     inv,
     inverted,
-    judge,
-    mad_outliers,
     paired_ratio,
     ratio,
     ratio_of,
     ratio_of_ratios,
+)
+from allocmark.stats.summary import (
+    ALPHA,
+    LEVEL,
+    MAD_LIMIT,
+    VECTOR_MIN,
+    GeoMean,
+    Summary,
+    geomean,
     rows_mean_sd,
     summarize,
     summarize_many,
     t_interval,
-    verdict,
 )
+from allocmark.stats.verdicts import Verdict, judge, verdict
 
 __all__ = [
     "ALPHA",
@@ -62,7 +62,6 @@ __all__ = [
     "inv",
     "inverted",
     "judge",
-    "mad_outliers",
     "paired_ratio",
     "ratio",
     "ratio_of",

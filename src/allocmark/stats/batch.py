@@ -56,7 +56,7 @@ def _paired_rows(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n: in
     if not c:
         low, high = np.full(len(pairs), -math.inf), np.full(len(pairs), math.inf)
     mean, sd = rows_mean_sd(logs)
-    # Student's interval at the other share, intersected (paired._paired_bounds).
+    # Student's interval at the other share, intersected (ratios.paired_bounds).
     half = student.quantile(n - 1, 1 - share / 2) * np.maximum(sd, fewblock.FLOOR) / math.sqrt(n)
     meet_low, meet_high = np.maximum(low, mean - half), np.minimum(high, mean + half)
     meets = meet_low <= meet_high

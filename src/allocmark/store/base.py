@@ -13,8 +13,8 @@ from typing import Any
 
 from allocmark import units
 from allocmark.errors import StoreError
-from allocmark.model import Campaign, Machine
-from allocmark.store import codec, schema
+from allocmark.model import Campaign, CampaignPlan, Machine
+from allocmark.store import campaign_plan, codec, schema
 
 # A campaign that ended: all its runs done ("finished"), or stopped because its own
 # command fails under the baseline ("failed"); nothing is left to resume of either.
@@ -155,18 +155,21 @@ class Base:
         c = self.campaign(cid)
         return dataclasses.asdict(c) | {
             "machine": self.machine_facts(cid),
-            "settings": self.settings(cid),
+            "plan": json.loads(campaign_plan.dumps(self.campaign_plan(cid))),
         }
 
-    def settings(self, cid: int) -> dict[str, Any]:
+    def campaign_plan(self, cid: int) -> CampaignPlan:
+        """How campaign `cid` runs, as planned (older plans migrated as they are read)."""
         row = self.db.execute("SELECT settings_json FROM campaigns WHERE id=?", (cid,)).fetchone()
-        return dict(codec.loads(row[0])) if row else {}
+        if row is None:
+            raise StoreError(f"{self.path}: no campaign {cid} in this database")
+        return campaign_plan.loads(row[0], f"{self.path}: campaign {cid}")
 
-    def sample(self, cid: int) -> int:
-        """The profiler's 1-in-N sampling of a campaign; 0: not profiled (campaigns
-        stored before the setting had one name keep it under "profile")."""
-        settings = self.settings(cid)
-        return int(settings.get("sample", settings.get("profile", 0)) or 0)
+    def save_campaign_plan(self, cid: int, plan: CampaignPlan) -> None:
+        with self.db:
+            self.db.execute(
+                "UPDATE campaigns SET settings_json=? WHERE id=?", (campaign_plan.dumps(plan), cid)
+            )
 
     def machine_facts(self, cid: int) -> dict[str, Any]:
         row = self.db.execute(

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from allocmark.model import Creator
+
 
 @dataclass(frozen=True)
 class Owner:
@@ -29,9 +31,9 @@ def me() -> Owner:
     return Owner(socket.gethostname(), _boot_id(), os.getpid(), _start_ticks(os.getpid()) or 0)
 
 
-def creator() -> dict[str, Any]:
+def creator() -> Creator:
     """Who plans a campaign: a resume by anyone else shows what it will run first."""
-    return {"host": socket.gethostname(), "uid": os.getuid()}
+    return Creator(socket.gethostname(), os.getuid())
 
 
 def from_json(data: object) -> Owner | None:

@@ -8,8 +8,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from allocmark.model import AllocatorSpec, Machine, RunSpec, Verified, Workload
+from allocmark.model import AllocatorSpec, CampaignPlan, Machine, RunSpec, Verified, Workload
 from allocmark.schemas import stored
+from allocmark.store import campaign_plan as campaign_plan_json
 from allocmark.store import codec, owner, seal
 from allocmark.store.base import Base
 
@@ -25,9 +26,11 @@ class Plans(Base):
         workloads: Iterable[Workload],
         plan: Iterable[RunSpec],
         baseline: str | None,
-        settings: dict[str, Any] | None = None,
+        campaign_plan: CampaignPlan | None = None,
     ) -> int:
-        """Campaign, machine, allocators, workloads and the whole plan in one transaction."""
+        """Campaign, machine, allocators, workloads and the whole plan in one transaction;
+        `campaign_plan`: how it runs (None: its blocks fixed, nothing more said)."""
+        campaign_plan = campaign_plan or CampaignPlan(seed=seed, min_runs=0)
         with self.db:
             mid = self._machine(machine)
             cur = self.db.execute(
@@ -40,7 +43,7 @@ class Plans(Base):
                     baseline,
                     json.dumps(list(argv)),
                     mid,
-                    json.dumps(settings or {}),
+                    campaign_plan_json.dumps(campaign_plan),
                     json.dumps(owner.me().as_json()),
                 ),
             )
@@ -53,12 +56,12 @@ class Plans(Base):
                 "INSERT INTO workloads VALUES (?,?,?,?,?,?)",
                 [codec.workload_row(cid, w) for w in workloads],
             )
-            self._insert_plan(cid, plan)
+            self._insert_plan(cid, plan, campaign_plan.plan_id)
         return cid
 
-    def _insert_plan(self, cid: int, plan: Iterable[RunSpec]) -> None:
+    def _insert_plan(self, cid: int, plan: Iterable[RunSpec], plan_id: str) -> None:
         """Each run signed by this user as it is planned (seal.py)."""
-        secret, plan_id = seal.key(), str(self.settings(cid).get("plan_id", ""))
+        secret = seal.key()
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
             "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile, "
@@ -76,7 +79,7 @@ class Plans(Base):
 
     def unsigned(self, cid: int) -> list[RunSpec]:
         """The planned runs whose signature does not verify under this user's key."""
-        return seal.unsigned(self.signed_plan(cid), self.settings(cid).get("plan_id"))
+        return seal.unsigned(self.signed_plan(cid), self.campaign_plan(cid).plan_id)
 
     def command_argv(self, cid: int, name: str) -> tuple[str, ...] | None:
         """The user's own command of a `try` campaign (workload `name`), as stored."""
@@ -92,7 +95,7 @@ class Plans(Base):
     def extend_plan(self, cid: int, more: Sequence[RunSpec]) -> None:
         """Add runs to a campaign's plan (adaptive repetitions), in one transaction."""
         with self.db:
-            self._insert_plan(cid, more)
+            self._insert_plan(cid, more, self.campaign_plan(cid).plan_id)
 
     def plan(self, cid: int) -> list[RunSpec]:
         """The whole plan, done or not, in order."""

@@ -3,11 +3,12 @@ spent against the budget, the noise sentinel's loops, its status and its owner."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 from allocmark.errors import StoreError
-from allocmark.model import Machine, RunResult, RunSpec, Status, Verified
+from allocmark.model import CampaignPlan, Machine, RunResult, RunSpec, Status, Verified
 from allocmark.store import codec, owner
 from allocmark.store.base import Base
 
@@ -94,24 +95,25 @@ class Progress(Base):
         with self.db:
             self.db.execute("UPDATE campaigns SET spent_s = spent_s + ? WHERE id=?", (seconds, cid))
 
-    def stretch_budget(self, cid: int, budget_s: float) -> None:
+    def stretch_budget(self, cid: int, budget_s: float) -> CampaignPlan:
         """The campaign's budget raised to `budget_s` (a default budget stretched to its
-        first verdict); the budget it had is kept as `budget_given_s`."""
-        settings = self.settings(cid)
-        settings.setdefault("budget_given_s", settings.get("budget_s", 0.0))
-        settings["budget_s"] = budget_s
-        with self.db:
-            self.db.execute(
-                "UPDATE campaigns SET settings_json=? WHERE id=?", (json.dumps(settings), cid)
-            )
+        first verdict); the budget it had is kept as `budget_given_s`. The plan as stored."""
+        plan = self.campaign_plan(cid)
+        if plan.precision is None:
+            return plan
+        plan = dataclasses.replace(
+            plan,
+            precision=dataclasses.replace(plan.precision, budget_s=budget_s),
+            budget_given_s=plan.budget_s if plan.budget_given_s is None else plan.budget_given_s,
+        )
+        self.save_campaign_plan(cid, plan)
+        return plan
 
-    def note_why_pass(self, cid: int, note: str) -> None:
+    def note_why_pass(self, cid: int, note: str) -> CampaignPlan:
         """What the why pass did (run/whypass.py): it is planned once per campaign."""
-        settings = self.settings(cid) | {"why_pass": note}
-        with self.db:
-            self.db.execute(
-                "UPDATE campaigns SET settings_json=? WHERE id=?", (json.dumps(settings), cid)
-            )
+        plan = dataclasses.replace(self.campaign_plan(cid), why_pass=note)
+        self.save_campaign_plan(cid, plan)
+        return plan
 
     def spent(self, cid: int) -> float:
         row = self.db.execute("SELECT spent_s FROM campaigns WHERE id=?", (cid,)).fetchone()

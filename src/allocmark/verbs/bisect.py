@@ -324,11 +324,13 @@ def _decide(
         seed=(q.request.seed or 1) + number,
         yes=True,
     )
-    cid, prepared = start.planned(store, req, Fixed(tuple(specs)), notes)
+    started = start.planned(store, req, Fixed(tuple(specs)), notes)
+    cid, prepared = started.cid, started.prepared
     yield from notes
     rng = random.Random(cid)
     while True:
-        for event in campaign.steps(store, cid, Local(None), prepared.usable):
+        how = store.campaign_plan(cid)  # as the last step left it
+        for event in campaign.steps(store, cid, how, Local(None), prepared.usable):
             if isinstance(event, Note):
                 yield event
         values, failed = _values(store, cid, q.metric, [s.name for s in specs])

@@ -1,0 +1,48 @@
+"""`try`'s first run: the command under the baseline failing stops the campaign."""
+
+from __future__ import annotations
+
+import shlex
+
+from allocmark.errors import UserError
+from allocmark.model import CampaignPlan, RunResult, RunSpec, RunStatus
+from allocmark.store import Store
+from allocmark.text import printable
+
+
+class CommandFails(UserError):
+    """The campaign's command failed on its first run under the baseline."""
+
+
+TAIL_LINES = 12  # of a failing first run's exit status and stderr, in its error
+
+
+class FirstRun:
+    """`try`'s first run: the command under the baseline. When it fails, nothing after
+    it can be measured (every allocator would fail the same way), so the campaign stops
+    there with the command's exit status and the end of its stderr, as hyperfine does;
+    `-i` (no `stop_on_failure` setting) runs on. Armed only in a campaign that has not
+    run anything yet: a resume has its first run behind it."""
+
+    def __init__(self, store: Store, cid: int, campaign: CampaignPlan) -> None:
+        c = store.campaign(cid)
+        self.baseline = c.baseline or ""
+        self.armed = campaign.stop_on_failure and c.done == 0
+        self.db = store.path
+
+    def check(self, spec: RunSpec, result: RunResult) -> None:
+        if not self.armed or spec.allocator != self.baseline:
+            return
+        self.armed = False
+        if result.status in (RunStatus.OK, RunStatus.UNVERIFIED):
+            return
+        line = shlex.join(spec.argv)
+        # its own lines, each made printable: the program's text cannot drive the terminal
+        tail = [printable(x) for x in result.detail.splitlines()[-TAIL_LINES:]] or ["no detail"]
+        raise CommandFails(
+            f"`{printable(line)}` {result.status.value} on its first run, under "
+            f"{self.baseline}:\n  " + "\n  ".join(tail) + "\n"
+            "Nothing else was run: under every allocator it would fail the same way. "
+            "Fix the command (it must exit 0), or add -i (`allocmark try -i`) to run it "
+            f"under every allocator anyway (this run is kept in {self.db})."
+        )

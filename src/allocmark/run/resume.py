@@ -1,0 +1,90 @@
+"""A resume: the campaign's allocators verified again, and its stored plan checked
+against what this allocmark and this user would run, before the loop picks it up."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from allocmark import allocators, workloads
+from allocmark.errors import UserError
+from allocmark.model import RunSpec, Verified, Workload
+from allocmark.run import plan
+from allocmark.store import Store, seal
+from allocmark.text import printable
+
+
+def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed: bool) -> None:
+    """A resume runs what the database says, so it checks what that is. Each pending run
+    must be what the catalog (or the campaign's own command) makes of its cell, a run of
+    a workload neither knows is refused, and all runs of a cell share one command.
+    Then every planned run's signature is verified under this user's key (seal.py):
+    anything unsigned, whatever `created_by` claims, is listed with its whole command
+    and environment and runs only when confirmed."""
+    pending = store.pending(cid)
+    catalog = dict(workloads.load_catalog())
+    if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
+        catalog[workloads.COMMAND] = workloads.command_workload(command)
+    by_name = {v.spec.name: v for v in verified}
+    signed = store.signed_plan(cid)  # read once: checked for mixed cells, then verified
+    problems = [_changed(spec, catalog, by_name) for spec in pending]
+    if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
+        raise UserError(
+            f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
+            "changed since it was planned: start a new campaign"
+        )
+    campaign = store.campaign_plan(cid)
+    unsigned = seal.unsigned(signed, campaign.plan_id)
+    if not pending or not unsigned or confirmed:
+        return
+    origin = campaign.created_by
+    where = (
+        f"says it was planned by user {origin.uid} on {origin.host}"
+        if origin
+        else "does not say who planned it"
+    )
+    commands = sorted({shown(s) for s in unsigned})
+    more = f"\n  ... and {len(commands) - 20} more" if len(commands) > 20 else ""
+    raise UserError(
+        f"campaign {cid} in {store.path} {where}, and {len(unsigned)} of its runs "
+        f"are not signed by you ({seal.key_path()}): changed since they were "
+        "planned, or planned elsewhere. Resuming it runs:\n  "
+        + "\n  ".join(commands[:20])
+        + more
+        + "\nadd --yes to run them"
+    )
+
+
+def _changed(spec: RunSpec, catalog: dict[str, Workload], by_name: dict[str, Verified]) -> str:
+    a = by_name.get(spec.allocator)
+    if a is None:
+        return (
+            f"run {spec.seq} names allocator {spec.allocator!r}, which the campaign does not have"
+        )
+    return plan.differs(spec, catalog, a) or ""
+
+
+def shown(spec: RunSpec) -> str:
+    """A run as a shell line: every variable it sets, then its command (and a service's
+    client, an app's steps are in its argv)."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env)
+    line = f"{env} {shlex.join(spec.argv)}".strip()
+    if spec.app.service:
+        line += f"  (client: {shlex.join(spec.app.service.client)})"
+    return printable(line)  # a database must not drive the terminal
+
+
+def reverify(store: Store, cid: int) -> list[Verified]:
+    """The campaign's allocators checked again; a changed library refuses the resume."""
+    out = []
+    for spec, sha in store.allocator_specs(cid):
+        now = allocators.verify(spec)
+        if not now.usable or now.sha256 != sha:
+            found = now.sha256[:12] if now.sha256 else now.status.value
+            raise UserError(
+                f"allocator {spec.name!r} changed since campaign {cid} started "
+                f"(sha256 {str(sha)[:12]} -> {found}); its runs would not be "
+                "comparable: start a new campaign instead of --resume"
+            )
+        out.append(now)
+    return out

@@ -1,0 +1,240 @@
+"""Ratios of two allocators' values and their intervals: the paired ratio of blocks
+(the exact signed-rank and Student's intervals of a fixed number of blocks, the
+anytime-valid sequences of blocks added until decided; docs/statistics.md), and
+the unpaired ratio of two summaries. Timings are compared on a log scale: ratios are
+what matter, and timing noise is closer to multiplicative than additive."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from allocmark.stats import signedrank, student
+from allocmark.stats.summary import ALPHA, Summary, mean_sd, summarize, t_power, t_quantile
+
+# Alpha is split by Bonferroni among the tests whose intervals are intersected
+# (docs/statistics.md, "How alpha is split"): a fixed number of blocks, the exact
+# signed-rank interval and Student's (fewblock); blocks added until decided, the
+# betting sequence, the Bayes-factor sequence (fewblock) and, for a row the budget
+# ended undecided, the exact signed-rank interval at the block it ended.
+FIXED_SHARES = 2
+
+
+SPLIT = 3
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """mean(a) / mean(b) with its 95 % interval and a significance verdict."""
+
+    value: float
+    low: float
+    high: float
+    p: float  # Student's (paired) or Welch's t-test on log values; 1.0 when it cannot be done
+    se: float = math.nan  # standard error of the log ratio
+    df: float = 0.0  # its degrees of freedom (0: no test possible)
+    paired: bool = False  # from per-block log ratios rather than two independent samples
+    alpha: float = ALPHA  # the interval is at 1 - alpha (smaller for a family of cells)
+    logs: tuple[float, ...] = ()  # paired: the blocks' log ratios (an interval at another alpha)
+    sequential: bool = False  # paired: an anytime-valid interval (blocks added by looking)
+    final: bool = False  # sequential, at the block the budget ended: also the exact test (SPLIT)
+
+    @property
+    def significant(self) -> bool:
+        return self.p < self.alpha
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width on the log scale, as a relative margin (0.03 = ±3 %);
+        inf when there is no finite interval (too few blocks for the exact test)."""
+        if self.df <= 0 or not 0 < self.low <= self.high < math.inf:
+            return math.inf
+        return math.exp((math.log(self.high) - math.log(self.low)) / 2) - 1
+
+    @property
+    def blocks_needed(self) -> int:
+        """Blocks before any verdict but inconclusive is possible: the few-block tests'
+        least (fewblock.MIN_BLOCKS, 4: Student's interval at alpha/FIXED_SHARES, the
+        Bayes-factor sequence at alpha/SPLIT). Those verdicts need blocks that agree in
+        size; the tests on signs alone need more (2 · 2^-n below their share)."""
+        from allocmark.stats import fewblock
+
+        if not self.sequential:
+            return fewblock.MIN_BLOCKS
+        return fewblock.blocks_needed(self.alpha / SPLIT)
+
+    @property
+    def detectable(self) -> float:
+        """The smallest relative difference this data would detect 80 % of the time
+        (two-sided t-test at alpha): exp((t(1-alpha/2) + t.80) * SE) - 1."""
+        if self.df <= 0 or math.isnan(self.se):
+            return math.inf
+        return math.exp((t_quantile(self.df, self.alpha) + t_power(self.df)) * self.se) - 1
+
+
+def inv(x: float) -> float:
+    """1/x for a ratio's bound, where an interval too wide to bound is (0, inf)."""
+    return math.inf if x == 0 else 1 / x
+
+
+def inverted(value: float, low: float, high: float) -> tuple[float, float, float]:
+    """A ratio and its interval turned over (a speed-up from a time ratio)."""
+    return 1 / value, inv(high), inv(low)
+
+
+def paired_ratio(
+    a: Sequence[float], b: Sequence[float], sequential: bool = False, final: bool = False
+) -> Ratio | None:
+    """a[i]/b[i] over blocks i (values > 0), from the blocks' log ratios: the
+    Hodges–Lehmann estimate with the intersection of the intervals alpha is split
+    among (FIXED_SHARES, SPLIT) and the matching p. Pairing removes what a block shares
+    (the machine's state at that moment); the random order inside each block makes a
+    log ratio as likely positive as negative when the two do not differ, whatever the
+    noise, which is all the exact signed-rank test (signedrank) and the betting
+    sequence assume; Student's interval and the Bayes-factor sequence (fewblock) also
+    assume normal noise, and decide in a few blocks what those cannot before 6-11.
+    se and df stay those of the mean log ratio, for the power estimates
+    (`detectable`). `sequential`: blocks were added until the interval decided, so the
+    intervals are the anytime-valid ones (blocks in the order they ran); `final`: the
+    budget ended these blocks undecided, so the exact interval at alpha/SPLIT narrows
+    them too. None without a pair or with a value <= 0."""
+    if len(a) != len(b):
+        raise ValueError("paired_ratio needs one a and one b per block")
+    if not a or min(a) <= 0 or min(b) <= 0:
+        return None
+    logs = _logs(a, b)
+    n = len(logs)
+    mean, sd = mean_sd(logs)
+    if n < 2:
+        point = math.exp(mean)
+        return Ratio(point, point, point, 1.0, paired=True, logs=logs)
+    if sequential:
+        low, high = paired_bounds(logs, ALPHA, True, final)
+        centre = min(max(signedrank.hodges_lehmann(logs), low), high)
+        return Ratio(
+            math.exp(centre),
+            math.exp(low),
+            math.exp(high),
+            _split_p(logs, final),
+            sd / math.sqrt(n),
+            n - 1,
+            True,
+            logs=logs,
+            sequential=True,
+            final=final,
+        )
+    low, high = paired_bounds(logs, ALPHA, False)
+    centre = min(max(signedrank.hodges_lehmann(logs), low), high)
+    return Ratio(
+        math.exp(centre),
+        math.exp(low),
+        math.exp(high),
+        _fixed_p(logs),
+        sd / math.sqrt(n),
+        n - 1,
+        True,
+        logs=logs,
+    )
+
+
+@functools.lru_cache(maxsize=8192)
+def paired_bounds(
+    logs: tuple[float, ...], alpha: float, sequential: bool, final: bool = False
+) -> tuple[float, float]:
+    """The intersection of the intervals alpha is split among (FIXED_SHARES, SPLIT).
+    Intervals that do not meet (one of them errs: rarer than alpha) leave the first,
+    which assumes the least. Kept: a report judges the same ratios as a family in
+    several places (the matrix, the answers), each at Holm's levels."""
+    from allocmark.stats import fewblock
+
+    if not sequential:
+        share = alpha / FIXED_SHARES
+        _, low, high = signedrank.interval(logs, share)
+        return _meet((low, high), fewblock.student_interval(logs, share))
+    from allocmark.stats import sequential as cs
+
+    share = alpha / SPLIT
+    bounds = _meet(cs.interval(logs, share), fewblock.sequence(logs, share))
+    if final:
+        _, exact_low, exact_high = signedrank.interval(logs, share)
+        bounds = _meet(bounds, (exact_low, exact_high))
+    return bounds
+
+
+def _meet(first: tuple[float, float], other: tuple[float, float]) -> tuple[float, float]:
+    """Two intervals intersected; `first` alone when they do not meet."""
+    low, high = max(first[0], other[0]), min(first[1], other[1])
+    return (low, high) if low <= high else first
+
+
+def _split_p(logs: Sequence[float], final: bool) -> float:
+    """The p that matches paired_bounds: below alpha exactly when one of the
+    intervals at alpha/SPLIT excludes 0 (Bonferroni over the tests)."""
+    from allocmark.stats import fewblock
+    from allocmark.stats import sequential as cs
+
+    p = min(cs.p_value(logs), fewblock.sequence_p(logs))
+    if final:
+        p = min(p, signedrank.p_value(logs))
+    return min(1.0, SPLIT * p)
+
+
+def _fixed_p(logs: Sequence[float]) -> float:
+    """The p that matches paired_bounds for a fixed number of blocks."""
+    from allocmark.stats import fewblock
+
+    return min(1.0, FIXED_SHARES * min(signedrank.p_value(logs), fewblock.student_p(logs)))
+
+
+def _logs(a: Sequence[float], b: Sequence[float]) -> tuple[float, ...]:
+    """The blocks' log ratios as log a - log b: exactly antisymmetric, so that a block
+    and its mirror (a/b and b/a) tie in size, as the signed-rank test counts them."""
+    return tuple(math.log(x) - math.log(y) for x, y in zip(a, b, strict=True))
+
+
+def ratio_of_ratios(new: Ratio, old: Ratio) -> Ratio | None:
+    """new / old for two independent ratios with standard errors (a control: each
+    allocator's ratio to the same baseline, in two campaigns): the log difference with
+    Welch's standard error and Welch–Satterthwaite degrees of freedom."""
+    if new.df <= 0 or old.df <= 0 or math.isnan(new.se) or math.isnan(old.se):
+        return None
+    diff = math.log(new.value) - math.log(old.value)
+    va, vb = new.se**2, old.se**2
+    se = math.sqrt(va + vb)
+    point = math.exp(diff)
+    if se == 0:
+        return Ratio(point, point, point, 0.0 if diff else 1.0, 0.0, 1.0)
+    df = (va + vb) ** 2 / (va**2 / new.df + vb**2 / old.df)
+    half = t_quantile(df) * se
+    p = 2 * student.tail(df, diff / se)
+    return Ratio(point, math.exp(diff - half), math.exp(diff + half), p, se, df)
+
+
+def ratio(a: Sequence[float], b: Sequence[float]) -> Ratio | None:
+    """Ratio of geometric means of a and b (all values > 0): see ratio_of."""
+    if not a or not b:
+        return None
+    return ratio_of(summarize(a), summarize(b))
+
+
+def ratio_of(a: Summary, b: Summary) -> Ratio | None:
+    """Ratio of geometric means of two samples (all values > 0), compared on logs:
+    the interval is exp(Δ ± t·SE) with Welch's standard error and Welch–
+    Satterthwaite degrees of freedom, and p is Welch's two-sided t-test. None
+    when a sample has a value <= 0."""
+    if math.isnan(a.log_mean) or math.isnan(b.log_mean):
+        return None
+    diff = a.log_mean - b.log_mean
+    va, vb = a.log_sd**2 / a.n, b.log_sd**2 / b.n
+    se = math.sqrt(va + vb)
+    point = math.exp(diff)
+    if a.n < 2 or b.n < 2:  # one run: nothing to test with
+        return Ratio(point, point, point, 1.0)
+    if se == 0:  # no spread at all: any difference is certain
+        return Ratio(point, point, point, 0.0 if diff else 1.0, 0.0, a.n + b.n - 2)
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    t = t_quantile(df)
+    p = 2 * student.tail(df, diff / se)
+    return Ratio(point, math.exp(diff - t * se), math.exp(diff + t * se), p, se, df)

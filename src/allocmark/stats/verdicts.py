@@ -1,0 +1,42 @@
+"""The four words a ratio says: better, worse, the same within the margin, or
+inconclusive (equivalence first, as a TOST)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from allocmark.stats.ratios import Ratio
+
+
+class Verdict(StrEnum):
+    """What a ratio says, in four words (metric-neutral: worse is slower or larger)."""
+
+    BETTER = "better"  # the interval lies wholly on the good side of 1, not inside ±margin
+    WORSE = "worse"
+    SAME = "same"  # the interval lies inside ±margin: an equivalence test (TOST at 5 %)
+    INCONCLUSIVE = "inconclusive"  # neither: `Ratio.detectable` says how much it could see
+
+    @property
+    def differs(self) -> bool:
+        """Better or worse: a difference decided (what an explanation is for)."""
+        return self in (Verdict.BETTER, Verdict.WORSE)
+
+
+def verdict(r: Ratio, margin: float, higher_is_better: bool = False) -> Verdict:
+    """judge() of a ratio's interval; a ratio without one (one run) is inconclusive."""
+    if r.df <= 0:
+        return Verdict.INCONCLUSIVE
+    return judge(r.low, r.high, margin, higher_is_better)
+
+
+def judge(low: float, high: float, margin: float, higher_is_better: bool = False) -> Verdict:
+    """Equivalence first: same when the interval lies within [1/(1+margin), 1+margin],
+    even when it excludes 1 (a difference too small to matter is no difference, as
+    criterion's "change within noise threshold"); else better/worse when it excludes
+    1; inconclusive otherwise."""
+    if low >= 1 / (1 + margin) and high <= 1 + margin:
+        return Verdict.SAME
+    if low > 1 or high < 1:
+        up = low > 1
+        return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
+    return Verdict.INCONCLUSIVE

@@ -1,0 +1,75 @@
+"""The campaign plan (model.CampaignPlan) to and from its column, settings_json: a
+versioned JSON object. A plan stored before it had a version (version 1: a flat object
+of settings, each read by key) is migrated as it is read; the file is not rewritten, so
+an older allocmark still reads it. A value that is not a plan is a StoreError."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from allocmark.errors import StoreError
+from allocmark.model import DEFAULT_MARGIN, PLAN_VERSION, CampaignPlan
+from allocmark.schemas import stored
+
+
+def dumps(plan: CampaignPlan) -> str:
+    return stored.dump(plan)
+
+
+def loads(text: str | None, where: str) -> CampaignPlan:
+    """The plan stored as `text` (`where` names it in an error)."""
+    try:
+        data = json.loads(text or "{}")
+    except ValueError:
+        raise StoreError(f"{where}: its plan is not JSON") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"{where}: its plan is not a JSON object")
+    version = data.get("version", 1)
+    if version == 1:
+        data = from_v1(data)
+    elif version != PLAN_VERSION:
+        raise StoreError(
+            f"{where}: its plan has version {version!r}; this allocmark reads versions 1 to "
+            f"{PLAN_VERSION}: report it with a newer allocmark"
+        )
+    try:
+        return stored.campaign_plan(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        at = ".".join(map(str, first["loc"]))
+        raise StoreError(f"{where}: its plan's {at or 'value'} is wrong: {first['msg']}") from None
+
+
+def from_v1(old: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 plan (a flat object, some keys under older names: "target_ci" for
+    the margin, "profile" for the sampling) as version 2's JSON value."""
+    out: dict[str, Any] = {"version": PLAN_VERSION}
+    for key in ("seed", "plan_id", "memory_limit", "expected_s", "stop_on_failure", "why"):
+        if key in old:
+            out[key] = old[key]
+    out["seed"] = old.get("seed", 1)
+    out["min_runs"] = old.get("min_runs", 0)
+    out["sample"] = old.get("sample", old.get("profile", 0)) or 0
+    if isinstance(who := old.get("created_by"), dict):
+        out["created_by"] = who
+    out["why_pass"] = old.get("why_pass")
+    out["budget_given_s"] = old.get("budget_given_s")
+    out["fixed_time"] = list(_items(old.get("fixed_time")))
+    out["calls"] = list(_items(old.get("calls")))
+    out["left_out"] = list(_items(old.get("left_out")))
+    if "margin" in old or "target_ci" in old:  # blocks were added until decided
+        out["precision"] = {
+            "max_runs": old.get("max_runs", out["min_runs"]),
+            "margin": old.get("margin") or old.get("target_ci") or DEFAULT_MARGIN,
+            "budget_s": old.get("budget_s") or 0.0,
+            "race": old.get("race") or "",
+            "stretch": bool(old.get("stretch")),
+        }
+    return out
+
+
+def _items(value: object) -> list[tuple[str, object]]:
+    return list(value.items()) if isinstance(value, dict) else []
