@@ -708,6 +708,9 @@ def main(argv: Sequence[str]) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
+        # As root, allocmark runs the measured commands as its own user (run/runas.py):
+        # they read their inputs here, so the directory is opened as an ordinary one.
+        work.chmod(0o755)
         every = burn_every(native.library("libam_burn.so"), work) if "ab" in parts else {}
         for name in conditions:
             tally = Tally()

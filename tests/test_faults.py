@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from allocmark import allocators, workloads
 from allocmark.answer import compare
 from allocmark.errors import AllocmarkError, UserError
-from allocmark.run import machine, plan
+from allocmark.run import machine, plan, suites
 from allocmark.store import SCHEMA_VERSION, Store
 from tests.conftest import cli, writable_by_all
 from tests.fakes import alive, allocs, specs
@@ -312,7 +312,7 @@ def test_fuzzed_suite_files_load_or_say_why(tmp_path: Path) -> None:
         path = _as_file(tmp_path, doc, damage)
 
         def load() -> None:
-            suite = plan.load_suite(str(path))
+            suite = suites.load_suite(str(path))
             cells = plan.cells(suite, catalog, {})
             plan.check_size(2, len(cells), suite.repetitions, confirmed=False)
 
@@ -730,7 +730,7 @@ def test_suite_values_are_taken_or_refused_by_name(tmp_path: Path, text: str, ou
     path = tmp_path / "s.toml"
     path.write_text(text)
     try:
-        suite = plan.load_suite(str(path))
+        suite = suites.load_suite(str(path))
         plan.cells(suite, workloads.load_catalog(), {})
         got = "accepted"
     except UserError as e:

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,84 @@ def test_the_top_level_holds_a_dozen_entries_besides_the_stage_folders() -> None
         assert (PACKAGE / stage / "__init__.py").is_file(), stage
 
 
-def test_every_subpackage_states_its_contract() -> None:
-    for package in subpackages():
-        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
-        assert doc, f"{package.name}/__init__.py has no docstring"
-        if package.name != "catalog":  # data, not code
-            assert "May import" in doc, f"{package.name}/__init__.py: what may it import?"
+def docstring(package: Path) -> str:
+    return ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+
+
+def names_after(doc: str, label: str) -> set[str]:
+    """The names a contract's line lists: `May import: a, b/, `c`.` -> {a, b, c}."""
+    found = re.search(rf"^{label}: (.*?)\.$", doc, re.M | re.S)
+    if not found or found.group(1).strip() in ("", "nothing"):
+        return set()
+    return {x.strip(" `/\n") for x in found.group(1).split(",")}
+
+
+def top_names() -> set[str]:
+    """What a module of allocmark can import: its subpackages and loose modules."""
+    return {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py"} - {"__init__"} | {
+        p.name for p in subpackages()
+    }
+
+
+def imported(package: Path) -> set[str]:
+    """The top-level names of allocmark that the package's modules import."""
+    out = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                parts = node.module.split(".")
+                if parts[0] != "allocmark":
+                    continue
+                out |= {parts[1]} if len(parts) > 1 else {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("allocmark.")}
+    return out & top_names() - {package.name}
+
+
+def forbidden(name: str) -> set[str]:
+    """What the import contracts of pyproject.toml forbid package `name` to import:
+    every layer above its own, its `|` siblings, and each forbidden contract's list."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    out: set[str] = set()
+    for contract in contracts["contracts"]:
+        strip = lambda m: m.strip().removeprefix("allocmark.")  # noqa: E731
+        if contract["type"] == "layers":
+            layers = contract["layers"]
+            mine = next(
+                (i for i, x in enumerate(layers) if name in map(strip, re.split("[:|]", x))), None
+            )
+            if mine is None:
+                continue
+            out |= {strip(m) for layer in layers[:mine] for m in re.split("[:|]", layer)}
+            if "|" in layers[mine]:
+                out |= {strip(m) for m in layers[mine].split("|")} - {name}
+        elif f"allocmark.{name}" in contract["source_modules"]:
+            out |= {strip(m) for m in contract["forbidden_modules"]}
+    return out
+
+
+@pytest.mark.parametrize("name", [p.name for p in subpackages()])
+def test_every_subpackage_contract_is_true(name: str) -> None:
+    """Its docstring names every module it holds (and none it does not), what it may
+    import (all it does import) and what it may never import: what the import
+    contracts forbid it, no more and no less."""
+    package = PACKAGE / name
+    doc = docstring(package)
+    assert doc, f"{name}/__init__.py has no docstring"
+    modules = {str(p.relative_to(package)) for p in package.rglob("*.py")} - {"__init__.py"}
+    named = set(re.findall(r"(?<![\w/.])([\w/]+\.py)\b", doc))
+    assert modules - named == set(), f"{name}/__init__.py does not name these modules"
+    assert named - modules == set(), f"{name}/__init__.py names modules it does not hold"
+    if name == "catalog":  # data, and an application's script: it imports nothing
+        assert imported(package) == set()
+        return
+    may, never = names_after(doc, "May import"), names_after(doc, "Never")
+    assert may | never <= top_names(), (
+        f"{name}: not a name of allocmark: {(may | never) - top_names()}"
+    )
+    assert imported(package) - may == set(), f"{name} imports what its contract does not list"
+    assert never == forbidden(name), f"{name}: its Never line is not what the contracts forbid"
+    assert may & never == set(), f"{name}: both allowed and forbidden"
 
 
 def lint_imports(src: Path) -> subprocess.CompletedProcess[str]:
@@ -95,6 +168,8 @@ NOT_NATIVE = {
     "answer/analyze.py": "columns the store keeps as JSON",
     "report/html.py": "columns the store keeps as JSON",
     "schemas/exchange.py": "an exchange file's values",
+    "store/base.py": "a campaign's plan, as an export shows it",
+    "store/campaign_plan.py": "a campaign's plan, as stored",
     "store/codec.py": "columns the store keeps as JSON",
     "store/exchange.py": "an exchange file",
     "workloads/catalog.py": "an application's own output (its metric parser)",

@@ -10,7 +10,7 @@ import pytest
 
 from allocmark import allocators, workloads
 from allocmark.errors import UserError
-from allocmark.run import plan
+from allocmark.run import suites
 from allocmark.verbs import tune
 from tests.conftest import cli
 
@@ -96,7 +96,7 @@ def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
     schema = schemas.json_schema(kind)
     jsonschema.Draft202012Validator.check_schema(schema)
     files = {
-        "suite": sorted(plan.suites_dir().glob("*.toml")),
+        "suite": sorted(suites.suites_dir().glob("*.toml")),
         "catalog": [allocators.builtin_catalog()],
         "workloads": [workloads.builtin_catalog()],
         "settings": [tune.settings_file()],

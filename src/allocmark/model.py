@@ -497,7 +497,6 @@ class Creator:
     uid: int
 
 
-DEFAULT_MARGIN = 0.03  # ±3 %: the default precision target and equivalence margin
 PLAN_VERSION = 2  # of CampaignPlan as stored; store/campaign_plan.py migrates older ones
 
 

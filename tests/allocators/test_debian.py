@@ -54,7 +54,7 @@ def test_entries_name_their_release_route_and_glibc() -> None:
         "sid",
     )
     # it runs under sid's glibc: the launcher's variable names that glibc's folder
-    assert dict(tcm.env)["AM_RUN_GLIBC"] == str(builder.glibc_dir("2.43") / "lib")
+    assert dict(tcm.env)["AM_RUN_GLIBC"] == str(debian.glibc_dir("2.43") / "lib")
     assert tcm.glibc_version == "2.43" and not tcm.other_libc
     libc = spec("glibc@2.41:arena2")
     assert libc.other_libc and libc.glibc_version == "2.41"
@@ -195,7 +195,7 @@ def test_programs_run_under_another_glibc_and_under_the_new_families(tmp_path: P
     assert all(status == "ok" for _, _, status, _, _ in rows), rows
     under = [os.path.realpath(m) for a, _, _, m, _ in rows if a == GLIBC]
     assert under and set(under) == {os.path.realpath(libc[0])}
-    assert str(builder.glibc_dir("2.41")) in libc[0]
+    assert str(debian.glibc_dir("2.41")) in libc[0]
 
 
 def test_the_new_entries_take_the_hardening_battery(tmp_path: Path) -> None:
@@ -236,7 +236,7 @@ def test_a_pasted_command_runs_under_the_entry_s_glibc() -> None:
     from allocmark.verbs import tune
 
     line = tune.paste_line(spec("glibc@2.41:arena2"), "/x/libc.so.6", ["true", "-x"])
-    loader = builder.glibc_dir("2.41") / "lib" / debian.LOADER
+    loader = debian.glibc_dir("2.41") / "lib" / debian.LOADER
     assert line.startswith("MALLOC_ARENA_MAX=2 ") and "LD_PRELOAD" not in line
     assert f"{loader} --library-path {loader.parent} /usr/bin/true -x" in line
     tcm = tune.paste_line(spec("tcmalloc-minimal@2.18.1"), "/y/libtcmalloc_minimal.so.4", ["ls"])

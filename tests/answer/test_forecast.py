@@ -8,6 +8,7 @@ import random
 
 from allocmark import stats, units
 from allocmark.answer import analyze, forecast
+from allocmark.model import CampaignPlan, Precision
 from allocmark.report import matrix
 from tests.fakes import stored
 
@@ -34,8 +35,8 @@ def _comparison(
 COSTS = {("glibc", "churn", PARAMS): 2.5, ("other", "churn", PARAMS): 2.5}
 
 
-def _settings(**kw: object) -> dict[str, object]:
-    return {"min_runs": 3, "max_runs": 1000, "margin": 0.03, "budget_s": 0.0} | kw
+def _settings(min_runs: int = 3, max_runs: int = 1000, budget_s: float = 0.0) -> CampaignPlan:
+    return CampaignPlan(seed=1, min_runs=min_runs, precision=Precision(max_runs, 0.03, budget_s))
 
 
 def test_after_one_block_it_says_the_block_and_the_first_verdict() -> None:

@@ -22,10 +22,9 @@ from allocmark import stats
 from allocmark.answer import analyze, compare
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
-from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table
+from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table, tryout
 from allocmark.stats import batch, signedrank, student, summary
 from allocmark.store import exchange
-from allocmark.verbs import tryout
 from tests.fakes import stored
 
 P1 = (("threads", 1),)

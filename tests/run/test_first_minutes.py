@@ -15,7 +15,7 @@ from allocmark.answer import analyze, forecast
 from allocmark.errors import UserError
 from allocmark.model import CampaignPlan, Note, Precision, RunResult, RunSpec, RunStatus, Workload
 from allocmark.report import plots
-from allocmark.run import firstrun, machine, rounds, start
+from allocmark.run import firstrun, machine, rounds, start, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store
 from tests.fakes import allocs as fake_allocs
@@ -132,9 +132,8 @@ def test_a_campaign_plans_the_blocks_a_verdict_needs() -> None:
 
 def test_only_allocmarks_own_default_budget_stretches() -> None:
     from allocmark.model import Request
-    from allocmark.run import plan
 
-    suite = plan.adhoc_suite([], 3, 600, 1)
+    suite = suites.adhoc_suite([], 3, 600, 1)
     assert start._precision(Request(), suite, "").stretch
     assert not start._precision(Request(budget_s=120.0), suite, "").stretch
     assert not start._precision(Request(budget_s=0.0), suite, "").stretch

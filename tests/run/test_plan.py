@@ -10,12 +10,12 @@ import pytest
 
 from allocmark import workloads
 from allocmark.errors import UserError
-from allocmark.run import plan, start
+from allocmark.run import plan, start, suites
 from tests.fakes import allocs as fake_allocs
 
 
 def quick_cells() -> list:
-    return plan.cells(plan.load_suite("quick"), workloads.load_catalog(), {})
+    return plan.cells(suites.load_suite("quick"), workloads.load_catalog(), {})
 
 
 def test_quick_suite_has_six_workloads_and_sweeps() -> None:
@@ -27,22 +27,22 @@ def test_quick_suite_has_six_workloads_and_sweeps() -> None:
 
 def test_thread_ranges_follow_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert plan._expand_range("1..2*cores") == [1, 2, 3, 4]
+    assert suites._expand_range("1..2*cores") == [1, 2, 3, 4]
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert plan._expand_range("1..2*cores") == [1, 2, 4, 8, 16, 32]
-    assert plan._expand_range("1..4") == [1, 2, 3, 4]
-    assert plan._expand_range("fast") == "fast"
+    assert suites._expand_range("1..2*cores") == [1, 2, 4, 8, 16, 32]
+    assert suites._expand_range("1..4") == [1, 2, 3, 4]
+    assert suites._expand_range("fast") == "fast"
 
 
 def test_every_builtin_suite_plans() -> None:
-    for path in sorted(plan.suites_dir().glob("*.toml")):
-        cells = plan.cells(plan.load_suite(path.stem), workloads.load_catalog(), {})
+    for path in sorted(suites.suites_dir().glob("*.toml")):
+        cells = plan.cells(suites.load_suite(path.stem), workloads.load_catalog(), {})
         assert cells, path
 
 
 def test_baselines_come_first_one_per_allocator_and_program() -> None:
     allocs = fake_allocs("a", "b")
-    runs = plan.build(quick_cells(), allocs, repetitions=1, timeout=10, seed=7)
+    runs = list(plan.generate(quick_cells(), allocs, repetitions=1, timeout=10, seed=7))
     programs = {w.name for w, _ in quick_cells()}
     first = runs[: 2 * len(programs)]
     assert {r.role for r in first} == {"baseline"}
@@ -53,7 +53,7 @@ def test_baselines_come_first_one_per_allocator_and_program() -> None:
 
 def test_plan_interleaves_every_cell_once_per_repetition() -> None:
     allocs = fake_allocs("a", "b", "c")
-    every = plan.build(quick_cells(), allocs, repetitions=3, timeout=10, seed=7)
+    every = list(plan.generate(quick_cells(), allocs, repetitions=3, timeout=10, seed=7))
     assert [r.seq for r in every] == list(range(len(every)))
     runs = [r for r in every if r.role == "measure"]
     n = len(quick_cells()) * 3
@@ -74,14 +74,16 @@ def test_plan_interleaves_every_cell_once_per_repetition() -> None:
 def test_plan_order_is_seeded() -> None:
     allocs = fake_allocs("a", "b", "c", "d")
     order = lambda seed: [  # noqa: E731
-        (r.allocator, r.params) for r in plan.build(quick_cells(), allocs, 2, 10, seed)
+        (r.allocator, r.params) for r in plan.generate(quick_cells(), allocs, 2, 10, seed)
     ]
     assert order(1) == order(1)
     assert order(1) != order(2)
 
 
 def test_plan_carries_preload_and_expected_malloc_owner() -> None:
-    runs = [r for r in plan.build(quick_cells(), fake_allocs("a"), 1, 10, 1) if r.role == "measure"]
+    runs = [
+        r for r in plan.generate(quick_cells(), fake_allocs("a"), 1, 10, 1) if r.role == "measure"
+    ]
     runs = [r for r in runs if r.workload == "churn"]
     assert dict(runs[0].env)["LD_PRELOAD"] == "/x/a.so"
     assert runs[0].result_fd
@@ -90,7 +92,7 @@ def test_plan_carries_preload_and_expected_malloc_owner() -> None:
 
 
 def test_overrides_replace_suite_values() -> None:
-    suite = plan.load_suite("quick")
+    suite = suites.load_suite("quick")
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(["threads=1,2,4"]))
     assert sorted({dict(p)["threads"] for _, p in cells}) == [1, 2, 4]
 
@@ -98,7 +100,7 @@ def test_overrides_replace_suite_values() -> None:
 def test_unknown_override_names_the_parameters() -> None:
     with pytest.raises(UserError, match=r"no selected workload has this parameter.*threads"):
         plan.cells(
-            plan.load_suite("quick"), workloads.load_catalog(), plan.parse_overrides(["thread=2"])
+            suites.load_suite("quick"), workloads.load_catalog(), plan.parse_overrides(["thread=2"])
         )
 
 
@@ -112,7 +114,7 @@ def test_parameter_below_minimum_is_refused(tmp_path: Path) -> None:
     suite = tmp_path / "s.toml"
     suite.write_text('[[runs]]\nworkload = "churn"\nparams = { threads = 0 }\n')
     with pytest.raises(UserError, match=r"s\.toml.*threads must be >= 1"):
-        plan.cells(plan.load_suite(str(suite)), workloads.load_catalog(), {})
+        plan.cells(suites.load_suite(str(suite)), workloads.load_catalog(), {})
 
 
 @pytest.mark.parametrize(
@@ -129,7 +131,7 @@ def test_suite_errors_name_file_and_key(tmp_path: Path, text: str, message: str)
     path = tmp_path / "mine.toml"
     path.write_text(text)
     with pytest.raises(UserError, match=message) as info:
-        plan.cells(plan.load_suite(str(path)), workloads.load_catalog(), {})
+        plan.cells(suites.load_suite(str(path)), workloads.load_catalog(), {})
     assert "mine.toml" in str(info.value)
 
 
@@ -139,7 +141,7 @@ def test_unknown_builtin_suite_lists_the_known_ones() -> None:
         match="built-in suites: aging, apps, hardening, idle, memheap, micro, micromalloc, "
         "quick, scaling, versions",
     ):
-        plan.load_suite("nosuch")
+        suites.load_suite("nosuch")
 
 
 def test_a_suite_caps_its_blocks_and_the_quick_suite_is_fixed(tmp_path: Path) -> None:
@@ -147,10 +149,10 @@ def test_a_suite_caps_its_blocks_and_the_quick_suite_is_fixed(tmp_path: Path) ->
 
     path = tmp_path / "s.toml"
     path.write_text('repetitions = 4\nmax_repetitions = 6\n[[runs]]\nworkload = "churn"\n')
-    suite = plan.load_suite(str(path))
+    suite = suites.load_suite(str(path))
     assert suite.max_repetitions == 6
     assert start._precision(api.Request(), suite, "").max_runs == 6
     assert start._precision(api.Request(min_runs=9), suite, "").max_runs == 9  # -n lifts it
     assert start._precision(api.Request(max_runs=20), suite, "").max_runs == 20
-    quick = plan.load_suite("quick")  # fixed blocks: judged by the exact test, not added
+    quick = suites.load_suite("quick")  # fixed blocks: judged by the exact test, not added
     assert quick.repetitions == quick.max_repetitions == 10

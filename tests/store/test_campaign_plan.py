@@ -84,7 +84,10 @@ def test_a_version_1_plan_is_migrated_as_it_is_read() -> None:
         ("[1]", "its plan is not a JSON object"),
         ('{"version": 99}', "its plan has version 99; this allocmark reads versions 1 to"),
         ('{"version": 2, "seed": "x", "min_runs": 1}', "its plan's seed is wrong"),
-        ('{"seed": 1, "min_runs": 1, "margin": 0.03, "max_runs": "x"}', "its plan's precision.max_runs is wrong"),
+        (
+            '{"seed": 1, "min_runs": 1, "margin": 0.03, "max_runs": "x"}',
+            "its plan's precision.max_runs is wrong",
+        ),
     ],
 )
 def test_a_damaged_plan_is_a_store_error(text: str, says: str) -> None:

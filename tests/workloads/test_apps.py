@@ -52,7 +52,7 @@ REDIS = "/usr/bin/redis-check-rdb"  # what /usr/bin/redis-server links to
 def specs(name: str, allocs: list[Verified], timeout: float = 120, **extra: int) -> list[RunSpec]:
     w = workloads.load_catalog()[name]
     params = workloads.resolve_params(w, TINY[name] | extra, "test")
-    return plan.build([(w, params)], allocs, 1, timeout, 1)
+    return list(plan.generate([(w, params)], allocs, 1, timeout, 1))
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ def test_inputs_are_deterministic_and_cached(
 # ---------------------------------------------------------------------------
 def _command_spec(argv: list[str], alloc: Verified) -> RunSpec:
     w = workloads.command_workload(argv)
-    return plan.build([(w, ())], [alloc], 1, 30, 1)[0]
+    return next(iter(plan.generate([(w, ())], [alloc], 1, 30, 1)))
 
 
 def test_a_program_that_takes_mallocs_address_is_still_seen_through(

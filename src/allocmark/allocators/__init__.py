@@ -1,14 +1,15 @@
 """The allocators stage: the catalog, the names chosen, what serves malloc.
 
 catalog.py reads the catalogs (built-in and the user's TOML) into `AllocatorSpec`s;
-selection.py resolves a command line's names (`FAMILY@*`, `NAME=/lib.so`);
-verification.py runs the probe under each and gives `Verified`; builder.py builds
-entries from their crates.io sys crates, debian.py fetches (and builds) them from
-Debian's other releases; git.py builds revisions of the user's repository (one
-library per commit, cached); lineage.py orders a family's versions.
+selection.py resolves a command line's names (`FAMILY@*`, `NAME=/lib.so`, revisions
+of a repository); verification.py runs the probe under each and gives `Verified`;
+builder.py builds entries from their crates.io sys crates; debian.py fetches (and
+builds) them from Debian's other releases, and glibc itself; git.py builds revisions
+of the user's repository (one library per commit, cached); lineage.py orders a
+family's versions.
 
-May import: `model`, `schemas`, `native`, `tomlfile`, `errors`, and run/records.py
-(the probe's report is a native record); nothing else of a later stage.
+May import: model, schemas, native, tomlfile, errors.
+Never: answer, api, cli, executors, profile, report, run, store, verbs, workloads.
 """
 
 from allocmark.allocators.catalog import builtin_catalog, load_catalog

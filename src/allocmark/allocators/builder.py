@@ -27,7 +27,7 @@ import allocmark
 from allocmark import native
 from allocmark.allocators import debian
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Debian, Recipe
+from allocmark.model import AllocatorSpec, Recipe
 from allocmark.schemas.catalog import Backend
 
 LIB_NAME = "libam_preload.so"
@@ -104,13 +104,9 @@ def _recipe_facts(recipe: Recipe) -> dict[str, Any]:
 def output_dir(name: str, recipe: Recipe) -> Path:
     if recipe.debian and recipe.debian.is_glibc:
         # Other entries run under it (debian.glibc): a place found by version alone.
-        return glibc_dir(recipe.upstream_version)
+        return debian.glibc_dir(recipe.upstream_version)
     safe = name.replace("@", "-").replace("+", "-")
     return native.cache_root() / "allocators" / f"{safe}-{build_key(recipe)}"
-
-
-def glibc_dir(version: str) -> Path:
-    return native.cache_root() / "glibc" / version
 
 
 def library_path(name: str, recipe: Recipe) -> Path:
@@ -118,16 +114,9 @@ def library_path(name: str, recipe: Recipe) -> Path:
     if deb is None:
         return output_dir(name, recipe) / LIB_NAME
     if deb.is_glibc:
-        return glibc_dir(recipe.upstream_version) / "lib" / "libc.so.6"
+        return debian.glibc_dir(recipe.upstream_version) / "lib" / "libc.so.6"
     # The library keeps its file name: its soname is what other objects ask for.
     return output_dir(name, recipe) / Path(deb.output or deb.members[0]).name
-
-
-def debian_env(recipe: Recipe) -> dict[str, str]:
-    """A glibc entry, and an entry built for a newer glibc than this system's, run
-    under that glibc (am_run: its loader, its libraries first)."""
-    version = recipe.glibc_version
-    return {"AM_RUN_GLIBC": str(glibc_dir(version) / "lib")} if version else {}
 
 
 def is_built(spec: AllocatorSpec) -> bool:
@@ -148,7 +137,10 @@ def build(spec: AllocatorSpec, force: bool = False, say: Say = lambda _: None) -
         if not force and library.is_file():
             return Built(library, read_provenance(out), rebuilt=False)
         if recipe.debian:
-            return _build_debian(spec.name, recipe, out, library, say)
+            provenance = debian.install(spec.name, recipe, out, library, say)
+            if not recipe.debian.is_glibc:
+                _drop_older_builds(out)
+            return Built(library, provenance, rebuilt=True)
         say(f"building {spec.name} from {recipe.crate} {recipe.crate_version}")
         return _build_locked(spec.name, recipe, out)
 
@@ -321,9 +313,9 @@ def _install(
         "source_only": recipe.source_only,
         "features": list(recipe.crate_features),
         "build_env": dict(recipe.build_env),
-        "rustc": _tool_version("rustc", env),
-        "cargo": _tool_version("cargo", env),
-        "cc": _tool_version(env.get("CC", "cc"), env),
+        "rustc": native.tool_version("rustc", env),
+        "cargo": native.tool_version("cargo", env),
+        "cc": native.tool_version(env.get("CC", "cc"), env),
         "profile": "release, opt-level 3, panic=abort, -Wl,-z,defs",
         "build_seconds": round(seconds, 1),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -334,80 +326,6 @@ def _install(
     os.replace(tmp, out / LIB_NAME)  # the library appears only once complete
     _drop_older_builds(out)
     return Built(out / LIB_NAME, provenance, rebuilt=True)
-
-
-def _build_debian(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> Built:
-    """Fetch (and for a source package, build) a Debian release's allocator."""
-    deb = recipe.debian
-    assert deb is not None
-    if deb.glibc and not (glibc_dir(deb.glibc) / "lib" / "libc.so.6").is_file():
-        say(f"{name} runs under glibc {deb.glibc}: fetching it first")
-        _build_debian(
-            f"glibc@{deb.glibc}",
-            runtime(deb),
-            glibc_dir(deb.glibc),
-            glibc_dir(deb.glibc) / "lib" / "libc.so.6",
-            say,
-        )
-    work = native.cache_root() / "work" / "debian" / name.replace("@", "-")
-    start = time.monotonic()
-    tree, facts = debian.fetch(recipe, native.cache_root() / "debian", work, say)
-    built_s = 0.0
-    if deb.source:
-        made, built_s = debian.build_source(recipe, tree, work / "build.log", say)
-        facts |= debian.source_facts(work) | {
-            "build": list(deb.build),
-            "cc": _tool_version("cc", dict(os.environ)),
-        }
-    elif deb.is_glibc:
-        made = debian.glibc_tree(tree)
-    else:
-        made = debian.member(recipe, tree)
-    out.mkdir(parents=True, exist_ok=True)
-    for companion in deb.companions:  # before the library, which marks a finished build
-        found = debian.member(recipe, tree, (companion,))
-        shutil.copyfile(found, out / Path(companion).name)
-    if deb.is_glibc:
-        # The whole unpacked C library stays; lib/ is the folder of its loader.
-        shutil.rmtree(out / "root", ignore_errors=True)
-        os.replace(tree, out / "root")
-        (out / "lib").unlink(missing_ok=True)
-        (out / "lib").symlink_to(Path("root") / made.relative_to(tree))
-    provenance = {
-        "name": name,
-        "family": recipe.family,
-        "upstream_version": recipe.upstream_version,
-        "origin": "debian",
-        **facts,
-        "glibc": deb.glibc,
-        "build_seconds": round(time.monotonic() - start, 1),
-        "compile_seconds": round(built_s, 1),
-        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    if not deb.is_glibc:
-        tmp = out / (library.name + ".tmp")
-        shutil.copyfile(made, tmp)
-        provenance["library_sha256"] = native.sha256_file(tmp)
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-        os.replace(tmp, library)  # the library appears only once complete
-        _drop_older_builds(out)
-    else:
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    return Built(library, provenance, rebuilt=True)
-
-
-def runtime(deb: Debian) -> Recipe:
-    """The glibc entry an entry built for a newer glibc runs under."""
-    libc = Debian(release=deb.glibc_release, package="libc6", is_glibc=True)
-    return Recipe(
-        family="glibc",
-        backend="",
-        crate="",
-        crate_version="",
-        upstream_version=deb.glibc,
-        debian=libc,
-    )
 
 
 def _drop_older_builds(out: Path) -> None:
@@ -430,13 +348,3 @@ def _locked_version(work: Path, crate: str) -> str | None:
                 if line.startswith("version = "):
                     return line.split("=", 1)[1].strip().strip('"')
     return None
-
-
-def _tool_version(tool: str, env: dict[str, str]) -> str | None:
-    try:
-        proc = subprocess.run(
-            [tool, "--version"], env=env, capture_output=True, text=True, check=False
-        )
-    except OSError:
-        return None
-    return proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout else None

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from allocmark import schemas, tomlfile
-from allocmark.allocators import builder
+from allocmark.allocators import builder, debian
 from allocmark.model import AllocatorSpec, Debian, Recipe
 from allocmark.schemas.catalog import (
     AllocatorEntry,
@@ -218,7 +218,7 @@ def _debian_specs(
             debian=origin,
         )
         spec = _recipe_spec(recipe, t.description, user, t.default == version)
-        env = dict(t.env) | builder.debian_env(recipe)
+        env = dict(t.env) | debian.glibc_env(recipe)
         out = builder.output_dir(spec.name, recipe)
         specs.append(
             dataclasses.replace(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 import re
 import shutil
@@ -384,3 +385,88 @@ def refusal(program: str, entry: str, glibc: str) -> str | None:
         f"{program} needs GLIBC_{needed}{via}, and {entry} is glibc {glibc}: it cannot "
         f"run there; leave {entry} out, or name a glibc of {needed} or newer"
     )
+
+
+def glibc_dir(version: str) -> Path:
+    return native.cache_root() / "glibc" / version
+
+
+def glibc_env(recipe: Recipe) -> dict[str, str]:
+    """A glibc entry, and an entry built for a newer glibc than this system's, run
+    under that glibc (am_run: its loader, its libraries first)."""
+    version = recipe.glibc_version
+    return {"AM_RUN_GLIBC": str(glibc_dir(version) / "lib")} if version else {}
+
+
+def runtime(deb: Debian) -> Recipe:
+    """The glibc entry an entry built for a newer glibc runs under."""
+    libc = Debian(release=deb.glibc_release, package="libc6", is_glibc=True)
+    return Recipe(
+        family="glibc",
+        backend="",
+        crate="",
+        crate_version="",
+        upstream_version=deb.glibc,
+        debian=libc,
+    )
+
+
+def install(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> dict[str, Any]:
+    """Fetch (and for a source package, build) a Debian release's allocator into `out`
+    (`library` last: it marks a finished build); its provenance, as written there."""
+    deb = recipe.debian
+    assert deb is not None
+    if deb.glibc and not (glibc_dir(deb.glibc) / "lib" / "libc.so.6").is_file():
+        say(f"{name} runs under glibc {deb.glibc}: fetching it first")
+        install(
+            f"glibc@{deb.glibc}",
+            runtime(deb),
+            glibc_dir(deb.glibc),
+            glibc_dir(deb.glibc) / "lib" / "libc.so.6",
+            say,
+        )
+    work = native.cache_root() / "work" / "debian" / name.replace("@", "-")
+    start = time.monotonic()
+    tree, facts = fetch(recipe, native.cache_root() / "debian", work, say)
+    built_s = 0.0
+    if deb.source:
+        made, built_s = build_source(recipe, tree, work / "build.log", say)
+        facts |= source_facts(work) | {
+            "build": list(deb.build),
+            "cc": native.tool_version("cc", dict(os.environ)),
+        }
+    elif deb.is_glibc:
+        made = glibc_tree(tree)
+    else:
+        made = member(recipe, tree)
+    out.mkdir(parents=True, exist_ok=True)
+    for companion in deb.companions:  # before the library, which marks a finished build
+        found = member(recipe, tree, (companion,))
+        shutil.copyfile(found, out / Path(companion).name)
+    if deb.is_glibc:
+        # The whole unpacked C library stays; lib/ is the folder of its loader.
+        shutil.rmtree(out / "root", ignore_errors=True)
+        os.replace(tree, out / "root")
+        (out / "lib").unlink(missing_ok=True)
+        (out / "lib").symlink_to(Path("root") / made.relative_to(tree))
+    provenance = {
+        "name": name,
+        "family": recipe.family,
+        "upstream_version": recipe.upstream_version,
+        "origin": "debian",
+        **facts,
+        "glibc": deb.glibc,
+        "build_seconds": round(time.monotonic() - start, 1),
+        "compile_seconds": round(built_s, 1),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if not deb.is_glibc:
+        tmp = out / (library.name + ".tmp")
+        shutil.copyfile(made, tmp)
+        provenance["library_sha256"] = native.sha256_file(tmp)
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+        os.replace(tmp, library)  # the library appears only once complete
+    else:
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return provenance

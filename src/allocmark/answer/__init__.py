@@ -2,11 +2,16 @@
 
 analyze.py reads a campaign's runs into a `Comparison` (rows of cells, ratios and
 verdicts against the baseline); recommend.py says which allocator to use, per row
-and for the whole, and why; compare.py sets campaigns side by side (and gates
-regressions); composition.py says what a peak RSS is made of; aging.py finds the
-steady state of long runs; releases.py judges each version of a family against the
-one before it.
+and for the whole, and why; why.py and remedy.py say what a difference is made of and
+what to change; across.py answers across workloads; compare.py sets campaigns side by
+side (and gates regressions); composition.py says what a peak RSS is made of;
+aging.py finds the steady state of long runs; releases.py judges each version of a
+family against the one before it; race.py drops `tune`'s dominated candidates;
+forecast.py says how long a verdict will take; hardening.py classifies the hardening
+battery's runs (outcomes, scores, what hardening costs).
 
-Takes: a `Store` (read only). Gives: `Comparison`s and recommendations. May import:
-stats, store, allocators' lineage, profile, model; never run/, report/ or the CLI.
+Takes: a `Store` (read only). Gives: `Comparison`s and recommendations.
+May import: stats, store, allocators, workloads, profile, schemas, model, errors,
+tomlfile, units.
+Never: api, cli, executors, report, run, verbs.
 """

@@ -12,7 +12,10 @@ these functions: they parse, call, and print.
 
 Here: the catalogs' listings, light enough for `allocmark schema`; the campaign side
 (campaigns.py: run, resume, the answers, the verbs' requests) is loaded on first use.
-May import: every stage below it (the layers contract in pyproject.toml).
+
+May import: report, verbs, run, executors, answer, store, profile, allocators,
+workloads, native, stats, schemas, model, errors, defaults, tomlfile, units, text.
+Never: cli.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 
 from allocmark import allocators, stats, workloads
 from allocmark.allocators import builder
-from allocmark.answer import analyze, compare, recommend
+from allocmark.answer import analyze, compare, hardening, recommend
 from allocmark.answer.forecast import Forecast as Forecast  # an event the caller reads
 from allocmark.answer.forecast import duration as duration
 from allocmark.errors import UserError
@@ -22,6 +22,7 @@ from allocmark.executors.local import Local
 from allocmark.model import CampaignPlan, GitBuild, Precision, Verified
 from allocmark.model import Note as Note  # the library's own types, for its callers
 from allocmark.model import Request as Request
+from allocmark.report import tryout
 from allocmark.run import campaign, rounds, runas, start
 from allocmark.run import resume as resumed
 from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
@@ -29,7 +30,7 @@ from allocmark.run.campaign import RunDone as RunDone
 from allocmark.run.execute import Executor
 from allocmark.store import Store
 from allocmark.verbs import bisect as bisection
-from allocmark.verbs import harden, tryout, tune
+from allocmark.verbs import tune
 
 EXECUTORS = ("local", "dask")
 
@@ -224,12 +225,12 @@ def harden_request(
     catalogs: Sequence[Path] = (),
     **fields: Any,
 ) -> Request:
-    """The hardening battery (harden.py) as a campaign: every test, or `tests`, in
+    """The hardening battery (hardening.py) as a campaign: every test, or `tests`, in
     `reps` runs each under the allocators `names` (default: every entry `all` selects,
     the debugging allocators (the reference for "caught at the error") and every
     crate-built one already built: the hardened builds beside their plain builds);
     fields: the rest of the Request."""
-    known = harden.tests()
+    known = hardening.tests()
     if unknown := [t for t in tests if t not in known]:
         raise UserError(
             f"--tests: no test {', '.join(map(repr, unknown))}; the tests: "
@@ -242,7 +243,7 @@ def harden_request(
         chosen += [s for s in specs if s.recipe and not s.hidden and builder.is_built(s)]
         names = [s.name for s in chosen]
     return Request(
-        workloads=(harden.WORKLOAD,),
+        workloads=(hardening.WORKLOAD,),
         params=(f"test={','.join(tests or known)}",),
         min_runs=reps,
         max_runs=reps,
@@ -256,7 +257,7 @@ def harden_request(
 def cost_request(battery: Sequence[str], **fields: Any) -> Request | None:
     """The `hardening` suite for every hardened build and its plain build among the
     `battery`'s allocators (None: no such pair); fields: the rest of the Request."""
-    pairs = harden.pairs(battery)
+    pairs = hardening.pairs(battery)
     if not pairs:
         return None
     names = tuple(dict.fromkeys(a for pair in pairs for a in pair))
@@ -303,12 +304,12 @@ def regression(old: str, new: str, metric: str, margin: float, limit: float | No
     )
 
 
-def hardening_costs(comp: analyze.Comparison) -> list[harden.Cost]:
+def hardening_costs(comp: analyze.Comparison) -> list[hardening.Cost]:
     """What each hardened build costs against its plain build, from a cost campaign."""
-    return harden.costs(comp)
+    return hardening.costs(comp)
 
 
-HARDEN_WORKLOAD = harden.WORKLOAD  # the battery's workload: its failures are its findings
+HARDEN_WORKLOAD = hardening.WORKLOAD  # the battery's workload: its failures are its findings
 
 
 def _check(req: Request) -> None:

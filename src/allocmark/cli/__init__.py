@@ -1,10 +1,13 @@
 """The command line: parse, call the library, print. Nothing else lives here.
 
-One module per verb family (catalog, runs, reports) over the shared app.py; each verb
-imports the stack it uses when it runs, so that `allocmark --help` starts at once.
+One module per verb family (catalog.py, runs.py, reports.py, show.py) over the shared
+app.py; each verb imports the stack it uses when it runs, so that `allocmark --help`
+starts at once.
 
-May import: `api`, and report/ to print; of the rest only the shared `model`,
-`errors`, `defaults`, `units`, `text` and `interrupts` (an import contract)."""
+May import: api, report, model, errors, defaults, units, text, interrupts.
+Never: allocators, answer, executors, native, profile, run, schemas, stats, store,
+tomlfile, verbs, workloads.
+"""
 
 from __future__ import annotations
 

@@ -2,13 +2,14 @@
 
 A batch is what must run back to back on one machine: one block (every
 allocator once, for one cell and repetition: its ratios are paired, so its runs
-must share the machine and the moment) or one set-up run. The machine side
+must share the machine and the moment) or one set-up run. The executor side
 (`run_batch`) times the calibration loop before a block, takes a spiked run
 again, and applies the verification run that covers an application's measured
-run; it is the same code on this machine (`local`) and on a cluster worker
-(`dask`). The campaign (coordinator) stores what comes back, run by run.
+run; it is the same code here (local.py) and on a cluster worker (dask.py). The
+campaign (coordinator) stores what comes back, run by run.
 
-May import: run/ (execute, machine), allocators/, model; a sibling of run/.
+May import: run, allocators, model, errors.
+Never: api, cli, report, verbs.
 """
 
 from __future__ import annotations

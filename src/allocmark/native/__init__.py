@@ -1,9 +1,12 @@
 """Native programs and libraries of the package, the cache, the record reader.
 
 Where the programs and libraries built into the package live, allocmark's cache,
-and (records.py) the one reader of what native programs write.
+the native tools' versions, and (records.py) the one reader of what native programs
+write. Every stage below the CLI may import it.
 
-May import: `errors` only; every stage may import it.
+May import: errors.
+Never: allocators, answer, api, cli, executors, profile, report, run, store, verbs,
+workloads.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hashlib
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import allocmark
@@ -104,3 +108,14 @@ def cache_root() -> Path:
         return Path("/var/cache/allocmark")
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(xdg) / "allocmark"
+
+
+def tool_version(tool: str, env: dict[str, str]) -> str | None:
+    """The first line `TOOL --version` prints (None: it cannot say)."""
+    try:
+        proc = subprocess.run(
+            [tool, "--version"], env=env, capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return None
+    return proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout else None

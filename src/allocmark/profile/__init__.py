@@ -2,7 +2,9 @@
 (records.py: read and summed), the numbers read off them (summary.py), and the
 findings and side-by-side views of a campaign (explain.py).
 
-May import: native/ (its records), model."""
+May import: native, model, errors.
+Never: answer, api, cli, executors, report, run, store, verbs.
+"""
 
 from allocmark.profile.explain import View, findings, views
 from allocmark.profile.records import HISTOGRAMS, PEAK_KEYS, combine, merge, of_stored, read

@@ -1,5 +1,13 @@
 """Report outputs, one module per format, all reading one analyze.Comparison.
 
-Takes a `Store` (read only) and what answer/ makes of it; gives terminal tables,
-Markdown, CSV, JSON, HTML and plots. May import: answer/, verbs/ (their stored
-batteries), store/, stats/, profile/, allocators/; never run/ or executors/."""
+Takes a `Store` (read only) and what answer/ makes of it; gives terminal tables
+(table.py, glance.py, matrix.py, rows.py, answer.py, extra.py, profile_rows.py,
+tryout.py: `try`'s lines, catalog.py: the listings), Markdown (markdown.py), CSV
+(csvfile.py), JSON (jsonfile.py), HTML (html.py, interactive.py) and plots (plots.py),
+through data.py (what a report reads) and render.py (one call per format); fmt.py
+formats numbers.
+
+May import: answer, verbs, store, stats, profile, allocators, model, errors, text,
+units.
+Never: api, cli, executors, run.
+"""

@@ -6,12 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from allocmark import profile
-from allocmark.answer import aging, analyze, composition
+from allocmark.answer import aging, analyze, composition, hardening
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
 from allocmark.report import glance
 from allocmark.store import Store
-from allocmark.verbs import harden
 
 VIEWS = ("summary", "runs", "profile")
 
@@ -30,7 +29,7 @@ class ReportData:
     series: tuple[tuple[str, str, Params, RssSeries], ...] = ()
     aging: tuple[aging.Steady, ...] = ()  # phased workloads' steady state (summary view)
     made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
-    battery: harden.Matrix | None = None  # the hardening battery's outcomes (summary view)
+    battery: hardening.Matrix | None = None  # the hardening battery's outcomes (summary view)
 
 
 def load(
@@ -68,7 +67,7 @@ def load(
         series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
-        battery=harden.stored(store, cid, comp.allocators) if comp and extras else None,
+        battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
     )
 
 

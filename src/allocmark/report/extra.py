@@ -1,5 +1,5 @@
 """The report's tables beyond the comparison, in one form every format renders:
-the hardening battery's matrix, scores and costs (harden.py), phased workloads'
+the hardening battery's matrix, scores and costs (hardening.py), phased workloads'
 RSS per phase with their steady-state verdicts (aging.py), what the RSS is made of
 (composition.py), and what each run spent (the signals the answer's why reads)."""
 
@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import aging, analyze, composition, releases, why
+from allocmark.answer import aging, analyze, composition, hardening, releases, why
 from allocmark.model import CellRuns, RunStatus
 from allocmark.report import data, fmt
-from allocmark.verbs import harden
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ def extras(report: data.ReportData, made: bool = True) -> list[Extra]:
     found = []
     if report.battery is not None:
         found += [battery_table(report.battery), score_table(report.battery)]
-    cost = harden.costs(report.comparison) if report.comparison is not None else []
+    cost = hardening.costs(report.comparison) if report.comparison is not None else []
     if any(c.label != "geomean" for c in cost) and report.comparison is not None:
         found.append(cost_table(cost, report.comparison.margin))
     if report.comparison is not None and (steps := releases_table(report.comparison)):
@@ -217,21 +216,21 @@ def made_table(made: Sequence[composition.Made]) -> Extra:
 
 
 _CLASS = {
-    harden.Outcome.AT_ERROR: "o-caught",
-    harden.Outcome.LATER: "o-later",
-    harden.Outcome.REPORTED: "o-message",
-    harden.Outcome.MISSED: "o-missed",
-    harden.Outcome.CORRUPTED: "o-corrupt",
-    harden.Outcome.HANG: "o-hang",
-    harden.Outcome.CONFORMING: "o-ok",
-    harden.Outcome.NONCONFORMING: "o-no",
-    harden.Outcome.NOT_RUN: "o-na",
+    hardening.Outcome.AT_ERROR: "o-caught",
+    hardening.Outcome.LATER: "o-later",
+    hardening.Outcome.REPORTED: "o-message",
+    hardening.Outcome.MISSED: "o-missed",
+    hardening.Outcome.CORRUPTED: "o-corrupt",
+    hardening.Outcome.HANG: "o-hang",
+    hardening.Outcome.CONFORMING: "o-ok",
+    hardening.Outcome.NONCONFORMING: "o-no",
+    hardening.Outcome.NOT_RUN: "o-na",
 }
 
 
-def battery_table(m: harden.Matrix) -> Extra:
+def battery_table(m: hardening.Matrix) -> Extra:
     """Tests x allocators: what each allocator did about each error."""
-    kinds = harden.tests()
+    kinds = hardening.tests()
     rows, classes = [], []
     for t in m.tests:
         cells = [m.cells.get((t, a)) for a in m.allocators]
@@ -244,7 +243,7 @@ def battery_table(m: harden.Matrix) -> Extra:
         ("test", "kind", *m.allocators),
         tuple(rows),
         (
-            "; ".join(f"{code}: {o.value}" for o, code in harden.SHORT.items()),
+            "; ".join(f"{code}: {o.value}" for o, code in hardening.SHORT.items()),
             "caught N of M: a randomised check caught the error in N of the M runs",
         ),
         tuple(classes),
@@ -252,13 +251,13 @@ def battery_table(m: harden.Matrix) -> Extra:
     )
 
 
-def _cell_class(c: harden.Cell | None) -> str:
+def _cell_class(c: hardening.Cell | None) -> str:
     if c is None:
         return ""
     return "o-mixed" if len({s.outcome for s in c.seen}) > 1 else _CLASS[c.outcome]
 
 
-def score_table(m: harden.Matrix) -> Extra:
+def score_table(m: hardening.Matrix) -> Extra:
     rows = []
     for a in m.allocators:
         s = m.score(a)
@@ -288,10 +287,10 @@ def score_table(m: harden.Matrix) -> Extra:
     )
 
 
-def cost_table(costs: Sequence[harden.Cost], margin: float) -> Extra:
+def cost_table(costs: Sequence[hardening.Cost], margin: float) -> Extra:
     rows = []
     for c in costs:
-        cells = [_cost_text(c.ratios[m], c.verdicts[m], m) for m in harden.COST_METRICS]
+        cells = [_cost_text(c.ratios[m], c.verdicts[m], m) for m in hardening.COST_METRICS]
         rows.append((f"{c.hardened} / {c.plain}", c.label, *cells))
     return Extra(
         "What hardening costs: each hardened build against its plain build (95% intervals)",

@@ -16,9 +16,9 @@ from allocmark.answer.compare import Summary as CompareSummary
 from allocmark.answer.compare import Verdict
 from allocmark.report import answer, fmt, profile_rows
 from allocmark.report import extra as extra_
+from allocmark.report.tryout import TryLine
 from allocmark.text import cell
 from allocmark.verbs import tune
-from allocmark.verbs.tryout import TryLine
 
 LONG_LABEL = 24
 

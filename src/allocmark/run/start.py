@@ -32,7 +32,7 @@ from allocmark.model import (
     Request,
     Workload,
 )
-from allocmark.run import machine, plan, runas
+from allocmark.run import machine, plan, runas, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store, owner, seal
 
@@ -163,21 +163,21 @@ def planned_blocks(n: int, precision: Precision | None) -> int:
     return max(n, fewblock.MIN_BLOCKS)
 
 
-def _cells(req: Request, notes: list[Note]) -> tuple[plan.Suite, list[tuple[Workload, Params]]]:
+def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Workload, Params]]]:
     if req.command:
-        suite = plan.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
+        suite = suites.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
         return dataclasses.replace(suite, name="try"), [
             (workloads.command_workload(list(req.command)), ())
         ]
     if req.suite is None and req.workloads:
-        suite = plan.adhoc_suite(
+        suite = suites.adhoc_suite(
             list(req.workloads),
             req.min_runs or DEFAULT_MIN_RUNS,
             req.timeout_s or 600,
             req.seed or 1,
         )
     else:
-        suite = plan.load_suite(req.suite or "quick")
+        suite = suites.load_suite(req.suite or "quick")
         if req.workloads:
             suite = _only(suite, req.workloads)
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
@@ -211,14 +211,14 @@ def past_cores(cells: Sequence[tuple[Workload, Params]], cores: int) -> list[Not
     ]
 
 
-def _only(suite: plan.Suite, wanted: Sequence[str]) -> plan.Suite:
+def _only(suite: suites.Suite, wanted: Sequence[str]) -> suites.Suite:
     entries = tuple(e for e in suite.entries if e.workload in wanted)
     if not entries:
         raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
     return dataclasses.replace(suite, entries=entries)
 
 
-def _precision(req: Request, suite: plan.Suite, race: str) -> Precision:
+def _precision(req: Request, suite: suites.Suite, race: str) -> Precision:
     min_runs = req.min_runs or suite.repetitions
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s

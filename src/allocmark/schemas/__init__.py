@@ -1,10 +1,17 @@
-"""Typed models of the files users write: suites, catalogs, settings. Pydantic.
+"""Typed models of the files users write, of exchange files and of stored JSON.
+
+Pydantic models: the files users write (suite.py, catalog.py, workloads.py,
+settings.py, hardening.py, remedies.py), an exchange file (exchange.py) and the
+store's JSON columns (stored.py).
 
 The models validate the TOML, give the JSON Schema that `allocmark schema` prints
 (so that an editor checks a suite as it is typed), and their errors become one
-line naming the file, the key, the value and what is expected.
+line naming the file, the key, the value and what is expected. Every stage may
+import it.
 
-May import: model, errors; every stage may import it.
+May import: model, errors, interrupts.
+Never: allocators, answer, api, cli, executors, native, profile, report, run, stats,
+store, verbs, workloads.
 """
 
 from __future__ import annotations

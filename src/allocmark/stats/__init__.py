@@ -5,18 +5,18 @@ gives summaries, ratios with their intervals, p-values and the four words (faste
 slower, the same within the margin, undecided): summary.py (one allocator's values in
 a cell), ratios.py (two allocators' ratio and its interval, paired by block or not),
 families.py (ratios judged as one family: Holm), verdicts.py (the four words),
-signedrank.py
-(the exact signed-rank test), sequential.py (the anytime-valid betting interval),
-student.py and fewblock.py (Student's interval and the Bayes-factor confidence
-sequence of few blocks), batch.py (the same, vectorised over many rows).
+signedrank.py (the exact signed-rank test), sequential.py (the anytime-valid betting
+interval), student.py and fewblock.py (Student's interval and the Bayes-factor
+confidence sequence of few blocks), batch.py (the same, vectorised over many rows).
+Of the rest it uses numpy and scipy only.
 
-May import: numpy, scipy, and of allocmark only `errors` and `model`; nothing of a
-later stage (checked by the import contracts in pyproject.toml).
+May import: nothing.
+Never: allocators, answer, api, cli, defaults, entry, executors, interrupts, native,
+profile, report, run, schemas, store, text, tomlfile, units, verbs, workloads.
 """
 
 from __future__ import annotations
 
-from allocmark.model import DEFAULT_MARGIN
 from allocmark.stats.families import at_alpha, holm
 from allocmark.stats.ratios import (
     FIXED_SHARES,
@@ -42,7 +42,7 @@ from allocmark.stats.summary import (
     summarize_many,
     t_interval,
 )
-from allocmark.stats.verdicts import Verdict, judge, verdict
+from allocmark.stats.verdicts import DEFAULT_MARGIN, Verdict, judge, verdict
 
 __all__ = [
     "ALPHA",

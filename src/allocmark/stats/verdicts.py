@@ -7,6 +7,8 @@ from enum import StrEnum
 
 from allocmark.stats.ratios import Ratio
 
+DEFAULT_MARGIN = 0.03  # ±3 %: the default precision target and equivalence margin
+
 
 class Verdict(StrEnum):
     """What a ratio says, in four words (metric-neutral: worse is slower or larger)."""

@@ -2,13 +2,18 @@
 
 One database class, `Store`, made of one part per concern, each a short module:
 - schema.py: the tables, their migrations, the transaction that creates or upgrades;
-- base.py: opening a file (read-only where it cannot be written), campaigns, settings;
+- base.py: opening a file (read-only where it cannot be written), campaigns, their plans;
+- campaign_plan.py: a campaign's `CampaignPlan` to and from its column (versioned);
 - plans.py: writing a campaign and its signed plan, reading it back for a resume;
 - progress.py: writing each run as it ends, the budget spent, status and owner;
 - reads.py (and cache.py): what a report reads, kept until the campaign gains a run;
-- codec.py: rows to and from columns; a damaged value is a StoreError.
+- codec.py: rows to and from columns; a damaged value is a StoreError;
+- exchange.py: runs exported and imported; owner.py: one process owns a campaign;
+  seal.py: its planned runs are signed.
 The parts import base, codec and schema only, never this package's `Store`.
-May import: schemas/, model, units; nothing of a later stage (import contracts).
+
+May import: schemas, stats, model, errors, interrupts, units.
+Never: answer, api, cli, executors, report, run, verbs.
 """
 
 from __future__ import annotations

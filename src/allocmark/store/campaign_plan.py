@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from allocmark.errors import StoreError
-from allocmark.model import DEFAULT_MARGIN, PLAN_VERSION, CampaignPlan
+from allocmark.model import PLAN_VERSION, CampaignPlan
 from allocmark.schemas import stored
+from allocmark.stats import DEFAULT_MARGIN
 
 
 def dumps(plan: CampaignPlan) -> str:

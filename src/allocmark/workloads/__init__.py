@@ -4,8 +4,8 @@ Takes the workload catalog (catalog/workloads.toml and the user's files) and a
 suite's parameters; gives `Workload`s and the argv, environment and output parsers
 of each cell (catalog.py), and the generated inputs applications read (inputs.py).
 
-May import: `model`, `schemas`, `tomlfile`, `errors`, `native`, `text`; nothing of
-a later stage.
+May import: model, schemas, tomlfile, errors, native, text.
+Never: allocators, answer, api, cli, executors, profile, report, run, store, verbs.
 """
 
 from __future__ import annotations

@@ -9,16 +9,15 @@ from pathlib import Path
 import pytest
 
 from allocmark import native, workloads
-from allocmark.answer import analyze
+from allocmark.answer import analyze, hardening
 from allocmark.model import RunSpec, RunStatus, StoredRun, Verified
 from allocmark.run import execute
 from allocmark.schemas.hardening import Kind
 from allocmark.store import Store
-from allocmark.verbs import harden
 from tests.conftest import cli, readable
 from tests.fakes import stored
 
-O = harden.Outcome  # noqa: E741 - the tables below read better with it
+O = hardening.Outcome  # noqa: E741 - the tables below read better with it
 
 
 def run(
@@ -69,9 +68,9 @@ def run(
     ],
 )
 def test_the_classifier_reads_the_outcome_from_the_run(
-    kind: Kind, r: StoredRun, expected: harden.Outcome
+    kind: Kind, r: StoredRun, expected: hardening.Outcome
 ) -> None:
-    assert harden.classify(kind, r).outcome is expected
+    assert hardening.classify(kind, r).outcome is expected
 
 
 def test_a_randomised_check_is_a_rate_and_scores_count_by_run() -> None:
@@ -83,7 +82,7 @@ def test_a_randomised_check_is_a_rate_and_scores_count_by_run() -> None:
         run(RunStatus.OK, "reveal", allocator="je"),
         run(RunStatus.OK, "error", allocator="je", test="malloc_huge", conforming=1),
     ]
-    m = harden.matrix(runs, ["je", "sn"])
+    m = hardening.matrix(runs, ["je", "sn"])
     assert m is not None and m.allocators == ("je", "sn")
     assert m.cells[("double_free", "sn")].text == "caught 2 of 3"
     assert m.cells[("double_free", "je")].text == "1 CORRUPT, 1 missed"
@@ -102,7 +101,7 @@ def test_pairs_set_each_hardened_build_against_its_plain_build() -> None:
         "hardened_malloc@16",
         "hardened_malloc@16+light",
     ]
-    assert harden.pairs(names) == [
+    assert hardening.pairs(names) == [
         ("mimalloc@2.1.7+secure", "mimalloc@2.1.7"),
         ("hardened_malloc@16", "hardened_malloc@16+light"),
     ]
@@ -112,7 +111,7 @@ def test_the_program_has_every_catalogued_test_and_no_other() -> None:
     listed = subprocess.run(
         [str(native.program("am_harden")), "--list"], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert sorted(listed) == sorted(harden.tests()) and len(listed) >= 40
+    assert sorted(listed) == sorted(hardening.tests()) and len(listed) >= 40
     assert any(t.startswith("cxx_") for t in listed)  # C++ tests too
 
 
@@ -166,10 +165,10 @@ def battery(alloc: Verified, test: str) -> StoredRun:
     ],
 )
 def test_glibc_outcomes_are_what_glibc_is_known_to_do(
-    test: str, expected: harden.Outcome, installed: dict[str, Verified]
+    test: str, expected: hardening.Outcome, installed: dict[str, Verified]
 ) -> None:
     r = battery(installed["glibc"], test)
-    seen = harden.classify(harden.tests()[test].kind, r)
+    seen = hardening.classify(hardening.tests()[test].kind, r)
     assert seen.outcome is expected, (r.status, r.labels, r.detail)
     if expected is O.AT_ERROR:
         assert "free" in seen.detail  # glibc's own message is kept
@@ -233,7 +232,7 @@ def test_a_looping_free_is_a_hang_and_a_message_is_reported(spinning: Path) -> N
         )
         for s in (hung, said)
     ]
-    kinds = [harden.classify(Kind.MISUSE, r).outcome for r in as_stored]
+    kinds = [hardening.classify(Kind.MISUSE, r).outcome for r in as_stored]
     assert kinds == [O.HANG, O.REPORTED]
 
 
