@@ -366,7 +366,7 @@ def slowdown(burn: Path, every: int, work: Path, blocks: int) -> float:
         *SAMETHREAD,
         "-n",
         str(blocks),
-        "--max-runs",
+        "--max-blocks",
         str(blocks),
         "-a",
         f"glibc,burn={burn}:{_env(every)}",

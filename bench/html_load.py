@@ -38,7 +38,7 @@ def main() -> None:
                 "glibc,glibc:arena2,mimalloc",
                 "-n",
                 "3",
-                "--max-runs",
+                "--max-blocks",
                 "3",
                 "--db",
                 str(db),

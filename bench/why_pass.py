@@ -36,7 +36,7 @@ def campaign(db: Path, blocks: int, why: list[str]) -> float:
             "glibc,mimalloc,jemalloc",
             "-n",
             str(blocks),
-            "--max-runs",
+            "--max-blocks",
             str(blocks),
             "--db",
             str(db),

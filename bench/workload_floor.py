@@ -124,7 +124,7 @@ def allocator_share() -> None:
             "glibc",
             "-n",
             "1",
-            "--max-runs",
+            "--max-blocks",
             "1",
             "--profile",
             "--db",

@@ -113,11 +113,11 @@ def drive(
 
 
 def precision_plan(
-    min_runs: int, max_runs: int, margin: float, budget_s: float = 0.0, stretch: bool = False
+    min_blocks: int, max_blocks: int, margin: float, budget_s: float = 0.0, stretch: bool = False
 ) -> CampaignPlan:
     """A campaign adding blocks until decided, as `run` plans one."""
     return CampaignPlan(
         seed=1,
-        min_runs=min_runs,
-        precision=Precision(max_runs, margin, budget_s, stretch=stretch),
+        min_blocks=min_blocks,
+        precision=Precision(max_blocks, margin, budget_s, stretch=stretch),
     )

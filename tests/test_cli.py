@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from allocmark.cli import modern
 from allocmark.model import RunStatus, Verified
 from allocmark.store import Store
 from tests.conftest import PYTHON, cli, writable_by_all
@@ -29,7 +30,7 @@ SMALL = ["-w", "churn", "-p", "count=2000", "-p", "rounds=1"]
 
 def exactly(blocks: int) -> list[str]:
     """Options for exactly `blocks` blocks: no precision rounds."""
-    return ["-n", str(blocks), "--max-runs", str(blocks)]
+    return ["-n", str(blocks), "--max-blocks", str(blocks)]
 
 
 def count_runs(db: Path) -> int:
@@ -83,7 +84,7 @@ def test_every_run_records_what_it_ran_on(tmp_path: Path, installed: dict[str, V
     names = [n for n in ("glibc", "jemalloc", "mimalloc") if n in installed]
     assert (
         cli(
-            "run", *SMALL, "-a", ",".join(names), "-n", "1", "--max-runs", "1", "--db", str(db)
+            "run", *SMALL, "-a", ",".join(names), "-n", "1", "--max-blocks", "1", "--db", str(db)
         ).returncode
         == 0
     )
@@ -116,7 +117,7 @@ def test_failing_workload_is_reported_as_such(tmp_path: Path) -> None:
         "glibc",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "--db",
         str(db),
@@ -216,7 +217,7 @@ def start_slow_campaign(db: Path, allocs: str, reps: int, **popen: Any) -> subpr
         allocs,
         "-n",
         str(reps),
-        "--max-runs",
+        "--max-blocks",
         str(reps),
         "--db",
         str(db),
@@ -377,7 +378,7 @@ def test_blocks_are_added_within_max_runs_and_reported(tmp_path: Path) -> None:
         "glibc,glibc:arena2",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "3",
         "--margin",
         "0.001%",
@@ -401,8 +402,25 @@ def test_blocks_are_added_within_max_runs_and_reported(tmp_path: Path) -> None:
             "SELECT allocator, COUNT(*) FROM runs WHERE role='measure' GROUP BY allocator"
         ).fetchall()
         calibrations = con.execute("SELECT COUNT(*) FROM calibrations").fetchone()[0]
-    assert sorted(blocks) == [("glibc", 3), ("glibc:arena2", 3)]  # never tight: max_runs
+    assert sorted(blocks) == [("glibc", 3), ("glibc:arena2", 3)]  # never tight: max_blocks
     assert calibrations == 3  # one before every block
+
+
+def test_a_deprecated_spelling_still_works_and_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    old = cli("run", *SMALL, "-a", "glibc", "--repetitions", "1", "--max-runs=1", "--db", str(db))
+    assert old.returncode == 0, old.stderr
+    assert "warning: --repetitions is deprecated: it is --blocks now" in old.stderr
+    assert "warning: --max-runs is deprecated: it is --max-blocks now" in old.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute(
+            "SELECT COUNT(DISTINCT rep) FROM runs WHERE role='measure'"
+        ).fetchone() == (1,)
+    # After `--` the words are the user's command: never rewritten.
+    assert modern(["try", "--target-ci", "3%", "--", "prog", "--min-runs"]) == (
+        ["try", "--margin", "3%", "--", "prog", "--min-runs"],
+        ["warning: --target-ci is deprecated: it is --margin now"],
+    )
 
 
 def test_bad_budget_is_a_usage_error(tmp_path: Path) -> None:
@@ -430,7 +448,7 @@ def test_compare_two_campaigns_and_fail_above(
         "rounds=2",
         "-n",
         "5",
-        "--max-runs",
+        "--max-blocks",
         "5",
     ]
     assert cli("run", *args, "-a", "jemalloc", "--db", str(old)).returncode == 0

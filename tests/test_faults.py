@@ -411,7 +411,7 @@ def good_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "glibc,glibc:arena2",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "-p",
         "count=1000",

@@ -104,7 +104,7 @@ def test_a_program_cannot_forge_its_result(tmp_path: Path, run_as: str) -> None:
             "glibc",
             "-n",
             "2",
-            "--max-runs",
+            "--max-blocks",
             "2",
             "--timeout",
             "3",
@@ -155,7 +155,7 @@ def command_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "glibc,glibc:arena2",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "--db",
         str(db),
@@ -394,7 +394,7 @@ def test_an_allocator_that_forges_its_identity_is_never_stored_as_glibc(
     for case, argv in cases.items():
         db = tmp_path / f"{len(stored)}.db"
         r = cli(
-            "try", "-i", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--", *argv
+            "try", "-i", "-a", "glibc", "-n", "2", "--max-blocks", "2", "--db", str(db), "--", *argv
         )
         assert r.returncode == 0, (case, r.stderr)
         runs = _runs(db)
@@ -445,7 +445,7 @@ def test_a_program_run_by_root_cannot_reach_the_store_the_cache_or_the_libraries
     script.write_text(ATTACK)
     out = writable_by_all(tmp_path / "out")
     cache, lib = native.cache_root(), native.library("libam_who.so")
-    first = cli("try", "-a", "glibc", "-n", "2", "--max-runs", "2", "--db", str(db), "--", "true")
+    first = cli("try", "-a", "glibc", "-n", "2", "--max-blocks", "2", "--db", str(db), "--", "true")
     assert first.returncode == 0, first.stderr
     before = _runs(db)
     r = cli(
@@ -454,7 +454,7 @@ def test_a_program_run_by_root_cannot_reach_the_store_the_cache_or_the_libraries
         "glibc",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "--db",
         str(db),

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFAULT_DB = Path("results/allocmark.db")
-DEFAULT_MAX_RUNS = 1000  # the budget is the limit: "same" at ±3 % may take hundreds of blocks
-DEFAULT_MIN_RUNS = 4  # stats.fewblock.MIN_BLOCKS: no verdict is possible in fewer blocks
+DEFAULT_MAX_BLOCKS = 1000  # the budget is the limit: "same" at ±3 % may take hundreds of blocks
+DEFAULT_MIN_BLOCKS = 4  # stats.fewblock.MIN_BLOCKS: no verdict is possible in fewer blocks
 CONFIRM_RUNS = 20_000  # runs above which a campaign starts only with --yes
 
 # Run as root, allocmark runs the measured programs as this user (run/runas.py), or the

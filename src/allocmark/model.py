@@ -436,8 +436,8 @@ class Request:
     suite: str | None = None  # built-in suite name or suite .toml file (default: quick)
     allocators: tuple[str, ...] = ()  # NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]
     params: tuple[str, ...] = ()  # NAME=V[,V...] parameter overrides
-    min_runs: int | None = None  # blocks per cell to start with (default: the suite's, or 3)
-    max_runs: int | None = None  # at most this many blocks per cell (default DEFAULT_MAX_RUNS)
+    min_blocks: int | None = None  # blocks per cell to start with (default: the suite's, or 3)
+    max_blocks: int | None = None  # at most this many blocks per cell (default DEFAULT_MAX_BLOCKS)
     margin: float | None = None  # add blocks until every ratio is decided, same within ±this
     budget_s: float | None = None  # stop adding blocks after this long (0: no limit)
     timeout_s: float | None = None  # per run
@@ -477,10 +477,10 @@ class Precision:
     """Add blocks to a cell until every ratio to the baseline that decides it (time,
     or throughput for duration-bound workloads, and peak RSS) is decided (faster,
     slower, or the same within ±margin, by anytime-valid intervals judged as one
-    family), the cell has max_runs blocks, or the campaign has spent budget_s seconds
+    family), the cell has max_blocks blocks, or the campaign has spent budget_s seconds
     (0: no budget)."""
 
-    max_runs: int
+    max_blocks: int
     margin: float
     budget_s: float = 0.0
     race: str = ""  # `tune`: drop candidates dominated on this objective (race.OBJECTIVES)
@@ -509,7 +509,7 @@ class CampaignPlan:
     says what it did)."""
 
     seed: int
-    min_runs: int  # the blocks planned at the start
+    min_blocks: int  # the blocks planned at the start
     plan_id: str = ""  # what each planned run's signature names (store/seal.py)
     sample: int = 0  # under the profiler, timing 1 allocator call in `sample`; 0: not
     memory_limit: int = 0  # bytes a run's processes may use together; 0: no limit
@@ -528,8 +528,8 @@ class CampaignPlan:
     @property
     def sequential(self) -> bool:
         """Are blocks added until the ratios decide (a margin to reach, more blocks
-        allowed than it starts with)? `-n 5 --max-runs 5` never looks."""
-        return self.precision is not None and self.precision.max_runs > self.min_runs
+        allowed than it starts with)? `-n 5 --max-blocks 5` never looks."""
+        return self.precision is not None and self.precision.max_blocks > self.min_blocks
 
     @property
     def budget_s(self) -> float:

@@ -284,7 +284,7 @@ def test_two_versions_of_a_family_get_a_plot_across_versions(
         f"glibc,mimalloc,{SMALL}",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "--db",
         str(db),

@@ -174,7 +174,7 @@ def test_programs_run_under_another_glibc_and_under_the_new_families(tmp_path: P
         f"glibc,{GLIBC},{SOURCE},{BINARY}",
         "-n",
         "1",
-        "--max-runs",
+        "--max-blocks",
         "1",
         "--db",
         str(db),

@@ -1,5 +1,5 @@
 """The forecast (forecast.py): said before the wait, from the runs so far, with the fix
-when the budget or --max-runs cannot reach a verdict; and the matrix and the answer
+when the budget or --max-blocks cannot reach a verdict; and the matrix and the answer
 when a comparison is undecided."""
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ def _comparison(
 COSTS = {("glibc", "churn", PARAMS): 2.5, ("other", "churn", PARAMS): 2.5}
 
 
-def _settings(min_runs: int = 3, max_runs: int = 1000, budget_s: float = 0.0) -> CampaignPlan:
-    return CampaignPlan(seed=1, min_runs=min_runs, precision=Precision(max_runs, 0.03, budget_s))
+def _settings(min_blocks: int = 3, max_blocks: int = 1000, budget_s: float = 0.0) -> CampaignPlan:
+    return CampaignPlan(
+        seed=1, min_blocks=min_blocks, precision=Precision(max_blocks, 0.03, budget_s)
+    )
 
 
 def test_after_one_block_it_says_the_block_and_the_first_verdict() -> None:
@@ -50,7 +52,7 @@ def test_after_one_block_it_says_the_block_and_the_first_verdict() -> None:
 
 
 def test_too_few_blocks_or_too_little_budget_are_said_at_once_with_the_fix() -> None:
-    few = forecast.of(_comparison(1), COSTS, _settings(min_runs=3, max_runs=3), spent_s=5.0)
+    few = forecast.of(_comparison(1), COSTS, _settings(min_blocks=3, max_blocks=3), spent_s=5.0)
     assert (
         few.warning() == "3 blocks can decide nothing: a verdict needs at least 4; use -n 4 or more"
     )
@@ -105,7 +107,7 @@ def test_the_clearest_ratio_is_said_apart_from_the_slowest() -> None:
 
 
 def _judged_time(comp: analyze.Comparison) -> stats.Ratio:
-    (time, _) = analyze.judged(comp.rows[0], "glibc")
+    (time, _) = analyze.family_ratios(comp.rows[0], "glibc")
     assert time is not None
     return time
 

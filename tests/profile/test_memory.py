@@ -311,7 +311,7 @@ def test_the_aging_suite_prints_a_verdict_per_allocator(tmp_path: Path) -> None:
         "params = { phases = 8, ops = 20000, live_mib = 4 }\n"
     )
     db = tmp_path / "a.db"
-    r = cli("run", "--suite", str(suite), "-a", "glibc,bump", "--max-runs", "2", "--db", str(db))
+    r = cli("run", "--suite", str(suite), "-a", "glibc,bump", "--max-blocks", "2", "--db", str(db))
     assert r.returncode == 0, r.stderr
     assert "RSS at the end of each phase (MiB), aging" in r.stdout
     assert "Steady state" in r.stdout

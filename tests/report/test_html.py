@@ -93,7 +93,7 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
             f"{names},{evil}",
             "-n",
             "2",
-            "--max-runs",
+            "--max-blocks",
             "2",
             "--db",
             str(db),

@@ -71,9 +71,11 @@ class Blocks:
         return RunResult(RunStatus.OK, wall_s=wall, maxrss_kib=1000, metrics=noise)
 
 
-def precise(tmp_path: Path, max_runs: int, target: float, budget: float = 0.0) -> tuple[Store, int]:
+def precise(
+    tmp_path: Path, max_blocks: int, target: float, budget: float = 0.0
+) -> tuple[Store, int]:
     s = Store(tmp_path / "p.db")
-    how = precision_plan(3, max_runs, target, budget)
+    how = precision_plan(3, max_blocks, target, budget)
     cid = s.new_campaign(
         "t", 1, machine.current(), [], fake_allocs("a", "b"), [], plan3(), "b", how
     )
@@ -85,7 +87,7 @@ def blocks_of(s: Store, cid: int) -> list[int]:
 
 
 def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
-    s, cid = precise(tmp_path, max_runs=50, target=0.03)
+    s, cid = precise(tmp_path, max_blocks=50, target=0.03)
     rounds: list[tuple[int, int, int]] = []
     events = drive(s, cid, Blocks(), fake_allocs("a", "b"))
     rounds += [
@@ -109,11 +111,11 @@ def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
 
 
 def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
-    s, cid = precise(tmp_path, max_runs=5, target=0.0001)
+    s, cid = precise(tmp_path, max_blocks=5, target=0.0001)
     drive(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
     assert blocks_of(s, cid) == [0, 1, 2, 3, 4]
     assert [r.seq for r in s.runs(cid)] == list(range(10))
-    # max_runs, not its intervals, ended the row: it gets the final exact look
+    # max_blocks, not its intervals, ended the row: it gets the final exact look
     comp = analyze.stored_comparison(s, cid)
     assert comp.rows[0].final
     assert all(r.final for c in comp.rows[0].cells["time_s"].values() if (r := c.ratio))
@@ -121,14 +123,14 @@ def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
 
 def test_blocks_stop_when_the_budget_is_spent(tmp_path: Path) -> None:
     # Each block costs 1.8 s of runs: 5.4 s for the first three, 10 s allow two more.
-    s, cid = precise(tmp_path, max_runs=50, target=0.0001, budget=10.0)
+    s, cid = precise(tmp_path, max_blocks=50, target=0.0001, budget=10.0)
     drive(s, cid, Blocks(noisy=100), fake_allocs("a", "b"))
     assert len(blocks_of(s, cid)) == 5
     assert s.spent(cid) == pytest.approx(9.0, abs=0.5)
 
 
 def test_a_run_during_a_spike_is_taken_again_and_counted(tmp_path: Path) -> None:
-    s, cid = precise(tmp_path, max_runs=3, target=0.5)
+    s, cid = precise(tmp_path, max_blocks=3, target=0.5)
     fake = Blocks(spike_first=True)
     drive(s, cid, fake, fake_allocs("a", "b"))
     assert [c.seq for c in fake.calls[:2]] == [0, 0]  # the spiked first run, again

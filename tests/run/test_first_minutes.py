@@ -120,14 +120,14 @@ def test_no_stretch_once_a_ratio_is_decided_or_when_the_budget_reaches(tmp_path:
 
 
 def test_a_campaign_plans_the_blocks_a_verdict_needs() -> None:
-    from allocmark.defaults import DEFAULT_MIN_RUNS
+    from allocmark.defaults import DEFAULT_MIN_BLOCKS
 
-    assert DEFAULT_MIN_RUNS == fewblock.MIN_BLOCKS  # what `-n` shows in the help
-    sequential = Precision(max_runs=1000, margin=0.03)
+    assert DEFAULT_MIN_BLOCKS == fewblock.MIN_BLOCKS  # what `-n` shows in the help
+    sequential = Precision(max_blocks=1000, margin=0.03)
     assert start.planned_blocks(3, sequential) == fewblock.MIN_BLOCKS
     assert start.planned_blocks(8, sequential) == 8
     assert start.planned_blocks(3, None) == 3  # a profile: as asked
-    assert start.planned_blocks(3, Precision(max_runs=3, margin=0.03)) == 3  # -n 3 --max-runs 3
+    assert start.planned_blocks(3, Precision(max_blocks=3, margin=0.03)) == 3  # -n 3 --max-blocks 3
 
 
 def test_only_allocmarks_own_default_budget_stretches() -> None:
@@ -161,7 +161,7 @@ def failing(tmp_path: Path, stop: bool) -> tuple[Store, int]:
     """A command's plan: a verification run of each allocator (the baseline b's second),
     then three blocks."""
     s = Store(tmp_path / "f.db")
-    how = CampaignPlan(seed=1, min_runs=3, stop_on_failure=stop)
+    how = CampaignPlan(seed=1, min_blocks=3, stop_on_failure=stop)
     checks = [dataclasses.replace(r, seq=i, role="verify") for i, r in enumerate(plan3()[:2])]
     measured = [dataclasses.replace(r, seq=r.seq + 2) for r in plan3()]
     cid = s.new_campaign(

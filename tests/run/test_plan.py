@@ -151,8 +151,8 @@ def test_a_suite_caps_its_blocks_and_the_quick_suite_is_fixed(tmp_path: Path) ->
     path.write_text('repetitions = 4\nmax_repetitions = 6\n[[runs]]\nworkload = "churn"\n')
     suite = suites.load_suite(str(path))
     assert suite.max_repetitions == 6
-    assert start._precision(api.Request(), suite, "").max_runs == 6
-    assert start._precision(api.Request(min_runs=9), suite, "").max_runs == 9  # -n lifts it
-    assert start._precision(api.Request(max_runs=20), suite, "").max_runs == 20
+    assert start._precision(api.Request(), suite, "").max_blocks == 6
+    assert start._precision(api.Request(min_blocks=9), suite, "").max_blocks == 9  # -n lifts it
+    assert start._precision(api.Request(max_blocks=20), suite, "").max_blocks == 20
     quick = suites.load_suite("quick")  # fixed blocks: judged by the exact test, not added
     assert quick.repetitions == quick.max_repetitions == 10

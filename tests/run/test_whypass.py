@@ -37,7 +37,7 @@ def test_why_runs_profiled_blocks_of_the_decided_cells_apart_from_the_verdicts(
         "glibc,mimalloc",
         "-n",
         "6",
-        "--max-runs",
+        "--max-blocks",
         "6",
         "--why",
         "--db",
@@ -66,7 +66,16 @@ def test_auto_skips_a_pass_that_costs_more_than_15_percent_and_no_why_runs_none(
 ) -> None:
     auto, off = tmp_path / "auto.db", tmp_path / "off.db"
     run = cli(
-        "run", *SAMETHREAD, "-a", "glibc,mimalloc", "-n", "6", "--max-runs", "6", "--db", str(auto)
+        "run",
+        *SAMETHREAD,
+        "-a",
+        "glibc,mimalloc",
+        "-n",
+        "6",
+        "--max-blocks",
+        "6",
+        "--db",
+        str(auto),
     )
     assert run.returncode == 0, run.stderr
     said = " ".join((run.stdout + run.stderr).split())
@@ -80,7 +89,7 @@ def test_auto_skips_a_pass_that_costs_more_than_15_percent_and_no_why_runs_none(
         "glibc,mimalloc",
         "-n",
         "6",
-        "--max-runs",
+        "--max-blocks",
         "6",
         "--no-why",
         "--db",

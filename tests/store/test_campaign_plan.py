@@ -23,7 +23,7 @@ FIXTURE = Path(__file__).parent.parent / "fixtures" / "store-v11-interrupted.db"
 def test_a_plan_is_stored_and_read_back_whole() -> None:
     plan = CampaignPlan(
         seed=7,
-        min_runs=4,
+        min_blocks=4,
         plan_id="p",
         sample=64,
         created_by=Creator("h", 5),
@@ -42,7 +42,7 @@ def test_a_plan_is_stored_and_read_back_whole() -> None:
 def test_a_version_1_plan_is_migrated_as_it_is_read() -> None:
     old = {
         "seed": 3,
-        "min_runs": 4,
+        "min_runs": 4,  # blocks, as version 1 said them
         "max_runs": 12,
         "target_ci": 0.05,  # the margin's name before its rename
         "profile": 1024,  # the sampling's
@@ -59,7 +59,7 @@ def test_a_version_1_plan_is_migrated_as_it_is_read() -> None:
     plan = campaign_plan.loads(json.dumps(old), "here")
     assert plan == CampaignPlan(
         seed=3,
-        min_runs=4,
+        min_blocks=4,
         sample=1024,
         created_by=Creator("vm", 0),
         fixed_time=(("larson", "seconds"),),
@@ -74,7 +74,7 @@ def test_a_version_1_plan_is_migrated_as_it_is_read() -> None:
     # A plan without a margin added no blocks: its blocks were fixed.
     fixed = campaign_plan.loads(json.dumps({"seed": 1, "min_runs": 5, "max_runs": 5}), "here")
     assert fixed.precision is None and not fixed.sequential
-    assert from_v1({})["min_runs"] == 0  # an empty plan: every field its default
+    assert from_v1({})["min_blocks"] == 0  # an empty plan: every field its default
 
 
 @pytest.mark.parametrize(
@@ -83,10 +83,10 @@ def test_a_version_1_plan_is_migrated_as_it_is_read() -> None:
         ("{", "its plan is not JSON"),
         ("[1]", "its plan is not a JSON object"),
         ('{"version": 99}', "its plan has version 99; this allocmark reads versions 1 to"),
-        ('{"version": 2, "seed": "x", "min_runs": 1}', "its plan's seed is wrong"),
+        ('{"version": 2, "seed": "x", "min_blocks": 1}', "its plan's seed is wrong"),
         (
             '{"seed": 1, "min_runs": 1, "margin": 0.03, "max_runs": "x"}',
-            "its plan's precision.max_runs is wrong",
+            "its plan's precision.max_blocks is wrong",
         ),
     ],
 )
@@ -113,7 +113,7 @@ def test_a_store_written_before_the_typed_plan_is_read_and_resumed(tmp_path: Pat
             con.execute("UPDATE allocators SET sha256=? WHERE name=?", (sha, name))
     plan = Store(db, create=False).campaign_plan(1)
     assert plan.precision == Precision(12, 0.03, 60.0)
-    assert plan.stop_on_failure and plan.created_by == Creator("vm", 0) and plan.min_runs == 6
+    assert plan.stop_on_failure and plan.created_by == Creator("vm", 0) and plan.min_blocks == 6
     elsewhere = {"XDG_CONFIG_HOME": str(tmp_path / "key")}  # a key that signed nothing
     refused = cli("run", "--resume", "--db", str(db), env=elsewhere)
     assert refused.returncode == 2 and "are not signed by you" in refused.stderr

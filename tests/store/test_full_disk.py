@@ -59,7 +59,7 @@ def test_a_full_disk_says_so_and_resume_finishes_without_repeating(tmp_path: Pat
             "churn,samethread",
             "-n",
             "30",
-            "--max-runs",
+            "--max-blocks",
             "30",
             "-p",
             "count=2000",

@@ -239,7 +239,7 @@ def _signed(path: Path, plan_id: str = "p1") -> tuple[Store, int]:
         [],
         specs(4),
         "b",
-        CampaignPlan(seed=1, min_runs=0, plan_id=plan_id),
+        CampaignPlan(seed=1, min_blocks=0, plan_id=plan_id),
     )
     return s, cid
 

@@ -176,7 +176,7 @@ def test_tune_races_a_users_settings_file_instead_of_the_built_in_values(
         "rounds=1",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "--db",
         str(db),
@@ -295,7 +295,7 @@ def test_settings_judged_together_get_wider_intervals() -> None:
         names = list(dict.fromkeys(r.allocator for r in runs))
         comp = analyze.compare(runs, names, "glibc")
         texts.append(tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}"))
-        assert tune.judged(comp) == len(names) - 2
+        assert tune.candidate_count(comp) == len(names) - 2
     bounds = [
         tuple(map(float, re.search(r"time ×[\d.]+ \[([\d.]+)–([\d.]+)\]", t).groups()))
         for t in texts

@@ -174,7 +174,7 @@ def test_ctrl_c_during_a_redis_run_leaves_no_server(tmp_path: Path) -> None:
             "redis",
             "-n",
             "1",
-            "--max-runs",
+            "--max-blocks",
             "1",
             "-p",
             "requests=100000000",

@@ -158,7 +158,7 @@ def test_null_allocator_overhead_is_at_least_one(tmp_path: Path) -> None:
         "rounds=1",
         "-n",
         "2",
-        "--max-runs",
+        "--max-blocks",
         "2",
         "--db",
         str(db),

@@ -36,14 +36,14 @@ PROBE_TIMEOUT_S = 20.0
 def verify(spec: AllocatorSpec) -> Verified:
     """Find the library, run the probe under it, and judge what serves malloc."""
     if spec.system:
-        return _judge(spec, None, _run_probe(spec, None))
+        return _verified(spec, None, _run_probe(spec, None))
     library = _find_library(spec)
     if library is None:
         return Verified(spec, Status.MISSING, reason=_missing_reason(spec))
     problem = _elf_problem(library)
     if problem:
         return Verified(spec, Status.BROKEN, library=library, reason=problem)
-    return _judge(spec, library, _run_probe(spec, None if spec.other_libc else library))
+    return _verified(spec, library, _run_probe(spec, None if spec.other_libc else library))
 
 
 def verify_all(specs: Iterable[AllocatorSpec]) -> list[Verified]:
@@ -113,7 +113,7 @@ def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.Completed
         return subprocess.CompletedProcess([], -signal.SIGKILL, "", "probe timed out")
 
 
-def _judge(
+def _verified(
     spec: AllocatorSpec, library: str | None, proc: subprocess.CompletedProcess[str]
 ) -> Verified:
     broken = _probe_problem(proc)

@@ -118,7 +118,9 @@ def pooled(cells: Sequence[Cell], margin: float, family: int) -> Pooled | None:
         return Pooled(value, min(low, value), max(high, value), unanimous, counted)
     alpha = stats.ALPHA / (2 * max(family, 1) * len(cells))
     low, high = _pool(cells, alpha)
-    return Pooled(value, min(low, value), max(high, value), stats.judge(low, high, margin), counted)
+    return Pooled(
+        value, min(low, value), max(high, value), stats.interval_verdict(low, high, margin), counted
+    )
 
 
 def _pool(cells: Sequence[Cell], alpha: float | None) -> tuple[float, float]:

@@ -367,7 +367,7 @@ def _pair(cell: Cell, base: Cell | None, metric: str, how: _How) -> tuple[Cell, 
 
 def _final_look(row: Row, raw: Raw, how: _How) -> Row:
     """The row again with final looks (stats.SPLIT) when it ended undecided: its budget
-    or max_runs stopped it, not its intervals. Cells with fewer blocks than the row (a
+    or max_blocks stopped it, not its intervals. Cells with fewer blocks than the row (a
     race dropped them, for what their blocks said) keep the sequence alone."""
     if stats.Verdict.INCONCLUSIVE not in decisions(row, how.baseline, how.margin):
         return row
@@ -393,10 +393,10 @@ def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdi
     """The verdict of each ratio that decides the row, judged as one family (Holm, as
     the recommendation judges them); None for a cell that failed or has no ratio
     (more blocks would not help)."""
-    return [None if r is None else stats.verdict(r, margin) for r in judged(row, baseline)]
+    return [None if r is None else stats.verdict(r, margin) for r in family_ratios(row, baseline)]
 
 
-def judged(row: Row, baseline: str | None) -> list[stats.Ratio | None]:
+def family_ratios(row: Row, baseline: str | None) -> list[stats.Ratio | None]:
     """The ratio of each cell that decides the row (`deciding`) at its level in the
     row's Holm family; None for a cell without one."""
     cells = deciding(row, baseline)

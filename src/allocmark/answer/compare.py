@@ -112,9 +112,9 @@ def compare(
     if not keys:
         raise UserError(f"{old.label} and {new.label} have no cell in common to compare")
     labels = analyze.label_rows(sorted({(w, p) for _, w, p in keys}, key=str))
-    judge = _Judge(metric, column, margin, None if rename else control_of(old, new), a_old, a_new)
-    raw = [judge.ratio(k, labels[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0]) for k in keys]
-    return judge.judge_all(raw)
+    sides = _Sides(metric, column, margin, None if rename else control_of(old, new), a_old, a_new)
+    raw = [sides.ratio(k, labels[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0]) for k in keys]
+    return sides.as_family(raw)
 
 
 def _cells(cells: Sequence[CellRuns]) -> dict[Key, CellRuns]:
@@ -144,7 +144,7 @@ def _aligned(
 
 
 @dataclass(frozen=True)
-class _Judge:
+class _Sides:
     metric: str
     column: str
     margin: float
@@ -170,7 +170,7 @@ class _Judge:
             key[1], key[2], label, allocator, old, new, ratio, change, self.metric, None, is_control
         )
 
-    def judge_all(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
+    def as_family(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
         """The verdicts, judged as one family (Holm): a comparison is a gate, and noise
         alone should trip it at most 5 % of the time in all, not in each cell."""
         judged = [v for v in verdicts if v.ratio is not None and not v.control]

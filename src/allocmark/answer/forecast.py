@@ -49,7 +49,7 @@ class Forecast:
     planned: int = 0  # blocks the campaign runs whatever they say (-n)
     left_s: float | None = None  # what the budget has left (None: no budget)
     spent_s: float = 0.0  # what the campaign has spent of its budget
-    max_runs: int = 0
+    max_blocks: int = 0
     sequential: bool = True  # blocks are added until decided (else a fixed number)
 
     def text(self) -> str:
@@ -105,16 +105,16 @@ class Forecast:
         if not self.undecided:
             return None
         fix = "a wider --margin, fewer allocators (-a), or a smaller scale (-p scale=...)"
-        if self.max_runs < self.first_at:
+        if self.max_blocks < self.first_at:
             return "nothing", (
-                f"{self.max_runs} blocks can decide nothing: a verdict needs at "
+                f"{self.max_blocks} blocks can decide nothing: a verdict needs at "
                 f"least {self.first_at}; use -n {self.first_at} or more"
             )
-        short = [(axis, w) for axis, w in self.waits.items() if w.blocks > self.max_runs]
+        short = [(axis, w) for axis, w in self.waits.items() if w.blocks > self.max_blocks]
         if short:
             axis, w = short[0]
             return f"max-runs {axis}", (
-                f"{axis} needs about {w.blocks} blocks, more than the {self.max_runs} this "
+                f"{axis} needs about {w.blocks} blocks, more than the {self.max_blocks} this "
                 f"campaign may run: raise --max-runs, or use {fix}"
             )
         if not self.sequential or self.left_s is None:
@@ -241,7 +241,7 @@ def of(
         have = analyze.row_blocks(row)
         most = max(most, have)
         cells = analyze.deciding(row, comp.baseline)
-        judged = analyze.judged(row, comp.baseline)
+        judged = analyze.family_ratios(row, comp.baseline)
         ratios += len(judged)
         open_ = [
             (c, r)
@@ -279,10 +279,10 @@ def of(
         undecided=undecided,
         ratios=ratios,
         waits=waits,
-        planned=plan.min_runs,
+        planned=plan.min_blocks,
         left_s=budget - spent_s if budget else None,
         spent_s=spent_s,
-        max_runs=plan.precision.max_runs if plan.precision else 0,
+        max_blocks=plan.precision.max_blocks if plan.precision else 0,
         sequential=plan.sequential,
     )
 

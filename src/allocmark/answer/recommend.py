@@ -133,11 +133,11 @@ def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str], du
     assert comp.baseline is not None
     excluded = [(a, why) for a, why in positions.items() if isinstance(why, str)]
     usable = [c for c in positions.values() if isinstance(c, Choice)]
-    judge = _Judge(duel, comp.margin, comp.baseline)
-    front = _front(usable, judge)
+    duels = _Duels(duel, comp.margin, comp.baseline)
+    front = _front(usable, duels)
     undecided = [c for c in usable if c.allocator != comp.baseline and _open(c)]
-    fastest, tied_time = _best(usable, "time", judge)
-    smallest, tied_rss = _best(usable, "rss", judge)
+    fastest, tied_time = _best(usable, "time", duels)
+    smallest, tied_rss = _best(usable, "rss", duels)
     # What is recommended is never called dominated, whatever the front says.
     picked = {c.allocator for c in (fastest, smallest, *tied_time, *tied_rss) if c}
     named = {c.allocator for c in [*front, *undecided]} | {comp.baseline} | picked
@@ -361,7 +361,7 @@ def _across(
 
 
 @dataclass(frozen=True)
-class _Judge:
+class _Duels:
     """Sets two allocators against each other by their duel, each pair once."""
 
     duel: Duel
@@ -401,22 +401,22 @@ def _turned(p: Position) -> Position:
     return Position(value, low, high, flip.get(p.verdict, p.verdict))
 
 
-def _dominated(c: Choice, by: Choice, judge: _Judge) -> bool:
+def _dominated(c: Choice, by: Choice, duels: _Duels) -> bool:
     """Another allocator is clearly better on one axis and not clearly worse on the other."""
-    return (judge.beats(by, c, "time") and not judge.beats(c, by, "rss")) or (
-        judge.beats(by, c, "rss") and not judge.beats(c, by, "time")
+    return (duels.beats(by, c, "time") and not duels.beats(c, by, "rss")) or (
+        duels.beats(by, c, "rss") and not duels.beats(c, by, "time")
     )
 
 
-def _front(choices: Sequence[Choice], judge: _Judge) -> list[Choice]:
+def _front(choices: Sequence[Choice], duels: _Duels) -> list[Choice]:
     """Allocators that no other one dominates (see _dominated), fastest first."""
     both = [c for c in choices if c.time and c.rss]
-    front = [c for c in both if not any(_dominated(c, o, judge) for o in both if o is not c)]
+    front = [c for c in both if not any(_dominated(c, o, duels) for o in both if o is not c)]
     return sorted(front, key=lambda c: c.time.value if c.time else 0.0)
 
 
 def _best(
-    choices: Sequence[Choice], axis: str, judge: _Judge
+    choices: Sequence[Choice], axis: str, duels: _Duels
 ) -> tuple[Choice | None, tuple[Choice, ...]]:
     """The allocator to recommend on `axis`: better than the baseline (its verdict) and
     by more than the margin (its estimate: practical significance), the lowest such;
@@ -427,10 +427,10 @@ def _best(
             for c in choices
             if (p := getattr(c, axis)) is not None
             and p.verdict is stats.Verdict.BETTER
-            and p.value * (1 + judge.margin) < 1
+            and p.value * (1 + duels.margin) < 1
         ),
         key=lambda c: getattr(c, axis).value,
     )
     if not winners:
         return None, ()
-    return winners[0], tuple(c for c in winners[1:] if not judge.beats(winners[0], c, axis))
+    return winners[0], tuple(c for c in winners[1:] if not duels.beats(winners[0], c, axis))

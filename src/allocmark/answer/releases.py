@@ -64,7 +64,7 @@ def changes(comp: analyze.Comparison) -> list[Change]:
             for old, new in itertools.pairwise(names)
             for row in comp.rows
         ]
-        out += _judged(comp, [c for pair in raw for c in pair])
+        out += _as_family(comp, [c for pair in raw for c in pair])
     return out
 
 
@@ -87,7 +87,7 @@ def _pending(
     return found
 
 
-def _judged(comp: analyze.Comparison, found: Sequence[Change]) -> list[Change]:
+def _as_family(comp: analyze.Comparison, found: Sequence[Change]) -> list[Change]:
     """Holm over the family's ratios, then each ratio's verdict at its level."""
     tested = [c for c in found if c.ratio is not None]
     judged = dict(

@@ -42,7 +42,7 @@ class Planned:
     campaign: int
     db: Path
     allocators: int
-    min_runs: int
+    min_blocks: int
     measured: int  # measured runs of the first blocks
     setup: int  # baseline and verification runs
     total: int  # runs planned so far
@@ -208,7 +208,7 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
             for c in answer.front
             if c.allocator in specs
         )
-        out.append(tune.Front(answer.scope, lines, tune.judged(comp), left_out))
+        out.append(tune.Front(answer.scope, lines, tune.candidate_count(comp), left_out))
     return out
 
 
@@ -245,8 +245,8 @@ def harden_request(
     return Request(
         workloads=(hardening.WORKLOAD,),
         params=(f"test={','.join(tests or known)}",),
-        min_runs=reps,
-        max_runs=reps,
+        min_blocks=reps,
+        max_blocks=reps,
         budget_s=0,
         allocators=tuple(names),
         catalogs=tuple(catalogs),
@@ -329,7 +329,7 @@ def _check(req: Request) -> None:
 
 def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Verified]) -> Planned:
     c = store.campaign(cid)
-    n = cplan.min_runs
+    n = cplan.min_blocks
     cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
     measured = len(verified) * cells * n
     return Planned(

@@ -24,9 +24,37 @@ for _verbs in ("runs", "reports", "catalog"):
     importlib.import_module(f"allocmark.cli.{_verbs}")
 
 
+# Spellings of options an earlier allocmark had: still accepted, each said to be
+# deprecated. "Runs" meant blocks (one run of each allocator per cell); "target CI"
+# was the margin.
+DEPRECATED = {
+    "--repetitions": "--blocks",
+    "--min-runs": "--blocks",
+    "--max-runs": "--max-blocks",
+    "--target-ci": "--margin",
+}
+
+
+def modern(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`argv` with each deprecated option spelled as it is now (up to a `--`: what
+    follows is the user's command), and a warning for each."""
+    out, said = list(argv), []
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in DEPRECATED:
+            out[i] = DEPRECATED[name] + eq + value
+            said.append(f"warning: {name} is deprecated: it is {DEPRECATED[name]} now")
+    return out, said
+
+
 def main() -> None:
+    argv, said = modern(sys.argv[1:])
+    for line in said:
+        sys.stderr.write(line + "\n")
     try:
-        app()  # usage errors are printed by Typer itself, with exit code 2
+        app(args=argv)  # usage errors are printed by Typer itself, with exit code 2
     except AllocmarkError as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:  # outside a campaign (which says how to resume)

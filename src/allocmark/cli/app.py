@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from allocmark import interrupts
-from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_RUNS, RUN_AS_DEFAULT, RUN_AS_ENV
+from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_BLOCKS, RUN_AS_DEFAULT, RUN_AS_ENV
 from allocmark.errors import UserError
 
 if TYPE_CHECKING:
@@ -150,23 +150,20 @@ CommandArg = Annotated[  # profile, tune: a program after --, or workloads by -w
 ParamOpt = Annotated[
     list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
 ]
-BlocksOpt = Annotated[
-    int, typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks (at least)")
-]
-MaxRunsOpt = Annotated[
+BlocksOpt = Annotated[int, typer.Option("-n", "--blocks", min=1, help="blocks (at least)")]
+MaxBlocksOpt = Annotated[
     int | None,
     typer.Option(
-        "--max-runs",
+        "--max-blocks",
         min=1,
         help=f"at most this many blocks per cell "
-        f"(default {DEFAULT_MAX_RUNS}; equal to -n for exactly n)",
+        f"(default {DEFAULT_MAX_BLOCKS}; equal to -n for exactly n)",
     ),
 ]
-TargetOpt = Annotated[
+MarginOpt = Annotated[
     str | None,
     typer.Option(
         "--margin",
-        "--target-ci",
         help="equivalence margin: add blocks until every ratio is faster, slower or "
         "the same within ±this (default: the suite's, else 3%)",
     ),

@@ -94,7 +94,7 @@ def compare_cmd(
         ),
     ] = None,
     target_ci: Annotated[
-        str, typer.Option("--margin", "--target-ci", help="equivalence margin of 'same', e.g. 3%")
+        str, typer.Option("--margin", help="equivalence margin of 'same', e.g. 3%")
     ] = "3%",
 ) -> None:
     """Regression verdict between two result sets: faster / slower / same / inconclusive."""

@@ -21,7 +21,8 @@ from allocmark.cli.app import (
     DbOpt,
     DetailOpt,
     ExecutorOpt,
-    MaxRunsOpt,
+    MarginOpt,
+    MaxBlocksOpt,
     MemoryOpt,
     OutputOpt,
     ParamOpt,
@@ -29,7 +30,6 @@ from allocmark.cli.app import (
     RunTimeoutOpt,
     SampleOpt,
     SchedulerOpt,
-    TargetOpt,
     TimeoutOpt,
     WhyOpt,
     WorkloadOpt,
@@ -45,7 +45,7 @@ from allocmark.cli.app import (
     size,
 )
 from allocmark.cli.show import emit_table, front
-from allocmark.defaults import DEFAULT_DB, DEFAULT_MIN_RUNS
+from allocmark.defaults import DEFAULT_DB, DEFAULT_MIN_BLOCKS
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 
 if TYPE_CHECKING:
@@ -62,10 +62,10 @@ def run_cmd(
     param: ParamOpt = None,
     reps: Annotated[
         int | None,
-        typer.Option("-n", "--repetitions", "--min-runs", min=1, help="blocks per cell (at least)"),
+        typer.Option("-n", "--blocks", min=1, help="blocks per cell (at least)"),
     ] = None,
-    max_runs: MaxRunsOpt = None,
-    margin: TargetOpt = None,
+    max_blocks: MaxBlocksOpt = None,
+    margin: MarginOpt = None,
     budget: BudgetOpt = None,
     timeout: TimeoutOpt = None,
     seed: Annotated[
@@ -111,8 +111,8 @@ def run_cmd(
             allocators=tuple(alloc or ()),
             workloads=names(workload),
             params=tuple(param or ()),
-            min_runs=reps,
-            max_runs=max_runs,
+            min_blocks=reps,
+            max_blocks=max_blocks,
             margin=fraction(margin, "--margin"),
             budget_s=duration(budget),
             timeout_s=timeout,
@@ -140,7 +140,7 @@ def profile_cmd(
     alloc: AllocOpt = None,
     workload: WorkloadOpt = None,
     param: ParamOpt = None,
-    reps: Annotated[int, typer.Option("-n", "--repetitions", min=1)] = 1,
+    reps: Annotated[int, typer.Option("-n", "--blocks", min=1, help="blocks per cell")] = 1,
     sample: SampleOpt = 1024,
     timeout: RunTimeoutOpt = 600,
     db: DbOpt = DEFAULT_DB,
@@ -161,7 +161,7 @@ def profile_cmd(
         command=tuple(command or ()),
         allocators=tuple(alloc or ()),
         params=tuple(param or ()),
-        min_runs=reps,
+        min_blocks=reps,
         timeout_s=timeout,
         seed=1,
         catalogs=tuple(catalog or ()),
@@ -180,9 +180,9 @@ def profile_cmd(
 def try_cmd(
     command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
     alloc: AllocOpt = None,
-    reps: BlocksOpt = DEFAULT_MIN_RUNS,
-    max_runs: MaxRunsOpt = None,
-    margin: TargetOpt = None,
+    reps: BlocksOpt = DEFAULT_MIN_BLOCKS,
+    max_blocks: MaxBlocksOpt = None,
+    margin: MarginOpt = None,
     budget: BudgetOpt = None,
     timeout: RunTimeoutOpt = 600,
     db: DbOpt = DEFAULT_DB,
@@ -213,8 +213,8 @@ def try_cmd(
     req = api.Request(
         command=tuple(command),
         allocators=tuple(alloc or ()),
-        min_runs=reps,
-        max_runs=max_runs,
+        min_blocks=reps,
+        max_blocks=max_blocks,
         margin=fraction(margin, "--margin"),
         budget_s=duration(budget),
         timeout_s=timeout,
@@ -342,9 +342,9 @@ def tune_cmd(
     objective: Annotated[
         str, typer.Option("--objective", help="time, rss or pareto (both)")
     ] = "pareto",
-    reps: BlocksOpt = DEFAULT_MIN_RUNS,
-    max_runs: MaxRunsOpt = None,
-    margin: TargetOpt = None,
+    reps: BlocksOpt = DEFAULT_MIN_BLOCKS,
+    max_blocks: MaxBlocksOpt = None,
+    margin: MarginOpt = None,
     budget: BudgetOpt = None,
     timeout: TimeoutOpt = None,
     db: DbOpt = DEFAULT_DB,
@@ -370,8 +370,8 @@ def tune_cmd(
         workloads=chosen,
         params=tuple(param or ()),
         allocators=tuple(alloc or ()),
-        min_runs=reps,
-        max_runs=max_runs,
+        min_blocks=reps,
+        max_blocks=max_blocks,
         margin=fraction(margin, "--margin"),
         budget_s=duration(budget),
         timeout_s=timeout,
@@ -388,7 +388,10 @@ def tune_cmd(
 def harden_cmd(
     alloc: AllocOpt = None,
     reps: Annotated[
-        int, typer.Option("-n", "--repetitions", min=1, help="runs of each test per allocator")
+        int,
+        typer.Option(
+            "-n", "--blocks", min=1, help="blocks: each runs every test once under each allocator"
+        ),
     ] = 3,
     tests: Annotated[
         str | None, typer.Option("--tests", help="TEST[,TEST...] (default: every test)")
@@ -588,14 +591,14 @@ def _plan_line(p: api.Planned) -> str:
         more = (
             f", then more blocks until every ratio is faster, slower or the same within "
             f"±{p.precision.margin:.0%} "
-            f"(up to {p.precision.max_runs} blocks, {budget})"
+            f"(up to {p.precision.max_blocks} blocks, {budget})"
         )
     if p.why != "off":
         more += ", then a why pass (4 profiled blocks of the cells with a decided difference" + (
             ")" if p.why == "on" else ", if they add at most 15 % to the time)"
         )
     return (
-        f"campaign {p.campaign}: {p.allocators} allocators, {p.min_runs} blocks of every "
+        f"campaign {p.campaign}: {p.allocators} allocators, {p.min_blocks} blocks of every "
         f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
         f"verification) to start{_eta(p)} -> {p.db}"
     )

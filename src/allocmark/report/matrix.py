@@ -118,7 +118,7 @@ def _mark(
         return Mark(NONE, "")
     if allocator == comp.baseline:
         return Mark(BASE, "base")
-    return _judged(position)
+    return _position_mark(position)
 
 
 def _partial(comp: Comparison, row: Row | None, allocator: str, axis: str) -> Mark:
@@ -135,11 +135,11 @@ def _partial(comp: Comparison, row: Row | None, allocator: str, axis: str) -> Ma
     if cell is None or cell.ratio is None or cell.verdict is None:
         return Mark(NONE, "†")
     r = cell.ratio  # the factor and the half-width read the same either way up
-    mark = _judged(recommend.Position(r.value, r.low, r.high, cell.verdict))
+    mark = _position_mark(recommend.Position(r.value, r.low, r.high, cell.verdict))
     return Mark(mark.kind, mark.text + "†")
 
 
-def _judged(p: recommend.Position) -> Mark:
+def _position_mark(p: recommend.Position) -> Mark:
     """A position (lower is better) as a glyph and a number."""
     if p.verdict is stats.Verdict.SAME:
         return Mark(SAME, "same")

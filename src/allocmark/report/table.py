@@ -163,9 +163,9 @@ def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
         for name, line in front.lines:
             console.print(_t(f"  {name}:"), highlight=False)
             console.print(_t(f"    {line}"), highlight=False, soft_wrap=True)
-        if front.judged > 1:
+        if front.candidates > 1:
             console.print(
-                f"(against its allocator's defaults: the {front.judged} settings' "
+                f"(against its allocator's defaults: the {front.candidates} settings' "
                 "time and peak RSS intervals judged as one family, Holm)",
                 style="dim",
                 highlight=False,

@@ -236,7 +236,7 @@ def _run_plain(spec: RunSpec, room: launch.Room) -> launch.Outcome:
 
 def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
     st = o.status
-    status, detail = o.verdict or _judge(
+    status, detail = o.verdict or _run_status(
         spec, st, o.timed_out, o.stderr[-launch.STDERR_TAIL :].strip()
     )
     if o.launcher_problem and not o.timed_out:  # at a timeout, allocmark stopped it
@@ -355,7 +355,9 @@ def _check_profile(
     return {"records": found}, None
 
 
-def _judge(spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str) -> tuple[RunStatus, str]:
+def _run_status(
+    spec: RunSpec, st: dict[str, int], timed_out: bool, tail: str
+) -> tuple[RunStatus, str]:
     if timed_out:
         return RunStatus.TIMEOUT, f"killed after the {spec.timeout:g} s timeout"
     if not st:

@@ -93,7 +93,7 @@ def more_runs(
     store: Store, cid: int, campaign: CampaignPlan, comp: analyze.Comparison | None = None
 ) -> tuple[list[RunSpec], int, int]:
     """More blocks (1/GROWTH of those it has), interleaved, for every row with a
-    deciding ratio still undecided and fewer than max_runs blocks, as the budget allows;
+    deciding ratio still undecided and fewer than max_blocks blocks, as the budget allows;
     and how many deciding ratios are undecided, of how many. Stopping a row once it is
     decided is sound only because its intervals are anytime-valid (`sequential`):
     with fixed-n intervals, stopping at the first "faster" made false verdicts stay
@@ -119,7 +119,7 @@ def more_runs(
         if s.role == "measure":
             blocks.setdefault((s.workload, s.params), []).append(s)
     precision = campaign.precision
-    most = precision.max_runs if precision else campaign.min_runs
+    most = precision.max_blocks if precision else campaign.min_blocks
     todo = [
         key
         for key, group in blocks.items()

@@ -20,7 +20,7 @@ from allocmark import allocators, workloads
 from allocmark.allocators import builder, git
 from allocmark.allocators.selection import selected
 from allocmark.answer import race
-from allocmark.defaults import DEFAULT_MAX_RUNS, DEFAULT_MIN_RUNS
+from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
 from allocmark.model import (
     AllocatorSpec,
@@ -94,7 +94,7 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         *selected(named, req.catalogs, req.build), bool(req.allocators)
     )
     precision = None if req.sample else _precision(req, suite, selection.race)
-    n = planned_blocks(req.min_runs or suite.repetitions, precision)
+    n = planned_blocks(req.min_blocks or suite.repetitions, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = prepare(built(specs, notes), explicit)
     plan.check_glibc(cells, prepared.usable)
@@ -102,10 +102,10 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
     prepared = selection.taken(prepared, notes)
     used = {w.name: w for w, _ in cells}.values()
     # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
-    as_sized = not (req.allocators or req.min_runs or req.max_runs or req.params)
+    as_sized = not (req.allocators or req.min_blocks or req.max_blocks or req.params)
     campaign = CampaignPlan(
         seed=req.seed if req.seed is not None else suite.seed,
-        min_runs=n,
+        min_blocks=n,
         plan_id=seal.new_plan_id(),
         sample=req.sample,
         memory_limit=req.memory_limit,
@@ -158,21 +158,23 @@ def planned_blocks(n: int, precision: Precision | None) -> int:
     """The blocks a campaign plans: at least those a verdict needs (fewblock.MIN_BLOCKS:
     none is possible before) when it adds blocks until decided, so that its first
     verdicts never wait on the budget; else `n` as asked (a fixed number, a profile)."""
-    if precision is None or precision.max_runs < fewblock.MIN_BLOCKS:
+    if precision is None or precision.max_blocks < fewblock.MIN_BLOCKS:
         return n
     return max(n, fewblock.MIN_BLOCKS)
 
 
 def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Workload, Params]]]:
     if req.command:
-        suite = suites.adhoc_suite([], req.min_runs or DEFAULT_MIN_RUNS, req.timeout_s or 600, 1)
+        suite = suites.adhoc_suite(
+            [], req.min_blocks or DEFAULT_MIN_BLOCKS, req.timeout_s or 600, 1
+        )
         return dataclasses.replace(suite, name="try"), [
             (workloads.command_workload(list(req.command)), ())
         ]
     if req.suite is None and req.workloads:
         suite = suites.adhoc_suite(
             list(req.workloads),
-            req.min_runs or DEFAULT_MIN_RUNS,
+            req.min_blocks or DEFAULT_MIN_BLOCKS,
             req.timeout_s or 600,
             req.seed or 1,
         )
@@ -219,19 +221,19 @@ def _only(suite: suites.Suite, wanted: Sequence[str]) -> suites.Suite:
 
 
 def _precision(req: Request, suite: suites.Suite, race: str) -> Precision:
-    min_runs = req.min_runs or suite.repetitions
+    min_blocks = req.min_blocks or suite.repetitions
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
     most = next(
-        (m for m in (req.max_runs, suite.max_repetitions) if m is not None),
-        max(DEFAULT_MAX_RUNS, min_runs),
+        (m for m in (req.max_blocks, suite.max_repetitions) if m is not None),
+        max(DEFAULT_MAX_BLOCKS, min_blocks),
     )
-    if req.max_runs is None and req.min_runs is not None and suite.max_repetitions:
-        most = max(most, min_runs)  # -n above the suite's cap raises the cap with it
-    if most < min_runs:
-        raise UserError(f"--max-runs {most} is below --min-runs {min_runs}")
+    if req.max_blocks is None and req.min_blocks is not None and suite.max_repetitions:
+        most = max(most, min_blocks)  # -n above the suite's cap raises the cap with it
+    if most < min_blocks:
+        raise UserError(f"--max-blocks {most} is below -n/--blocks {min_blocks}")
     default = req.budget_s is None and not suite.budget_given and budget > 0
-    return Precision(max_runs=most, margin=margin, budget_s=budget, race=race, stretch=default)
+    return Precision(max_blocks=most, margin=margin, budget_s=budget, race=race, stretch=default)
 
 
 def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:

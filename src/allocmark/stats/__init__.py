@@ -42,7 +42,7 @@ from allocmark.stats.summary import (
     summarize_many,
     t_interval,
 )
-from allocmark.stats.verdicts import DEFAULT_MARGIN, Verdict, judge, verdict
+from allocmark.stats.verdicts import DEFAULT_MARGIN, Verdict, interval_verdict, verdict
 
 __all__ = [
     "ALPHA",
@@ -59,9 +59,9 @@ __all__ = [
     "at_alpha",
     "geomean",
     "holm",
+    "interval_verdict",
     "inv",
     "inverted",
-    "judge",
     "paired_ratio",
     "ratio",
     "ratio_of",

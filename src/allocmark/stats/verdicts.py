@@ -25,13 +25,15 @@ class Verdict(StrEnum):
 
 
 def verdict(r: Ratio, margin: float, higher_is_better: bool = False) -> Verdict:
-    """judge() of a ratio's interval; a ratio without one (one run) is inconclusive."""
+    """interval_verdict() of a ratio's interval; a ratio without one (one run) is inconclusive."""
     if r.df <= 0:
         return Verdict.INCONCLUSIVE
-    return judge(r.low, r.high, margin, higher_is_better)
+    return interval_verdict(r.low, r.high, margin, higher_is_better)
 
 
-def judge(low: float, high: float, margin: float, higher_is_better: bool = False) -> Verdict:
+def interval_verdict(
+    low: float, high: float, margin: float, higher_is_better: bool = False
+) -> Verdict:
     """Equivalence first: same when the interval lies within [1/(1+margin), 1+margin],
     even when it excludes 1 (a difference too small to matter is no difference, as
     criterion's "change within noise threshold"); else better/worse when it excludes

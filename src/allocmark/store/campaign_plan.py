@@ -45,14 +45,15 @@ def loads(text: str | None, where: str) -> CampaignPlan:
 
 
 def from_v1(old: dict[str, Any]) -> dict[str, Any]:
-    """A version-1 plan (a flat object, some keys under older names: "target_ci" for
-    the margin, "profile" for the sampling) as version 2's JSON value."""
+    """A version-1 plan (a flat object; blocks said as runs, "min_runs" and "max_runs";
+    some keys under older names still: "target_ci" for the margin, "profile" for the
+    sampling) as version 2's JSON value."""
     out: dict[str, Any] = {"version": PLAN_VERSION}
     for key in ("seed", "plan_id", "memory_limit", "expected_s", "stop_on_failure", "why"):
         if key in old:
             out[key] = old[key]
     out["seed"] = old.get("seed", 1)
-    out["min_runs"] = old.get("min_runs", 0)
+    out["min_blocks"] = old.get("min_runs", 0)
     out["sample"] = old.get("sample", old.get("profile", 0)) or 0
     if isinstance(who := old.get("created_by"), dict):
         out["created_by"] = who
@@ -63,7 +64,7 @@ def from_v1(old: dict[str, Any]) -> dict[str, Any]:
     out["left_out"] = list(_items(old.get("left_out")))
     if "margin" in old or "target_ci" in old:  # blocks were added until decided
         out["precision"] = {
-            "max_runs": old.get("max_runs", out["min_runs"]),
+            "max_blocks": old.get("max_runs", out["min_blocks"]),
             "margin": old.get("margin") or old.get("target_ci") or DEFAULT_MARGIN,
             "budget_s": old.get("budget_s") or 0.0,
             "race": old.get("race") or "",

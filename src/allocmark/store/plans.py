@@ -30,7 +30,7 @@ class Plans(Base):
     ) -> int:
         """Campaign, machine, allocators, workloads and the whole plan in one transaction;
         `campaign_plan`: how it runs (None: its blocks fixed, nothing more said)."""
-        campaign_plan = campaign_plan or CampaignPlan(seed=seed, min_runs=0)
+        campaign_plan = campaign_plan or CampaignPlan(seed=seed, min_blocks=0)
         with self.db:
             mid = self._machine(machine)
             cur = self.db.execute(

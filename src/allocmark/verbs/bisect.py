@@ -318,8 +318,8 @@ def _decide(
     req = dataclasses.replace(
         q.request,
         allocators=(),
-        min_runs=fewblock.MIN_BLOCKS,
-        max_runs=fewblock.MIN_BLOCKS,
+        min_blocks=fewblock.MIN_BLOCKS,
+        max_blocks=fewblock.MIN_BLOCKS,
         budget_s=0,
         seed=(q.request.seed or 1) + number,
         yes=True,

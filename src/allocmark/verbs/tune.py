@@ -260,7 +260,7 @@ class Front:
 
     scope: str
     lines: tuple[tuple[str, str], ...]
-    judged: int
+    candidates: int
     left_out: tuple[tuple[str, str], ...] = ()  # (candidate, why) before the race
 
 
@@ -314,7 +314,7 @@ def defaults_family(comp: Comparison, row: Row) -> dict[str, dict[str, stats.Rat
     return out
 
 
-def judged(comp: Comparison) -> int:
+def candidate_count(comp: Comparison) -> int:
     """How many candidates are judged against their allocator's defaults."""
     return sum(
         1 for a in comp.allocators if default_of(a) != a and default_of(a) in comp.allocators
