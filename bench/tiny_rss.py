@@ -57,7 +57,7 @@ def measured(argv: list[str]) -> tuple[RunSpec, Check]:
     glibc = next(
         v for v in allocators.verify_all(allocators.load_catalog()) if v.spec.name == "glibc"
     )
-    specs = plan.build([(workloads.command_workload(argv), ())], [glibc], 1, 30, 1)
+    specs = list(plan.generate([(workloads.command_workload(argv), ())], [glibc], 1, 30, 1))
     verify = next(s for s in specs if s.role == "verify")
     found = execute.run(verify)
     check = Check(verify.seq, found.status, found.detail, found.labels)

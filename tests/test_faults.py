@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from allocmark import allocators, workloads
 from allocmark.answer import compare
@@ -150,6 +149,8 @@ _random_suite = st.dictionaries(
         [
             "description",
             "allocators",
+            "blocks",
+            "max_blocks",
             "repetitions",
             "timeout",
             "seed",
@@ -177,6 +178,7 @@ _plausible_run = st.fixed_dictionaries(
 _plausible_suite = st.fixed_dictionaries(
     {"runs": st.lists(_plausible_run, min_size=1, max_size=3)},
     optional={
+        "blocks": st.integers(min_value=-2, max_value=10**12),
         "repetitions": st.integers(min_value=-2, max_value=10**12),
         "timeout": st.floats(min_value=-1, max_value=1e9),
         "seed": st.integers(min_value=-5, max_value=2**70),
@@ -314,7 +316,7 @@ def test_fuzzed_suite_files_load_or_say_why(tmp_path: Path) -> None:
         def load() -> None:
             suite = suites.load_suite(str(path))
             cells = plan.cells(suite, catalog, {})
-            plan.check_size(2, len(cells), suite.repetitions, confirmed=False)
+            plan.check_size(2, len(cells), suite.blocks, confirmed=False)
 
         tally.attempt(path, load, "add --yes to start it anyway", "fit one campaign")  # its size
 
@@ -780,7 +782,7 @@ def test_ctrl_c_while_starting_prints_no_traceback(tmp_path: Path) -> None:
 
 def test_plans_are_counted_before_they_are_built(tmp_path: Path) -> None:
     huge = tmp_path / "huge.toml"
-    huge.write_text('repetitions = 1000000000\n[[runs]]\nworkload = "churn"\n')
+    huge.write_text('blocks = 1000000000\n[[runs]]\nworkload = "churn"\n')
     t0 = time.monotonic()
     _check_refused(
         ["run", "--suite", str(huge), "-a", "glibc", "--db", "{tmp}/n.db"],

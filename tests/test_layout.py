@@ -191,3 +191,33 @@ def test_the_layout_page_matches_the_tree() -> None:
     assert block, "docs/layout.md has lost its generated block"
     assert block.group(1) == layout.tree(), "run `make docs` to regenerate docs/layout.md"
     assert not layout.missing(), "native/README.md needs a line for these folders"
+
+
+def test_no_settings_dict_crosses_a_module_boundary() -> None:
+    """The campaign's plan is a `model.CampaignPlan` everywhere but in its column: the
+    column is named by the store alone, decoded by store/campaign_plan.py alone, and
+    no function takes or returns settings as a dict."""
+    from allocmark.store import Store
+
+    named = {
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if "settings_json" in p.read_text()
+    }
+    assert named <= {
+        "store/schema.py",
+        "store/base.py",
+        "store/plans.py",
+        "store/campaign_plan.py",
+    }, named
+    assert not hasattr(Store, "settings")
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for arg in [*node.args.args, *node.args.kwonlyargs]:
+                hint = ast.unparse(arg.annotation) if arg.annotation else ""
+                dict_like = hint.startswith(("dict", "Mapping", "dict[", "Mapping["))
+                assert not (dict_like and arg.arg in ("settings", "plan")), (
+                    f"{path.relative_to(PACKAGE)}: {node.name}({arg.arg}: {hint})"
+                )

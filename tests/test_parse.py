@@ -105,7 +105,7 @@ def test_the_json_schema_validates_every_shipped_file(kind: str) -> None:
     for path in files:
         jsonschema.validate(tomllib.loads(path.read_text()), schema)
     bad = {
-        "suite": {"repetitions": 0},
+        "suite": {"blocks": 0},
         "catalog": {"allocator": {"x": {"version": "git"}}},
         "workloads": {"workload": {"w": {"kind": "shell"}}},
         "settings": {"glibc": {"style": "yaml", "values": {}}},

@@ -503,7 +503,7 @@ PLAN_VERSION = 2  # of CampaignPlan as stored; store/campaign_plan.py migrates o
 @dataclass(frozen=True)
 class CampaignPlan:
     """How a campaign runs, made once from its request when it starts and stored with it
-    (the campaigns table's settings_json): every stage reads this, never the JSON.
+    (store/campaign_plan.py): every stage reads this, never its JSON.
     Changed only by the loop's two events, each stored at once: a default budget
     stretched (`budget_given_s` keeps the one it had) and the why pass planned (`why_pass`
     says what it did)."""

@@ -307,7 +307,7 @@ def test_aging_holds_live_bytes_flat_and_records_every_phase(
 def test_the_aging_suite_prints_a_verdict_per_allocator(tmp_path: Path) -> None:
     suite = tmp_path / "aging.toml"
     suite.write_text(
-        'repetitions = 2\n[[runs]]\nworkload = "aging"\n'
+        'blocks = 2\n[[runs]]\nworkload = "aging"\n'
         "params = { phases = 8, ops = 20000, live_mib = 4 }\n"
     )
     db = tmp_path / "a.db"

@@ -13,8 +13,7 @@ from allocmark.answer import analyze
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.run import campaign, machine
 from allocmark.store import Store
-from tests.fakes import FakeExecutor, drive, precision_plan, specs
-from tests.fakes import allocs as fake_allocs
+from tests.fakes import FakeExecutor, allocs as fake_allocs, drive, precision_plan, specs
 
 
 def setup(tmp_path: Path, n: int = 6) -> tuple[Store, int]:

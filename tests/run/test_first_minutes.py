@@ -18,8 +18,7 @@ from allocmark.report import plots
 from allocmark.run import firstrun, machine, rounds, start, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store
-from tests.fakes import allocs as fake_allocs
-from tests.fakes import drive, precision_plan, stored
+from tests.fakes import allocs as fake_allocs, drive, precision_plan, stored
 from tests.run.test_campaign import Blocks, blocks_of, plan3
 
 

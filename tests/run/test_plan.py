@@ -42,7 +42,7 @@ def test_every_builtin_suite_plans() -> None:
 
 def test_baselines_come_first_one_per_allocator_and_program() -> None:
     allocs = fake_allocs("a", "b")
-    runs = list(plan.generate(quick_cells(), allocs, repetitions=1, timeout=10, seed=7))
+    runs = list(plan.generate(quick_cells(), allocs, blocks=1, timeout=10, seed=7))
     programs = {w.name for w, _ in quick_cells()}
     first = runs[: 2 * len(programs)]
     assert {r.role for r in first} == {"baseline"}
@@ -53,7 +53,7 @@ def test_baselines_come_first_one_per_allocator_and_program() -> None:
 
 def test_plan_interleaves_every_cell_once_per_repetition() -> None:
     allocs = fake_allocs("a", "b", "c")
-    every = list(plan.generate(quick_cells(), allocs, repetitions=3, timeout=10, seed=7))
+    every = list(plan.generate(quick_cells(), allocs, blocks=3, timeout=10, seed=7))
     assert [r.seq for r in every] == list(range(len(every)))
     runs = [r for r in every if r.role == "measure"]
     n = len(quick_cells()) * 3
@@ -120,11 +120,11 @@ def test_parameter_below_minimum_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("repetitions = 0\n", r"key 'repetitions': must be at least 1"),
+        ("blocks = 0\n", r"key 'blocks': must be at least 1"),
         ("repetiions = 3\n", r"key 'repetiions': unknown key"),
         ("[[runs]]\nworkload = 'nope'\n", r"unknown workload 'nope'"),
         ("[[runs]]\nworkload = 'churn'\nparams = { colour = 1 }\n", r"no parameter 'colour'"),
-        ("repetitions = [\n", r"invalid TOML"),
+        ("blocks = [\n", r"invalid TOML"),
     ],
 )
 def test_suite_errors_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:
@@ -148,11 +148,27 @@ def test_a_suite_caps_its_blocks_and_the_quick_suite_is_fixed(tmp_path: Path) ->
     from allocmark import api
 
     path = tmp_path / "s.toml"
-    path.write_text('repetitions = 4\nmax_repetitions = 6\n[[runs]]\nworkload = "churn"\n')
+    path.write_text('blocks = 4\nmax_blocks = 6\n[[runs]]\nworkload = "churn"\n')
     suite = suites.load_suite(str(path))
-    assert suite.max_repetitions == 6
+    assert (suite.blocks, suite.max_blocks, suite.deprecated) == (4, 6, ())
     assert start._precision(api.Request(), suite, "").max_blocks == 6
     assert start._precision(api.Request(min_blocks=9), suite, "").max_blocks == 9  # -n lifts it
     assert start._precision(api.Request(max_blocks=20), suite, "").max_blocks == 20
     quick = suites.load_suite("quick")  # fixed blocks: judged by the exact test, not added
-    assert quick.repetitions == quick.max_repetitions == 10
+    assert quick.blocks == quick.max_blocks == 10
+
+
+def test_a_suites_former_keys_are_read_and_said_to_be_deprecated(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text(
+        'repetitions = 4\nmax_repetitions = 6\ntarget_ci = "5%"\n[[runs]]\nworkload = "churn"\n'
+    )
+    suite = suites.load_suite(str(path))
+    assert (suite.blocks, suite.max_blocks, suite.margin) == (4, 6, 0.05)
+    assert suite.deprecated == (
+        "repetitions is deprecated: it is blocks now",
+        "max_repetitions is deprecated: it is max_blocks now",
+        "target_ci is deprecated: it is margin now",
+    )
+    path.write_text('blocks = 5\nrepetitions = 4\n[[runs]]\nworkload = "churn"\n')
+    assert suites.load_suite(str(path)).blocks == 5  # the new name wins

@@ -9,10 +9,8 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from scipy import integrate
-from scipy import stats as sps
+from hypothesis import given, settings, strategies as st
+from scipy import integrate, stats as sps
 
 from allocmark import stats
 from allocmark.stats import fewblock

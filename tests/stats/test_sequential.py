@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 import random
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from allocmark import stats
 from allocmark.answer import analyze

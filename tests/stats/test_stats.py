@@ -8,8 +8,7 @@ import itertools
 import math
 import random
 
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from scipy import stats as scipy_stats
 
 from allocmark import stats

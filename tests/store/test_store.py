@@ -15,8 +15,7 @@ from allocmark.errors import StoreError
 from allocmark.model import CampaignPlan, RunResult, RunStatus
 from allocmark.run import machine
 from allocmark.store import Store, base, owner, schema
-from tests.fakes import allocs as fake_allocs
-from tests.fakes import specs
+from tests.fakes import allocs as fake_allocs, specs
 
 
 def new(path: Path, n: int = 4) -> tuple[Store, int]:

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, TypeVar, cast
 
 from allocmark import profile, stats
 from allocmark.allocators import lineage
@@ -26,16 +26,16 @@ METRICS: dict[str, str] = {
     "time_s": "wall_s",
     "peak_rss_kib": "maxrss_kib",
     "rss_mib_s": "rss_mib_s",  # RSS integrated over the run (the launcher's samples)
-    "end_rss_kib": "rss_end_kib",  # a native workload's RSS once every block is freed
+    "rss_end_kib": "rss_end_kib",  # a native workload's RSS once every block is freed
     "idle_rss_kib": "rss_idle_1s_kib",  # ... and after 1 s of idling (idle_ms)
     "overhead_ratio": "overhead_ratio",
     "ops_per_s": "ops_per_s",
 }
 HIGHER_IS_BETTER = frozenset({"ops_per_s"})
-MEMORY = frozenset({"peak_rss_kib", "rss_mib_s", "end_rss_kib", "idle_rss_kib", "overhead_ratio"})
+MEMORY = frozenset({"peak_rss_kib", "rss_mib_s", "rss_end_kib", "idle_rss_kib", "overhead_ratio"})
 # Memory groups beyond peak RSS that a brief comparison (the terminal's) leaves
 # out above BRIEF_ROWS rows: rich takes ~0.15 s per table of 100 rows x 10 allocators.
-SECONDARY = ("rss_mib_s", "end_rss_kib", "idle_rss_kib")
+SECONDARY = ("rss_mib_s", "rss_end_kib", "idle_rss_kib")
 BRIEF_ROWS = 20
 # The stored metrics METRICS reads.
 METRIC_NAMES = ("rss_mib_s", "rss_end_kib", "rss_idle_1s_kib", "overhead_ratio", "ops_per_s")
@@ -137,6 +137,23 @@ class Comparison:
     read_signals: Callable[[], Sequence[CellRuns]] | None = dataclasses.field(
         default=None, compare=False, repr=False
     )
+    # What is derived from this comparison (`derived`): one report asks for the answers
+    # from the matrix, the sentences and the tables. Not an init field, so that
+    # dataclasses.replace() starts a new comparison with nothing derived.
+    kept: dict[str, Any] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+
+
+T = TypeVar("T")
+
+
+def derived(comp: Comparison, what: str, make: Callable[[], T]) -> T:
+    """`make()` once per comparison and `what`: each costs a Holm family per row (most
+    of a second over 100 rows of 10 allocators), asked for by several parts of a report."""
+    if what not in comp.kept:
+        comp.kept[what] = make()
+    return cast(T, comp.kept[what])
 
 
 @dataclass(frozen=True)

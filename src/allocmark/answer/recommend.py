@@ -20,11 +20,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from allocmark import stats
 from allocmark.answer import across, analyze, forecast
 from allocmark.answer.analyze import Cell, Comparison, Row, row_key
+from allocmark.stats import batch
 
 OVERALL = "all workloads"
 
@@ -76,20 +77,30 @@ def answers(comp: Comparison) -> list[Answer]:
     """One answer per row, then one over all rows (when there are several)."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    return list(kept(comp, "answers", lambda: _answers(comp)))
+    return list(analyze.derived(comp, "answers", lambda: _answers(comp)))
 
 
 def _answers(comp: Comparison) -> list[Answer]:
-    found = per_row(comp)
+    assert comp.baseline is not None
+    found, duels = per_row(comp), _row_duels(comp)
+    _ahead(
+        [
+            (d, key)
+            for d, p in zip(duels, found, strict=True)
+            for key in _needed(p, comp.baseline, comp.margin)
+        ]
+    )
     out = [
-        dataclasses.replace(_answer(row.label, comp, p, _row_duel(comp, row)), **_pace([row]))
-        for row, p in zip(comp.rows, found, strict=True)
+        dataclasses.replace(_answer(row.label, comp, p, d), **_pace([row]))
+        for row, p, d in zip(comp.rows, found, duels, strict=True)
     ]
     if len(comp.rows) > 1:
+        overall = overall_positions(comp, found)
+        pairs = _needed(overall, comp.baseline, comp.margin)
+        _ahead([(d, key) for d in duels for key in pairs])
         out.append(
             dataclasses.replace(
-                _answer(OVERALL, comp, overall_positions(comp, found), _overall_duel(comp, found)),
-                **_pace(comp.rows),
+                _answer(OVERALL, comp, overall, _OverallDuel(comp, found)), **_pace(comp.rows)
             )
         )
     return out
@@ -107,26 +118,7 @@ def _pace(rows: Sequence[Row]) -> dict[str, Any]:
 
 def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
     """positions() of every row: the answer's, the matrix's and the why's."""
-    return kept(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
-
-
-# The last few comparisons' positions and answers, by identity: one report asks for
-# them from the matrix, the sentences and the tables, and each costs a Holm family per
-# row (most of a second over 100 rows of 10 allocators). Each entry holds its
-# comparison, so that an id never stands for another one.
-_KEPT: list[tuple[Comparison, str, Any]] = []
-T = TypeVar("T")
-
-
-def kept(comp: Comparison, what: str, make: Callable[[], T]) -> T:
-    """`make()` once per comparison and `what` (see _KEPT)."""
-    for c, w, value in _KEPT:
-        if c is comp and w == what:
-            return cast(T, value)
-    value = make()
-    _KEPT.insert(0, (comp, what, value))
-    del _KEPT[16:]  # a comparison keeps about 8 things: two comparisons fit
-    return value
+    return analyze.derived(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
 
 
 def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str], duel: Duel) -> Answer:
@@ -265,37 +257,90 @@ def _lower_is_better(
     return Position(value, low, high, verdict, blocks, r, invert)
 
 
-def _row_duel(comp: Comparison, row: Row) -> Duel:
+class _RowDuel:
     """a against b on the row: their own ratio, paired by block, by the method of the
-    comparison's ratios (anytime-valid when the campaign added blocks by looking)."""
+    comparison's ratios (anytime-valid when the campaign added blocks by looking).
+    Each ratio is computed once, and those `want` names ahead in one batch."""
 
-    def duel(a: Choice, b: Choice, axis: str) -> Position | None:
+    def __init__(self, comp: Comparison, row: Row) -> None:
+        self.comp, self.row = comp, row
+        self.ratios: dict[tuple[str, str, str], stats.Ratio | None] = {}
+
+    def cells(self, a: str, b: str, axis: str) -> tuple[Cell | None, Cell | None, bool]:
         if axis == "time":
-            ca, cb = speed_cell(row, a.allocator), speed_cell(row, b.allocator)
-            invert = _inverted(comp, row, a.allocator)
-        else:
-            ca, cb, invert = (
-                row.cells["peak_rss_kib"][a.allocator],
-                row.cells["peak_rss_kib"][b.allocator],
-                False,
+            return (
+                speed_cell(self.row, a),
+                speed_cell(self.row, b),
+                _inverted(self.comp, self.row, a),
             )
+        return self.row.cells["peak_rss_kib"][a], self.row.cells["peak_rss_kib"][b], False
+
+    def batchable(
+        self, key: tuple[str, str, str]
+    ) -> tuple[Sequence[float], Sequence[float]] | None:
+        """The blocks of a ratio not computed yet that a batch computes as this would
+        (a fixed number of blocks, paired), else None."""
+        if key in self.ratios or not self.comp.paired or self.comp.sequential:
+            return None
+        ca, cb, _ = self.cells(*key)
         if ca is None or cb is None or ca.summary is None or cb.summary is None:
             return None
-        r = analyze.row_ratio(comp, row, ca, cb) if comp.paired else None
-        r = r or stats.ratio_of(ca.summary, cb.summary)
-        return None if r is None else _lower_is_better(r, invert, comp.margin)
+        return analyze.aligned_blocks(ca, cb)
 
-    return duel
+    def __call__(self, a: Choice, b: Choice, axis: str) -> Position | None:
+        ca, cb, invert = self.cells(a.allocator, b.allocator, axis)
+        if ca is None or cb is None or ca.summary is None or cb.summary is None:
+            return None
+        key = (a.allocator, b.allocator, axis)
+        if key not in self.ratios:
+            paired = analyze.row_ratio(self.comp, self.row, ca, cb) if self.comp.paired else None
+            self.ratios[key] = paired
+        r = self.ratios[key] or stats.ratio_of(ca.summary, cb.summary)
+        return None if r is None else _lower_is_better(r, invert, self.comp.margin)
 
 
-def _overall_duel(comp: Comparison, per_row: list[dict[str, Choice | str]]) -> Duel:
+def _row_duels(comp: Comparison) -> list[_RowDuel]:
+    """Every row's duel, shared by the row's answer and the answer over all rows."""
+    return analyze.derived(comp, "duels", lambda: [_RowDuel(comp, row) for row in comp.rows])
+
+
+def _ahead(wanted: Sequence[tuple[_RowDuel, tuple[str, str, str]]]) -> None:
+    """The ratios `wanted` computed in one batch (batch.paired_ratios: one numpy pass
+    where there are many), so that the duels that follow find them."""
+    jobs = [(d, key, found) for d, key in wanted if (found := d.batchable(key)) is not None]
+    ratios = batch.paired_ratios([found for *_, found in jobs])
+    for (d, key, _), r in zip(jobs, ratios, strict=True):
+        d.ratios[key] = r
+
+
+def _needed(
+    positions: dict[str, Choice | str], baseline: str, margin: float
+) -> list[tuple[str, str, str]]:
+    """The duels an answer may ask for (_Duels.beats): a against b, b not the baseline
+    (against it the duel is a's position), whose estimates differ by the margin."""
+    usable = [c for c in positions.values() if isinstance(c, Choice)]
+    out = []
+    for axis in ("time", "rss"):
+        for a in usable:
+            for b in usable:
+                pa, pb = getattr(a, axis), getattr(b, axis)
+                if b.allocator == baseline or a is b or pa is None or pb is None:
+                    continue
+                if pa.value * (1 + margin) < pb.value:
+                    out.append((a.allocator, b.allocator, axis))
+    return out
+
+
+class _OverallDuel:
     """a against b over these workloads: the geometric mean of their rows' own duels,
     judged as the positions across workloads are (across.pooled)."""
-    duels = [_row_duel(comp, row) for row in comp.rows]
 
-    def duel(a: Choice, b: Choice, axis: str) -> Position | None:
+    def __init__(self, comp: Comparison, per_row: list[dict[str, Choice | str]]) -> None:
+        self.comp, self.per_row, self.duels = comp, per_row, _row_duels(comp)
+
+    def __call__(self, a: Choice, b: Choice, axis: str) -> Position | None:
         cells = []
-        for p, row_duel in zip(per_row, duels, strict=True):
+        for p, row_duel in zip(self.per_row, self.duels, strict=True):
             pa, pb = p[a.allocator], p[b.allocator]
             if not isinstance(pa, Choice) or not isinstance(pb, Choice):
                 continue
@@ -305,10 +350,8 @@ def _overall_duel(comp: Comparison, per_row: list[dict[str, Choice | str]]) -> D
                 if d is None
                 else across.Cell(d.ratio, d.inverted, d.verdict)
             )
-        found = across.pooled(cells, comp.margin, family=1)
+        found = across.pooled(cells, self.comp.margin, family=1)
         return None if found is None else _pooled_position(found)
-
-    return duel
 
 
 def _pooled_position(p: across.Pooled) -> Position:

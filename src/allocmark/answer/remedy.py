@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from allocmark import schemas, tomlfile
-from allocmark.answer import recommend
+from allocmark.answer import analyze, recommend
 from allocmark.answer.analyze import Comparison
 from allocmark.answer.why import MOST, Why, explain
 from allocmark.schemas.remedies import RemediesFile, Remedy
@@ -48,7 +48,7 @@ def load(path: Path | None = None) -> list[Remedy]:
 
 def tries(comp: Comparison) -> list[Try]:
     """What to try for each explained difference of the comparison (kept with it)."""
-    return recommend.kept(comp, "tries", lambda: _tries(comp, load()))
+    return analyze.derived(comp, "tries", lambda: _tries(comp, load()))
 
 
 def _tries(comp: Comparison, remedies: list[Remedy]) -> list[Try]:

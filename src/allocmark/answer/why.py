@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import recommend
+from allocmark.answer import analyze, recommend
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.model import CellRuns, Params, RunStatus
 
@@ -151,7 +151,7 @@ def one(comp: Comparison, label: str, allocator: str, axis: str) -> Why | None:
     """The why of `allocator`'s decided difference on `axis` ("time", "rss") on the
     row labelled `label`; None when it is not decided (or cannot be explained: no
     signals, not paired). Kept by the comparison's identity, as its answers are."""
-    memo: dict[tuple[str, str, str], Why | None] = recommend.kept(comp, "why", dict)
+    memo: dict[tuple[str, str, str], Why | None] = analyze.derived(comp, "why", dict)
     key = (label, allocator, axis)
     if key not in memo:
         memo[key] = _one(comp, *key)
@@ -159,11 +159,11 @@ def one(comp: Comparison, label: str, allocator: str, axis: str) -> Why | None:
 
 
 def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
-    rows = recommend.kept(comp, "why/rows", lambda: _rows(comp))
+    rows = analyze.derived(comp, "why/rows", lambda: _rows(comp))
     if comp.baseline is None or a == comp.baseline or label not in rows:
         return None
     row, found = rows[label]
-    cells = recommend.kept(comp, "why/cells", lambda: _cells(comp))
+    cells = analyze.derived(comp, "why/cells", lambda: _cells(comp))
     base = cells.get((row.workload, row.params, comp.baseline, "measure"))
     mine = cells.get((row.workload, row.params, a, "measure"))
     choice = found.get(a)
@@ -184,7 +184,7 @@ def signals(comp: Comparison) -> tuple[CellRuns, ...]:
     if comp.signals or comp.read_signals is None:
         return comp.signals
     read = comp.read_signals
-    return recommend.kept(comp, "why/signals", lambda: tuple(read()))
+    return analyze.derived(comp, "why/signals", lambda: tuple(read()))
 
 
 def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice | str]]]:

@@ -27,95 +27,44 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from allocmark import schemas, workloads
-from allocmark.model import AllocatorSpec, Verified, Workload
-from allocmark.model import GitBuild as GitBuild
-from allocmark.model import Note as Note  # the library's own types, for its callers
-from allocmark.model import Request as Request
+from allocmark.model import (
+    AllocatorSpec,
+    GitBuild as GitBuild,
+    Note as Note,  # the library's own types, for its callers
+    Request as Request,
+    Verified,
+    Workload,
+)
 
 if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     from allocmark.allocators.builder import Built
     from allocmark.api.campaigns import (
         EXECUTORS as EXECUTORS,
-    )
-    from allocmark.api.campaigns import (
         HARDEN_WORKLOAD as HARDEN_WORKLOAD,
-    )
-    from allocmark.api.campaigns import (
         BisectEnded as BisectEnded,
-    )
-    from allocmark.api.campaigns import (
         BisectEvent as BisectEvent,
-    )
-    from allocmark.api.campaigns import (
         BisectStarted as BisectStarted,
-    )
-    from allocmark.api.campaigns import (
         BisectStep as BisectStep,
-    )
-    from allocmark.api.campaigns import (
         Event as Event,
-    )
-    from allocmark.api.campaigns import (
         Finished as Finished,
-    )
-    from allocmark.api.campaigns import (
         Forecast as Forecast,
-    )
-    from allocmark.api.campaigns import (
         Planned as Planned,
-    )
-    from allocmark.api.campaigns import (
         Regression as Regression,
-    )
-    from allocmark.api.campaigns import (
         RoundDone as RoundDone,
-    )
-    from allocmark.api.campaigns import (
         RunDone as RunDone,
-    )
-    from allocmark.api.campaigns import (
         bisect as bisect,
-    )
-    from allocmark.api.campaigns import (
         command_lines as command_lines,
-    )
-    from allocmark.api.campaigns import (
         comparison as comparison,
-    )
-    from allocmark.api.campaigns import (
         cost_request as cost_request,
-    )
-    from allocmark.api.campaigns import (
         duration as duration,
-    )
-    from allocmark.api.campaigns import (
         harden_request as harden_request,
-    )
-    from allocmark.api.campaigns import (
         hardening_costs as hardening_costs,
-    )
-    from allocmark.api.campaigns import (
         race as race,
-    )
-    from allocmark.api.campaigns import (
         reader as reader,
-    )
-    from allocmark.api.campaigns import (
         regression as regression,
-    )
-    from allocmark.api.campaigns import (
-        regressions as regressions,
-    )
-    from allocmark.api.campaigns import (
         resume as resume,
-    )
-    from allocmark.api.campaigns import (
         run as run,
-    )
-    from allocmark.api.campaigns import (
         run_to_end as run_to_end,
-    )
-    from allocmark.api.campaigns import (
         tuned as tuned,
     )
 

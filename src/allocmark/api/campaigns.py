@@ -14,23 +14,30 @@ from typing import Any
 from allocmark import allocators, stats, workloads
 from allocmark.allocators import builder
 from allocmark.answer import analyze, compare, hardening, recommend
-from allocmark.answer.forecast import Forecast as Forecast  # an event the caller reads
-from allocmark.answer.forecast import duration as duration
+from allocmark.answer.forecast import (
+    Forecast as Forecast,  # an event the caller reads
+    duration as duration,
+)
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
-from allocmark.model import CampaignPlan, GitBuild, Precision, Verified
-from allocmark.model import Note as Note  # the library's own types, for its callers
-from allocmark.model import Request as Request
+from allocmark.model import (
+    CampaignPlan,
+    GitBuild,
+    Note as Note,  # the library's own types, for its callers
+    Precision,
+    Request as Request,
+    Verified,
+)
 from allocmark.report import tryout
-from allocmark.run import campaign, rounds, runas, start
-from allocmark.run import resume as resumed
-from allocmark.run.campaign import RoundDone as RoundDone  # events the caller reads
-from allocmark.run.campaign import RunDone as RunDone
+from allocmark.run import campaign, resume as resumed, rounds, runas, start
+from allocmark.run.campaign import (
+    RoundDone as RoundDone,  # events the caller reads
+    RunDone as RunDone,
+)
 from allocmark.run.execute import Executor
 from allocmark.store import Store
-from allocmark.verbs import bisect as bisection
-from allocmark.verbs import tune
+from allocmark.verbs import bisect as bisection, tune
 
 EXECUTORS = ("local", "dask")
 
@@ -63,13 +70,13 @@ Event = Note | Planned | RunDone | RoundDone | Forecast | Finished
 
 def run(
     req: Request,
-    machine: Executor | None = None,
+    executor: Executor | None = None,
     selection: start.Selection = start.AS_NAMED,
     confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
     """Start the campaign `req` describes and run it, yielding progress: plan, start,
     execute. `selection` makes the candidates of the allocators named (`race`: each
-    with every setting `tune` races); `machine` replaces the real child processes of
+    with every setting `tune` races); `executor` replaces the real child processes of
     the local executor (tests, dry runs); `confirm` asks the user whether a default
     budget may be stretched far (campaign.Stretch; without it, only --yes does)."""
     _check(req)
@@ -85,7 +92,7 @@ def run(
     yield from notes
     usable = list(started.prepared.usable)
     yield _planned(store, started.cid, started.campaign, usable)
-    yield from _execute(store, started.cid, started.campaign, usable, req, machine, confirm)
+    yield from _execute(store, started.cid, started.campaign, usable, req, executor, confirm)
 
 
 BisectEvent = bisection.Event  # what `allocmark bisect` says, step by step
@@ -275,13 +282,6 @@ def command_lines(
     return tryout.try_lines(store.cells(cid, analyze.METRIC_NAMES), comp), comp
 
 
-def regressions(
-    old: str, new: str, metric: str = "time_s", margin: float = stats.DEFAULT_MARGIN
-) -> list[compare.Verdict]:
-    """Verdicts between two result sets (DB, DB#CAMPAIGN or a runs JSON export)."""
-    return compare.compare(compare.load(old), compare.load(new), metric, margin)
-
-
 @dataclass(frozen=True)
 class Regression:
     """`allocmark compare`: the verdicts of two result sets, their labels and summary."""
@@ -294,7 +294,15 @@ class Regression:
     failing: list[compare.Verdict]  # significant regressions above the limit
 
 
-def regression(old: str, new: str, metric: str, margin: float, limit: float | None) -> Regression:
+def regression(
+    old: str,
+    new: str,
+    metric: str = "time_s",
+    margin: float = stats.DEFAULT_MARGIN,
+    limit: float | None = None,
+) -> Regression:
+    """`allocmark compare`: two result sets (DB, DB#CAMPAIGN or a runs JSON export)
+    cell by cell, judged as one family; `limit`: the regressions above it fail."""
     old_set, new_set = compare.load(old), compare.load(new)
     verdicts = compare.compare(old_set, new_set, metric, margin)
     control = next((v.allocator for v in verdicts if v.control), None)
@@ -365,10 +373,10 @@ def _execute(
     cplan: CampaignPlan,
     verified: list[Verified],
     req: Request,
-    machine: Executor | None,
+    executor: Executor | None,
     confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
-    dispatcher = _dispatcher(req, verified, machine)
+    dispatcher = _dispatcher(req, verified, executor)
     try:
         stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
         yield from campaign.steps(store, cid, cplan, dispatcher, verified, stretch)
@@ -379,9 +387,9 @@ def _execute(
     yield Finished(cid)
 
 
-def _dispatcher(req: Request, verified: list[Verified], machine: Executor | None) -> Dispatcher:
+def _dispatcher(req: Request, verified: list[Verified], executor: Executor | None) -> Dispatcher:
     if req.executor == "dask":
         from allocmark.executors.dask import Dask
 
         return Dask(str(req.scheduler), verified)
-    return Local(machine)
+    return Local(executor)

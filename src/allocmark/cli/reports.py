@@ -73,7 +73,7 @@ _METRIC_NAMES = {
     "time": "time_s",
     "rss": "peak_rss_kib",
     "memory-time": "rss_mib_s",
-    "end-rss": "end_rss_kib",
+    "end-rss": "rss_end_kib",
     "idle-rss": "idle_rss_kib",
     "overhead": "overhead_ratio",
     "throughput": "ops_per_s",

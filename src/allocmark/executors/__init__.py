@@ -86,28 +86,28 @@ class Dispatcher(Protocol):
     def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]: ...
 
 
-def run_batch(machine: Executor, batch: Batch) -> Iterator[Event]:
-    """The machine side: a block's calibration, then its runs in order."""
+def run_batch(executor: Executor, batch: Batch) -> Iterator[Event]:
+    """The executor side: a block's calibration, then its runs in order."""
     if batch.is_block:
-        seconds = machine.calibrate()
+        seconds = executor.calibrate()
         if seconds is not None:
             yield Calibrated(batch.specs[0].seq, seconds)
     covered = dict(batch.checks)
     for spec in batch.specs:
         began = time.monotonic()
-        result = _run_one(machine, spec, covered)
+        result = _run_one(executor, spec, covered)
         yield Done(spec, result, max(time.monotonic() - began, result.wall_s))
 
 
-def _run_one(machine: Executor, spec: RunSpec, covered: dict[int, Check | None]) -> RunResult:
+def _run_one(executor: Executor, spec: RunSpec, covered: dict[int, Check | None]) -> RunResult:
     if spec.role == "verify":
-        return machine.run(spec)
+        return executor.run(spec)
     if spec.seq not in covered:
-        return run_steady(machine, spec)  # verifies itself, or needs no check
-    return checked(machine, spec, covered[spec.seq])
+        return run_steady(executor, spec)  # verifies itself, or needs no check
+    return checked(executor, spec, covered[spec.seq])
 
 
-def checked(machine: Executor, spec: RunSpec, check: Check | None) -> RunResult:
+def checked(executor: Executor, spec: RunSpec, check: Check | None) -> RunResult:
     """A measured run of an application, without libam_who (so that its peak RSS is
     the program's own; the launcher still reads what served malloc in each of its
     images, execute.py), judged also by the verification run of its allocator and cell."""
@@ -115,7 +115,7 @@ def checked(machine: Executor, spec: RunSpec, check: Check | None) -> RunResult:
         why = f"its verification run #{check.seq}: {check.detail}"
         return RunResult(RunStatus.UNVERIFIED, started=time.time(), detail=why)
     bare = without_needless_libc(spec, check)
-    result = run_steady(machine, bare)
+    result = run_steady(executor, bare)
     if result.status is not RunStatus.OK:
         return result
     if bare is not spec:  # what it ran on: its environment lacked the plan's preload
@@ -153,13 +153,13 @@ def without_needless_libc(spec: RunSpec, check: Check | None) -> RunSpec:
     return dataclasses.replace(spec, env=tuple(kv for kv in spec.env if kv[0] != "LD_PRELOAD"))
 
 
-def run_steady(machine: Executor, spec: RunSpec) -> RunResult:
+def run_steady(executor: Executor, spec: RunSpec) -> RunResult:
     """The run, taken again (at most MAX_RERUNS times) while other work spikes during it."""
-    result = machine.run(spec)
+    result = executor.run(spec)
     reruns = 0
     while spiked(result) and reruns < MAX_RERUNS:
         reruns += 1
-        result = machine.run(spec)
+        result = executor.run(spec)
     if not reruns and not spiked(result):
         return result
     labels = result.labels | ({"noise": "spiked in every attempt"} if spiked(result) else {})

@@ -9,11 +9,11 @@ from allocmark.run.execute import Executor, LocalExecutor
 
 
 class Local:
-    """Runs batches here through `machine` (real child processes by default)."""
+    """Runs batches here through `executor` (real child processes by default)."""
 
-    def __init__(self, machine: Executor | None = None) -> None:
-        self.machine = machine or LocalExecutor()
+    def __init__(self, executor: Executor | None = None) -> None:
+        self.executor = executor or LocalExecutor()
 
     def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]:
         for batch in batches:
-            yield from run_batch(self.machine, batch)
+            yield from run_batch(self.executor, batch)

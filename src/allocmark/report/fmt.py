@@ -13,7 +13,7 @@ TITLES = {
     "time_s": "Time",
     "peak_rss_kib": "Peak RSS",
     "rss_mib_s": "Memory × time (RSS integrated over the run)",
-    "end_rss_kib": "RSS when the work ends, every block freed (what the allocator keeps)",
+    "rss_end_kib": "RSS when the work ends, every block freed (what the allocator keeps)",
     "idle_rss_kib": "RSS after 1 s idle, every block freed (what the allocator gives back)",
     "overhead_ratio": "Memory overhead (peak RSS - baseline RSS) / peak requested bytes",
     "ops_per_s": (
@@ -32,7 +32,7 @@ def number(text: str) -> float | None:
 
 
 def quantity(metric: str, value: float) -> str:
-    if metric in ("peak_rss_kib", "end_rss_kib", "idle_rss_kib"):
+    if metric in ("peak_rss_kib", "rss_end_kib", "idle_rss_kib"):
         return size_kib(value)
     if metric == "rss_mib_s":
         return mib_s(value)

@@ -12,10 +12,8 @@ from rich.text import Text
 from allocmark import profile, stats
 from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
-from allocmark.answer.compare import Summary as CompareSummary
-from allocmark.answer.compare import Verdict
-from allocmark.report import answer, fmt, profile_rows
-from allocmark.report import extra as extra_
+from allocmark.answer.compare import Summary as CompareSummary, Verdict
+from allocmark.report import answer, extra as extra_, fmt, profile_rows
 from allocmark.report.tryout import TryLine
 from allocmark.text import cell
 from allocmark.verbs import tune

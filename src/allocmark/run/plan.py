@@ -87,7 +87,7 @@ def check_size(allocators: int, cells: int, blocks: int, confirmed: bool) -> Non
     if runs > MAX_RUNS:
         raise UserError(
             f"the plan has {runs:,} runs ({shape}); at most {MAX_RUNS:,} fit one campaign: "
-            "fewer repetitions, parameter values or allocators, or several campaigns"
+            "fewer blocks, parameter values or allocators, or several campaigns"
         )
     if runs > CONFIRM_RUNS and not confirmed:
         raise UserError(
@@ -145,7 +145,7 @@ def _check_overrides(
 def generate(
     cell_list: Sequence[tuple[Workload, Params]],
     allocators: Sequence[Verified],
-    repetitions: int,
+    blocks: int,
     timeout: float,
     seed: int,
     sample: int = 0,
@@ -162,7 +162,7 @@ def generate(
     for r in first:
         yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r
     sampled = ((SAMPLE_ENV, str(sample)),)
-    for r in _measured(cell_list, allocators, repetitions, timeout, seed, len(first)):
+    for r in _measured(cell_list, allocators, blocks, timeout, seed, len(first)):
         if sample:
             r = dataclasses.replace(r, profile=True, env=r.env + sampled)
         yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r
@@ -213,14 +213,14 @@ def _baseline(seq: int, w: Workload, a: Verified, timeout: float) -> RunSpec:
 def _measured(
     cell_list: Sequence[tuple[Workload, Params]],
     allocators: Sequence[Verified],
-    repetitions: int,
+    blocks: int,
     timeout: float,
     seed: int,
     first_seq: int,
 ) -> Iterator[RunSpec]:
     rng = random.Random(seed)
     seq = first_seq
-    for rep in range(repetitions):
+    for rep in range(blocks):
         groups = list(cell_list)
         rng.shuffle(groups)
         for w, params in groups:

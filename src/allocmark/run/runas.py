@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from allocmark import native
-from allocmark.defaults import RUN_AS_DEFAULT as DEDICATED  # `make setup` creates it
-from allocmark.defaults import RUN_AS_ENV as ENV
+from allocmark.defaults import (
+    RUN_AS_DEFAULT as DEDICATED,  # `make setup` creates it
+    RUN_AS_ENV as ENV,
+)
 from allocmark.errors import UserError
 
 

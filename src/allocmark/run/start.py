@@ -94,7 +94,7 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         *selected(named, req.catalogs, req.build), bool(req.allocators)
     )
     precision = None if req.sample else _precision(req, suite, selection.race)
-    n = planned_blocks(req.min_blocks or suite.repetitions, precision)
+    n = planned_blocks(req.min_blocks or suite.blocks, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     prepared = prepare(built(specs, notes), explicit)
     plan.check_glibc(cells, prepared.usable)
@@ -180,6 +180,7 @@ def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Wo
         )
     else:
         suite = suites.load_suite(req.suite or "quick")
+        notes += [Note("warning", f"{suite.source}: {d}") for d in suite.deprecated]
         if req.workloads:
             suite = _only(suite, req.workloads)
     cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
@@ -221,14 +222,14 @@ def _only(suite: suites.Suite, wanted: Sequence[str]) -> suites.Suite:
 
 
 def _precision(req: Request, suite: suites.Suite, race: str) -> Precision:
-    min_blocks = req.min_blocks or suite.repetitions
+    min_blocks = req.min_blocks or suite.blocks
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
     most = next(
-        (m for m in (req.max_blocks, suite.max_repetitions) if m is not None),
+        (m for m in (req.max_blocks, suite.max_blocks) if m is not None),
         max(DEFAULT_MAX_BLOCKS, min_blocks),
     )
-    if req.max_blocks is None and req.min_blocks is not None and suite.max_repetitions:
+    if req.max_blocks is None and req.min_blocks is not None and suite.max_blocks:
         most = max(most, min_blocks)  # -n above the suite's cap raises the cap with it
     if most < min_blocks:
         raise UserError(f"--max-blocks {most} is below -n/--blocks {min_blocks}")

@@ -32,15 +32,16 @@ class Suite:
     source: str  # file it came from, for error messages
     description: str
     allocators: tuple[str, ...]  # ("all",) = every usable catalog entry and variant
-    repetitions: int  # blocks every cell gets at least
+    blocks: int  # every cell gets at least
     timeout: float
     seed: int
     entries: tuple[SuiteEntry, ...]
     budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
     budget_given: bool = False  # budget_s is the file's own, not DEFAULT_BUDGET_S
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
-    max_repetitions: int | None = None  # blocks a cell gets at most (None: the default)
+    max_blocks: int | None = None  # a cell gets at most (None: the default)
     expected_s: float = 0.0  # how long it took as it is where it was sized (0: not said)
+    deprecated: tuple[str, ...] = ()  # keys of the file under a former name, each a warning
 
 
 def suites_dir() -> Path:
@@ -65,7 +66,7 @@ def load_suite(name_or_path: str) -> Suite:
         source=str(path),
         description=f.description,
         allocators=tuple(allocators) or ("all",),
-        repetitions=f.repetitions,
+        blocks=next((n for n in (f.blocks, f.repetitions) if n is not None), DEFAULT_BLOCKS),
         timeout=f.timeout,
         seed=f.seed,
         entries=tuple(_entry(r, str(path), ("runs", i)) for i, r in enumerate(f.runs)),
@@ -78,8 +79,23 @@ def load_suite(name_or_path: str) -> Suite:
             stats.DEFAULT_MARGIN,
             str(path),
         ),
-        max_repetitions=f.max_repetitions,
+        max_blocks=f.max_blocks if f.max_blocks is not None else f.max_repetitions,
         expected_s=_parsed(f.expected, "expected", units.parse_duration, 0.0, str(path)),
+        deprecated=_deprecated(f),
+    )
+
+
+# A suite's keys under the names an earlier allocmark gave them: still read (when the
+# new one is absent), each said to be deprecated where the suite is used.
+FORMER = {"repetitions": "blocks", "max_repetitions": "max_blocks", "target_ci": "margin"}
+DEFAULT_BLOCKS = 3
+
+
+def _deprecated(f: SuiteFile) -> tuple[str, ...]:
+    return tuple(
+        f"{old} is deprecated: it is {new} now"
+        for old, new in FORMER.items()
+        if getattr(f, old) is not None
     )
 
 
@@ -126,14 +142,14 @@ def _entry(run: SuiteRun, file: str, loc: tuple[int | str, ...]) -> SuiteEntry:
     return SuiteEntry(workload=run.workload, grid=tuple(grid))
 
 
-def adhoc_suite(names: Sequence[str], repetitions: int, timeout: float, seed: int) -> Suite:
+def adhoc_suite(names: Sequence[str], blocks: int, timeout: float, seed: int) -> Suite:
     """Workloads named with -w, each at its defaults."""
     return Suite(
         name="adhoc",
         source="command line",
         description="",
         allocators=("all",),
-        repetitions=repetitions,
+        blocks=blocks,
         timeout=timeout,
         seed=seed,
         entries=tuple(SuiteEntry(n, ()) for n in names),

@@ -53,13 +53,22 @@ class SuiteFile(BaseModel):
         default_factory=lambda: ["all"],
         description='allocator names, or "all": every usable entry and variant',
     )
-    repetitions: int = Field(3, ge=1, description="blocks every cell gets at least")
-    max_repetitions: int | None = Field(
+    blocks: int | None = Field(None, ge=1, description="blocks every cell gets at least (3)")
+    max_blocks: int | None = Field(
         None,
         ge=1,
         le=1_000_000,
         description="blocks a cell gets at most (default 1000: the budget is the limit); "
-        "equal to repetitions for exactly that many, judged by the exact test",
+        "equal to blocks for exactly that many, judged by the exact test",
+    )
+    repetitions: int | None = Field(
+        None, ge=1, description="deprecated: the former name of blocks (read when it is absent)"
+    )
+    max_repetitions: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="deprecated: the former name of max_blocks (read when it is absent)",
     )
     timeout: float = Field(600, gt=0, le=7 * 86400, description="seconds per run (a week at most)")
     seed: int = Field(1, ge=0, le=2**63 - 1, description="shuffle seed of the run order")
@@ -77,5 +86,7 @@ class SuiteFile(BaseModel):
         "equivalence margin: add blocks until every ratio is faster, slower, or the same "
         "within ±this, e.g. 3%"
     )
-    target_ci: str | None = _percentage("the margin's former name (read when margin is absent)")
+    target_ci: str | None = _percentage(
+        "deprecated: the former name of margin (read when it is absent)"
+    )
     runs: list[SuiteRun] = Field(default_factory=list)

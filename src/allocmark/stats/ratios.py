@@ -172,8 +172,7 @@ def _meet(first: tuple[float, float], other: tuple[float, float]) -> tuple[float
 def _split_p(logs: Sequence[float], final: bool) -> float:
     """The p that matches paired_bounds: below alpha exactly when one of the
     intervals at alpha/SPLIT excludes 0 (Bonferroni over the tests)."""
-    from allocmark.stats import fewblock
-    from allocmark.stats import sequential as cs
+    from allocmark.stats import fewblock, sequential as cs
 
     p = min(cs.p_value(logs), fewblock.sequence_p(logs))
     if final:

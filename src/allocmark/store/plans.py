@@ -10,8 +10,7 @@ from typing import Any
 
 from allocmark.model import AllocatorSpec, CampaignPlan, Machine, RunSpec, Verified, Workload
 from allocmark.schemas import stored
-from allocmark.store import campaign_plan as campaign_plan_json
-from allocmark.store import codec, owner, seal
+from allocmark.store import campaign_plan as campaign_plan_json, codec, owner, seal
 from allocmark.store.base import Base
 
 
@@ -93,7 +92,7 @@ class Plans(Base):
         return tuple(argv)
 
     def extend_plan(self, cid: int, more: Sequence[RunSpec]) -> None:
-        """Add runs to a campaign's plan (adaptive repetitions), in one transaction."""
+        """Add runs to a campaign's plan (blocks added until decided), in one transaction."""
         with self.db:
             self._insert_plan(cid, more, self.campaign_plan(cid).plan_id)
 

@@ -61,7 +61,7 @@ ALTER TABLE plan ADD COLUMN role TEXT NOT NULL DEFAULT 'measure';
 ALTER TABLE runs ADD COLUMN role TEXT NOT NULL DEFAULT 'measure';
 ALTER TABLE runs ADD COLUMN labels_json TEXT NOT NULL DEFAULT '{}';
 """,
-    # 3: campaign settings (adaptive repetitions: min/max runs, target interval).
+    # 3: campaign settings (blocks added until decided: min/max blocks, the margin).
     2: """
 ALTER TABLE campaigns ADD COLUMN settings_json TEXT NOT NULL DEFAULT '{}';
 """,
