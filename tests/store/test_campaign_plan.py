@@ -125,7 +125,7 @@ def test_a_store_written_before_the_typed_plan_is_read_and_resumed(tmp_path: Pat
     c = store.campaign(1)
     assert c.status == "finished" and c.done == c.planned >= 18
     assert len({run.rep for run in store.runs(1) if run.role == "measure"}) >= 6
-    with sqlite3.connect(db) as con:  # read, not rewritten: an older allocmark still reads it
+    with sqlite3.connect(db) as con:  # the plan is migrated as it is read, never rewritten
         assert con.execute("SELECT settings_json FROM campaigns").fetchone()[0] == raw
     report = cli("report", "--db", str(db), "--format", "json")
     assert report.returncode == 0, report.stderr

@@ -551,7 +551,7 @@ def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] 
     if a.blocks == b.blocks and len(set(a.blocks)) == len(a.blocks):  # the usual case
         if len(a.blocks) < 2:
             return None
-        if all(x < y for x, y in zip(a.blocks, a.blocks[1:], strict=False)):
+        if list(a.blocks) == sorted(a.blocks):  # distinct: so strictly in the order they ran
             return a.values, b.values
         order = sorted(range(len(a.blocks)), key=a.blocks.__getitem__)  # the order they ran
         return [a.values[i] for i in order], [b.values[i] for i in order]

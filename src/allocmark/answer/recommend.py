@@ -316,19 +316,54 @@ def _ahead(wanted: Sequence[tuple[_RowDuel, tuple[str, str, str]]]) -> None:
 def _needed(
     positions: dict[str, Choice | str], baseline: str, margin: float
 ) -> list[tuple[str, str, str]]:
-    """The duels an answer may ask for (_Duels.beats): a against b, b not the baseline
-    (against it the duel is a's position), whose estimates differ by the margin."""
+    """The duels an answer will likely ask for, as _front and _best ask them: a against
+    b (not the baseline: against it the duel is a's position) where the estimates differ
+    by the margin, in _front's order, stopping at the first allocator that may dominate
+    (its any() stops there when it does). Only a prediction, to batch them: a duel it
+    misses is computed when asked, one it adds is a little work spent."""
     usable = [c for c in positions.values() if isinstance(c, Choice)]
-    out = []
+    out: list[tuple[str, str, str]] = []
+
+    def asks(a: Choice, b: Choice, axis: str) -> bool:
+        pa, pb = getattr(a, axis), getattr(b, axis)
+        if b.allocator == baseline or pa is None or pb is None:
+            return False
+        if pa.value * (1 + margin) >= pb.value:
+            return False
+        out.append((a.allocator, b.allocator, axis))
+        return True
+
+    both = [c for c in usable if c.time and c.rss]
+    for c in both:
+        for o in (o for o in both if o is not c):
+            faster = asks(o, c, "time")
+            if faster:
+                asks(c, o, "rss")
+            smaller = asks(o, c, "rss")
+            if smaller:
+                asks(c, o, "time")
+            if faster or smaller:
+                break
     for axis in ("time", "rss"):
-        for a in usable:
-            for b in usable:
-                pa, pb = getattr(a, axis), getattr(b, axis)
-                if b.allocator == baseline or a is b or pa is None or pb is None:
-                    continue
-                if pa.value * (1 + margin) < pb.value:
-                    out.append((a.allocator, b.allocator, axis))
+        winners = _winners(usable, axis, margin)
+        for c in winners[1:]:
+            asks(winners[0], c, axis)
     return out
+
+
+def _winners(choices: Sequence[Choice], axis: str, margin: float) -> list[Choice]:
+    """Those better than the baseline on `axis` (its verdict) and by more than the
+    margin (its estimate: practical significance), the lowest first."""
+    return sorted(
+        (
+            c
+            for c in choices
+            if (p := getattr(c, axis)) is not None
+            and p.verdict is stats.Verdict.BETTER
+            and p.value * (1 + margin) < 1
+        ),
+        key=lambda c: getattr(c, axis).value,
+    )
 
 
 class _OverallDuel:
@@ -464,16 +499,7 @@ def _best(
     """The allocator to recommend on `axis`: better than the baseline (its verdict) and
     by more than the margin (its estimate: practical significance), the lowest such;
     with the others it does not beat in their duel (ties)."""
-    winners = sorted(
-        (
-            c
-            for c in choices
-            if (p := getattr(c, axis)) is not None
-            and p.verdict is stats.Verdict.BETTER
-            and p.value * (1 + duels.margin) < 1
-        ),
-        key=lambda c: getattr(c, axis).value,
-    )
+    winners = _winners(choices, axis, duels.margin)
     if not winners:
         return None, ()
     return winners[0], tuple(c for c in winners[1:] if not duels.beats(winners[0], c, axis))

@@ -1,7 +1,8 @@
 """The campaign plan (model.CampaignPlan) to and from its column, settings_json: a
 versioned JSON object. A plan stored before it had a version (version 1: a flat object
-of settings, each read by key) is migrated as it is read; the file is not rewritten, so
-an older allocmark still reads it. A value that is not a plan is a StoreError."""
+of settings, each read by key) is migrated as it is read, never rewritten. A store
+holding version-2 plans has schema 12 (schema.py), which an older allocmark refuses
+rather than misreads. A value that is not a plan is a StoreError."""
 
 from __future__ import annotations
 
