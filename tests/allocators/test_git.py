@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -273,7 +274,7 @@ def test_release_to_release_decides_the_planted_change_only() -> None:
         a: lineage.Lineage("fam", v, "crate")
         for a, v in (("v1", "1.0"), ("v2", "2.0"), ("v3", "3.0"))
     }
-    comp = analyze.Comparison(**{**comp.__dict__, "lineages": lines})
+    comp = dataclasses.replace(comp, lineages=lines)
     found = releases.changes(comp)
     decided = [(c.older, c.newer, c.metric, c.verdict) for c in found if c.decided]
     assert decided == [("v2", "v3", "time_s", stats.Verdict.WORSE)]

@@ -20,7 +20,7 @@ class ReportData:
     """One campaign's report: `view` says which part a format renders."""
 
     view: str  # "summary" (the comparison), "runs" (every run) or "profile"
-    campaign: dict[str, Any]  # id, name, machine, settings, ...
+    campaign: dict[str, Any]  # id, name, machine, plan, ...
     comparison: analyze.Comparison | None  # the summary view (and html)
     allocators: tuple[dict[str, Any], ...]  # provenance rows
     runs: tuple[StoredRun, ...]  # loaded for the runs view and html only

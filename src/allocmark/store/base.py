@@ -1,5 +1,5 @@
 """The open database and what every part of the store reads: campaigns, their
-settings, the machines they ran on."""
+plans, the machines they ran on."""
 
 from __future__ import annotations
 

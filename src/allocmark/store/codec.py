@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import json
 import sys
 from typing import Any
@@ -28,6 +29,13 @@ def status(text: object) -> RunStatus:
     """A status this allocmark does not know (a newer one, a hand-edited row) counts
     as an error: never as a measurement."""
     return _STATUS.get(str(text), RunStatus.ERROR)
+
+
+@functools.lru_cache(maxsize=1024)
+def statuses(joined: str) -> tuple[RunStatus, ...]:
+    """The statuses of a cell's runs, from their group_concat (see status()); kept by
+    the text: most cells of a campaign read alike ("ok,ok,...")."""
+    return tuple(_STATUS.get(x, RunStatus.ERROR) for x in joined.split(","))
 
 
 def floats(text: str | None) -> tuple[float | None, ...]:

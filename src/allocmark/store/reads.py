@@ -132,7 +132,7 @@ class Reads(Cache):
                 params=codec.params(r[2]) + hosts.get(r[6], ()),
                 role=r[3],
                 partial=bool(r[4]),
-                statuses=tuple(codec.status(x) for x in str(r[5]).split(",")),
+                statuses=codec.statuses(str(r[5])),
                 columns=values(r),
             )
             for r in rows
