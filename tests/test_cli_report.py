@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,32 @@ def test_the_report_path_imports_neither_scipy_stats_nor_matplotlib() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_report_loads_no_run_stage(tmp_path: Path) -> None:
+    """`allocmark report` reads stored runs: the campaigns side of the API, the run
+    stage and the executors stay unloaded (a tenth of a second at start-up)."""
+    from allocmark.model import RunResult, RunStatus
+    from allocmark.run import machine
+    from allocmark.store import Store
+    from tests.fakes import allocs, specs
+
+    db = tmp_path / "r.db"
+    s = Store(db)
+    cid = s.new_campaign("t", 1, machine.current(), [], allocs("a", "b"), [], specs(4), "b")
+    for spec in specs(4):
+        s.record(cid, spec, RunResult(RunStatus.OK, wall_s=1.0, maxrss_kib=100), allocs("a")[0])
+    s.set_status(cid, "finished")
+    s.close()
+    code = (
+        "import sys, runpy; sys.argv = ['allocmark', 'report', '--db', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('allocmark', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('allocmark.run', "
+        "'allocmark.executors', 'allocmark.api.campaigns'))), file=sys.stderr)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True
+    )
+    assert "alloc" in out.stdout  # the report was printed
+    assert out.stderr.strip().splitlines()[-1] == "[]"

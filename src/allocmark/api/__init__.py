@@ -60,13 +60,13 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
         harden_request as harden_request,
         hardening_costs as hardening_costs,
         race as race,
-        reader as reader,
         regression as regression,
         resume as resume,
         run as run,
         run_to_end as run_to_end,
         tuned as tuned,
     )
+    from allocmark.store import Store
 
 
 def __getattr__(name: str) -> Any:
@@ -79,6 +79,14 @@ def __getattr__(name: str) -> Any:
 # ---------------------------------------------------------------------------
 # The catalogs, for the CLI's listings and `alloc build`
 # ---------------------------------------------------------------------------
+def reader(db: Path) -> Store:
+    """The database at `db` opened for a report: never created, never changed. Here,
+    not with the campaigns side: a report loads no run stage."""
+    from allocmark.store import Store
+
+    return Store(db, create=False)
+
+
 def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list[Verified]:
     """The allocators `names` select (all the catalog's but the hidden, if None), each
     verified on this machine."""

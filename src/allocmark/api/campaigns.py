@@ -130,11 +130,6 @@ def race(objective: str, settings: Path | None = None) -> start.Selection:
     return tune.race_of(objective, settings)
 
 
-def reader(db: Path) -> Store:
-    """The database at `db` opened for a report: never created, never changed."""
-    return Store(db, create=False)
-
-
 def _discard_if_empty(store: Store) -> None:
     """Remove a database this command created, while it holds no campaign."""
     if store.campaigns():

@@ -1,10 +1,12 @@
 """Request -> plan, in one call: what a `Request` means on this machine (its suite
 and cells; the allocators it names, built and verified; the candidates its
-selection makes of them) and the campaign stored to run it.
+selection makes of them), made once into a `CampaignPlan`, and the campaign stored
+to run it with the runs of its first blocks.
 
-`api.run` calls `planned` once, then executes. What `tune` races is a `Selection`
-handed in (verbs/tune.py: each allocator with each of its settings), never a branch
-here; a plain campaign's selection is the allocators as named.
+`api.run` calls `planned` once, then hands the plan to the loop (campaign.py). What
+`tune` races is a `Selection` handed in (verbs/tune.py: each allocator with each of
+its settings), never a branch here; a plain campaign's selection is the allocators
+as named.
 """
 
 from __future__ import annotations
@@ -100,24 +102,8 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
     plan.check_glibc(cells, prepared.usable)
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
-    used = {w.name: w for w, _ in cells}.values()
-    # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
-    as_sized = not (req.allocators or req.min_blocks or req.max_blocks or req.params)
-    campaign = CampaignPlan(
-        seed=req.seed if req.seed is not None else suite.seed,
-        min_blocks=n,
-        plan_id=seal.new_plan_id(),
-        sample=req.sample,
-        memory_limit=req.memory_limit,
-        created_by=owner.creator(),
-        fixed_time=tuple((w.name, w.fixed_time) for w in used if w.fixed_time),
-        calls=tuple((w.name, tuple(w.calls)) for w in used if w.kind == "native"),
-        precision=precision,
-        expected_s=suite.expected_s if as_sized else 0.0,
-        stop_on_failure=bool(req.command) and not req.keep_going,
-        why="off" if req.sample else req.why,
-        left_out=prepared.left_out,
-    )
+    used = tuple({w.name: w for w, _ in cells}.values())
+    campaign = _campaign_plan(req, suite, used, n, precision, prepared)
     runs = plan.generate(
         cells,
         prepared.usable,
@@ -139,6 +125,34 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         campaign,
     )
     return Started(cid, campaign, prepared)
+
+
+def _campaign_plan(
+    req: Request,
+    suite: suites.Suite,
+    used: Sequence[Workload],
+    n: int,
+    precision: Precision | None,
+    prepared: Prepared,
+) -> CampaignPlan:
+    """How the campaign runs, made once from the request: what every stage reads."""
+    # The suite's stated time holds for the suite as it is: not with other allocators or blocks.
+    as_sized = not (req.allocators or req.min_blocks or req.max_blocks or req.params)
+    return CampaignPlan(
+        seed=req.seed if req.seed is not None else suite.seed,
+        min_blocks=n,
+        plan_id=seal.new_plan_id(),
+        sample=req.sample,
+        memory_limit=req.memory_limit,
+        created_by=owner.creator(),
+        fixed_time=tuple((w.name, w.fixed_time) for w in used if w.fixed_time),
+        calls=tuple((w.name, tuple(w.calls)) for w in used if w.kind == "native"),
+        precision=precision,
+        expected_s=suite.expected_s if as_sized else 0.0,
+        stop_on_failure=bool(req.command) and not req.keep_going,
+        why="off" if req.sample else req.why,
+        left_out=prepared.left_out,
+    )
 
 
 def prepare(specs: Sequence[AllocatorSpec], explicit: bool) -> Prepared:

@@ -14,7 +14,6 @@ from pydantic import ValidationError
 from allocmark.errors import StoreError
 from allocmark.model import PLAN_VERSION, CampaignPlan
 from allocmark.schemas import stored
-from allocmark.stats import DEFAULT_MARGIN
 
 
 def dumps(plan: CampaignPlan) -> str:
@@ -49,6 +48,8 @@ def from_v1(old: dict[str, Any]) -> dict[str, Any]:
     """A version-1 plan (a flat object; blocks said as runs, "min_runs" and "max_runs";
     some keys under older names still: "target_ci" for the margin, "profile" for the
     sampling) as version 2's JSON value."""
+    from allocmark.stats import DEFAULT_MARGIN  # numpy with it: only a migration pays
+
     out: dict[str, Any] = {"version": PLAN_VERSION}
     for key in ("seed", "plan_id", "memory_limit", "expected_s", "stop_on_failure", "why"):
         if key in old:
