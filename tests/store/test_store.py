@@ -334,3 +334,29 @@ def test_sparse_cells_read_the_metrics_some_runs_lack(tmp_path: Path) -> None:
     assert sparse == dense
     values = [v for c in sparse.values() for v in c["peak_anon_kib"]]
     assert sorted(values, key=str) == sorted([10.5, None, None, 7.0], key=str)
+
+
+def test_the_cell_cache_keeps_numbers_exactly_and_reads_no_other_format(tmp_path: Path) -> None:
+    s, cid = new(tmp_path / "k.db", n=4)
+    allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
+    for spec in specs(4):
+        wall = 1 / 3 + spec.seq * 1e-17 if spec.seq != 2 else float("inf")
+        s.record(cid, spec, RunResult(RunStatus.OK, wall_s=wall), allocs[spec.allocator])
+    s.set_status(cid, "finished")
+    computed = _cells(s, cid)
+    assert _cells(s, cid) == computed  # from the packed cache: the same floats
+    assert float("inf") in computed[("a", "measure")] + computed[("b", "measure")]
+    ops = {c.allocator: c.columns["ops"] for c in s.cells(cid, ("ops",))}
+    assert ops == {"a": (None, None), "b": (None, None)}  # no run has it: None kept
+    stored = json.loads(s.db.execute("SELECT rows_json FROM cell_cache").fetchone()[0])
+    assert stored["format"] == 2
+    # An older allocmark's cache (JSON lists) is not read: the cells are computed again.
+    with s.db:
+        s.db.execute("UPDATE cell_cache SET rows_json = '[[\"x\"]]'")
+    assert _cells(s, cid) == computed
+    with s.db:  # a damaged one is a StoreError, as any damaged column is
+        s.db.execute(
+            """UPDATE cell_cache SET rows_json = '{"format": 2, "rows": [[{"d": "!"}]]}'"""
+        )
+    with pytest.raises(StoreError):
+        _cells(s, cid)
