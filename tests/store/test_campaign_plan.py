@@ -81,6 +81,7 @@ def test_a_version_1_plan_is_migrated_as_it_is_read() -> None:
     ("text", "says"),
     [
         ("{", "its plan is not JSON"),
+        ("[" * 100_000 + "]" * 100_000, "its plan is not JSON"),
         ("[1]", "its plan is not a JSON object"),
         ('{"version": 99}', "its plan has version 99; this allocmark reads versions 1 to"),
         ('{"version": 2, "seed": "x", "min_blocks": 1}', "its plan's seed is wrong"),

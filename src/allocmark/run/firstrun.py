@@ -21,7 +21,7 @@ class FirstRun:
     """`try`'s first run: the command under the baseline. When it fails, nothing after
     it can be measured (every allocator would fail the same way), so the campaign stops
     there with the command's exit status and the end of its stderr, as hyperfine does;
-    `-i` (no `stop_on_failure` setting) runs on. Armed only in a campaign that has not
+    `-i` (the plan's `stop_on_failure` off) runs on. Armed only in a campaign that has not
     run anything yet: a resume has its first run behind it."""
 
     def __init__(self, store: Store, cid: int, campaign: CampaignPlan) -> None:

@@ -14,6 +14,7 @@ from allocmark.store import Store
 
 
 def block_of(spec: RunSpec) -> tuple[str, str, int]:
+    """The block a run belongs to: its cell (workload, parameters) and repetition."""
     return spec.workload, json.dumps(spec.params), spec.rep
 
 

@@ -24,7 +24,7 @@ def loads(text: str | None, where: str) -> CampaignPlan:
     """The plan stored as `text` (`where` names it in an error)."""
     try:
         data = json.loads(text or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than any plan
         raise StoreError(f"{where}: its plan is not JSON") from None
     if not isinstance(data, dict):
         raise StoreError(f"{where}: its plan is not a JSON object")
