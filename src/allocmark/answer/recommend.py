@@ -260,7 +260,8 @@ def _lower_is_better(
 class _RowDuel:
     """a against b on the row: their own ratio, paired by block, by the method of the
     comparison's ratios (anytime-valid when the campaign added blocks by looking).
-    Each ratio is computed once, and those `want` names ahead in one batch."""
+    Each ratio is computed once: those _ahead is given in one batch, the rest when
+    asked."""
 
     def __init__(self, comp: Comparison, row: Row) -> None:
         self.comp, self.row = comp, row
@@ -325,10 +326,7 @@ def _needed(
     out: list[tuple[str, str, str]] = []
 
     def asks(a: Choice, b: Choice, axis: str) -> bool:
-        pa, pb = getattr(a, axis), getattr(b, axis)
-        if b.allocator == baseline or pa is None or pb is None:
-            return False
-        if pa.value * (1 + margin) >= pb.value:
+        if b.allocator == baseline or not _apart(a, b, axis, margin):
             return False
         out.append((a.allocator, b.allocator, axis))
         return True
@@ -355,15 +353,21 @@ def _winners(choices: Sequence[Choice], axis: str, margin: float) -> list[Choice
     """Those better than the baseline on `axis` (its verdict) and by more than the
     margin (its estimate: practical significance), the lowest first."""
     return sorted(
-        (
-            c
-            for c in choices
-            if (p := getattr(c, axis)) is not None
-            and p.verdict is stats.Verdict.BETTER
-            and p.value * (1 + margin) < 1
-        ),
+        (c for c in choices if (p := getattr(c, axis)) is not None and _clearly_better(p, margin)),
         key=lambda c: getattr(c, axis).value,
     )
+
+
+def _clearly_better(p: Position, margin: float) -> bool:
+    """Significantly below 1 (its verdict) and by more than the margin (its estimate)."""
+    return p.verdict is stats.Verdict.BETTER and p.value * (1 + margin) < 1
+
+
+def _apart(a: Choice, b: Choice, axis: str, margin: float) -> bool:
+    """a's estimate is below b's by more than the margin on `axis`: only then can a
+    beat b (_Duels.beats), and only then is their duel asked for."""
+    pa, pb = getattr(a, axis), getattr(b, axis)
+    return pa is not None and pb is not None and pa.value * (1 + margin) < pb.value
 
 
 class _OverallDuel:
@@ -451,16 +455,11 @@ class _Duels:
         """`a` is clearly better (lower) than `b` on `axis`: their own ratio is
         significantly below 1 and its estimate beyond the margin. The one rule for
         the front, the dominated and the ties."""
-        pa, pb = getattr(a, axis), getattr(b, axis)
-        if pa is None or pb is None or pa.value * (1 + self.margin) >= pb.value:
+        if not _apart(a, b, axis, self.margin):
             return False  # not even the estimates differ by the margin: no duel needed
         # Against the baseline, the duel is the position itself.
-        head = pa if b.allocator == self.baseline else self._duel(a, b, axis)
-        return (
-            head is not None
-            and head.verdict is stats.Verdict.BETTER
-            and head.value * (1 + self.margin) < 1
-        )
+        head = getattr(a, axis) if b.allocator == self.baseline else self._duel(a, b, axis)
+        return head is not None and _clearly_better(head, self.margin)
 
     def _duel(self, a: Choice, b: Choice, axis: str) -> Position | None:
         """a/b, from b/a when that was computed (the paired intervals are symmetric)."""

@@ -50,20 +50,19 @@ def from_v1(old: dict[str, Any]) -> dict[str, Any]:
     sampling) as version 2's JSON value."""
     from allocmark.stats import DEFAULT_MARGIN  # numpy with it: only a migration pays
 
-    out: dict[str, Any] = {"version": PLAN_VERSION}
+    out: dict[str, Any] = {"version": PLAN_VERSION, "seed": 1}  # 1: run's default seed
     for key in ("seed", "plan_id", "memory_limit", "expected_s", "stop_on_failure", "why"):
         if key in old:
             out[key] = old[key]
-    out["seed"] = old.get("seed", 1)
     out["min_blocks"] = old.get("min_runs", 0)
     out["sample"] = old.get("sample", old.get("profile", 0)) or 0
     if isinstance(who := old.get("created_by"), dict):
         out["created_by"] = who
     out["why_pass"] = old.get("why_pass")
     out["budget_given_s"] = old.get("budget_given_s")
-    out["fixed_time"] = list(_items(old.get("fixed_time")))
-    out["calls"] = list(_items(old.get("calls")))
-    out["left_out"] = list(_items(old.get("left_out")))
+    out["fixed_time"] = _items(old.get("fixed_time"))
+    out["calls"] = _items(old.get("calls"))
+    out["left_out"] = _items(old.get("left_out"))
     if "margin" in old or "target_ci" in old:  # blocks were added until decided
         out["precision"] = {
             "max_blocks": old.get("max_runs", out["min_blocks"]),
