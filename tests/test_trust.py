@@ -236,10 +236,18 @@ def test_a_crafted_plan_runs_nothing_without_yes(command_db: Path, tmp_path: Pat
             r = cli("run", "--resume", "--db", str(db))
             tried += 1
             ran += marker.exists()
+            # Nothing of it signed by this user: asked first, what it would run shown whole
+            assert r.returncode == 2 and "not signed by you" in r.stderr, (case, where, r.stderr)
+            assert "Traceback" not in r.stderr and "add --yes" in r.stderr
+            if "BASH_ENV" not in case:
+                assert f"touch {marker}" in r.stderr, r.stderr
+            assert "LD_PRELOAD=" in r.stderr, r.stderr
+            if said == "add --yes":
+                continue  # approved, it runs what the user saw: nothing left to refuse
+            # Approved with --yes, a run unlike its cell is still refused
+            r = cli("run", "--resume", "--yes", "--db", str(db))
+            ran += marker.exists()
             assert r.returncode == 2 and said in r.stderr, (case, where, r.stderr)
-            assert "Traceback" not in r.stderr
-            if said == "add --yes":  # what it would run is shown whole
-                assert f"touch {marker}" in r.stderr and "LD_PRELOAD=" in r.stderr, r.stderr
     print(
         f"\nunplanned commands run: {ran} of {tried} crafted resumes "
         f"({len(CRAFTED)} crafts, each with created_by here and elsewhere)"

@@ -19,8 +19,11 @@
 //
 // Every process the run starts ends with it. The launcher is a subreaper:
 // processes orphaned inside the run (a daemon's first fork, a program that
-// called setsid) become its children, are reaped by it, and never count in the
-// benchmark's usage. When the benchmark ends, the launcher kills what is left
+// called setsid) become its children and are reaped by it. Their CPU times do not
+// count in the benchmark's usage, but their peak RSS does: the record's maxrss_kib is
+// the largest of every process of the tree (the main one's includes the children it
+// waited for; each one it never waited for is reaped here), so a child that is never
+// reaped cannot hide its memory. When the benchmark ends, the launcher kills what is left
 // of its tree. If allocmark dies (even by SIGKILL) the launcher gets SIGTERM
 // (PR_SET_PDEATHSIG), and SIGTERM, SIGINT or SIGHUP make it kill the whole tree
 // and exit; allocmark's timeout sends SIGTERM too.
@@ -85,6 +88,7 @@
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
 //    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog","stopped":0|1}
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
@@ -152,19 +156,37 @@ static void am_on_stop(int sig) {
 }
 
 static volatile sig_atomic_t am_continued;  // SIGCONT came: the launcher was stopped
+static long am_run_uid = -1;                   // the identity the program runs as
 
-static void am_on_continue(int sig) {
+// A SIGCONT says the launcher was stopped -- unless the program sent it: any process of
+// the launcher's session may send SIGCONT whatever its uid, so one from the run's own
+// identity is the program's word, not a stop the launcher saw (nothing of that
+// identity may stop the launcher: SIGSTOP needs the launcher's uid).
+static void am_on_continue(int sig, siginfo_t *info, void *ctx) {
   (void)sig;
+  (void)ctx;
+  if (am_run_uid >= 0 && info && info->si_code == SI_USER && (long)info->si_uid == am_run_uid)
+    return;
   am_continued = 1;
+}
+
+// The largest peak RSS of any process of the run the launcher reaped: a child the
+// program never waited for (or left running) is reaped here, and its memory counts.
+static long am_tree_maxrss;
+
+static void am_note_reaped(const struct rusage *r) {
+  if (r->ru_maxrss > am_tree_maxrss) am_tree_maxrss = r->ru_maxrss;
 }
 
 // After the benchmark: kill and reap every process left in its tree.
 static void am_end_tree(void) {
   for (;;) {
     int killed = am_kill_children();
-    pid_t got = waitpid(-1, NULL, killed ? 0 : WNOHANG);
+    struct rusage r;
+    pid_t got = wait4(-1, NULL, killed ? 0 : WNOHANG, &r);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return;  // none left (ECHILD), or none this launcher can find
+    am_note_reaped(&r);
   }
 }
 
@@ -175,7 +197,9 @@ static void am_catch_stops(void) {
   sigemptyset(&sa.sa_mask);
   static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
   for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) sigaction(stops[i], &sa, NULL);
-  sa.sa_handler = am_on_continue;
+  sa.sa_handler = NULL;
+  sa.sa_sigaction = am_on_continue;
+  sa.sa_flags = SA_SIGINFO;
   sigaction(SIGCONT, &sa, NULL);
 }
 
@@ -249,8 +273,9 @@ static void am_child(int err_fd, char **argv) {
 static void am_become(int err_fd, long uid, long gid) {
   if (uid < 0) return;
   gid_t g = (gid_t)gid;
+  // No new privileges: a set-user-ID program it runs stays of its identity.
   if (setgroups(1, &g) != 0 || setgid(g) != 0 || setuid((uid_t)uid) != 0 ||
-      (uid != 0 && setuid(0) == 0)) {
+      (uid != 0 && setuid(0) == 0) || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     int e = errno ? errno : EPERM;
     ssize_t ignored = write(err_fd, &e, sizeof e);
     (void)ignored;
@@ -333,7 +358,10 @@ static int am_wait_main(pid_t main_pid, int *status, struct rusage *ru, int stat
       if (!errno_read) *exec_errno = am_exec_errno(err_fd);  // steps, or no exec at all
       return 0;
     }
-    if (got > 0) continue;  // an orphan reaped
+    if (got > 0) {  // an orphan reaped
+      am_note_reaped(&r);
+      continue;
+    }
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       close(sig_fd);
@@ -395,8 +423,56 @@ static int am_calibrate(void) {
   return 0;
 }
 
+// Whether a process of this uid other than the caller is alive (a zombie does not count:
+// it runs nothing, and its parent reaps it). Read from /proc/PID/status, which every
+// process may read.
+static int am_any_of_mine(void) {
+  DIR *proc = opendir("/proc");
+  if (!proc) return 0;
+  uid_t me = getuid();
+  pid_t self = getpid();
+  int found = 0;
+  struct dirent *d;
+  char path[64], buf[4096];
+  while (!found && (d = readdir(proc)) != NULL) {
+    long pid = strtol(d->d_name, NULL, 10);
+    if (pid <= 1 || pid == self) continue;
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    const char *uid = strstr(buf, "\nUid:");
+    const char *state = strstr(buf, "\nState:");
+    if (!uid || !state) continue;
+    long real = strtol(uid + 5, NULL, 10);
+    char letter = 0;
+    sscanf(state + 7, " %c", &letter);
+    found = real == (long)me && letter != 'Z';
+  }
+  closedir(proc);
+  return found;
+}
+
+// `am_run --sweep`, run as a campaign's transient identity (run/runas.py): SIGKILL to
+// every process of that identity (kill(-1) reaches exactly those of its uid) until
+// none is left alive, or 5 s passed. kill(-1) itself cannot say so: it succeeds
+// whenever any other process exists.
+static int am_sweep(void) {
+  for (int i = 0; i < 5000; i++) {
+    kill(-1, SIGKILL);
+    if (!am_any_of_mine()) return 0;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--calibrate") == 0) return am_calibrate();
+  if (argc == 2 && strcmp(argv[1], "--sweep") == 0) return am_sweep();
   const char *steps = NULL;
   int first = 2;  // index of PROGRAM
   if (argc >= 4 && strcmp(argv[first], "--memory-limit") == 0) {
@@ -445,6 +521,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   unsetenv("AM_RUN_USER");
+  am_run_uid = run_uid;
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
   int gopipe[2] = {-1, -1};  // with a cgroup: the child waits until it is in it
@@ -489,6 +566,7 @@ int main(int argc, char **argv) {
     return 3;
   int64_t end = am_now_ns();
   int64_t wall = end - t0 - am_watch_main_exit_ns;  // the reading at its end is not its time
+  am_note_reaped(&ru);
   am_end_tree();
   int oom = am_oom_by_watchdog;
   const char *limit_by = "none";
@@ -507,7 +585,7 @@ int main(int argc, char **argv) {
           ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64
           ",\"maxrss_kib\":%ld,\"minflt\":%ld,\"majflt\":%ld,\"nvcsw\":%ld,\"nivcsw\":%ld"
           ",\"exec_errno\":%d,\"oom\":%d,\"limit_by\":\"%s\",\"stopped\":%d}\n",
-          status, wall, am_us(ru.ru_utime), am_us(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
+          status, wall, am_us(ru.ru_utime), am_us(ru.ru_stime), am_tree_maxrss, ru.ru_minflt,
           ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw, exec_errno, oom, limit_by, (int)am_continued);
   return 0;
 }

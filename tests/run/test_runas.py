@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from allocmark import native
 from allocmark.errors import UserError
+from allocmark.native import identity
 from allocmark.run import runas
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="only root runs programs as another user")
@@ -17,23 +20,43 @@ SOMEONE = runas.RunAs("someone", 54321, 54321)  # owns nothing here
 
 
 def test_not_root_the_program_runs_as_allocmark_s_own_user() -> None:
-    user = pwd.getpwnam(runas.DEDICATED)  # any user but root: allocmark as that user
-    assert runas._chosen("", "", user.pw_uid) is None
-    assert runas._chosen(runas.DEDICATED, "", user.pw_uid) is None
+    user = pwd.getpwnam("nobody")  # any user but root: allocmark as that user
+    assert identity._chosen("", user.pw_uid) is None
+    assert identity._chosen("nobody", user.pw_uid) is None
     with pytest.raises(UserError, match="only root can run the program as another user"):
-        runas._chosen("root", "", user.pw_uid)
+        identity._chosen("root", user.pw_uid)
 
 
 @ROOT_ONLY
-def test_root_picks_the_named_user_else_the_sudo_user_else_allocmark() -> None:
-    assert runas._chosen("root", "", 0) is None  # --run-as root: as before
-    chosen = runas._chosen("", "", 0)
-    assert chosen is not None and chosen.name == runas.DEDICATED and chosen.uid != 0
-    sudo = runas._chosen("", runas.DEDICATED, 0)
-    assert sudo is not None and sudo.name == runas.DEDICATED
-    assert runas._chosen("", "root", 0) == chosen  # sudo from root: not root again
+def test_root_runs_each_campaign_as_a_transient_uid_of_its_own() -> None:
+    assert identity._chosen("root", 0) is None  # --run-as root: as before
+    assert identity._chosen("", 0) == identity.TRANSIENT
+    named = identity._chosen("nobody", 0)
+    assert isinstance(named, runas.RunAs) and named.name == "nobody"
     with pytest.raises(UserError, match="--run-as nosuchuser4711: no such user"):
-        runas._chosen("nosuchuser4711", "", 0)
+        identity._chosen("nosuchuser4711", 0)
+    seen = []
+    for _ in range(3):
+        with runas.campaign():
+            who = runas.chosen()
+            assert who is not None and runas.transient(who) and who == runas.chosen()
+            with pytest.raises(KeyError):
+                pwd.getpwuid(who.uid)  # no passwd entry: nothing else is this identity
+            seen.append(who.uid)
+    assert len(set(seen)) == 3  # no two campaigns share one
+
+
+@ROOT_ONLY
+def test_what_a_campaign_s_identity_started_dies_with_the_campaign() -> None:
+    """A daemon the program (or a build) left behind, in a session of its own, is killed
+    when the campaign ends: kill(-1) as the identity reaches every process of it."""
+    with runas.campaign():
+        who = runas.chosen()
+        assert who is not None
+        daemon = subprocess.Popen(
+            ["setsid", "sleep", "300"], user=who.uid, group=who.gid, extra_groups=[]
+        )
+    assert daemon.wait(timeout=10) == -signal.SIGKILL
 
 
 def test_what_a_user_can_write_follows_the_modes_and_the_sticky_bit(tmp_path: Path) -> None:
@@ -54,21 +77,47 @@ def test_what_a_user_can_write_follows_the_modes_and_the_sticky_bit(tmp_path: Pa
 
 
 @ROOT_ONLY
-def test_a_database_the_program_s_user_could_change_is_refused(tmp_path: Path) -> None:
+def test_a_database_the_program_s_identity_could_change_is_refused(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
     with pytest.raises(
-        UserError,
-        match=r"shared \(the results database's directory\) is "
-        "writable by allocmark",
+        UserError, match=r"x.db \(the results database\) can be changed by .* through \S*/shared:"
     ):
         runas.guard(shared / "x.db")
     safe = tmp_path / "safe"
     safe.mkdir()
     safe.chmod(0o755)
     user = runas.guard(safe / "x.db")
-    assert user is not None and user.name == runas.DEDICATED
+    assert user is not None and runas.transient(user)
+
+
+@ROOT_ONLY
+def test_the_guard_checks_the_real_path_and_every_directory_above_it(tmp_path: Path) -> None:
+    """Finding 5: a database reached through a link into a directory the program's
+    identity can write, or below a directory it could rename away and replace."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "x.db").write_bytes(b"")
+    safe = tmp_path / "safe"
+    safe.mkdir()
+    safe.chmod(0o755)
+    (safe / "x.db").symlink_to(shared / "x.db")
+    with pytest.raises(UserError, match="can be changed by"):
+        runas.guard(safe / "x.db")
+    below = shared / "results"  # root's own 0755 directory, in one others can write
+    below.mkdir()
+    below.chmod(0o755)
+    with pytest.raises(UserError, match=f"through {below}"):
+        runas.guard(below / "y.db")
+    lib = safe / "libx.so"
+    lib.write_bytes(b"")
+    lib.chmod(0o666)
+    with pytest.raises(UserError, match=r"libx.so \(an allocator's library\)"):
+        runas.guard(safe / "z.db", [str(lib)])
+    lib.chmod(0o644)
+    assert runas.guard(safe / "z.db", [str(lib)]) is not None
 
 
 @ROOT_ONLY

@@ -8,7 +8,7 @@ builds) them from Debian's other releases, and glibc itself; git.py builds revis
 of the user's repository (one library per commit, cached); lineage.py orders a
 family's versions.
 
-May import: model, schemas, native, tomlfile, errors.
+May import: model, schemas, native, tomlfile, errors, text.
 Never: answer, api, cli, executors, profile, report, run, store, verbs, workloads.
 """
 

@@ -7,8 +7,9 @@ repository is copied into a mirror in the cache first (`git clone --mirror`, the
 `git fetch` on each use), so that allocmark never runs git inside the user's own
 repository (its hooks and configuration are the user's business) and a URL works
 like a path. Each revision is built in a fresh clone of the mirror at that commit,
-by `sh -c BUILD`, as `git bisect run` runs a command; as root, as the user the
-measured programs run as (run/runas.py), so that a build cannot reach the store.
+by `sh -c BUILD`, as `git bisect run` runs a command; as root, under the campaign's
+own identity through the launcher (native/identity.py), so that a build cannot reach
+the store and nothing it starts outlives it. A git failure shows git's own message.
 The library is copied into the cache under the commit and a digest of the recipe:
 a second use of the same commit and recipe reuses it. A build that fails is never
 cached: its error carries the end of its log.
@@ -24,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -35,11 +35,14 @@ from pathlib import Path
 from allocmark import native
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Env, Git, GitBuild
+from allocmark.native import identity
+from allocmark.text import printable
 
 PREFIX = "git:"
 MAX_REVISIONS = 40  # side by side in one campaign; more is a bisect's job
 LOG_TAIL = 12  # lines of a failed build's log in its error
 GIT_TIMEOUT_S = 600.0
+GIT_MESSAGE = 2000  # characters of git's own message shown with a failure
 _LABEL = re.compile(r"[^A-Za-z0-9_.+-]")
 Say = Callable[[str], None]
 User = tuple[int, int] | None  # uid, gid the build runs as (None: allocmark's own)
@@ -276,8 +279,10 @@ def _git(args: list[str], cwd: Path, what: str) -> str:
             f"{what or 'git'}: git {args[0]} took more than {GIT_TIMEOUT_S:.0f} s"
         ) from None
     if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-3:]
-        raise UserError(f"{what or 'git ' + args[0]}: {' '.join(tail) or 'git failed'}")
+        # git's own words, whole (bounded): "dubious ownership" says its fix on later lines
+        lines = [printable(line).rstrip() for line in proc.stderr.strip().splitlines()]
+        said = "\n  ".join(line for line in lines if line)[:GIT_MESSAGE] or "git failed"
+        raise UserError(f"{what or 'git ' + args[0]}: {said}")
     return proc.stdout.strip()
 
 
@@ -356,7 +361,7 @@ def _build_in(spec: AllocatorSpec, origin: Git, tmp: Path, user: User) -> Path:
         tmp.chmod(0o755)
         for path in (home, src, *src.rglob("*")):
             os.lchown(path, *user)
-    code = _run_build(origin.build, src, home, log, user)
+    code = _run_build(origin.build, src, home, log)
     tail = _tail(log)
     if code is None:
         raise BuildFailed(spec, f"it took more than {origin.build.timeout_s:.0f} s", tail)
@@ -365,30 +370,19 @@ def _build_in(spec: AllocatorSpec, origin: Git, tmp: Path, user: User) -> Path:
     return _output(spec, src, origin.build.output, tail)
 
 
-def _run_build(b: GitBuild, src: Path, home: Path, log: Path, user: User) -> int | None:
+def _run_build(b: GitBuild, src: Path, home: Path, log: Path) -> int | None:
+    """The build command, as untrusted code runs (native/identity.py): as the campaign's
+    identity, through the launcher, every process it started (a daemon it left behind
+    too) ended when it ends. The identity has already been handed the checkout."""
     env = {k: v for k, v in _env().items() if not k.startswith(("AM_", "ALLOCMARK_"))}
     env |= {"HOME": str(home)} | dict(b.env)
-    ids = {"user": user[0], "group": user[1], "extra_groups": []} if user else {}
     with open(log, "ab") as f:
-        proc = subprocess.Popen(
-            ["sh", "-c", b.build],
-            cwd=src,
-            env=env,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            **ids,
-        )  # type: ignore[call-overload]
-        try:
-            code: int | None = proc.wait(timeout=b.timeout_s)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # what it left running
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return code
+        done = identity.contained(
+            ["sh", "-c", b.build], env, b.timeout_s, cwd=src, stdout=f.fileno()
+        )
+    if done.code is None:
+        return None
+    return done.code if done.code >= 0 else 128 - done.code
 
 
 def _output(spec: AllocatorSpec, src: Path, output: str, tail: Sequence[str]) -> Path:

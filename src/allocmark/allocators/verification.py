@@ -17,7 +17,7 @@ from allocmark import native
 from allocmark.allocators import builder, debian
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Status, Verified, preload_list
-from allocmark.native import records
+from allocmark.native import identity, records
 
 CORE = ("malloc", "free", "calloc", "realloc")
 C_API = (
@@ -97,20 +97,18 @@ def _elf_problem(path: str) -> str | None:
 
 
 def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.CompletedProcess[str]:
+    """The probe under the allocator, as untrusted code runs (native/identity.py): its
+    constructors are the allocator's code, so never as root, and nothing it starts
+    outlives it. Under another glibc, the launcher runs it with that glibc's loader."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | dict(spec.env)
     if preload := preload_list(spec, library):
         env["LD_PRELOAD"] = preload
-    try:
-        return subprocess.run(
-            debian.under([str(native.program("am_probe"))], env),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    argv = [str(native.program("am_probe"))]
+    done = identity.contained(argv, env, PROBE_TIMEOUT_S)
+    if done.code is None:
         return subprocess.CompletedProcess([], -signal.SIGKILL, "", "probe timed out")
+    text = (done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    return subprocess.CompletedProcess(argv, done.code, *text)
 
 
 def _verified(

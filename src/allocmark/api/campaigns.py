@@ -78,21 +78,30 @@ def run(
     execute. `selection` makes the candidates of the allocators named (`race`: each
     with every setting `tune` races); `executor` replaces the real child processes of
     the local executor (tests, dry runs); `confirm` asks the user whether a default
-    budget may be stretched far (campaign.Stretch; without it, only --yes does)."""
-    _check(req)
-    new = not req.db.exists()
-    store = Store(req.db)
-    notes: list[Note] = []
-    try:
-        started = start.planned(store, req, selection, notes)
-    except BaseException:
-        if new:  # a refused command leaves no file behind
-            _discard_if_empty(store)
-        raise
-    yield from notes
-    usable = list(started.prepared.usable)
-    yield _planned(store, started.cid, started.campaign, usable)
-    yield from _execute(store, started.cid, started.campaign, usable, req, executor, confirm)
+    budget may be stretched far (campaign.Stretch; without it, only --yes does). The
+    campaign's untrusted code runs under an identity of its own (runas.campaign)."""
+    with runas.campaign():
+        _check(req)
+        new = not req.db.exists()
+        store = Store(req.db)
+        notes: list[Note] = []
+        try:
+            started = start.planned(store, req, selection, notes)
+            usable = list(started.prepared.usable)
+            _guard_libraries(req.db, usable)
+        except BaseException:
+            if new:  # a refused command leaves no file behind
+                _discard_if_empty(store)
+            raise
+        yield from notes
+        yield _planned(store, started.cid, started.campaign, usable)
+        yield from _execute(store, started.cid, started.campaign, usable, req, executor, confirm)
+
+
+def _guard_libraries(db: Path, verified: Sequence[Verified]) -> None:
+    """Every library a run loads out of the program's reach, as the store is: a library
+    it could write would be swapped under the stored sha256 (run/runas.py)."""
+    runas.guard(db, [v.library for v in verified if v.library])
 
 
 BisectEvent = bisection.Event  # what `allocmark bisect` says, step by step
@@ -152,15 +161,18 @@ def resume(
     `take_over` when its owner is on another machine and known to be gone; `yes` to
     run runs that are not signed by this user (seal.py; the refusal lists them)."""
     req = Request(db=db, executor=executor, scheduler=scheduler, yes=yes)
-    _check(req)
-    store = Store(db, create=False)  # a resume of nothing leaves no file behind
-    cid = store.campaign(unfinished=True).id
-    verified = resumed.reverify(store, cid)
-    resumed.check_resume(store, cid, verified, yes)
-    store.claim(cid, take_over)
-    cplan = store.campaign_plan(cid)
-    yield _planned(store, cid, cplan, verified)
-    yield from _execute(store, cid, cplan, verified, req, None, confirm)
+    with runas.campaign():
+        _check(req)
+        store = Store(db, create=False)  # a resume of nothing leaves no file behind
+        cid = store.campaign(unfinished=True).id
+        resumed.check_signed(store, cid, yes)  # before anything stored runs, the probe too
+        verified = resumed.reverify(store, cid)
+        resumed.check_resume(store, cid, verified)
+        _guard_libraries(db, verified)
+        store.claim(cid, take_over)
+        cplan = store.campaign_plan(cid)
+        yield _planned(store, cid, cplan, verified)
+        yield from _execute(store, cid, cplan, verified, req, None, confirm)
 
 
 def run_to_end(

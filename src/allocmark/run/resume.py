@@ -14,28 +14,20 @@ from allocmark.store import Store, seal
 from allocmark.text import printable
 
 
-def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed: bool) -> None:
-    """A resume runs what the database says, so it checks what that is. Each pending run
-    must be what the catalog (or the campaign's own command) makes of its cell, a run of
-    a workload neither knows is refused, and all runs of a cell share one command.
-    Then every planned run's signature is verified under this user's key (seal.py):
-    anything unsigned, whatever `created_by` claims, is listed with its whole command
-    and environment and runs only when confirmed."""
-    pending = store.pending(cid)
-    catalog = dict(workloads.load_catalog())
-    if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
-        catalog[workloads.COMMAND] = workloads.command_workload(command)
-    by_name = {v.spec.name: v for v in verified}
-    signed = store.signed_plan(cid)  # read once: checked for mixed cells, then verified
-    problems = [_changed(spec, catalog, by_name) for spec in pending]
-    if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
-        raise UserError(
-            f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
-            "changed since it was planned: start a new campaign"
-        )
+def check_signed(store: Store, cid: int, yes: bool) -> None:
+    """Before anything of a stored campaign runs -- the probe that verifies its
+    allocators again, a pending run, more blocks or the why pass copied from done runs
+    -- the campaign's seal and every run of its plan must verify under this user's key
+    (seal.py). What does not is listed, whole, and runs only with `yes`, which signs it
+    as the user's own; whatever `created_by` claims."""
+    signed = store.signed_plan(cid)
     campaign = store.campaign_plan(cid)
     unsigned = seal.unsigned(signed, campaign.plan_id)
-    if not pending or not unsigned or confirmed:
+    sealed = store.sealed(cid)
+    if sealed and not unsigned:
+        return
+    if yes:
+        store.approve(cid)
         return
     origin = campaign.created_by
     where = (
@@ -43,16 +35,45 @@ def check_resume(store: Store, cid: int, verified: Sequence[Verified], confirmed
         if origin
         else "does not say who planned it"
     )
+    what = [] if sealed else [f"its plan and allocators ({_allocators(store, cid)})"]
+    if unsigned:
+        what.append(f"{len(unsigned)} of its runs")
     commands = sorted({shown(s) for s in unsigned})
     more = f"\n  ... and {len(commands) - 20} more" if len(commands) > 20 else ""
+    runs = "".join(f"\n  {c}" for c in commands[:20]) + more
     raise UserError(
-        f"campaign {cid} in {store.path} {where}, and {len(unsigned)} of its runs "
-        f"are not signed by you ({seal.key_path()}): changed since they were "
-        "planned, or planned elsewhere. Resuming it runs:\n  "
-        + "\n  ".join(commands[:20])
-        + more
-        + "\nadd --yes to run them"
+        f"campaign {cid} in {store.path} {where}, and {' and '.join(what)} are not "
+        f"signed by you ({seal.key_path()}): changed since they were planned, or "
+        f"planned elsewhere. Resuming it runs them{':' if runs else '.'}{runs}"
+        "\nadd --yes to run them"
     )
+
+
+def _allocators(store: Store, cid: int) -> str:
+    """The stored allocators as a resume would load them: name, library, environment."""
+    out = []
+    for spec, _ in store.allocator_specs(cid):
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env)
+        out.append(" ".join(x for x in (spec.name, *spec.paths, env) if x))
+    return printable("; ".join(out)[:2000])
+
+
+def check_resume(store: Store, cid: int, verified: Sequence[Verified]) -> None:
+    """A resume runs what the database says, so it checks what that is. Each pending run
+    must be what the catalog (or the campaign's own command) makes of its cell, a run of
+    a workload neither knows is refused, and all runs of a cell share one command."""
+    pending = store.pending(cid)
+    catalog = dict(workloads.load_catalog())
+    if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
+        catalog[workloads.COMMAND] = workloads.command_workload(command)
+    by_name = {v.spec.name: v for v in verified}
+    signed = store.signed_plan(cid)
+    problems = [_changed(spec, catalog, by_name) for spec in pending]
+    if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
+        raise UserError(
+            f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
+            "changed since it was planned: start a new campaign"
+        )
 
 
 def _changed(spec: RunSpec, catalog: dict[str, Workload], by_name: dict[str, Verified]) -> str:

@@ -1,85 +1,36 @@
-"""Which user the measured program runs as, and what it must not be able to write.
+"""What the measured program's identity must not be able to change, and its files.
 
-Run as root, allocmark runs the measured processes as an unprivileged user, so that a
-program or an allocator library (untrusted input) cannot write the results database,
-the cache or the libraries later runs load: `--run-as USER` (or ALLOCMARK_RUN_AS),
-else the invoking user under sudo (SUDO_USER), else the user `allocmark` that `make
-setup` creates; `--run-as root` keeps the old way, with nothing guarded. The launcher
-changes to that user in the child, before its exec (am_run.c, AM_RUN_USER); a run's
-own directory is handed to it. Not run as root, allocmark cannot change users: the
-program runs as allocmark's own user and can write what that user can (docs/setup.md).
-
-Before a campaign runs, `guard` checks that the chosen user can write none of the
-protected paths (and can read the packaged libraries): a user who could is refused
-with the path named, never run as.
+The identity itself (a campaign's transient uid as root, `--run-as USER`, or none) is
+native/identity.py's; here, `guard` checks, by the real path of each and of every
+directory above it, that the identity can change none of the protected paths (the
+database and its directory, the cache, allocmark's programs and libraries, each
+allocator's library) and can read the packaged libraries: a path it could change is
+refused with the path named, never run as. `hand_over` gives a run its own directory.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import os
-import pwd
 import stat
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 
 from allocmark import native
-from allocmark.defaults import (
-    RUN_AS_DEFAULT as DEDICATED,  # `make setup` creates it
-    RUN_AS_ENV as ENV,
-)
 from allocmark.errors import UserError
+from allocmark.native.identity import (
+    RunAs as RunAs,
+    campaign as campaign,
+    chosen as chosen,
+    transient as transient,
+)
 
 
-@dataclass(frozen=True)
-class RunAs:
-    """The unprivileged user the measured processes run as."""
-
-    name: str
-    uid: int
-    gid: int
-
-    @property
-    def env(self) -> str:
-        """AM_RUN_USER for the launcher."""
-        return f"{self.uid}:{self.gid}"
-
-
-def chosen() -> RunAs | None:
-    """The user the measured program runs as; None: allocmark's own (not root, or
-    `--run-as root`)."""
-    return _chosen(os.environ.get(ENV, ""), os.environ.get("SUDO_USER", ""), os.geteuid())
-
-
-@functools.cache
-def _chosen(asked: str, sudo_user: str, euid: int) -> RunAs | None:
-    if euid != 0:
-        if asked and asked != pwd.getpwuid(euid).pw_name:
-            raise UserError(
-                f"--run-as {asked}: only root can run the program as another user; "
-                "drop --run-as (it then runs as you)"
-            )
-        return None
-    name = asked or (sudo_user if sudo_user and sudo_user != "root" else DEDICATED)
-    if name == "root":
-        return None
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        fix = (
-            "`make setup` creates it (as root), or pass --run-as USER"
-            if name == DEDICATED
-            else "pass --run-as with an existing user"
-        )
-        raise UserError(f"--run-as {name}: no such user on this machine: {fix}") from None
-    if entry.pw_uid == 0:
-        return None
-    return RunAs(name, entry.pw_uid, entry.pw_gid)
-
-
-def guard(db: Path) -> RunAs | None:
-    """The chosen user, once it is known not to be able to write the store, the cache
-    or the packaged programs and libraries, and to be able to read the latter."""
+def guard(db: Path, libraries: Iterable[str] = ()) -> RunAs | None:
+    """The chosen identity, once it is known not to be able to change the store, the
+    cache, the packaged programs and libraries or an allocator's library -- by the real
+    path of each and every directory above it -- and to be able to read the packaged
+    libraries."""
     user = chosen()
     if user is None:
         return None
@@ -89,14 +40,14 @@ def guard(db: Path) -> RunAs | None:
         native.cache_root(): "allocmark's cache",
         native.library("libam_who.so").parent: "allocmark's libraries",
         native.program("am_run").parent: "allocmark's programs",
-    }
+    } | {Path(lib): "an allocator's library" for lib in libraries}
     for path, what in protected.items():
-        if path.exists() and can_write(user, path):
+        if (reach := reachable(user, path)) is not None:
             raise UserError(
-                f"{path} ({what}) is writable by {user.name}, the user the measured "
-                "program runs as, who could change the results: put it where only "
-                "root can write (the database in a directory such as results/), or "
-                "pass --run-as with a user who cannot write it"
+                f"{path} ({what}) can be changed by {user.name}, the identity the measured "
+                f"program runs as, through {reach}: it could change the results; put it "
+                "where only root can write (the database in a directory such as "
+                "results/), or pass --run-as with a user who cannot write it"
             )
     lib = native.library("libam_who.so")
     if not can_read(user, lib):
@@ -106,6 +57,22 @@ def guard(db: Path) -> RunAs | None:
             "read it, or pass --run-as root"
         )
     return user
+
+
+def reachable(user: RunAs, path: Path) -> Path | None:
+    """The first of `path` (its real path) and the directories above it that `user`
+    could change -- write, or rename away and replace -- or None."""
+    real = Path(os.path.realpath(path))
+    if not real.exists():
+        real = real.parent  # a database not made yet: its directory is what counts
+    with contextlib.suppress(OSError):
+        if can_write(user, real):
+            return real
+    for above in real.parents:
+        with contextlib.suppress(OSError):
+            if can_replace(user, above):
+                return above
+    return None
 
 
 def _groups(user: RunAs) -> set[int]:
@@ -129,14 +96,20 @@ _SEARCH = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
 
 
 def can_write(user: RunAs, path: Path) -> bool:
-    """Could `user` change `path`: write it, or replace it in its directory (which the
-    sticky bit forbids for others' files)?"""
-    st = path.stat()
-    if _allows(user, st, _WRITE):
-        return True
+    """Could `user` change `path`: write it, or replace it in its directory?"""
+    return _allows(user, path.stat(), _WRITE) or can_replace(user, path)
+
+
+def can_replace(user: RunAs, path: Path) -> bool:
+    """Could `user` put something else at `path`: own it (and so change its mode), or
+    rename it away in a directory it can write (which the sticky bit forbids for others'
+    files)?"""
+    st = path.lstat()
+    if st.st_uid == user.uid or path.parent == path:
+        return st.st_uid == user.uid
     parent = path.parent.stat()
-    sticky = bool(parent.st_mode & stat.S_ISVTX) and st.st_uid != user.uid
-    return _allows(user, parent, _WRITE) and not sticky and path.parent != path
+    sticky = bool(parent.st_mode & stat.S_ISVTX)
+    return _allows(user, parent, _WRITE) and not sticky
 
 
 def can_read(user: RunAs, path: Path) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from allocmark import units
 from allocmark.errors import StoreError
 from allocmark.model import Campaign, CampaignPlan, Machine
-from allocmark.store import campaign_plan, codec, schema
+from allocmark.store import campaign_plan, codec, schema, seal
 
 # A campaign that ended: all its runs done ("finished"), or stopped because its own
 # command fails under the baseline ("failed"); nothing is left to resume of either.
@@ -170,6 +170,33 @@ class Base:
             self.db.execute(
                 "UPDATE campaigns SET settings_json=? WHERE id=?", (campaign_plan.dumps(plan), cid)
             )
+            self.reseal(cid)
+
+    def reseal(self, cid: int) -> None:
+        """Sign the campaign's plan and allocators as this user's (seal.py): called
+        where this allocmark wrote them, or the user approved them (--yes)."""
+        self.db.execute(
+            "UPDATE campaigns SET seal=? WHERE id=?",
+            (seal.seal_campaign(seal.key(), self.campaign_message(cid)), cid),
+        )
+
+    def campaign_message(self, cid: int) -> bytes:
+        """What the campaign's seal covers, as stored."""
+        row = self.db.execute("SELECT settings_json FROM campaigns WHERE id=?", (cid,)).fetchone()
+        settings = str(row[0]) if row else ""
+        plan_id = self.campaign_plan(cid).plan_id
+        allocators = [
+            (str(n), str(spec), str(sha))
+            for n, spec, sha in self.db.execute(
+                "SELECT name, spec_json, sha256 FROM allocators WHERE campaign_id=?", (cid,)
+            )
+        ]
+        return seal.campaign_message(plan_id, settings, allocators)
+
+    def sealed(self, cid: int) -> bool:
+        """Whether the campaign's plan and allocators verify under this user's key."""
+        row = self.db.execute("SELECT seal FROM campaigns WHERE id=?", (cid,)).fetchone()
+        return bool(row) and seal.campaign_verifies(self.campaign_message(cid), row[0])
 
     def machine_facts(self, cid: int) -> dict[str, Any]:
         row = self.db.execute(

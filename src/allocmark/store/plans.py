@@ -56,6 +56,7 @@ class Plans(Base):
                 [codec.workload_row(cid, w) for w in workloads],
             )
             self._insert_plan(cid, plan, campaign_plan.plan_id)
+            self.reseal(cid)
         return cid
 
     def _insert_plan(self, cid: int, plan: Iterable[RunSpec], plan_id: str) -> None:
@@ -68,6 +69,19 @@ class Plans(Base):
             # one at a time: plans can be large
             ((*codec.plan_row(cid, s), seal.sign(secret, plan_id, s)) for s in plan),
         )
+
+    def approve(self, cid: int) -> None:
+        """The user approved the whole stored campaign (--yes): every run of its plan
+        and its seal signed again as this user's, so that what a resume derives from
+        them (more blocks, the why pass) is signed as approved."""
+        plan_id = self.campaign_plan(cid).plan_id
+        secret = seal.key()
+        with self.db:
+            self.db.executemany(
+                "UPDATE plan SET mac=? WHERE campaign_id=? AND seq=?",
+                [(seal.sign(secret, plan_id, s), cid, s.seq) for s in self.plan(cid)],
+            )
+            self.reseal(cid)
 
     def signed_plan(self, cid: int) -> list[tuple[RunSpec, str | None]]:
         """The whole plan, done or not, in order, each run with its stored signature."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from allocmark import interrupts
 from allocmark.errors import StoreError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
 # for new databases too, so that every database goes the same way.
@@ -123,6 +123,11 @@ ALTER TABLE plan ADD COLUMN mac TEXT;
     # object, refuses a database with newer plans instead of misreading them.
     11: """
 UPDATE meta SET value = value WHERE key = 'schema_version'
+""",
+    # 13: the campaign's seal (seal.py): its plan and its allocators' specs, signed by
+    # whoever planned it; a resume runs nothing of a campaign whose seal does not verify.
+    12: """
+ALTER TABLE campaigns ADD COLUMN seal TEXT
 """,
 }
 

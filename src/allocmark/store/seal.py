@@ -8,9 +8,14 @@ signed as it is planned, with HMAC-SHA256 under a random key that only this user
 read (`plan.key`, mode 0600, in $XDG_CONFIG_HOME/allocmark or ~/.config/allocmark),
 the way Jupyter decides whether a notebook is trusted. The signature covers every
 field of the run that decides what executes, and the campaign's random `plan_id`,
-so that a run cannot be moved between campaigns. A resume verifies each pending
-run; one that does not verify (changed, planned elsewhere, or the key is gone) is
-listed with its whole command and environment and runs only after `--yes`.
+so that a run cannot be moved between campaigns. The campaign itself is
+sealed too (`seal_campaign`): its plan (`settings_json`: the why pass, the budget) and
+its allocators' stored specs (their libraries, their environment), which a resume
+verifies and probes. A resume checks the seal and every run of the plan, done or
+pending (more blocks and the why pass copy done runs), before anything of the campaign
+executes; what does not verify (changed, planned elsewhere, or the key is gone) is
+listed with its whole command and environment and runs only after `--yes`, which
+signs it as the user's own.
 
 The standard library's hmac and secrets do the cryptography; this module only
 decides what is signed and where the key lives.
@@ -130,3 +135,24 @@ def verifies(secret: bytes | None, plan_id: object, s: RunSpec, tag: object) -> 
     return hmac.compare_digest(
         hmac.new(secret, _message(plan_id, s), hashlib.sha256).hexdigest(), tag
     )
+
+
+def campaign_message(
+    plan_id: str, settings: str, allocators: Sequence[tuple[str, str, str]]
+) -> bytes:
+    """The campaign's plan as stored, and each allocator's (name, spec_json, sha256)."""
+    rows = sorted([list(a) for a in allocators])
+    return json.dumps([plan_id, settings, rows], separators=(",", ":")).encode()
+
+
+def seal_campaign(secret: bytes | None, message: bytes) -> str | None:
+    if secret is None:
+        return None
+    return hmac.new(secret, b"campaign\0" + message, hashlib.sha256).hexdigest()
+
+
+def campaign_verifies(message: bytes, tag: object) -> bool:
+    secret = key(create=False)
+    if secret is None or not isinstance(tag, str):
+        return False
+    return hmac.compare_digest(seal_campaign(secret, message) or "", tag)

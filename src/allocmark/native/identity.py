@@ -1,0 +1,280 @@
+"""The identity untrusted code runs as, and a way to run it there.
+
+Run as root, allocmark runs everything untrusted -- the measured program, the probe that
+loads an allocator (its constructors run there), a repository's build command -- under
+an identity of the campaign's own: a transient uid (and gid of the same number) drawn
+from TRANSIENT_BASE .. +TRANSIENT_COUNT, which has no passwd entry, owns no file but the
+run directories handed to it, and which no other allocmark holds at the same time (a
+lock file per uid under IDS, held while the campaign runs). When the campaign ends, and
+after each build or probe, every process of that uid is killed (`am_run --sweep`:
+kill(-1) as that uid): nothing untrusted code started outlives it, and no campaign's
+code can signal or trace another's. `--run-as USER` (ALLOCMARK_RUN_AS) names a real
+user instead, whose processes are never swept (they may be the user's own): what a
+build or probe starts is then ended by the launcher's tree alone. `--run-as root` runs
+everything as root, unguarded. Not root, allocmark cannot change identities.
+
+`contained` runs a command the way a measured run is started: through the launcher
+am_run (static, a subreaper that kills its whole tree when the command ends), as the
+identity, with no supplementary groups and no new privileges.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import functools
+import grp
+import json
+import os
+import pwd
+import secrets
+import signal
+import stat
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from allocmark import native
+from allocmark.errors import UserError
+
+ENV = "ALLOCMARK_RUN_AS"  # what `allocmark --run-as USER` sets
+TRANSIENT_BASE = 0x5A000000  # far above any range a distribution or container hands out
+TRANSIENT_COUNT = 1 << 20
+IDS = Path("/run/allocmark/ids")  # root's: one lock file per transient uid in use
+TRANSIENT = "transient"  # what _chosen says when the campaign's own identity is due
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The unprivileged user the measured processes run as."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def env(self) -> str:
+        """AM_RUN_USER for the launcher."""
+        return f"{self.uid}:{self.gid}"
+
+
+def chosen() -> RunAs | None:
+    """The identity the measured program runs as; None: allocmark's own (not root, or
+    `--run-as root`)."""
+    asked = _chosen(os.environ.get(ENV, ""), os.geteuid())
+    return current() if asked == TRANSIENT else asked  # type: ignore[return-value]
+
+
+@functools.cache
+def _chosen(asked: str, euid: int) -> RunAs | str | None:
+    if euid != 0:
+        if asked and asked != pwd.getpwuid(euid).pw_name:
+            raise UserError(
+                f"--run-as {asked}: only root can run the program as another user; "
+                "drop --run-as (it then runs as you)"
+            )
+        return None
+    if not asked:
+        return TRANSIENT
+    if asked == "root":
+        return None
+    try:
+        entry = pwd.getpwnam(asked)
+    except KeyError:
+        raise UserError(
+            f"--run-as {asked}: no such user on this machine: pass --run-as with an "
+            "existing user, or leave it out (the program then runs as a transient uid "
+            "of its campaign's own)"
+        ) from None
+    if entry.pw_uid == 0:
+        return None
+    return RunAs(asked, entry.pw_uid, entry.pw_gid)
+
+
+@dataclass
+class _Held:
+    """The transient identity this process holds, and the lock that reserves it."""
+
+    who: RunAs
+    lock: int
+
+
+_held: list[_Held] = []
+
+
+def current() -> RunAs:
+    """The transient identity of the campaign under way, claimed on first use."""
+    if not _held:
+        _held.append(_claim())
+    return _held[0].who
+
+
+def fresh() -> None:
+    """A new campaign starts: the identity of the one before is swept and let go, so
+    that no two campaigns share one (the next `current()` claims another)."""
+    release()
+
+
+def release() -> None:
+    """Kill every process of the transient identity, then let the uid go."""
+    while _held:
+        held = _held.pop()
+        sweep(held.who)
+        os.close(held.lock)
+
+
+atexit.register(release)
+
+
+@contextlib.contextmanager
+def campaign() -> Iterator[None]:
+    """A campaign's span: a transient identity of its own, swept when it ends."""
+    fresh()
+    try:
+        yield
+    finally:
+        release()
+
+
+def _claim() -> _Held:
+    """A uid from the transient range that no passwd or group entry names and no other
+    allocmark holds; whatever a dead campaign left running under it is killed first."""
+    _ids_dir()
+    for _ in range(64):
+        uid = TRANSIENT_BASE + secrets.randbelow(TRANSIENT_COUNT)
+        if _named(uid):
+            continue
+        fd = os.open(IDS / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        who = RunAs(f"uid {uid}", uid, uid)
+        sweep(who)
+        return _Held(who, fd)
+    raise UserError(f"no free transient uid in {IDS}: too many campaigns at once")
+
+
+def _ids_dir() -> None:
+    """IDS, root's alone: a directory others could write would let them hold uids."""
+    IDS.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for d in (IDS, IDS.parent):
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+            raise UserError(f"{d} must be a directory only root can write; remove it")
+
+
+def _named(uid: int) -> bool:
+    """Whether a passwd or group entry already names the number."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        with contextlib.suppress(KeyError):
+            lookup(uid)
+            return True
+    return False
+
+
+def transient(user: RunAs | None) -> bool:
+    """Whether `user` is a campaign's own identity (whose processes may all be killed)."""
+    return user is not None and TRANSIENT_BASE <= user.uid < TRANSIENT_BASE + TRANSIENT_COUNT
+
+
+def sweep(user: RunAs | None) -> None:
+    """Kill every process of a transient identity: `am_run --sweep` runs as that uid and
+    sends SIGKILL to all it may signal (kill(-1)) until none is left."""
+    if not transient(user):
+        return
+    assert user is not None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [str(native.program("am_run")), "--sweep"],
+            user=user.uid,
+            group=user.gid,
+            extra_groups=[],
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+
+
+@dataclass(frozen=True)
+class Contained:
+    """How a contained command ended: its exit code (-N: killed by signal N; None: it
+    ran past its timeout and was ended), and its output."""
+
+    code: int | None
+    stdout: bytes
+    stderr: bytes
+
+
+def contained(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float,
+    cwd: Path | None = None,
+    stdout: int | None = subprocess.PIPE,
+) -> Contained:
+    """`argv` run through the launcher as the untrusted identity (none: allocmark's
+    own), every process it starts ended with it. LD_PRELOAD and AM_RUN_GLIBC in `env`
+    reach the command only, never the launcher; stderr is merged into `stdout` when
+    that is a file."""
+    env = {k: v for k, v in env.items() if k != "AM_RUN_USER"}
+    if "LD_PRELOAD" in env:
+        env["AM_RUN_LD_PRELOAD"] = env.pop("LD_PRELOAD")
+    env["AM_RUN_SAMPLE_US"] = "0"
+    user = chosen()
+    if user is not None:
+        env["AM_RUN_USER"] = f"{user.uid}:{user.gid}"
+    status_r, status_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [str(native.program("am_run")), str(status_w), *argv],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE if stdout == subprocess.PIPE else subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(status_w,),
+        )
+    finally:
+        os.close(status_w)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        ended = False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # the launcher ends its whole tree
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        ended = True
+    finally:
+        with os.fdopen(status_r, "rb") as f:
+            record = f.read(1 << 16)
+        if user is not None and transient(user):
+            sweep(user)
+    code = None if ended else _code(proc.returncode, record)
+    return Contained(code, out or b"", err or b"")
+
+
+def _code(launcher: int, record: bytes) -> int:
+    """The command's exit code (-N: signal N) from the launcher's "run" record."""
+    if launcher != 0:
+        return -signal.SIGKILL if launcher < 0 else 127
+    for line in record.splitlines():
+        with contextlib.suppress(ValueError):
+            r = json.loads(line)
+            if isinstance(r, dict) and r.get("am") == "run":
+                if int(r.get("exec_errno", 0)):
+                    return 127
+                status = int(r["status"])
+                return -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
+    return 127
