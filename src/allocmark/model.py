@@ -433,6 +433,7 @@ class Request:
 
     workloads: tuple[str, ...] = ()  # workload names; none (and no command): the suite's
     command: tuple[str, ...] = ()  # or the user's own program and its arguments
+    env: tuple[str, ...] = ()  # NAME=VALUE the command runs with (`try --env`)
     suite: str | None = None  # built-in suite name or suite .toml file (default: quick)
     allocators: tuple[str, ...] = ()  # NAME[,NAME...] or NAME=/path/lib.so[:ENV=VAL,...]
     params: tuple[str, ...] = ()  # NAME=V[,V...] parameter overrides

@@ -22,6 +22,7 @@ from allocmark.answer import analyze, releases
 from allocmark.errors import UserError
 from allocmark.model import GitBuild
 from allocmark.report import extra
+from allocmark.run import runas
 from allocmark.verbs import bisect
 from tests.allocators import tinyrepo
 from tests.answer.test_across import _runs
@@ -186,13 +187,14 @@ def test_a_revision_that_does_not_build_is_listed_with_its_log_and_skipped(
 def test_the_build_runs_as_the_measured_user_and_stays_in_its_checkout(
     place: Path, repo: tinyrepo.Repo
 ) -> None:
-    """A build is the repository's code: as root it runs as the run-as user, and a
-    library named outside the checkout is refused, never copied into the cache."""
+    """A build is the repository's code: as root it runs as the campaign's transient
+    identity, and a library named outside the checkout is refused, never copied into
+    the cache."""
     sel = git.Selection("who", str(repo.path), ("v1.0",))
     (spec,) = git.specs(sel, str(repo.path), GitBuild("id -u > uid", "uid"))
-    git.build(spec, (4321, 4321) if os.geteuid() == 0 else None)
-    uid = (Path(spec.paths[0])).read_text().strip()
-    assert uid == ("4321" if os.geteuid() == 0 else str(os.geteuid()))
+    git.build(spec)
+    uid = int((Path(spec.paths[0])).read_text().strip())
+    assert runas.transient(runas.RunAs("", uid, uid)) if os.geteuid() == 0 else uid == os.geteuid()
     (outside,) = git.specs(sel, str(repo.path), GitBuild("true", "../../../etc/passwd"))
     with pytest.raises(git.BuildFailed, match="leads outside the checkout"):
         git.build(outside)
@@ -204,7 +206,7 @@ def test_the_build_runs_as_the_measured_user_and_stays_in_its_checkout(
     swap = "rm -f ../build.log; ln -sf /etc/shadow ../build.log; echo tried; exit 3"
     (liar,) = git.specs(sel, str(repo.path), GitBuild(swap, "lib.so"))
     with pytest.raises(git.BuildFailed, match="exited with status 3") as failed:
-        git.build(liar, (4321, 4321) if os.geteuid() == 0 else None)
+        git.build(liar)
     assert failed.value.tail[-1] == "tried" and "root:" not in str(failed.value)
 
 

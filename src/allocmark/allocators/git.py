@@ -323,8 +323,11 @@ class Built:
     cached: bool
 
 
-def build(spec: AllocatorSpec, user: User = None, say: Say = lambda _: None) -> Built:
-    """The library of `spec`'s commit, from the cache or built now (BuildFailed)."""
+def build(spec: AllocatorSpec, say: Say = lambda _: None) -> Built:
+    """The library of `spec`'s commit, from the cache or built now (BuildFailed), the
+    build run as untrusted code (native/identity.py)."""
+    who = identity.chosen()
+    user: User = (who.uid, who.gid) if who else None
     origin = spec.git
     if origin is None:
         raise ValueError(f"{spec.name} is not built from a repository")
@@ -374,8 +377,8 @@ def _run_build(b: GitBuild, src: Path, home: Path, log: Path) -> int | None:
     """The build command, as untrusted code runs (native/identity.py): as the campaign's
     identity, through the launcher, every process it started (a daemon it left behind
     too) ended when it ends. The identity has already been handed the checkout."""
-    env = {k: v for k, v in _env().items() if not k.startswith(("AM_", "ALLOCMARK_"))}
-    env |= {"HOME": str(home)} | dict(b.env)
+    env = identity.environment(b.env)
+    env = {"HOME": str(home), "GIT_TERMINAL_PROMPT": "0"} | env
     with open(log, "ab") as f:
         done = identity.contained(
             ["sh", "-c", b.build], env, b.timeout_s, cwd=src, stdout=f.fileno()

@@ -100,7 +100,7 @@ def _run_probe(spec: AllocatorSpec, library: str | None) -> subprocess.Completed
     """The probe under the allocator, as untrusted code runs (native/identity.py): its
     constructors are the allocator's code, so never as root, and nothing it starts
     outlives it. Under another glibc, the launcher runs it with that glibc's loader."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | dict(spec.env)
+    env = identity.environment(spec.env)
     if preload := preload_list(spec, library):
         env["LD_PRELOAD"] = preload
     argv = [str(native.program("am_probe"))]

@@ -205,6 +205,14 @@ def try_cmd(
     why: WhyOpt = None,
     build: BuildOpt = None,
     output: OutputOpt = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="NAME=VALUE the command runs with (repeatable); it gets no other variable "
+            "of yours but PATH, the locale, TZ and TERM",
+        ),
+    ] = None,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     from allocmark import api
@@ -212,6 +220,7 @@ def try_cmd(
 
     req = api.Request(
         command=tuple(command),
+        env=tuple(env or ()),
         allocators=tuple(alloc or ()),
         min_blocks=reps,
         max_blocks=max_blocks,

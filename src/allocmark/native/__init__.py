@@ -1,8 +1,9 @@
 """Native programs and libraries of the package, the cache, the record reader.
 
 Where the programs and libraries built into the package live, allocmark's cache,
-the native tools' versions, and (records.py) the one reader of what native programs
-write. Every stage below the CLI may import it.
+the native tools' versions, (records.py) the one reader of what native programs
+write, and (identity.py) the identity untrusted code runs as and the way it is run
+there. Every stage below the CLI may import it.
 
 May import: errors.
 Never: allocators, answer, api, cli, executors, profile, report, run, store, verbs,

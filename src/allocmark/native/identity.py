@@ -25,7 +25,6 @@ import contextlib
 import fcntl
 import functools
 import grp
-import json
 import os
 import pwd
 import secrets
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from allocmark import native
 from allocmark.errors import UserError
+from allocmark.native import records
 
 ENV = "ALLOCMARK_RUN_AS"  # what `allocmark --run-as USER` sets
 TRANSIENT_BASE = 0x5A000000  # far above any range a distribution or container hands out
@@ -202,6 +202,20 @@ def sweep(user: RunAs | None) -> None:
         )
 
 
+# What untrusted code gets of allocmark's own environment: where programs are, the
+# locale, the time zone, the terminal's kind. Nothing else of root's (HOME, tokens,
+# XDG_*, SSH_*, ...): the run's HOME and TMPDIR are its own directory (execute.py), and
+# what else a program needs is said by its workload, its allocator or `try --env`.
+KEPT = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
+
+
+def environment(additions: Mapping[str, str] | Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """The documented minimal environment (KEPT and LC_*) plus `additions`."""
+    env = {k: v for k, v in os.environ.items() if k in KEPT or k.startswith("LC_")}
+    env.setdefault("PATH", os.defpath)
+    return env | dict(additions)
+
+
 @dataclass(frozen=True)
 class Contained:
     """How a contained command ended: its exit code (-N: killed by signal N; None: it
@@ -269,12 +283,11 @@ def _code(launcher: int, record: bytes) -> int:
     """The command's exit code (-N: signal N) from the launcher's "run" record."""
     if launcher != 0:
         return -signal.SIGKILL if launcher < 0 else 127
-    for line in record.splitlines():
-        with contextlib.suppress(ValueError):
-            r = json.loads(line)
-            if isinstance(r, dict) and r.get("am") == "run":
-                if int(r.get("exec_errno", 0)):
-                    return 127
-                status = int(r["status"])
-                return -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
-    return 127
+    try:
+        found = records.only(records.parse(record, "the launcher's pipe"), "run", "the launcher")
+        if int(found.get("exec_errno", 0)):
+            return 127
+        status = int(found["status"])
+    except (records.RecordError, KeyError, TypeError, ValueError):
+        return 127
+    return -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF

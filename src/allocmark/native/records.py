@@ -22,7 +22,10 @@ being half understood:
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from allocmark.errors import AllocmarkError
@@ -41,6 +44,29 @@ VERSIONS = {
     "stage": 1,
     "prof": 4,
 }
+
+
+FILE_LIMIT = 16 << 20  # bytes of one record file read at the most
+
+
+def read_file(path: Path, what: str, limit: int = FILE_LIMIT) -> bytes:
+    """A record file the measured program could have touched (its identity owns the
+    directory), read as untrusted: never through a link, a regular file only (a FIFO
+    would block for ever), at most `limit` bytes. A bad one is a RecordError that names
+    the file by its name alone, never by what it points to or holds."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        why = "a symbolic link" if e.errno == 40 else (e.strerror or "unreadable").lower()
+        raise RecordError(f"{what} {path.name} cannot be read: {why}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"{what} {path.name} is not a regular file")
+        text = f.read(limit + 1)
+    if len(text) > limit:
+        raise RecordError(f"{what} {path.name} is larger than {limit >> 20} MiB")
+    return text
 
 
 class RecordError(AllocmarkError):

@@ -22,7 +22,8 @@ def read(path: Path) -> list[dict[str, Any]]:
     """Every process's "prof" record in the file (none if the file is absent)."""
     if not path.exists():
         return []
-    found = records.parse(path.read_bytes(), "the profiler's record file")
+    text = records.read_file(path, "the profiler's record file")  # the program's file
+    found = records.parse(text, "the profiler's record file")
     return [r.fields for r in found if r.kind == "prof"]
 
 

@@ -175,9 +175,13 @@ def _run(spec: RunSpec) -> RunResult:
                 detail=f"cannot start {spec.argv[0]}: {e.strerror or e}",
             )
         if _who_checked(spec) and outcome.status:
-            outcome.who = who.read(room.who)
-            outcome.labels["calls"] = json.dumps(who.calls(room.who))
-            source, outcome.alloc_stats = who.stats(room.who)
+            try:
+                outcome.who = who.read(room.who)
+                outcome.labels["calls"] = json.dumps(who.calls(room.who))
+                source, outcome.alloc_stats = who.stats(room.who)
+            except records.RecordError as e:  # the directory is the program's: its run fails
+                outcome.verdict = (RunStatus.UNVERIFIED, f"what served malloc is unknown: {e}")
+                source = "none"
             outcome.labels["alloc_stats"] = source
         if spec.profile:
             outcome.profile = _read_profile(room.profile)
@@ -202,7 +206,7 @@ def _who_checked(spec: RunSpec) -> bool:
 
 
 def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
-    env = launch.child_environment(spec.env)
+    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | launch.child_environment(spec.env)
     if spec.profile:  # in front of the allocator, so that it sees every call
         shim = profile.shim_library()
         env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim

@@ -16,19 +16,19 @@ from typing import Any
 
 from allocmark import native
 from allocmark.model import RssSeries, RunSpec, RunStatus
-from allocmark.native import records
+from allocmark.native import identity, records
 from allocmark.run import capture, image, runas, who
 from allocmark.store import owner
 from allocmark.text import printable
 
+LAUNCHER_KNOBS = ("AM_RUN_SAMPLE_US", "AM_RUN_NO_NEAR_PEAK", "AM_RUN_NO_CGROUP")
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
 
 
 def child_environment(additions: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """Our environment without any LD_PRELOAD of the caller's, plus the run's own."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env.update(additions)
-    return env
+    """The minimal environment untrusted code gets (identity.environment: never root's
+    own), plus the run's own variables."""
+    return identity.environment(additions)
 
 
 @dataclass
@@ -99,6 +99,9 @@ class Launched:
             out = self.streams.pipe("stdout", capture.PARSED_KEEP)
         if user := runas.chosen():
             env["AM_RUN_USER"] = user.env
+        # The launcher's own knobs, from allocmark's environment (tests and benches turn
+        # sampling off): am_run reads and removes them, the program never sees them.
+        env |= {k: v for k, v in os.environ.items() if k in LAUNCHER_KNOBS}
         steps = ["--steps", ",".join(map(str, spec.app.steps))] if spec.app.steps else []
         if spec.memory_limit:
             steps = ["--memory-limit", str(spec.memory_limit), *steps]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from allocmark import allocators, workloads
 from allocmark.errors import UserError
-from allocmark.model import RunSpec, Verified, Workload
+from allocmark.model import Env, RunSpec, Verified, Workload
 from allocmark.run import plan
 from allocmark.store import Store, seal
 from allocmark.text import printable
@@ -64,16 +64,27 @@ def check_resume(store: Store, cid: int, verified: Sequence[Verified]) -> None:
     a workload neither knows is refused, and all runs of a cell share one command."""
     pending = store.pending(cid)
     catalog = dict(workloads.load_catalog())
-    if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
-        catalog[workloads.COMMAND] = workloads.command_workload(command)
     by_name = {v.spec.name: v for v in verified}
     signed = store.signed_plan(cid)
+    if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
+        given = _given_env([s for s, _ in signed], by_name)
+        catalog[workloads.COMMAND] = workloads.command_workload(command, given)
     problems = [_changed(spec, catalog, by_name) for spec in pending]
     if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
         raise UserError(
             f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
             "changed since it was planned: start a new campaign"
         )
+
+
+def _given_env(plan: Sequence[RunSpec], by_name: dict[str, Verified]) -> Env:
+    """The variables the user gave the command (`try --env`), as its first measured run
+    was planned (and signed): its environment less its allocator's."""
+    for spec in plan:
+        if spec.workload == workloads.COMMAND and (a := by_name.get(spec.allocator)):
+            own = set(a.child_env().items())
+            return tuple(kv for kv in spec.env if kv not in own)
+    return ()
 
 
 def _changed(spec: RunSpec, catalog: dict[str, Workload], by_name: dict[str, Verified]) -> str:

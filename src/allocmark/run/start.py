@@ -34,7 +34,7 @@ from allocmark.model import (
     Request,
     Workload,
 )
-from allocmark.run import machine, plan, runas, suites
+from allocmark.run import machine, plan, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store, owner, seal
 
@@ -183,7 +183,7 @@ def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Wo
             [], req.min_blocks or DEFAULT_MIN_BLOCKS, req.timeout_s or 600, 1
         )
         return dataclasses.replace(suite, name="try"), [
-            (workloads.command_workload(list(req.command)), ())
+            (workloads.command_workload(list(req.command), workloads.parse_env(req.env)), ())
         ]
     if req.suite is None and req.workloads:
         suite = suites.adhoc_suite(
@@ -272,12 +272,9 @@ def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
 
 
 def revision(spec: AllocatorSpec, notes: list[Note]) -> git.Built:
-    """`spec`'s library built (or found in the cache), as the user the measured
-    programs run as: a repository's build is its code."""
-    user = runas.chosen()
-    done = git.build(
-        spec, (user.uid, user.gid) if user else None, lambda m: notes.append(Note("info", m))
-    )
+    """`spec`'s library built (or found in the cache), under the campaign's identity:
+    a repository's build is its code."""
+    done = git.build(spec, lambda m: notes.append(Note("info", m)))
     if not done.cached:
         notes.append(Note("info", f"built {spec.name} in {done.seconds:.1f} s"))
     return done

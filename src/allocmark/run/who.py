@@ -31,12 +31,21 @@ class Report:
 
 
 def read(directory: Path) -> list[Report]:
-    """One report per process that kept the preload (exec'd programs write again)."""
+    """One report per process that kept the preload (exec'd programs write again).
+    The directory is the program's: every file in it is read as untrusted (no link
+    followed, regular files only, bounded; records.read_file), and a bad one is a
+    RecordError that fails the run, never the campaign. At most FILES files."""
+    names = sorted(os.listdir(directory))
+    if len(names) > FILES:
+        raise records.RecordError(f"libam_who's directory holds {len(names)} files")
     return [
         r
-        for f in sorted(directory.iterdir())
-        if not f.name.startswith((CALLS, STATS)) and (r := _parse(f)) is not None
+        for name in names
+        if not name.startswith((CALLS, STATS)) and (r := _parse(directory / name)) is not None
     ]
+
+
+FILES = 10_000  # a run's processes, at the most, that libam_who reports
 
 
 CALLS = "calls."  # files of "calls" records, one per process
@@ -95,8 +104,8 @@ def calls(directory: Path) -> list[str]:
 def _lines(directory: Path, prefix: str, kind: str) -> list[dict[str, Any]]:
     """The fields of every `kind` record in the files named PREFIX.PID."""
     found = []
-    for f in sorted(directory.glob(f"{prefix}*")):
-        text = f.read_bytes()
+    for f in sorted(directory.glob(f"{prefix}*"))[:FILES]:
+        text = records.read_file(f, "libam_who's report")
         whole = text[: text.rfind(b"\n") + 1]  # a process killed mid-line: its last is cut
         found += [r.fields for r in records.parse(whole, f.name) if r.kind == kind]
     return found
@@ -104,7 +113,7 @@ def _lines(directory: Path, prefix: str, kind: str) -> list[dict[str, Any]]:
 
 def _parse(path: Path) -> Report | None:
     """The file's "who" record; None for a file cut short (its process died writing)."""
-    text = path.read_bytes()
+    text = records.read_file(path, "libam_who's report")
     if not text.endswith(b"\n"):
         return None
     r = records.one(text, "who", f"libam_who's report {path.name}")

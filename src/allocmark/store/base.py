@@ -81,6 +81,7 @@ class Base:
         )
         if not self.readonly:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(path)
         try:
             self.db = self._connect()
             self.db.execute("PRAGMA foreign_keys = ON")
@@ -131,7 +132,7 @@ class Base:
             "(SELECT COUNT(*) FROM runs r WHERE r.campaign_id = c.id) "
             "FROM campaigns c ORDER BY c.id"
         ).fetchall()
-        return [Campaign(*r) for r in rows]
+        return [_campaign(r) for r in rows]
 
     def campaign(self, cid: int | None = None, unfinished: bool = False) -> Campaign:
         """Campaign `cid`, or the newest one (the newest unfinished one if asked: not
@@ -204,4 +205,31 @@ class Base:
             "ON m.id = c.machine_id WHERE c.id=?",
             (cid,),
         ).fetchone()
-        return dict(codec.loads(row[0])) if row else {}
+        return codec.mapping(row[0]) if row else {}
+
+
+def _create_private(path: Path) -> None:
+    """A new database is made 0600 before SQLite opens it (SQLite gives its -wal and
+    -shm files the database's mode): it holds every stored command and environment."""
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite says what is wrong with the place, in its own words
+    os.close(fd)
+
+
+def _campaign(r: tuple[Any, ...]) -> Campaign:
+    """A campaigns row, each column of its type (a hand-edited one is a StoreError)."""
+    return Campaign(
+        codec.integer(r[0]),
+        codec.text(r[1]),
+        codec.text(r[2]),
+        codec.number(r[3]),
+        codec.text_or_none(r[4]),
+        codec.integer(r[5]),
+        codec.integer(r[6]),
+    )

@@ -7,11 +7,15 @@ import array
 import dataclasses
 import functools
 import json
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from allocmark.errors import StoreError
-from allocmark.model import RunSpec, RunStatus, Verified, Workload
+from allocmark.model import AllocatorSpec, AppRun, RunSpec, RunStatus, Verified, Workload
 from allocmark.schemas import stored
 
 
@@ -53,9 +57,12 @@ def floats(text: str | None) -> tuple[float | None, ...]:
 
 def params(text: str) -> tuple[tuple[str, int | str], ...]:
     try:
-        return tuple((k, v) for k, v in loads(text))
+        found = tuple((k, v) for k, v in loads(text))
     except (TypeError, ValueError):
         raise damaged(text) from None
+    if not all(isinstance(k, str) and isinstance(v, int | str) for k, v in found):
+        raise damaged(text)
+    return found
 
 
 def packed(values: tuple[int, ...]) -> bytes:
@@ -81,6 +88,115 @@ def loads(text: str) -> Any:
         return json.loads(text)
     except (TypeError, ValueError, RecursionError):
         raise damaged(text) from None
+
+
+def mapping(text: object) -> dict[str, Any]:
+    """A JSON column that must hold an object."""
+    value = loads(text) if isinstance(text, str) else None
+    if not isinstance(value, dict):
+        raise damaged(text)
+    return value
+
+
+def strings(text: object) -> tuple[str, ...]:
+    """A JSON column that must hold a list of strings (an argv, a list of names)."""
+    value = loads(text) if isinstance(text, str) else None
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise damaged(text)
+    return tuple(value)
+
+
+def pairs(text: object) -> tuple[tuple[str, str], ...]:
+    """A JSON column of [name, value] string pairs (an environment)."""
+    value = loads(text) if isinstance(text, str) else None
+    if not isinstance(value, list) or not all(
+        isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
+        for kv in value
+    ):
+        raise damaged(text)
+    return tuple((k, v) for k, v in value)
+
+
+def integer(value: object, low: int = -(2**63), high: int = 2**63 - 1) -> int:
+    """An INTEGER column's value, which SQLite would keep as text or a float too."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise damaged(value)
+    return value
+
+
+def number(value: object) -> float:
+    """A REAL column's value: a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise damaged(value)
+    return float(value)
+
+
+def text_or_none(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise damaged(value)
+    return value
+
+
+def text(value: object) -> str:
+    if not isinstance(value, str):
+        raise damaged(value)
+    return value
+
+
+def allocator_spec(text: object) -> AllocatorSpec:
+    """An allocator's stored spec (a StoreError when it is not one)."""
+    try:
+        return stored.allocator_spec(str(text) if isinstance(text, str) else "")
+    except (ValidationError, ValueError, TypeError, RecursionError):
+        raise damaged(text) from None
+
+
+def checked_allocator(row: dict[str, Any]) -> dict[str, Any]:
+    """An allocators row with every column of the type it is written with, its JSON
+    columns of their shapes (allocator_row): a report reads them as such."""
+    checks: dict[str, Callable[[Any], object]] = {
+        "name": text,
+        "status": text,
+        "spec_json": text,
+        "library": text_or_none,
+        "sha256": text_or_none,
+        "version": text_or_none,
+        "reason": text_or_none,
+        "lacks_json": lambda v: strings(v or "[]"),
+        "env_json": _text_map,
+        "served_json": lambda v: pairs_or_none(v or "[]"),
+    }
+    for key, check in checks.items():
+        try:
+            check(row.get(key))
+        except StoreError:
+            raise StoreError(
+                f"the results database's allocators.{key} of {str(row.get('name'))[:40]!r} "
+                f"holds a damaged value ({str(row.get(key))[:60]!r}): it was edited or "
+                "corrupted; restore it from a copy"
+            ) from None
+    return row
+
+
+def _text_map(value: object) -> dict[str, str]:
+    found = mapping(value or "{}")
+    if not all(isinstance(v, str) for v in found.values()):
+        raise damaged(value)
+    return found
+
+
+def pairs_or_none(value: object) -> tuple[tuple[str, str | None], ...]:
+    """[name, value] pairs whose value may be null (what served each function)."""
+    found = loads(value) if isinstance(value, str) else None
+    if not isinstance(found, list) or not all(
+        isinstance(kv, list)
+        and len(kv) == 2
+        and isinstance(kv[0], str)
+        and isinstance(kv[1], str | None)
+        for kv in found
+    ):
+        raise damaged(value)
+    return tuple((k, v) for k, v in found)
 
 
 def damaged(text: object) -> StoreError:
@@ -139,19 +255,28 @@ PLAN_COLUMNS = (
 
 
 def spec_from_row(r: tuple[Any, ...]) -> RunSpec:
+    """A planned run as stored, every field checked: a plan from elsewhere is read as
+    untrusted (a StoreError names the value that is wrong)."""
     return RunSpec(
-        seq=r[0],
-        allocator=r[1],
-        workload=r[2],
+        seq=integer(r[0]),
+        allocator=text(r[1]),
+        workload=text(r[2]),
         params=params(r[3]),
-        rep=r[4],
-        argv=tuple(loads(r[5])),
-        env=tuple((k, v) for k, v in loads(r[6])),
-        timeout=r[7],
-        expect_malloc=r[8],
-        result_fd=bool(r[9]),
-        role=r[10],
-        app=stored.app_run(r[11]),
-        profile=bool(r[12]),
-        memory_limit=int(r[13] or 0),
+        rep=integer(r[4]),
+        argv=strings(r[5]),
+        env=pairs(r[6]),
+        timeout=number(r[7]),
+        expect_malloc=text_or_none(r[8]),
+        result_fd=bool(integer(r[9])),
+        role=text(r[10]),
+        app=_app_run(r[11]),
+        profile=bool(integer(r[12])),
+        memory_limit=integer(r[13] or 0, 0),
     )
+
+
+def _app_run(text: object) -> AppRun:
+    try:
+        return stored.app_run(str(text) if isinstance(text, str) else "")
+    except (ValidationError, ValueError, TypeError, RecursionError):
+        raise damaged(text) from None

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from allocmark.model import AllocatorSpec, CampaignPlan, Machine, RunSpec, Verified, Workload
-from allocmark.schemas import stored
 from allocmark.store import campaign_plan as campaign_plan_json, codec, owner, seal
 from allocmark.store.base import Base
 
@@ -130,9 +129,9 @@ class Plans(Base):
         rows = self.db.execute(
             "SELECT spec_json, sha256 FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,)
         )
-        return [(stored.allocator_spec(text), sha) for text, sha in rows]
+        return [(codec.allocator_spec(text), codec.text_or_none(sha)) for text, sha in rows]
 
     def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
         cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        return [codec.checked_allocator(dict(zip(names, r, strict=True))) for r in cur.fetchall()]

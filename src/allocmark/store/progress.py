@@ -144,7 +144,7 @@ class Progress(Base):
         rows = self.db.execute(
             "SELECT seconds FROM calibrations WHERE campaign_id=? ORDER BY at", (cid,)
         )
-        return [float(r[0]) for r in rows]
+        return [codec.number(r[0]) for r in rows]
 
     def set_status(self, cid: int, status: str) -> None:
         """A finished or interrupted campaign has no owner any more."""

@@ -207,7 +207,7 @@ class Reads(Cache):
             "WHERE campaign_id=? AND role='baseline' AND status='ok'",
             (cid,),
         )
-        return {(a, w): int(rss) for a, w, rss in rows}
+        return {(a, w): codec.integer(rss) for a, w, rss in rows}
 
     def profiles(self, cid: int) -> list[tuple[str, str, Params, dict[str, Any]]]:
         """(allocator, workload, params, profile) of every profiled run, in run order."""
@@ -228,8 +228,13 @@ class Reads(Cache):
         ).fetchall()
         found = []
         for a, w, pj, period, stride, t, kib in rows:
-            series = RssSeries(codec.unpacked(t), codec.unpacked(kib), int(period), int(stride))
-            if len(series.t_ms) != len(series.kib):
+            series = RssSeries(
+                codec.unpacked(t),
+                codec.unpacked(kib),
+                codec.integer(period, 1),
+                codec.integer(stride, 1),
+            )
+            if not series.t_ms or len(series.t_ms) != len(series.kib):
                 raise StoreError(f"damaged RSS series of a {a} run of {w}: {self.path}")
             found.append((a, w, codec.params(pj), series))
         return found
@@ -302,10 +307,10 @@ class Reads(Cache):
             "AND role='verify' AND status='ok'",
             (cid,),
         ):
-            calls = codec.loads(labels).get("calls") if labels else None
+            calls = codec.mapping(labels).get("calls") if labels else None
             if calls is not None:
                 key = (str(workload), json.dumps(codec.params(params)))
-                out.setdefault(key, set()).update(codec.loads(calls))
+                out.setdefault(key, set()).update(codec.strings(calls))
         return {k: tuple(sorted(v)) for k, v in out.items()}
 
     def typical_wall(self) -> dict[str, float]:

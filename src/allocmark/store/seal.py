@@ -9,7 +9,7 @@ read (`plan.key`, mode 0600, in $XDG_CONFIG_HOME/allocmark or ~/.config/allocmar
 the way Jupyter decides whether a notebook is trusted. The signature covers every
 field of the run that decides what executes, and the campaign's random `plan_id`,
 so that a run cannot be moved between campaigns. The campaign itself is
-sealed too (`seal_campaign`): its plan (`settings_json`: the why pass, the budget) and
+sealed too (`seal_campaign`): its plan as stored (the why pass, the budget) and
 its allocators' stored specs (their libraries, their environment), which a resume
 verifies and probes. A resume checks the seal and every run of the plan, done or
 pending (more blocks and the why pass copy done runs), before anything of the campaign
@@ -138,11 +138,11 @@ def verifies(secret: bytes | None, plan_id: object, s: RunSpec, tag: object) -> 
 
 
 def campaign_message(
-    plan_id: str, settings: str, allocators: Sequence[tuple[str, str, str]]
+    plan_id: str, plan_text: str, allocators: Sequence[tuple[str, str, str]]
 ) -> bytes:
     """The campaign's plan as stored, and each allocator's (name, spec_json, sha256)."""
     rows = sorted([list(a) for a in allocators])
-    return json.dumps([plan_id, settings, rows], separators=(",", ":")).encode()
+    return json.dumps([plan_id, plan_text, rows], separators=(",", ":")).encode()
 
 
 def seal_campaign(secret: bytes | None, message: bytes) -> str | None:

@@ -26,6 +26,7 @@ from allocmark.workloads.catalog import (
     load_catalog,
     missing,
     parse_catalog,
+    parse_env,
     parse_metrics,
     resolve_params,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "load_catalog",
     "missing",
     "parse_catalog",
+    "parse_env",
     "parse_metrics",
     "resolve_params",
 ]

@@ -224,9 +224,28 @@ def _param(name: str, t: ParamEntry, at: _Where) -> Param:
     )
 
 
-def command_workload(argv: Sequence[str]) -> Workload:
-    """A user's own command (`allocmark try`): measured from outside only."""
-    return Workload(name=COMMAND, description="user command", kind="command", argv=tuple(argv))
+def command_workload(argv: Sequence[str], env: Env = ()) -> Workload:
+    """A user's own command (`allocmark try`): measured from outside only; `env`: the
+    variables the user gave it (`--env`)."""
+    return Workload(
+        name=COMMAND, description="user command", kind="command", argv=tuple(argv), env=env
+    )
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_env(given: Sequence[str]) -> Env:
+    """`--env NAME=VALUE` values, each checked; a name given twice is refused."""
+    out: dict[str, str] = {}
+    for item in given:
+        name, eq, value = item.partition("=")
+        if not eq or not _NAME.fullmatch(name):
+            raise UserError(f"--env {item!r}: give NAME=VALUE, e.g. --env PYTHONMALLOC=malloc")
+        if name in out:
+            raise UserError(f"--env {name}: given twice; give each variable once")
+        out[name] = value
+    return tuple(out.items())
 
 
 def check_command(argv: Sequence[str]) -> None:
