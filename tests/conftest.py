@@ -35,6 +35,19 @@ def cli(
     )
 
 
+# C source of an allocator that forwards the core API to glibc's own functions (its
+# constructors and destructors are what a test plants).
+FORWARDING = """extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
+void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+"""
+
+
 def build_so(tmp: Path, name: str, source: str) -> Path:
     """Compile a small C shared object for verification tests."""
     if not shutil.which("cc"):

@@ -17,7 +17,7 @@ import pytest
 
 from allocmark.store import seal
 from tests.allocators import tinyrepo
-from tests.conftest import PYTHON, build_so, cli, readable, writable_by_all
+from tests.conftest import FORWARDING, PYTHON, build_so, cli, readable, writable_by_all
 
 pytestmark = [
     pytest.mark.integration,
@@ -43,14 +43,7 @@ EVIL = """
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-void *malloc(size_t n) { return __libc_malloc(n); }
-void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
-void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
+@FORWARDING@
 __attribute__((constructor)) static void am_evil(void) {
   char line[64];
   int fd = open("@LOG@", O_WRONLY | O_APPEND);
@@ -64,14 +57,19 @@ __attribute__((constructor)) static void am_evil(void) {
 """
 
 
+def _evil(tmp_path: Path, log: Path, rooted: Path) -> Path:
+    source = EVIL.replace("@FORWARDING@", FORWARDING)
+    return build_so(
+        tmp_path, "evil", source.replace("@LOG@", str(log)).replace("@ROOTED@", str(rooted))
+    )
+
+
 def test_1_an_allocator_constructor_never_runs_as_root(tmp_path: Path) -> None:
     out = writable_by_all(tmp_path / "out")
     log, rooted = out / "euids", out / "rooted"
     log.touch()
     log.chmod(0o666)
-    so = build_so(
-        tmp_path, "evil", EVIL.replace("@LOG@", str(log)).replace("@ROOTED@", str(rooted))
-    )
+    so = _evil(tmp_path, log, rooted)
     r = _try(tmp_path / "t.db", "-a", f"evil={so}", "--", "true")
     assert r.returncode == 0, r.stderr
     euids = log.read_text().split()
@@ -127,11 +125,7 @@ def test_2_a_stored_allocator_s_environment_is_not_probed_unsigned(
     loader = fake / "ld-linux-x86-64.so.2"
     loader.write_text(f"#!/bin/sh\nid > {out / 'loader'}\n")
     loader.chmod(0o755)
-    so = build_so(
-        tmp_path,
-        "evil",
-        EVIL.replace("@LOG@", str(out / "euids")).replace("@ROOTED@", str(out / "rooted")),
-    )
+    so = _evil(tmp_path, out / "euids", out / "rooted")
     for n, env in enumerate(([["AM_RUN_GLIBC", str(fake)]], [["LD_PRELOAD", str(so)]])):
         edit = (
             "UPDATE allocators SET spec_json=json_set(spec_json, '$.env', "
@@ -261,12 +255,17 @@ os._exit(0)
 """
 
 
-def test_6_a_child_never_reaped_cannot_hide_its_memory(tmp_path: Path) -> None:
-    script = tmp_path / "hide.py"
-    script.write_text(HIDE)
-    db = tmp_path / "r.db"
+def _script_db(tmp_path: Path, text: str) -> Path:
+    """`text` as a Python program tried under glibc: the database of the campaign."""
+    script, db = tmp_path / "program.py", tmp_path / "program.db"
+    script.write_text(text)
     r = _try(db, "-a", "glibc", "--", PYTHON, str(script))
     assert r.returncode == 0, r.stderr
+    return db
+
+
+def test_6_a_child_never_reaped_cannot_hide_its_memory(tmp_path: Path) -> None:
+    db = _script_db(tmp_path, HIDE)
     with sqlite3.connect(db) as con:
         peaks = [p for (p,) in con.execute("SELECT maxrss_kib FROM runs WHERE role='measure'")]
     assert peaks and min(peaks) >= 160 * 1024, peaks
@@ -318,12 +317,7 @@ os.kill(launcher, signal.SIGCONT)  # allowed: same session, whatever the uid
 
 
 def test_9_a_sigcont_from_the_program_does_not_mark_its_runs(tmp_path: Path) -> None:
-    script = tmp_path / "cont.py"
-    script.write_text(CONT)
-    db = tmp_path / "c.db"
-    r = _try(db, "-a", "glibc", "--", PYTHON, str(script))
-    assert r.returncode == 0, r.stderr
-    runs = _runs(db)
+    runs = _runs(_script_db(tmp_path, CONT))
     assert runs and all(status == "ok" for _, status, _ in runs), runs
 
 

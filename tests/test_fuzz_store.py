@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from tests.conftest import cli, readable
+from tests.conftest import PYTHON, cli, readable
 
 pytestmark = pytest.mark.integration
 
@@ -88,21 +88,22 @@ def planted(
     elsewhere = {"XDG_CONFIG_HOME": str(where / "planner")}
     r = cli(
         "try",
-        "-a",
-        "glibc,glibc:arena2",
-        "-n",
-        "2",
-        "--max-blocks",
-        "2",
-        "--db",
-        str(db),
-        "--",
-        "true",
+        *("-a", "glibc,glibc:arena2,jemalloc", "-n", "4", "--max-blocks", "4"),
+        *("--db", str(db), "--env", "PYTHONMALLOC=malloc", "--"),
+        *(PYTHON, "-c", "x = [bytes(64) for _ in range(200000)]"),
         env=elsewhere,
     )
     assert r.returncode == 0, r.stderr
     assert cli("report", "--db", str(db), env=elsewhere).returncode == 0  # fills the cache
     yield db, _columns(db)
+    print(
+        f"\ncrafted databases: {TALLY['crafted']} through report (table, md, csv, json; html "
+        f"{TALLY['html']}), compare and --resume: {TALLY['refused']} refused with a clear "
+        "error, 0 tracebacks, 0 runs"
+    )
+
+
+TALLY = {"crafted": 0, "html": 0, "refused": 0}
 
 
 _edit = st.tuples(st.integers(min_value=0, max_value=10_000), _value, st.booleans(), st.booleans())
@@ -167,11 +168,14 @@ def test_crafted_databases_are_clear_errors_never_tracebacks_or_runs(
     base, columns = planted
     db = tmp_path / "crafted.db"
     assume(_craft(base, db, columns, edits))
+    TALLY["crafted"] += 1
+    TALLY["html"] += n % HTML_EVERY == 0
     out = tmp_path / "out"
     formats = ["table", "md", "csv", "json"] + (["html"] if n % HTML_EVERY == 0 else [])
     for fmt in formats:
         code = _in_process("report", "--db", str(db), "--format", fmt, "-o", f"{out}.{fmt}")
         assert code in (0, 1, 2), (fmt, code)
+        TALLY["refused"] += code != 0 and fmt == "json"
         if fmt in ("md", "html") and code == 0:
             assert "<img src=x" not in Path(f"{out}.{fmt}").read_text(errors="replace")
     assert _in_process("compare", str(base), str(db)) in (0, 1, 2)
@@ -181,3 +185,71 @@ def test_crafted_databases_are_clear_errors_never_tracebacks_or_runs(
     assert code in (1, 2), code  # refused: nothing of it is signed by this user
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == before
+
+
+# The eight tracebacks found by hand (issue 52, finding 8), and markup in a stored name.
+NAMED = {
+    "labels_json [1,2]": (["UPDATE runs SET labels_json='[1,2]'"], ["report"]),
+    "a negative stored margin": (
+        ["UPDATE campaigns SET settings_json=json_set(settings_json,'$.precision.margin',-0.5)"],
+        ["report"],
+    ),
+    "an empty RSS series, html": (
+        ["UPDATE rss_series SET t_ms=x'', kib=x''"],
+        ["report", "--format", "html"],
+    ),
+    "a text created, html": (
+        ["UPDATE campaigns SET created='yesterday'"],
+        ["report", "--format", "html"],
+    ),
+    "a 100,000-deep spec_json": ([f"UPDATE allocators SET spec_json='{DEEP}'"], ["report"]),
+    "wall_s 9e999": (["UPDATE runs SET wall_s=9e999"], ["compare"]),
+    "a 100,000-deep owner_json": (
+        [f"UPDATE campaigns SET owner_json='{DEEP}'"],
+        ["run", "--resume"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NAMED))
+def test_the_crafted_databases_found_by_hand_are_clear_errors(
+    planted: tuple[Path, list[tuple[str, str]]], tmp_path: Path, case: str
+) -> None:
+    base, _ = planted
+    edits, command = NAMED[case]
+    db = tmp_path / "c.db"
+    db.write_bytes(base.read_bytes())
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        con.execute("UPDATE campaigns SET status='interrupted', owner_json=NULL")
+        for edit in edits:
+            con.execute(edit)
+        con.commit()
+    args = (
+        ["compare", str(base), str(db)]
+        if command == ["compare"]
+        else [*command, "--db", str(db), "-o", str(tmp_path / "out")]
+        if command[0] == "report"
+        else [*command, "--db", str(db)]
+    )
+    r = cli(*args)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode in (0, 1, 2), r.stderr
+
+
+def test_markup_in_a_stored_name_is_never_markup(
+    planted: tuple[Path, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    base, _ = planted
+    db = tmp_path / "m.db"
+    db.write_bytes(base.read_bytes())
+    evil = "<img src=x onerror=alert(1)>"
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        for table, column in (("allocators", "name"), ("runs", "allocator"), ("plan", "allocator")):
+            con.execute(f"UPDATE {table} SET {column}=? WHERE {column}='glibc:arena2'", (evil,))
+        con.commit()
+    for fmt in ("md", "html"):
+        out = tmp_path / f"r.{fmt}"
+        r = cli("report", "--db", str(db), "--format", fmt, "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        text = out.read_text()
+        assert "alert(1)" in text and evil not in text, fmt  # shown, never markup

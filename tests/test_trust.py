@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from allocmark.model import Verified
-from tests.conftest import build_so, cli, writable_by_all
+from tests.conftest import FORWARDING, build_so, cli, writable_by_all
 
 pytestmark = pytest.mark.integration
 
@@ -363,14 +363,7 @@ FORGED_WHO = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-void *malloc(size_t n) { return __libc_malloc(n); }
-void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
-void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
+@FORWARDING@
 __attribute__((destructor)) static void am_forge(void) {
   const char *dir = getenv("AM_WHO_DIR"), *libc = "LIBC";
   if (!dir) return;
@@ -393,7 +386,8 @@ def test_an_allocator_that_forges_its_identity_is_never_stored_as_glibc(
 ) -> None:
     libc = installed["glibc"].malloc_object
     assert libc
-    so = build_so(tmp_path, "forge", FORGED_WHO.replace("LIBC", os.path.realpath(libc)))
+    source = FORGED_WHO.replace("@FORWARDING@", FORWARDING)
+    so = build_so(tmp_path, "forge", source.replace("LIBC", os.path.realpath(libc)))
     cases = {  # the program brings the forger in; allocmark was asked for glibc
         "instead of libam_who": ["env", f"LD_PRELOAD={so}", "true"],
         "before allocmark's preloads": ["sh", "-c", f'LD_PRELOAD="{so}:$LD_PRELOAD" exec true'],

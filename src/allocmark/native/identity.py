@@ -160,7 +160,10 @@ def _claim() -> _Held:
 
 def _ids_dir() -> None:
     """IDS, root's alone: a directory others could write would let them hold uids."""
-    IDS.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for d, mode in ((IDS.parent, 0o755), (IDS, 0o700)):
+        with contextlib.suppress(FileExistsError):
+            d.mkdir(mode=mode)
+            d.chmod(mode)  # whatever the umask
     for d in (IDS, IDS.parent):
         st = os.lstat(d)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
@@ -256,6 +259,9 @@ def contained(
             start_new_session=True,
             pass_fds=(status_w,),
         )
+    except OSError:
+        os.close(status_r)
+        raise
     finally:
         os.close(status_w)
     try:

@@ -1,4 +1,6 @@
-"""The report as Markdown: the comparison's tables, or the profiler's."""
+"""The report as Markdown: the comparison's tables, or the profiler's. Markdown lets
+raw HTML through, and names come from a database or a command line: every `<` outside
+a code block is written as `&lt;` (safe), so no stored name becomes markup."""
 
 from __future__ import annotations
 
@@ -13,10 +15,21 @@ def render(report: data.ReportData) -> str:
     if report.view == "runs":
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     if report.view == "profile":
-        return "\n".join(_profile(v) for v in report.profiles)
-    return "\n".join(
-        [comparison(data.comparison(report)), *(_extra(t) for t in extra.extras(report))]
+        return safe("\n".join(_profile(v) for v in report.profiles))
+    return safe(
+        "\n".join([comparison(data.comparison(report)), *(_extra(t) for t in extra.extras(report))])
     )
+
+
+def safe(text: str) -> str:
+    """`text` with no raw HTML: `<` outside fenced code blocks becomes `&lt;` (inside
+    one, Markdown shows it as it is and no markup is read)."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        out.append(line if fenced else line.replace("<", "&lt;"))
+    return "\n".join(out)
 
 
 def comparison(comp: Comparison) -> str:

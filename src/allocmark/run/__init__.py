@@ -9,10 +9,10 @@ covers measured runs with their verification and baseline runs, firstrun.py stop
 resume.py checks a stored campaign before the loop picks it up again. execute.py runs
 one `RunSpec` and says what its outcome means, through launch.py (the native launcher
 am_run and its report), image.py (what served malloc in every process image, read by
-the launcher from outside the program), runas.py (the unprivileged user the program
-runs as when allocmark is root), service.py (a server and its client), capture.py
-(bounded output) and who.py (libam_who's reports, a cross-check); machine.py records
-what a run ran on.
+the launcher from outside the program), runas.py (what the identity the program runs
+as must not reach: the guard, by real paths), service.py (a server and its client),
+capture.py (bounded output) and who.py (libam_who's reports, a cross-check);
+machine.py records what a run ran on.
 
 Takes: a `Request`, `Workload`s and a `Store`. Gives: stored runs and the events of a
 campaign.

@@ -7,6 +7,7 @@ rather than misreads. A value that is not a plan is a StoreError."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,11 +38,38 @@ def loads(text: str | None, where: str) -> CampaignPlan:
             f"{PLAN_VERSION}: report it with a newer allocmark"
         )
     try:
-        return stored.campaign_plan(data)
+        plan = stored.campaign_plan(data)
     except ValidationError as e:
         first = e.errors()[0]
         at = ".".join(map(str, first["loc"]))
         raise StoreError(f"{where}: its plan's {at or 'value'} is wrong: {first['msg']}") from None
+    if wrong := _out_of_range(plan):
+        raise StoreError(f"{where}: its plan's {wrong}: it was edited or corrupted")
+    return plan
+
+
+def _out_of_range(plan: CampaignPlan) -> str:
+    """What of a well-typed plan no allocmark writes (a database from elsewhere)."""
+    counts = {
+        "seed": plan.seed,
+        "min_blocks": plan.min_blocks,
+        "sample": plan.sample,
+        "memory_limit": plan.memory_limit,
+    }
+    if p := plan.precision:
+        counts |= {"precision.max_blocks": p.max_blocks}
+        if not 0 < p.margin < 1:
+            return f"precision.margin is {p.margin}, not between 0 and 1"
+        if not 0 <= p.budget_s < math.inf:
+            return f"precision.budget_s is {p.budget_s}"
+    for name, value in counts.items():
+        if not 0 <= value < 2**63:
+            return f"{name} is {value}"
+    if plan.why not in ("auto", "on", "off"):
+        return f"why is {plan.why!r}"
+    if not 0 <= plan.expected_s < math.inf:
+        return f"expected_s is {plan.expected_s}"
+    return ""
 
 
 def from_v1(old: dict[str, Any]) -> dict[str, Any]:

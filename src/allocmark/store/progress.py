@@ -144,7 +144,10 @@ class Progress(Base):
         rows = self.db.execute(
             "SELECT seconds FROM calibrations WHERE campaign_id=? ORDER BY at", (cid,)
         )
-        return [codec.number(r[0]) for r in rows]
+        found = [codec.number(r[0]) for r in rows]
+        if any(x <= 0 for x in found):  # a loop's time: never 0 where allocmark wrote it
+            raise codec.damaged(min(found))
+        return found
 
     def set_status(self, cid: int, status: str) -> None:
         """A finished or interrupted campaign has no owner any more."""
