@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages allocmark needs (build tools and the allocators
-# it measures) and create the user `allocmark` the measured programs run as under
-# root, as root or through sudo. Installs only what is missing, and
+# it measures), as root or through sudo. (The measured programs need no user of
+# their own: run as root, allocmark gives each campaign a transient uid,
+# src/allocmark/native/identity.py.) Installs only what is missing, and
 # says clearly what it could not install; never fails the caller for that.
 #
 # usage: install-system-deps.sh [PACKAGE...]
@@ -24,18 +25,6 @@ if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
 fi
 if [ $# -gt 0 ]; then
   packages=("$@")
-fi
-
-# The unprivileged user the measured programs run as when allocmark runs as root
-# (src/allocmark/run/runas.py): they must not reach the results or the cache.
-if [ $# -eq 0 ] && ! id -u allocmark >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then
-    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
-      allocmark || echo "allocmark: could not create the user allocmark" >&2
-  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-    sudo -n useradd --system --no-create-home --home-dir /nonexistent \
-      --shell /usr/sbin/nologin allocmark || echo "allocmark: could not create the user allocmark" >&2
-  fi
 fi
 
 missing=()

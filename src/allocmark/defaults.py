@@ -10,7 +10,6 @@ DEFAULT_MAX_BLOCKS = 1000  # the budget is the limit: "same" at ±3 % may take h
 DEFAULT_MIN_BLOCKS = 4  # stats.fewblock.MIN_BLOCKS: no verdict is possible in fewer blocks
 CONFIRM_RUNS = 20_000  # runs above which a campaign starts only with --yes
 
-# Run as root, allocmark runs the measured programs as this user (run/runas.py), or the
-# one this variable (`allocmark --run-as USER`) names.
-RUN_AS_DEFAULT = "allocmark"
+# Run as root, allocmark runs the measured programs as a transient uid of the campaign's
+# own (native/identity.py), or as the user this variable (`allocmark --run-as USER`) names.
 RUN_AS_ENV = "ALLOCMARK_RUN_AS"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from allocmark import interrupts
-from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_BLOCKS, RUN_AS_DEFAULT, RUN_AS_ENV
+from allocmark.defaults import CONFIRM_RUNS, DEFAULT_MAX_BLOCKS, RUN_AS_ENV
 from allocmark.errors import UserError
 
 if TYPE_CHECKING:
@@ -60,8 +60,9 @@ def _load(
         str | None,
         typer.Option(
             "--run-as",
-            help="run as root: the user the measured programs run as (default: SUDO_USER, "
-            f"else {RUN_AS_DEFAULT}; root: no other user), also {RUN_AS_ENV}",
+            help="run as root: the user the measured programs, probes and builds run as "
+            "(default: a transient uid of each campaign's own; root: no other user), also "
+            f"{RUN_AS_ENV}",
         ),
     ] = None,
 ) -> None:

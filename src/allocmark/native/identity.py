@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from allocmark import native
+from allocmark.defaults import RUN_AS_ENV
 from allocmark.errors import UserError
 from allocmark.native import records
 
-ENV = "ALLOCMARK_RUN_AS"  # what `allocmark --run-as USER` sets
+ENV = RUN_AS_ENV  # what `allocmark --run-as USER` sets
 TRANSIENT_BASE = 0x5A000000  # far above any range a distribution or container hands out
 TRANSIENT_COUNT = 1 << 20
 IDS = Path("/run/allocmark/ids")  # root's: one lock file per transient uid in use
