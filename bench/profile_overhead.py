@@ -33,7 +33,7 @@ from pathlib import Path
 
 from allocmark import allocators, profile, workloads
 from allocmark.model import Verified
-from allocmark.run import launch
+from allocmark.native import identity
 
 PARAMS = {"count": 100000, "rounds": 10, "size_min": 16, "size_max": 64, "threads": 1}
 TARGET = 1.25
@@ -53,7 +53,7 @@ def seconds(cmd: list[str], env: dict[str, str]) -> float:
 
 def env_for(v: Verified | None, profiled: bool, out: Path) -> dict[str, str]:
     """The run's environment as allocmark builds it, the profiler in front when asked."""
-    env = launch.child_environment(tuple(v.child_env().items()) if v else ())
+    env = identity.environment(v.child_env() if v else {})
     if profiled:
         env["LD_PRELOAD"] = ":".join(filter(None, (profile.shim_library(), env.get("LD_PRELOAD"))))
     return env | {"AM_PROF_OUT": str(out)}

@@ -456,7 +456,7 @@ static int am_any_of_mine(void) {
   return found;
 }
 
-// `am_run --sweep`, run as a campaign's transient identity (run/runas.py): SIGKILL to
+// `am_run --sweep`, run as a campaign's transient identity (native/identity.py): SIGKILL to
 // every process of that identity (kill(-1) reaches exactly those of its uid) until
 // none is left alive, or 5 s passed. kill(-1) itself cannot say so: it succeeds
 // whenever any other process exists.

@@ -165,9 +165,9 @@ def resume(
         _check(req)
         store = Store(db, create=False)  # a resume of nothing leaves no file behind
         cid = store.campaign(unfinished=True).id
-        resumed.check_signed(store, cid, yes)  # before anything stored runs, the probe too
+        planned = resumed.check_signed(store, cid, yes)  # before anything stored runs
         verified = resumed.reverify(store, cid)
-        resumed.check_resume(store, cid, verified)
+        resumed.check_resume(store, cid, verified, planned)
         _guard_libraries(db, verified)
         store.claim(cid, take_over)
         cplan = store.campaign_plan(cid)

@@ -247,7 +247,7 @@ def contained(
     env["AM_RUN_SAMPLE_US"] = "0"
     user = chosen()
     if user is not None:
-        env["AM_RUN_USER"] = f"{user.uid}:{user.gid}"
+        env["AM_RUN_USER"] = user.env
     status_r, status_w = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -280,8 +280,7 @@ def contained(
     finally:
         with os.fdopen(status_r, "rb") as f:
             record = f.read(1 << 16)
-        if user is not None and transient(user):
-            sweep(user)
+        sweep(user)
     code = None if ended else _code(proc.returncode, record)
     return Contained(code, out or b"", err or b"")
 

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from allocmark import native, profile, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus
-from allocmark.native import records
+from allocmark.native import identity, records
 from allocmark.run import image, launch, machine, runas, service, who
 
 STDERR_NOTE = 400  # bytes of a successful run's stderr kept with it (a label)
@@ -206,7 +206,8 @@ def _who_checked(spec: RunSpec) -> bool:
 
 
 def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
-    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | launch.child_environment(spec.env)
+    # Never allocmark's own environment: the minimal one, the run's directory as home.
+    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | identity.environment(spec.env)
     if spec.profile:  # in front of the allocator, so that it sees every call
         shim = profile.shim_library()
         env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim

@@ -16,19 +16,13 @@ from typing import Any
 
 from allocmark import native
 from allocmark.model import RssSeries, RunSpec, RunStatus
-from allocmark.native import identity, records
+from allocmark.native import records
 from allocmark.run import capture, image, runas, who
 from allocmark.store import owner
 from allocmark.text import printable
 
 LAUNCHER_KNOBS = ("AM_RUN_SAMPLE_US", "AM_RUN_NO_NEAR_PEAK", "AM_RUN_NO_CGROUP")
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
-
-
-def child_environment(additions: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """The minimal environment untrusted code gets (identity.environment: never root's
-    own), plus the run's own variables."""
-    return identity.environment(additions)
 
 
 @dataclass

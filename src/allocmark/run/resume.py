@@ -14,21 +14,21 @@ from allocmark.store import Store, seal
 from allocmark.text import printable
 
 
-def check_signed(store: Store, cid: int, yes: bool) -> None:
+def check_signed(store: Store, cid: int, yes: bool) -> list[RunSpec]:
     """Before anything of a stored campaign runs -- the probe that verifies its
     allocators again, a pending run, more blocks or the why pass copied from done runs
     -- the campaign's seal and every run of its plan must verify under this user's key
     (seal.py). What does not is listed, whole, and runs only with `yes`, which signs it
-    as the user's own; whatever `created_by` claims."""
+    as the user's own; whatever `created_by` claims. Gives the plan it checked."""
     signed = store.signed_plan(cid)
     campaign = store.campaign_plan(cid)
     unsigned = seal.unsigned(signed, campaign.plan_id)
     sealed = store.sealed(cid)
     if sealed and not unsigned:
-        return
+        return [s for s, _ in signed]
     if yes:
         store.approve(cid)
-        return
+        return [s for s, _ in signed]
     origin = campaign.created_by
     where = (
         f"says it was planned by user {origin.uid} on {origin.host}"
@@ -58,19 +58,21 @@ def _allocators(store: Store, cid: int) -> str:
     return printable("; ".join(out)[:2000])
 
 
-def check_resume(store: Store, cid: int, verified: Sequence[Verified]) -> None:
+def check_resume(
+    store: Store, cid: int, verified: Sequence[Verified], planned: Sequence[RunSpec]
+) -> None:
     """A resume runs what the database says, so it checks what that is. Each pending run
     must be what the catalog (or the campaign's own command) makes of its cell, a run of
-    a workload neither knows is refused, and all runs of a cell share one command."""
+    a workload neither knows is refused, and all runs of a cell share one command.
+    `planned`: the whole plan, as check_signed read it."""
     pending = store.pending(cid)
     catalog = dict(workloads.load_catalog())
     by_name = {v.spec.name: v for v in verified}
-    signed = store.signed_plan(cid)
     if (command := store.command_argv(cid, workloads.COMMAND)) is not None:
-        given = _given_env([s for s, _ in signed], by_name)
+        given = _given_env(planned, by_name)
         catalog[workloads.COMMAND] = workloads.command_workload(command, given)
     problems = [_changed(spec, catalog, by_name) for spec in pending]
-    if problem := next((p for p in problems if p), None) or plan.mixed([s for s, _ in signed]):
+    if problem := next((p for p in problems if p), None) or plan.mixed(list(planned)):
         raise UserError(
             f"{store.path}: campaign {cid} cannot be resumed: {problem}; it was "
             "changed since it was planned: start a new campaign"

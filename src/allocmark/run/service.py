@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from allocmark.model import RunSpec, RunStatus, Service
+from allocmark.native import identity
 from allocmark.run import capture, launch, runas, who
 
 STOP_GRACE = 10.0  # seconds a server gets to shut down cleanly before SIGKILL
@@ -121,7 +122,7 @@ def _client(argv: list[str], deadline: float) -> launch.Outcome:
     try:
         proc = subprocess.Popen(
             argv,
-            env=launch.child_environment(()),
+            env=identity.environment(),
             stdin=subprocess.DEVNULL,
             stdout=ends[0],
             stderr=ends[1],
