@@ -10,7 +10,11 @@ STAMP_APPS := $(VENV)/.apps
 SOURCES := pyproject.toml CMakeLists.txt $(shell find src native tests/native -type f \
              \( -name '*.py' -o -name '*.toml' -o -name '*.c' -o -name '*.h' -o -name '*.j2' -o -name '*.rs' -o -name '*.cpp' -o -name '*.rb' -o -name '*.lua' \) 2>/dev/null)
 
-.PHONY: demo test lint setup setup-apps bench faults neighbour docs clean
+.PHONY: demo test lint setup install setup-apps bench faults neighbour docs clean
+
+# Where `make setup` links the allocmark command: on PATH for root and for a user
+# (Debian's ~/.profile adds ~/.local/bin once it exists).
+PREFIX ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 
 # `make demo APPS=1` also installs the real applications and runs the apps suite.
 demo: setup $(if $(APPS),setup-apps)
@@ -62,6 +66,11 @@ lint: setup
 	ctest --test-dir build/lint --output-on-failure
 
 setup: $(STAMP_PKG)
+	@mkdir -p $(PREFIX)/bin && ln -sfn $(abspath $(BIN))/allocmark $(PREFIX)/bin/allocmark
+	@echo "allocmark is $(PREFIX)/bin/allocmark (a link to $(abspath $(BIN))/allocmark)"
+
+# The command on PATH alone, e.g. `make install PREFIX=/opt/tools`.
+install: setup
 
 # The Debian packages of the real applications (catalog/workloads.toml).
 setup-apps: $(STAMP_APPS)

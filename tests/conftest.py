@@ -24,13 +24,16 @@ PYTHON = "/usr/bin/python3"
 def cli(
     *args: str, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run the allocmark CLI as a user would, in a child process (`env` adds variables)."""
+    """Run the allocmark CLI as a user would, in a child process (`env` adds variables).
+    Its environment is always given: inherited, it would be the process's C-level one,
+    where readline (loaded by a pytest plugin) sets COLUMNS=80 and LINES, which
+    os.environ does not show and a piped allocmark reads as the width to draw."""
     return subprocess.run(
         [sys.executable, "-m", "allocmark", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=os.environ | env if env else None,
+        env=os.environ | (env or {}),
         check=False,
     )
 

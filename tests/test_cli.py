@@ -122,9 +122,11 @@ def test_failing_workload_is_reported_as_such(tmp_path: Path) -> None:
         "--db",
         str(db),
     )
-    assert result.returncode == 0, result.stderr
+    # never a number, and never a success: exit status 1, naming the cell (issue 53)
+    assert result.returncode == 1, result.stderr
     assert "FAILED 2/2" in result.stdout
     assert "failed: glibc large" in result.stderr and f"malloc({huge}) failed" in result.stderr
+    assert "1 cell without a result, their runs failed: large" in result.stderr
 
 
 def test_try_stops_at_a_command_failing_under_the_baseline(tmp_path: Path) -> None:
@@ -165,7 +167,9 @@ def test_try_with_i_records_crashes_and_goes_on(tmp_path: Path) -> None:
         "-c",
         "kill -SEGV $$",
     )
-    assert result.returncode == 0, result.stderr  # -i: a failing command is not an error
+    # -i runs on past the failure; a cell without a result is still exit status 1
+    assert result.returncode == 1, result.stderr
+    assert "2 cells without a result, their runs failed" in result.stderr
     assert result.stdout.count("CRASHED 2/2") == 2
     assert count_runs(db) == 2 + 4  # a verification run per allocator, then 2 x 2
     # no ratio can be decided from crashed runs, and none is said to be
@@ -344,7 +348,10 @@ def test_ctrl_c_stops_cleanly(tmp_path: Path) -> None:
             ["run", "-w", "churn", "-p", "size_min=600", "--db", "{tmp}/x.db"],
             "churn: size_min (600) must be <= size_max (512)",
         ),
-        (["run", "-w", "churn", "-p", "colour=2", "--db", "{tmp}/x.db"], "parameter (parameters:"),
+        (
+            ["run", "-w", "churn", "-p", "colour=2", "--db", "{tmp}/x.db"],
+            "parameter; its parameters:",
+        ),
         (["run", "-w", "falseshare", "-p", "mode=lazy", "--db", "{tmp}/x.db"], "active, passive"),
         (["run", "-w", "churn", "-p", "release=maybe", "--db", "{tmp}/x.db"], "true or false"),
         (["report", "--format", "pdf", "--db", "{tmp}/x.db"], "--format 'pdf'"),
@@ -459,9 +466,10 @@ def test_compare_two_campaigns_and_fail_above(
     assert re.search(r"\d+ slower, \d+ faster, \d+ same, \d+ inconclusive", result.stdout)
     assert "no control" in result.stdout  # one allocator in each: absolute values
 
-    # Same data on both sides: nothing to flag, exit 0 even with a 0.1 % limit.
+    # The same runs on both sides decide nothing: said, never a table of "inconclusive"
+    # (nor a gate passed by mistake).
     same = cli("compare", str(old), f"{old}#1", "--fail-above", "0.1%")
-    assert same.returncode == 0 and "0 slower, 0 faster" in same.stdout
+    assert same.returncode == 2 and "are the same runs" in same.stderr
 
     # Every run is an export, not a terminal table: say which formats.
     as_table = cli("report", "--db", str(old), "--runs")

@@ -534,7 +534,7 @@ PLAIN = {
     "/dev/zero as db": (["report", "--db", "/dev/zero"], "not a regular file"),
     "-a ''": (["run", "-a", "", "-w", "churn", "--db", "{tmp}/n.db"], "names no allocator"),
     "-a ','": (["run", "-a", ",", "-w", "churn", "--db", "{tmp}/n.db"], "names no allocator"),
-    "-w ''": (["run", "-w", "", "--db", "{tmp}/n.db"], "names no workload"),
+    "-w ''": (["run", "-w", "", "--db", "{tmp}/n.db"], "empty workload name"),
     "suite without runs": (
         ["run", "--suite", "{tmp}/empty.toml", "--db", "{tmp}/n.db"],
         "nothing to run",

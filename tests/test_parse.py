@@ -30,9 +30,14 @@ def test_bad_env_pair() -> None:
         allocators.parse_selection(["mine=/tmp/l.so:1X=2"])
 
 
-def test_unknown_catalog_name_lists_known() -> None:
-    with pytest.raises(UserError, match="unknown allocator 'jemaloc'; known: glibc"):
+def test_unknown_catalog_name_suggests_or_counts() -> None:
+    """A typo gets the near name (as git and pip do), not a screen of names; a name
+    near none gets the count and where the list is. Hidden entries are never named."""
+    with pytest.raises(UserError, match=r"unknown allocator 'jemaloc' \(did you mean 'jemalloc'"):
         allocators.select(allocators.load_catalog(), ["jemaloc"])
+    with pytest.raises(UserError, match=r"'zzz'; \d+ are known") as e:
+        allocators.select(allocators.load_catalog(), ["zzz"])
+    assert "bump" not in str(e.value) and "allocmark allocators" in str(e.value)
 
 
 def test_builtin_catalog_has_the_debian_allocators_and_variants() -> None:

@@ -244,6 +244,10 @@ class AppRun:
     parsers: tuple[MetricParser, ...] = ()
     service: Service | None = None
     steps: tuple[int, ...] = ()  # argv is several commands of these lengths, run in turn
+    # `try --prepare CMD`: run before each run of the command, as its identity, in its
+    # directory, without the allocator, and not timed (hyperfine's --prepare)
+    prepare: tuple[str, ...] = ()
+    show_output: bool = False  # `try --show-output`: the run's output is shown, not only kept
 
 
 @dataclass(frozen=True)
@@ -320,6 +324,7 @@ class RunResult:
     detail: str = ""  # why it is not OK: stderr tail, timeout, ...
     profile: dict[str, Any] | None = None  # {"records": the profiler's records, one per process}
     rss: RssSeries | None = None  # the launcher's samples (None: sampling off, or no record)
+    shown: str = ""  # the program's output, with `try --show-output` (shown, never stored)
 
 
 @dataclass(frozen=True)
@@ -452,6 +457,10 @@ class Request:
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
     keep_going: bool = False  # `try -i`: run on though the command fails under the baseline
     why: str = "off"  # the why pass (run/whypass.py): "auto", "on" or "off"
+    warmup: int = 0  # runs of each allocator and cell before the blocks, not measured
+    prepare: str = ""  # a shell command run before each run of `command`, not timed
+    show_output: bool = False  # show each run's output (try --show-output)
+    dry_run: bool = False  # check and say the campaign, run and store nothing (--dry-run)
     build: GitBuild | None = None  # how `-a NAME@git:...` revisions become libraries
 
 

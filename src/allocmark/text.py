@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,3 +23,14 @@ def cell(text: str) -> Text:
     from rich.text import Text  # only where a table is drawn
 
     return Text(printable(text))
+
+
+def suggest(word: str, known: Iterable[str]) -> str:
+    """ " (did you mean 'jemalloc'?)" for a near miss among `known`, else "" (difflib's
+    ratio, as git and pip suggest: a typo of a letter or two, not a guess)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=3, cutoff=0.75)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"

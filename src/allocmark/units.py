@@ -23,7 +23,16 @@ def parse_duration(text: str, option: str = "--budget") -> float:
             "(0 or none: no budget)"
         )
     h, mins, secs = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mins * 60 + secs
+    total = h * 3600 + mins * 60 + secs
+    if total > LONGEST:  # a typo: no campaign should be left to run for weeks
+        raise UserError(
+            f"{option} {text!r} is more than {LONGEST // 86400:.0f} days; give e.g. 2h, "
+            "or 0 for no limit"
+        )
+    return total
+
+
+LONGEST = 30 * 86400.0
 
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", re.IGNORECASE)
@@ -44,9 +53,17 @@ def parse_fraction(text: str, option: str, below: float = 1.0) -> float:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
-    if not 0 < value < below:
-        raise UserError(f"{option} {text!r}: must be between 0% and {below:.0%}")
-    return value
+    if 0 < value < below:
+        return value
+    if value >= below and not text.endswith("%") and value < 100:
+        hint = f"{text} is read as {value:.0%}; for {value:g} percent write {value:g}%"
+    elif value == 0:
+        hint = "0 can never be met"
+    else:
+        hint = "out of range"
+    raise UserError(
+        f"{option} {text!r}: {hint}; give a value above 0% and below {below:.0%}, e.g. 3% or 0.03"
+    )
 
 
 def size_text(n: float) -> str:

@@ -309,3 +309,23 @@ def test_a_version_is_the_number_its_build_states() -> None:
     assert lineage.of(system, "2.36") == lineage.Lineage("glibc", "2.36", "libc6")
     assert lineage.order_key("2025.05.30") < lineage.order_key("2025.06.16")
     assert lineage.order_key("4.5.0") < lineage.order_key("5.1.0") < lineage.order_key("b097fd0")
+
+
+def test_every_challenger_decided_worse_but_one_keeps_the_baseline() -> None:
+    """Issue 53 (realloc in the quick suite): every other allocator decided slower, one
+    undecided. The sentence says what the cells support: keep the baseline, how many
+    were decided worse, and the one left open with its estimate."""
+    rng = random.Random(11)
+    base = [stored("glibc", rng.uniform(0.8, 1.2), rss=10000, rep=b) for b in range(BLOCKS)]
+    open_ = [
+        stored("arena2", rng.uniform(0.8, 1.2), rss=round(9800 * rng.uniform(0.9, 1.1)), rep=b)
+        for b in range(BLOCKS)
+    ]
+    comp = _comparison(base, open_, _runs("slow1", 3.0, 30000), _runs("slow2", 2.5, 25000))
+    (a,) = recommend.answers(comp)
+    assert [c.allocator for c in answer.contenders(a)] == ["arena2"]
+    lead = answer.lead(a)
+    assert lead.startswith(
+        "Keep glibc so far: 2 of 3 alternatives decided slower and larger; undecided: arena2 ("
+    ), lead
+    assert "Undecided" not in lead and "would decide" in lead

@@ -362,7 +362,7 @@ def test_the_cell_cache_keeps_numbers_exactly_and_reads_no_other_format(tmp_path
         _cells(s, cid)
 
 
-def test_a_metric_sum_is_kept_until_the_campaign_gains_a_run(tmp_path: Path) -> None:
+def test_a_metric_tally_is_kept_until_the_campaign_gains_a_run(tmp_path: Path) -> None:
     s, cid = new(tmp_path / "m.db", n=4)
     allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
     plan = specs(4)
@@ -370,8 +370,9 @@ def test_a_metric_sum_is_kept_until_the_campaign_gains_a_run(tmp_path: Path) -> 
         result = RunResult(RunStatus.OK, wall_s=1.0, metrics={"noise_reruns": 2.0})
         s.record(cid, spec, result, allocs[spec.allocator])
     s.set_status(cid, "interrupted")
-    assert s.metric_sum(cid, "noise_reruns") == 6.0
-    assert s.metric_sum(cid, "noise_reruns") == 6.0  # kept
-    result = RunResult(RunStatus.OK, wall_s=1.0, metrics={"noise_reruns": 1.0})
+    assert s.metric_tally(cid, "noise_reruns") == (3, 3, 6.0)
+    assert s.metric_tally(cid, "noise_reruns") == (3, 3, 6.0)  # kept
+    result = RunResult(RunStatus.OK, wall_s=1.0)
     s.record(cid, plan[3], result, allocs[plan[3].allocator])
-    assert s.metric_sum(cid, "noise_reruns") == 7.0  # the new run counts
+    # the new run counts among the runs, not among those re-run: never "7 of 4"
+    assert s.metric_tally(cid, "noise_reruns") == (4, 3, 6.0)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from allocmark import text
 from allocmark.allocators import catalog, git
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, GitBuild, Verified
@@ -63,7 +64,13 @@ def _split_tokens(value: str) -> list[str]:
     # "mine=/x.so:A=1,B=2,glibc": "B=2" has no path, so it continues mine's env;
     # "mine@git:/r#v1,v2,HEAD": the revisions run to the end of the value.
     tokens: list[str] = []
-    for part in filter(None, (p.strip() for p in value.split(","))):
+    parts = [p.strip() for p in value.split(",")]
+    if "" in parts and any(parts):  # `-a glibc,,jemalloc`: a name left out
+        raise UserError(
+            f"-a {value[:80]!r} has an empty name between its commas; "
+            "e.g. -a glibc,jemalloc (see `allocmark allocators`)"
+        )
+    for part in filter(None, parts):
         if tokens and (git.is_token(tokens[-1]) or _continues_env(tokens[-1], part)):
             tokens[-1] += "," + part
         else:
@@ -128,11 +135,19 @@ def _resolve(specs: Sequence[AllocatorSpec], name: str) -> list[AllocatorSpec]:
     family, at, version = name.partition("@")
     if at:
         return _versions(specs, family, version, name)
-    known = ", ".join(s.name for s in specs if s.recipe is None)
+    shown = [s.name for s in specs if s.recipe is None and not s.hidden]
+    hint = text.suggest(name, [*shown, *(a for s in specs if not s.hidden for a in s.aliases)])
+    if hint:
+        raise UserError(f"unknown allocator {name[:80]!r}{hint}; `allocmark allocators` lists all")
     raise UserError(
-        f"unknown allocator {name[:80]!r}; known: {known}"
-        f"{_recipe_hint(specs)} (or give a library: -a NAME=/path/to/lib.so)"
+        f"unknown allocator {name[:80]!r}{_listed(shown)}{_recipe_hint(specs)} "
+        "(`allocmark allocators` describes each; or give a library: -a NAME=/path/to/lib.so)"
     )
+
+
+def _listed(names: Sequence[str]) -> str:
+    """The names in a refusal, or their count where the list would fill the screen."""
+    return f"; known: {', '.join(names)}" if len(names) <= 12 else f"; {len(names)} are known"
 
 
 def _versions(
@@ -145,7 +160,8 @@ def _versions(
     if not known:
         families = sorted({s.recipe.family for s in specs if s.recipe})
         raise UserError(
-            f"unknown allocator {name!r}: no recipe {family!r} (recipes: {', '.join(families)})"
+            f"unknown allocator {name!r}: no recipe {family!r}{text.suggest(family, families)} "
+            f"(recipes: {', '.join(families)})"
         )
     if ver == "*":
         found = [s for s, r in known if s.name == f"{family}@{r.upstream_version}{suffix}"]

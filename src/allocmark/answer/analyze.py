@@ -160,8 +160,9 @@ def derived(comp: Comparison, what: str, make: Callable[[], T]) -> T:
 class Noise:
     """What the noise sentinel saw during a campaign."""
 
-    reruns: int  # runs taken again because other work spiked during them
+    rerun: int  # measured runs taken again because other work spiked during them
     runs: int  # measured runs in all
+    attempts: int  # the re-runs in all (a run is taken again up to 3 times)
     calibration: stats.Summary | None  # the fixed CPU loop's seconds, between blocks
 
 
@@ -201,7 +202,7 @@ def stored_comparison(
     lineages = {s.name: lin for s in specs if (lin := lineage.of(s, stated.get(s.name)))}
     return dataclasses.replace(
         comp,
-        noise=_noise(store, cid, cells),
+        noise=_noise(store, cid),
         lacks=lacks,
         calls=_calls(store, cid, comp, dict(plan.calls)),
         left_out=left,
@@ -244,14 +245,10 @@ def _json_list(text: object) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def _noise(store: Store, cid: int, cells: Sequence[CellRuns]) -> Noise:
-    measured = sum(len(c.statuses) for c in cells if c.role == "measure")
+def _noise(store: Store, cid: int) -> Noise:
+    runs, rerun, attempts = store.metric_tally(cid, "noise_reruns")
     calib = store.calibrations(cid)
-    return Noise(
-        int(store.metric_sum(cid, "noise_reruns")),
-        measured,
-        stats.summarize(calib) if calib else None,
-    )
+    return Noise(rerun, runs, int(attempts), stats.summarize(calib) if calib else None)
 
 
 def stored_profiles(store: Store, cid: int) -> list[profile.View]:
@@ -461,6 +458,20 @@ def _row(
             a: _finish(c, base, metric, how, paired.get(id(c))) for a, c in by_alloc.items()
         }
     return Row(workload, params, label, cells)
+
+
+def failed_cells(comp: Comparison, skip: str = "") -> list[str]:
+    """ "larson: glibc (crashed 4/4)" for each cell whose runs failed, so that it has no
+    number (a cell is a number only when every run is OK): never an answer, and an
+    exit status of 1 in every command that shows it. `skip`: a workload whose failures
+    are its findings (the hardening battery's)."""
+    found: dict[tuple[str, str], str] = {}
+    for row in comp.rows:
+        for metric in ("time_s", "peak_rss_kib"):  # a duration-bound row's time is fixed
+            for a, c in row.cells.get(metric, {}).items():
+                if row.workload != skip and c.failures and c.summary is None and not c.fixed:
+                    found.setdefault((row.label, a), f"{row.label}: {a} ({c.state})")
+    return list(found.values())
 
 
 def cell_of(runs: CellRuns | None, column: str) -> Cell:

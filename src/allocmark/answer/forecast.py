@@ -34,6 +34,10 @@ class Wait:
     stuck: int = 0  # ratios on the margin: no number of blocks in reach decides them
     first_blocks: int = 0  # blocks in all its clearest undecided ratio likely needs
     first_seconds: float = 0.0  # seconds more until then (every undecided row runs meanwhile)
+    # The range `blocks` lies in, as far as the spread of the blocks so far is known
+    # (spread_range): wide after a few blocks, narrowing as they add up.
+    low: int = 0
+    high: int = 0
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Forecast:
     spent_s: float = 0.0  # what the campaign has spent of its budget
     max_blocks: int = 0
     sequential: bool = True  # blocks are added until decided (else a fixed number)
+    smaller: str = "a smaller run"  # how this campaign's runs could be made shorter
 
     def text(self) -> str:
         """One line: the block's cost, the first possible verdict, the likely waits."""
@@ -74,7 +79,7 @@ class Forecast:
                     f"the clearest ratio decided by about {w.first_blocks} blocks "
                     f"({duration(w.first_seconds)} more), "
                 )
-            out += f"every ratio by about {w.blocks} blocks ({duration(w.seconds)} more)"
+            out += f"every ratio by {_span(w, self.block_s)}"
             if w.stuck:
                 out += f", but for {w.stuck} on the margin"
         return out
@@ -104,7 +109,7 @@ class Forecast:
         move from round to round."""
         if not self.undecided:
             return None
-        fix = "a wider --margin, fewer allocators (-a), or a smaller scale (-p scale=...)"
+        fix = f"a wider --margin, fewer allocators (-a), or {self.smaller}"
         if self.max_blocks < self.first_at:
             return "nothing", (
                 f"{self.max_blocks} blocks can decide nothing: a verdict needs at "
@@ -113,9 +118,9 @@ class Forecast:
         short = [(axis, w) for axis, w in self.waits.items() if w.blocks > self.max_blocks]
         if short:
             axis, w = short[0]
-            return f"max-runs {axis}", (
+            return f"max-blocks {axis}", (
                 f"{axis} needs about {w.blocks} blocks, more than the {self.max_blocks} this "
-                f"campaign may run: raise --max-runs, or use {fix}"
+                f"campaign may run: raise --max-blocks, or use {fix}"
             )
         if not self.sequential or self.left_s is None:
             return None
@@ -153,23 +158,89 @@ class Forecast:
         return "budget " + " ".join(axis for axis, _ in ordered), f"{text}, or {fix}"
 
 
+def _span(w: Wait, block_s: float) -> str:
+    """ "60–250 blocks (about 2–9 min more)": the range the blocks so far leave open
+    (block_range), never one figure that the next block moves tenfold; "about 60
+    blocks" once the two ends meet."""
+    more = w.seconds / max(1, w.blocks)  # seconds a block more of this axis costs, about
+    if w.low >= w.high or w.high <= w.blocks == w.low:
+        return f"about {w.blocks} blocks ({duration(w.seconds)} more)"
+    lo_s = max(0.0, w.seconds - (w.blocks - w.low) * more) if block_s else 0.0
+    hi_s = w.seconds + (w.high - w.blocks) * more
+    if w.high >= MOST_BLOCKS:
+        return f"{w.low} blocks or many more (at least about {duration(lo_s)} more)"
+    return f"{w.low}–{w.high} blocks (about {duration(lo_s)}–{duration(hi_s)} more)"
+
+
+def block_range(r: stats.Ratio, margin: float) -> tuple[int | None, int | None]:
+    """The blocks r needs at the two ends of what the blocks so far leave open: its
+    spread (spread_range) and its size (an 80 % interval of its log) together. A ratio
+    near half the margin needs the most blocks (neither apart from 1 nor within the
+    margin), one far from it the fewest."""
+    if not r.paired or r.df <= 0 or math.isnan(r.se) or r.value <= 0:
+        return None, None
+    half = math.log1p(margin) / 2
+    effect = abs(math.log(r.value))
+    z = spread_z()
+    near, far = max(0.0, effect - z * r.se), effect + z * r.se
+
+    def target(x: float) -> float:
+        return max(x, 2 * half - x)
+
+    easiest = max(target(near), target(far))
+    hardest = half if near <= half <= far else min(target(near), target(far))
+    low_scale, high_scale = spread_range(r.df)
+    return (
+        blocks_to_decide(r, margin, low_scale, easiest),
+        blocks_to_decide(r, margin, high_scale, hardest),
+    )
+
+
+def spread_z() -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + SPREAD_LEVEL / 2))
+
+
+# The spread of n blocks' log ratios, as an 80 % interval of its true value (chi-square
+# with n - 1 degrees of freedom): a forecast from 3 blocks says a range it keeps to, not
+# a number that moves tenfold on the next block.
+SPREAD_LEVEL = 0.8
+
+
+def spread_range(df: float) -> tuple[float, float]:
+    """Factors (below 1, above 1) on an observed standard deviation that bound its true
+    value at SPREAD_LEVEL."""
+    from scipy.stats import chi2  # only where a forecast is made: it takes a while to load
+
+    tail = (1 - SPREAD_LEVEL) / 2
+    return (
+        math.sqrt(df / float(chi2.ppf(1 - tail, df))),
+        math.sqrt(df / float(chi2.ppf(tail, df))),
+    )
+
+
 POWER_Z = 0.8416  # the standard normal's 80 % quantile: "likely" in a forecast
 MOST_BLOCKS = 100_000  # beyond this a forecast says "not within reach"
 
 
-def blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
+def blocks_to_decide(
+    r: stats.Ratio, margin: float, scale: float = 1.0, target: float | None = None
+) -> int | None:
     """About how many blocks in all would decide r at its level, 80 % of the time, if
     its blocks keep the spread they show: the fewest n whose interval half-width (the
     few-block test's, at r's share of alpha) plus the power term is below what decides
     r: |log r| to exclude 1, or log(1+margin) - |log r| to lie within the margin,
     whichever is larger. None without a paired spread (fewer than two blocks, Welch)
-    or beyond MOST_BLOCKS (a difference that sits on the margin)."""
+    or beyond MOST_BLOCKS (a difference that sits on the margin). `scale` multiplies
+    the observed spread and `target` replaces what decides r (block_range's ends)."""
     if not r.paired or r.df <= 0 or math.isnan(r.se):
         return None
     n = int(r.df) + 1
-    sd = max(r.se * math.sqrt(n), fewblock.FLOOR)
-    effect = abs(math.log(r.value)) if r.value > 0 else math.inf
-    target = max(effect, math.log1p(margin) - effect)
+    sd = max(r.se * math.sqrt(n) * scale, fewblock.FLOOR)
+    if target is None:
+        effect = abs(math.log(r.value)) if r.value > 0 else math.inf
+        target = max(effect, math.log1p(margin) - effect)
 
     def enough(k: int) -> bool:
         return (_few_quantile(k, r.alpha, r.sequential) + POWER_Z) * sd / math.sqrt(k) <= target
@@ -222,6 +293,8 @@ class _Tally:
     stuck: int = 0
     known: bool = True
     first: int | None = None  # the fewest blocks an undecided ratio needs
+    low: int = 0  # `blocks` at the low and high ends of the spread's range
+    high: int = 0
 
 
 def of(
@@ -269,6 +342,8 @@ def of(
             t.stuck,
             t.first or t.blocks,
             max(0, (t.first or t.blocks) - (fewest or 0)) * block_s,
+            min(t.low, t.blocks),
+            max(t.high, t.blocks),
         )
         for a, t in tallies.items()
         if t.known and t.blocks
@@ -284,7 +359,19 @@ def of(
         spent_s=spent_s,
         max_blocks=plan.precision.max_blocks if plan.precision else 0,
         sequential=plan.sequential,
+        smaller=_smaller(comp),
     )
+
+
+def _smaller(comp: Comparison) -> str:
+    """The shorter run this campaign's alert may suggest: its own parameters' (none for
+    a command of the user's, which allocmark cannot shorten)."""
+    names = {k for row in comp.rows for k, _ in row.params if k != "host"}
+    if "scale" in names:
+        return "a smaller scale (-p scale=...)"
+    if names:
+        return f"smaller parameters (-p {sorted(names)[0]}=...)"
+    return "a shorter run of your command"
 
 
 def _axis(row: analyze.Row, cell: analyze.Cell) -> str:
@@ -301,6 +388,11 @@ def _add(t: _Tally, ratios: list[stats.Ratio], margin: float, have: int, cost: f
     t.stuck += needs.count(None)
     row_needs = max((n for n in needs if n is not None), default=have)
     t.blocks = max(t.blocks, row_needs)
+    ends = [block_range(r, margin) for r in ratios]
+    lows = [lo for lo, _ in ends if lo is not None]
+    t.low = max(t.low, max(lows, default=row_needs))  # the row is done when its last is
+    highs = [hi for _, hi in ends]
+    t.high = max(t.high, MOST_BLOCKS if None in highs else max(h for h in highs if h))
     clearest = min((n for n in needs if n is not None), default=None)
     if clearest is not None:
         t.first = clearest if t.first is None else min(t.first, clearest)

@@ -38,6 +38,7 @@ from allocmark.model import (
 
 if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     from allocmark.allocators.builder import Built
+    from allocmark.answer.analyze import Comparison
     from allocmark.api.campaigns import (
         EXECUTORS as EXECUTORS,
         HARDEN_WORKLOAD as HARDEN_WORKLOAD,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
         BisectEvent as BisectEvent,
         BisectStarted as BisectStarted,
         BisectStep as BisectStep,
+        Dry as Dry,
         Event as Event,
         Finished as Finished,
         Forecast as Forecast,
@@ -85,6 +87,15 @@ def reader(db: Path) -> Store:
     from allocmark.store import Store
 
     return Store(db, create=False)
+
+
+def failed_cells(comp: Comparison) -> list[str]:
+    """The cells whose runs failed, each "row: allocator (state)" (not the hardening
+    battery's: its crashes are its findings): each makes a verb's exit status 1. Here,
+    not with the campaigns side: a report reads it."""
+    from allocmark.answer import analyze, hardening
+
+    return analyze.failed_cells(comp, skip=hardening.WORKLOAD)
 
 
 def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list[Verified]:

@@ -58,6 +58,7 @@ class Planned:
     estimate_s: float | None = None  # the pending runs at this database's earlier medians
     expected_s: float = 0.0  # what its suite took where it was sized (0: not said)
     why: str = "off"  # the why pass after the measured blocks: "auto", "on", "off"
+    warmup: int = 0  # of `setup`: the warm-up runs (try --warmup)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class Finished:
     campaign: int
 
 
-Event = Note | Planned | RunDone | RoundDone | Forecast | Finished
+Dry = start.Dry
+Event = Note | Planned | RunDone | RoundDone | Forecast | Finished | Dry
 
 
 def run(
@@ -79,12 +81,21 @@ def run(
     with every setting `tune` races); `executor` replaces the real child processes of
     the local executor (tests, dry runs); `confirm` asks the user whether a default
     budget may be stretched far (campaign.Stretch; without it, only --yes does). The
-    campaign's untrusted code runs under an identity of its own (runas.campaign)."""
+    campaign's untrusted code runs under an identity of its own (runas.campaign). A dry
+    run (req.dry_run) checks the request as far as its first build and yields what it
+    would run (Dry), storing nothing."""
+    if req.dry_run:
+        _check(req)
+        notes: list[Note] = []
+        found = start.dry(req, selection, notes)
+        yield from notes
+        yield found
+        return
     with runas.campaign():
         _check(req)
         new = not req.db.exists()
         store = Store(req.db)
-        notes: list[Note] = []
+        notes = []
         try:
             started = start.planned(store, req, selection, notes)
             usable = list(started.prepared.usable)
@@ -311,6 +322,12 @@ def regression(
     """`allocmark compare`: two result sets (DB, DB#CAMPAIGN or a runs JSON export)
     cell by cell, judged as one family; `limit`: the regressions above it fail."""
     old_set, new_set = compare.load(old), compare.load(new)
+    if old_set.cells == new_set.cells:  # the same runs: every cell would be "inconclusive"
+        raise UserError(
+            f"{old} and {new} are the same runs ({old_set.label}): compared with itself a "
+            "result set decides nothing; give two campaigns, e.g. results.db#1 results.db#2 "
+            "(`allocmark report --db FILE --campaign ID` shows each)"
+        )
     verdicts = compare.compare(old_set, new_set, metric, margin)
     control = next((v.allocator for v in verdicts if v.control), None)
     bad = compare.failing(verdicts, limit) if limit is not None else []
@@ -345,7 +362,8 @@ def _check(req: Request) -> None:
 def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Verified]) -> Planned:
     c = store.campaign(cid)
     n = cplan.min_blocks
-    cells = len({(s.workload, str(s.params)) for s in store.plan(cid) if s.role == "measure"})
+    specs = store.plan(cid)
+    cells = len({(s.workload, str(s.params)) for s in specs if s.role == "measure"})
     measured = len(verified) * cells * n
     return Planned(
         cid,
@@ -360,6 +378,7 @@ def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Ver
         _estimate(store, cid),
         cplan.expected_s,
         cplan.why,
+        sum(s.role == "warmup" for s in specs),
     )
 
 

@@ -12,8 +12,12 @@ tomlfile, verbs, workloads.
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
 import sys
+from typing import Any
+
+import typer
 
 from allocmark.cli.app import app, err
 from allocmark.errors import AllocmarkError
@@ -49,12 +53,38 @@ def modern(argv: list[str]) -> tuple[list[str], list[str]]:
     return out, said
 
 
+# Where a user puts them by habit (`allocmark try -q …`, as `pytest -q`): before the
+# verb, where the application reads them.
+ANYWHERE = ("-q", "--quiet", "-v", "--verbose")
+
+
+def hoisted(argv: list[str]) -> list[str]:
+    """`argv` with -q/-v moved in front of the verb (up to a `--`: the command's own)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    flags = [a for a in argv[:end] if a in ANYWHERE]
+    return flags + [a for a in argv[:end] if a not in ANYWHERE] + argv[end:]
+
+
 def main() -> None:
     argv, said = modern(sys.argv[1:])
+    argv = hoisted(argv)
     for line in said:
         sys.stderr.write(line + "\n")
     try:
-        app(args=argv)  # usage errors are printed by Typer itself, with exit code 2
+        try:
+            code = app(args=argv, standalone_mode=False)
+        except USAGE as e:  # a usage error: as click prints it, and the value given
+            _name_the_value(e, argv)
+            e.show()
+            code = e.exit_code
+        except typer.Abort:  # end of input at a question
+            code = 130
+        finally:
+            sys.stdout.flush()  # here, where a full disk or a closed pipe is caught
+        sys.exit(code if isinstance(code, int) else 0)
+    except BrokenPipeError:  # `allocmark report | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)  # as a program killed by SIGPIPE
     except AllocmarkError as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:  # outside a campaign (which says how to resume)
@@ -72,9 +102,33 @@ def main() -> None:
             2,
         )
     except OSError as e:
-        if e.filename is None:
-            raise
-        _fail(f"{e.filename}: {e.strerror or e}", 2)  # an unwritable -o or --plots path
+        if e.filename is not None:  # an unwritable -o or --plots path
+            _fail(f"{e.filename}: {e.strerror or e}; give a writable path", 2)
+        # Standard output on a full disk or a failing device: say so where it can be read.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _fail(f"cannot write the output: {e.strerror or e}; write it where there is room", 2)
+
+
+# Typer's own copy of click's usage errors (it vendors click): found from the one it
+# exports, so that no private module is imported.
+USAGE: type[Any] = next(k for k in typer.BadParameter.__mro__ if k.__name__ == "ClickException")
+
+
+def _name_the_value(e: Any, argv: list[str]) -> None:
+    """Click says what is wrong with an option's value, never the value: add it."""
+    param: Any = getattr(e, "param", None)
+    if not isinstance(e, typer.BadParameter) or not hasattr(param, "secondary_opts"):
+        return
+    opts = [*param.opts, *param.secondary_opts]
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    for i, arg in enumerate(own):
+        name, eq, value = arg.partition("=")
+        if eq and name in opts:
+            e.message += f" (got {printable(value)!r})"
+            return
+        if arg in opts and i + 1 < len(own):
+            e.message += f" (got {printable(own[i + 1])!r})"
+            return
 
 
 def _fail(message: str, code: int) -> None:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import io
 import math
 import os
+import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import IO, TYPE_CHECKING, Annotated, TextIO, cast
 
 import typer
 
@@ -22,8 +24,10 @@ from allocmark.errors import UserError
 if TYPE_CHECKING:
     from rich.console import Console
 
+# -h as well as --help, in every verb (click hands a group's help names to its verbs).
+HELP = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
-    add_completion=False,
+    context_settings=HELP,
     no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
@@ -53,9 +57,41 @@ STACKS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _version(value: bool) -> None:
+    if value:
+        import importlib.metadata
+
+        try:
+            number = importlib.metadata.version("allocmark")
+        except importlib.metadata.PackageNotFoundError:  # a source tree never installed
+            number = "0+unknown"
+        sys.stdout.write(f"allocmark {number}\n")
+        raise typer.Exit()
+
+
+# How much a running campaign says on the terminal: -q its answer and errors only,
+# -v every run as it ends too (cli/runs.py reads it).
+VERBOSITY = {"level": 0}
+
+
 @app.callback()
 def _load(
     ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "-q", "--quiet", help="no progress or notes while a campaign runs: its answer only"
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="also a line for every run as it ends")
+    ] = False,
     run_as: Annotated[
         str | None,
         typer.Option(
@@ -68,6 +104,9 @@ def _load(
 ) -> None:
     if run_as is not None:
         os.environ[RUN_AS_ENV] = run_as
+    if quiet and verbose:
+        raise typer.BadParameter("-q and -v contradict each other: give one", param_hint="-q")
+    VERBOSITY["level"] = -1 if quiet else 1 if verbose else 0
     if _asks_help(sys.argv[1:]):
         return  # a verb's --help needs its signature only, not its stack
     with interrupts.held():
@@ -76,13 +115,16 @@ def _load(
 
 
 def _asks_help(argv: list[str]) -> bool:
-    """`--help` among allocmark's own arguments; after `--` it is the command's."""
+    """`--help` or `-h` among allocmark's own arguments; after `--` they are the
+    command's."""
     own = argv[: argv.index("--")] if "--" in argv else argv
-    return "--help" in own
+    return "--help" in own or "-h" in own
 
 
 alloc_app = typer.Typer(
-    no_args_is_help=True, help="Build allocators from crates.io (see `allocmark allocators`)."
+    context_settings=HELP,
+    no_args_is_help=True,
+    help="Build allocators from crates.io (see `allocmark allocators`).",
 )
 app.add_typer(alloc_app, name="alloc")
 
@@ -100,13 +142,43 @@ def err() -> Console:
 def _console(stderr: bool) -> Console:
     from rich.console import Console
 
-    console = Console(stderr=stderr)
-    # Tables in files and CI logs should not wrap at 80 (COLUMNS is no guide: curses
-    # sets it to 80 in processes without a terminal); ALLOCMARK_WIDTH decides (docs).
-    if not console.is_terminal:
-        width = os.environ.get("ALLOCMARK_WIDTH", "")
-        console.width = int(width) if width.isdigit() and 40 <= int(width) <= 1000 else 160
-    return console
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    # Piped or in a file: tables as wide as ALLOCMARK_WIDTH, else COLUMNS, else 160 (not
+    # rich's 80, which wraps every table of a CI log), and no trailing blanks.
+    return Console(file=cast("IO[str]", _Trimmed(stream)), width=piped_width(os.environ))
+
+
+def piped_width(env: os._Environ[str] | dict[str, str]) -> int:
+    for name in ("ALLOCMARK_WIDTH", "COLUMNS"):
+        text = env.get(name, "")
+        if text.isdigit() and 40 <= int(text) <= 1000:
+            return int(text)
+    return 160
+
+
+class _Trimmed(io.TextIOBase):
+    """A stream without the blanks rich pads each table line with to the width."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(_BLANKS.sub("\n", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+_BLANKS = re.compile(r"[ \t]+\n")
 
 
 AllocOpt = Annotated[
@@ -234,6 +306,15 @@ YesOpt = Annotated[
     bool,
     typer.Option("--yes", "-y", help=f"start a plan of more than {CONFIRM_RUNS:,} runs"),
 ]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        envvar="ALLOCMARK_DRY_RUN",
+        help="check everything and say what would run (allocators, workloads, blocks), "
+        "then stop: nothing is built, run or stored",
+    ),
+]
 ExecutorOpt = Annotated[
     str, typer.Option("--executor", help="where runs happen: local, or dask (a cluster)")
 ]
@@ -244,9 +325,13 @@ SchedulerOpt = Annotated[
 
 
 def names(workload: list[str] | None) -> tuple[str, ...]:
-    found = [[w.strip() for w in item.split(",") if w.strip()] for item in workload or []]
-    if any(not n for n in found):  # `-w ''` must not mean "the whole suite"
-        raise UserError("-w '' names no workload; e.g. -w churn,larson (see `allocmark workloads`)")
+    found = [[w.strip() for w in item.split(",")] for item in workload or []]
+    if any("" in n for n in found):  # `-w ''` must not mean "the whole suite"
+        empty = next(item for item, n in zip(workload or [], found, strict=True) if "" in n)
+        raise UserError(
+            f"-w {empty!r} has an empty workload name; e.g. -w churn,larson "
+            "(see `allocmark workloads`)"
+        )
     return tuple(w for n in found for w in n)
 
 

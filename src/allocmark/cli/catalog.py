@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from allocmark.cli.app import AllocOpt, CatalogOpt, alloc_app, app, err, out
+from allocmark.cli.app import AllocOpt, CatalogOpt, DryRunOpt, alloc_app, app, err, out
 
 
 @app.command("allocators")
@@ -40,6 +40,7 @@ def alloc_build_cmd(
     build_all: Annotated[bool, typer.Option("--all", help="every recipe entry")] = False,
     force: Annotated[bool, typer.Option("--force", help="rebuild even if cached")] = False,
     catalog: CatalogOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Build allocators from their crates.io sys crates, or fetch (and build) them from
     Debian's other releases, into the cache; then verify them.
@@ -49,6 +50,14 @@ def alloc_build_cmd(
 
     start, failed = time.monotonic(), []
     chosen = api.to_build(names or [], build_all, catalog or [])
+    if dry_run:
+        out().print(
+            f"dry run: would build or fetch {len(chosen)}: {', '.join(s.name for s in chosen)}; "
+            "nothing was built",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     for spec in chosen:
         try:
             built, v = api.build(spec, force, say=lambda m: err().print(f"[cyan]{m}…[/]"))

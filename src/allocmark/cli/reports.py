@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from allocmark.cli.app import DbOpt, DetailOpt, app, err, out
-from allocmark.cli.show import emit, emit_table, front
+from allocmark.cli.show import (
+    check_directory,
+    check_output,
+    emit,
+    emit_table,
+    fail_on_failures,
+    front,
+    writing,
+)
 from allocmark.defaults import DEFAULT_DB
 from allocmark.errors import UserError
-
-if TYPE_CHECKING:
-    pass
 
 
 @app.command("report")
@@ -51,10 +56,15 @@ def report_cmd(
     if runs and fmt not in ("csv", "json"):
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     view = "profile" if profiles else "runs" if runs else "summary"
+    if output:
+        check_output(output)
+    if plots_dir:
+        check_directory(plots_dir)
     store = api.reader(db)
     cid = store.campaign(campaign_id).id
     if fmt == "table":
-        emit_table(data.load(store, cid, view, speedup, brief=not detail), output, detail)
+        shown = data.load(store, cid, view, speedup, brief=not detail)
+        emit_table(shown, output, detail)
         if (
             view == "summary"
             and (p := store.campaign_plan(cid).precision)
@@ -65,8 +75,11 @@ def report_cmd(
     else:
         emit(render.text(store, cid, fmt, view, speedup), output)
     if plots_dir:
-        files = render.plot_files(store, cid, plots_dir, speedup)
+        with writing(plots_dir):
+            files = render.plot_files(store, cid, plots_dir, speedup)
         err().print(f"wrote {len(files)} plot files to {plots_dir}")
+    if fmt == "table" and view == "summary":
+        fail_on_failures(shown)
 
 
 _METRIC_NAMES = {

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from allocmark.cli.app import (
+    VERBOSITY,
     AllocOpt,
     BlocksOpt,
     BudgetOpt,
@@ -20,6 +21,7 @@ from allocmark.cli.app import (
     CommandArg,
     DbOpt,
     DetailOpt,
+    DryRunOpt,
     ExecutorOpt,
     MarginOpt,
     MaxBlocksOpt,
@@ -44,7 +46,7 @@ from allocmark.cli.app import (
     seconds,
     size,
 )
-from allocmark.cli.show import emit_table, front
+from allocmark.cli.show import check_output, emit_table, fail_on_failures, front, writing
 from allocmark.defaults import DEFAULT_DB, DEFAULT_MIN_BLOCKS
 from allocmark.errors import AllocmarkError, Interrupted, UserError
 
@@ -95,12 +97,40 @@ def run_cmd(
     why: WhyOpt = None,
     build: BuildOpt = None,
     output: OutputOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     from allocmark import api
     from allocmark.report import data
 
+    given = {
+        "--suite": suite,
+        "-a": alloc,
+        "-w": workload,
+        "-p": param,
+        "-n": reps,
+        "--max-blocks": max_blocks,
+        "--margin": margin,
+        "--budget": budget,
+        "--timeout": timeout,
+        "--seed": seed,
+        "--catalog": catalog,
+        "--profile": profile,
+        "--memory-limit": memory_limit,
+        "--why/--no-why": why,
+        "--build": build,
+        "--output": output,
+    }
+    _check_resume(resume, take_over, [k for k, v in given.items() if v not in (None, False)])
     progress = _Progress()
+    if resume and dry_run:
+        c = api.reader(db).campaign(unfinished=True)
+        out().print(
+            f"dry run: would resume campaign {c.id} ({c.name}) in {db}: "
+            f"{c.planned - c.done} of its {c.planned} runs left; nothing was run",
+            highlight=False,
+        )
+        return
     if resume:
         cid = _follow(
             api.resume(db, executor, scheduler, take_over, yes, progress.ask), db, progress
@@ -126,12 +156,17 @@ def run_cmd(
             memory_limit=size(memory_limit),
             why=_why(why),
             build=git_build(build, output),
+            dry_run=dry_run,
         )
         cid = _follow(api.run(req, confirm=progress.ask), db, progress)
+    if cid is None:
+        return
     store = api.reader(db)
-    emit_table(data.load(store, cid, brief=not detail), None, detail)
+    shown = data.load(store, cid, brief=not detail)
+    emit_table(shown, None, detail)
     if store.campaign_plan(cid).sample:
         emit_table(data.load(store, cid, "profile"), None)
+    fail_on_failures(shown)
 
 
 @app.command("profile")
@@ -149,6 +184,7 @@ def profile_cmd(
     scheduler: SchedulerOpt = None,
     yes: YesOpt = False,
     memory_limit: MemoryOpt = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Profile what each allocator does inside a workload or your program (mmprof style),
     side by side."""
@@ -171,9 +207,14 @@ def profile_cmd(
         scheduler=scheduler,
         yes=yes,
         memory_limit=size(memory_limit),
+        dry_run=dry_run,
     )
     cid = _follow(api.run(req), db)
-    emit_table(data.load(api.reader(db), cid, "profile"), None)
+    if cid is None:
+        return
+    store = api.reader(db)
+    emit_table(data.load(store, cid, "profile"), None)
+    fail_on_failures(data.load(store, cid))
 
 
 @app.command("try")
@@ -196,7 +237,8 @@ def try_cmd(
             "-i",
             "--ignore-failure",
             help="run on when the command fails under the baseline on its first run (else "
-            "it stops there), and exit 0 even when every run under an allocator failed",
+            "it stops there); runs that fail are still shown as failed, never as numbers, "
+            "and make the exit status 1",
         ),
     ] = False,
     memory_limit: MemoryOpt = None,
@@ -213,14 +255,51 @@ def try_cmd(
             "of yours but PATH, the locale, TZ and TERM",
         ),
     ] = None,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup",
+            min=0,
+            max=100,
+            help="runs of the command under each allocator before the blocks, not measured "
+            "(as hyperfine's: warm caches and files)",
+        ),
+    ] = 0,
+    prepare: Annotated[
+        str | None,
+        typer.Option(
+            "--prepare",
+            help="a shell command run before each run of the command, not timed (as "
+            "hyperfine's), e.g. 'sync' or 'rm -f out.db'",
+        ),
+    ] = None,
+    show_output: Annotated[
+        bool,
+        typer.Option("--show-output", help="print the command's output of each run"),
+    ] = False,
+    export_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-json",
+            help="also write the report as JSON to this file (as `report --format json`)",
+        ),
+    ] = None,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     from allocmark import api
     from allocmark.report import data, extra, table
 
+    if prepare is not None and not prepare.strip():
+        raise UserError("--prepare '' runs nothing; give a shell command, e.g. --prepare sync")
+    if export_json:
+        check_output(export_json, "--export-json")
     req = api.Request(
         command=tuple(command),
         env=tuple(env or ()),
+        warmup=warmup,
+        prepare=prepare or "",
+        show_output=show_output,
         allocators=tuple(alloc or ()),
         min_blocks=reps,
         max_blocks=max_blocks,
@@ -237,21 +316,27 @@ def try_cmd(
         keep_going=ignore,
         why=_why(why),
         build=git_build(build, output),
+        dry_run=dry_run,
     )
     progress = _Progress()
     cid = _follow(api.run(req, confirm=progress.ask), db, progress)
+    if cid is None:
+        return
     lines, comp = api.command_lines(db, cid)
     table.try_table(out(), lines, comp)
     store = api.reader(db)
-    table.extra(out(), extra.extras(data.load(store, cid, known=comp)))
+    shown = data.load(store, cid, known=comp)
+    table.extra(out(), extra.extras(shown))
     if profile:
         emit_table(data.load(store, cid, "profile"), None)
-    # As hyperfine: a command that failed is an error for scripts, unless told otherwise.
-    if (failed := [f"{x.allocator} ({x.state})" for x in lines if x.wall is None]) and not ignore:
-        raise AllocmarkError(
-            f"no run succeeded under {', '.join(failed)}; the table shows "
-            "why (use -i to exit 0 anyway)"
-        )
+    if export_json:
+        from allocmark.report import render
+
+        with writing(export_json):
+            export_json.write_text(render.text(store, cid, "json", "summary", False))
+        err().print(f"wrote {export_json}")
+    # As hyperfine: a command that failed is an error for scripts, -i or not.
+    fail_on_failures(shown)
 
 
 @app.command("bisect")
@@ -289,6 +374,7 @@ def bisect_cmd(
     timeout: RunTimeoutOpt = 600,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**31, help="run-order seed")] = 1,
     db: DbOpt = DEFAULT_DB,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Find the commit of your allocator that changed a metric, between GOOD and BAD
     (each step a campaign: paired blocks until the candidate is decided like good or bad)."""
@@ -308,6 +394,7 @@ def bisect_cmd(
         timeout_s=timeout,
         db=db,
         seed=seed,
+        dry_run=dry_run,
     )
     for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks):
         _bisect_line(event)
@@ -367,11 +454,12 @@ def tune_cmd(
         ),
     ] = None,
     yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Race each allocator's settings (catalog/settings.toml) for your program or a
     workload; print the Pareto front of time and peak RSS as lines to paste."""
     from allocmark import api
-    from allocmark.report import table
+    from allocmark.report import data, table
 
     chosen = one_target(workload, command, "tune")
     req = api.Request(
@@ -387,10 +475,14 @@ def tune_cmd(
         catalogs=tuple(catalog or ()),
         db=db,
         yes=yes,
+        dry_run=dry_run,
     )
     cid = _follow(api.run(req, selection=api.race(objective, settings)), db)
+    if cid is None:
+        return
     table.recommendation(out(), api.comparison(db, cid))
     front(db, cid)
+    fail_on_failures(data.load(api.reader(db), cid))
 
 
 @app.command("harden")
@@ -418,6 +510,7 @@ def harden_cmd(
     db: DbOpt = DEFAULT_DB,
     catalog: CatalogOpt = None,
     yes: YesOpt = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """The hardening battery: what each allocator does about each heap error, its
     score, and what hardening costs."""
@@ -427,9 +520,18 @@ def harden_cmd(
     chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
     catalogs = tuple(catalog or ())
     req = api.harden_request(
-        chosen, reps, tuple(alloc or ()), catalogs, timeout_s=timeout, db=db, yes=yes
+        chosen,
+        reps,
+        tuple(alloc or ()),
+        catalogs,
+        timeout_s=timeout,
+        db=db,
+        yes=yes,
+        dry_run=dry_run,
     )
     cid = _follow(api.run(req), db)
+    if cid is None:
+        return
     report = data.load(api.reader(db), cid)
     table.extra(out(), extra.extras(report))
     if not cost or report.battery is None:
@@ -443,13 +545,16 @@ def harden_cmd(
         )
         return
     cost_cid = _follow(api.run(more), db)
+    if cost_cid is None:
+        return
     comp = data.load(api.reader(db), cost_cid).comparison
     if comp is not None:
         table.extra(out(), [extra.cost_table(api.hardening_costs(comp), comp.margin)])
 
 
-def _follow(events: Iterator[api.Event], db: Path, progress: _Progress | None = None) -> int:
-    """Prints a campaign's notes and progress as it runs; its id at the end."""
+def _follow(events: Iterator[api.Event], db: Path, progress: _Progress | None = None) -> int | None:
+    """Prints a campaign's notes and progress as it runs; its id at the end (None: a
+    dry run, which said what it would run)."""
     from allocmark import api
 
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -458,6 +563,9 @@ def _follow(events: Iterator[api.Event], db: Path, progress: _Progress | None = 
             for event in events:
                 if isinstance(event, api.Finished):
                     return event.campaign
+                if isinstance(event, api.Dry):
+                    out().print(_dry_line(event), highlight=False, soft_wrap=True)
+                    return None
                 progress.show(event)
     except KeyboardInterrupt:
         raise Interrupted(
@@ -491,7 +599,8 @@ class _Progress:
             TextColumn("ETA"),
             TimeRemainingColumn(),
         )
-        self.bar = Progress(*columns, console=err(), transient=False)
+        self.level = VERBOSITY["level"]
+        self.bar = Progress(*columns, console=err(), transient=False, disable=self.level < 0)
         self.task: TaskID | None = None
         self.precision = "first blocks"
         self.target: float | None = None
@@ -499,35 +608,40 @@ class _Progress:
         self.said_at = 0  # the blocks of the last forecast printed
 
     def __enter__(self) -> _Progress:
-        self.bar.__enter__()
-        return self
+        return self  # the bar starts with the plan: a refusal before it prints no blank line
 
     def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(None, None, None)
+        self.bar.stop()
 
     def ask(self, question: str) -> bool:
         """A yes/no question on the terminal, the bar paused; False where none can be
         asked (no terminal: a script, CI), so that nothing waits on an answer."""
         if not sys.stdin.isatty():
             return False
+        started = self.task is not None
         self.bar.stop()
         try:
             return typer.confirm(question, default=True, err=True)
         finally:
-            self.bar.start()
+            if started:
+                self.bar.start()
 
     def show(self, event: api.Event) -> None:
         from rich.markup import escape
 
         from allocmark import api
         from allocmark.model import RunStatus
+        from allocmark.text import printable
 
         if isinstance(event, api.Note):
-            style = "yellow" if event.level == "warning" else "cyan"
-            err().print(f"[{style}]{escape(event.text)}[/]")
+            if self.level >= 0 or event.level == "warning":
+                style = "yellow" if event.level == "warning" else "cyan"
+                err().print(f"[{style}]{escape(event.text)}[/]")
         elif isinstance(event, api.Planned):
-            out().print(_plan_line(event), highlight=False)
+            if self.level >= 0:
+                out().print(_plan_line(event), highlight=False)
             self.target = event.precision.margin if event.precision else None
+            self.bar.start()
             self.task = self.bar.add_task("running", total=event.total, completed=event.done)
         elif isinstance(event, api.RoundDone):
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
@@ -535,6 +649,10 @@ class _Progress:
                 f"{event.ratios - event.undecided} of {event.ratios} ratios "
                 f"decided (margin ±{self.target or 0:.0%}){more}"
             )
+            if self.task is not None:  # the bar's last words are the campaign's last state
+                self.bar.update(self.task, description=self.precision)
+        elif isinstance(event, api.Forecast) and not event.ratios:
+            self.precision = "nothing to compare"  # one allocator: no ratio, no forecast
         elif isinstance(event, api.Forecast):
             self.precision = (
                 f"{event.ratios - event.undecided} of {event.ratios} ratios "
@@ -542,7 +660,7 @@ class _Progress:
             )
             # After the first two blocks, then each time the blocks have doubled: a long
             # campaign has a round every few blocks, and its forecast moves slowly.
-            if event.blocks >= 2 * self.said_at or event.blocks <= 2:
+            if self.level >= 0 and (event.blocks >= 2 * self.said_at or event.blocks <= 2):
                 self.said_at = event.blocks
                 self.bar.console.print(event.text(), style="dim", highlight=False, soft_wrap=True)
             alert = event.alert()
@@ -553,6 +671,15 @@ class _Progress:
             spec, result = event.spec, event.result
             what = f"{self.precision} | {spec.allocator} {spec.workload}"
             self.bar.update(self.task, completed=event.done, total=event.total, description=what)
+            if self.level > 0:
+                self.bar.console.print(_run_line(event), soft_wrap=True, markup=False)
+            if result.shown:  # try --show-output; the program's text cannot drive the terminal
+                self.bar.console.print(
+                    "\n".join(printable(x) for x in result.shown.rstrip("\n").split("\n")),
+                    soft_wrap=True,
+                    markup=False,
+                    highlight=False,
+                )
             # The battery's crashes are its findings (its matrix shows them).
             if result.status is not RunStatus.OK and spec.workload != api.HARDEN_WORKLOAD:
                 params = " ".join(f"{k}={v}" for k, v in spec.params)
@@ -562,6 +689,32 @@ class _Progress:
                     soft_wrap=True,
                     markup=False,
                 )
+
+
+def _check_resume(resume: bool, take_over: bool, given: list[str]) -> None:
+    """--resume runs the campaign as it was planned and signed: an option that would
+    change it is refused, not ignored."""
+    if take_over and not resume:
+        raise UserError("--take-over goes with --resume: `allocmark run --resume --take-over`")
+    if resume and given:
+        raise UserError(
+            f"--resume finishes the campaign as it was planned; drop {', '.join(given)} "
+            "(start a new campaign to change them)"
+        )
+
+
+def _run_line(event: api.RunDone) -> str:
+    """-v: one run as it ended, what it measured or why it measured nothing."""
+    from allocmark.report import fmt
+    from allocmark.units import size_text
+
+    spec, result = event.spec, event.result
+    params = "".join(f" {k}={v}" for k, v in spec.params)
+    head = f"run {event.done}/{event.total}: {spec.allocator} {spec.workload}{params}"
+    if result.status.value != "ok":
+        return f"{head}: {result.status.value}: {result.detail[:200]}"
+    rss = f", peak RSS {size_text(result.maxrss_kib * 1024)}" if result.maxrss_kib else ""
+    return f"{head}: ok, {fmt.seconds(result.wall_s)}{rss}"
 
 
 def git_build(build: str | None, output: str | None) -> api.GitBuild | None:
@@ -606,11 +759,25 @@ def _plan_line(p: api.Planned) -> str:
         more += ", then a why pass (4 profiled blocks of the cells with a decided difference" + (
             ")" if p.why == "on" else ", if they add at most 15 % to the time)"
         )
+    warm = f", {p.warmup} warm-up" if p.warmup else ""
     return (
-        f"campaign {p.campaign}: {p.allocators} allocators, {p.min_blocks} blocks of every "
-        f"cell{more}; {p.measured} measured + {p.setup} set-up runs (baseline RSS, "
-        f"verification) to start{_eta(p)} -> {p.db}"
+        f"campaign {p.campaign}: {_count(p.allocators, 'allocator')}, "
+        f"{_count(p.min_blocks, 'block')} of every cell{more}; {p.measured} measured + "
+        f"{p.setup} set-up runs (baseline RSS, verification{warm}) to start{_eta(p)} -> {p.db}"
     )
+
+
+def _dry_line(d: api.Dry) -> str:
+    build = f"; the first use builds {', '.join(d.to_build)}" if d.to_build else ""
+    return (
+        f"dry run: {d.suite}: {_count(len(d.allocators), 'allocator')} "
+        f"({', '.join(d.allocators)}), {_count(d.cells, 'cell')}, {_count(d.blocks, 'block')} "
+        f"to start: {d.runs} measured runs{build}; nothing was built, run or stored"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _eta(p: api.Planned) -> str:

@@ -29,6 +29,8 @@ def blocks(
 
 
 def _lines(a: Answer, whys: Lookup | None, tries: Sequence[Try]) -> list[str]:
+    if any(name == a.baseline for name, _ in a.excluded):  # lead() says why no answer
+        return [lead(a, whys)] + [f"not recommended: {n}: {why}" for n, why in a.excluded]
     out = [lead(a, whys), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
     out += [try_line(t) for t in tries if t.why.label == a.scope]
     front = ", ".join(c.allocator for c in a.front)
@@ -54,6 +56,9 @@ def lead(a: Answer, whys: Lookup | None = None) -> str:
     """The answer in one sentence a user can act on; the lines after it are the detail.
     Each decided difference of a workload's sentence says why (`whys`: why.lookup's)."""
     f, s = a.fastest, a.smallest
+    if broken := [why for name, why in a.excluded if name == a.baseline]:
+        # Nothing is measured against a baseline without numbers: no "keep", no "use".
+        return f"No answer: the baseline {a.baseline} has no result: {broken[0]}."
 
     def said(c: Choice, axis: str) -> str:
         return _because(whys(a.scope, c.allocator, axis) if whys else None)
@@ -122,12 +127,17 @@ def _undecided(a: Answer) -> str:
             )
             leads.append(f"{best.allocator} {size}{_tally(p, axis)}")
     where = " over these workloads" if a.scope == OVERALL else ""
-    text = (
-        f"Undecided{where} after {a.blocks} blocks: no allocator is yet significantly "
-        f"faster or smaller than {a.baseline} by more than {a.margin:.0%}"
-    )
-    if leads:
-        text += "; leading, not significant yet: " + ", ".join(leads)
+    if worse := _decided_worse(a):
+        text = f"Keep {a.baseline} so far{where}: {worse}; undecided: " + ", ".join(
+            f"{c.allocator} ({_estimate(c)})" for c in contenders(a)
+        )
+    else:
+        text = (
+            f"Undecided{where} after {a.blocks} blocks: no allocator is yet significantly "
+            f"faster or smaller than {a.baseline} by more than {a.margin:.0%}"
+        )
+        if leads:
+            text += "; leading, not significant yet: " + ", ".join(leads)
     need = [p.blocks_to_decide for found in open_.values() for _, p in found if p.blocks_to_decide]
     if need and a.block_s > 0:
         more = max(0, max(need) - a.blocks) * a.block_s
@@ -135,6 +145,45 @@ def _undecided(a: Answer) -> str:
     elif need:
         text += f"; about {max(need)} blocks in all would decide"
     return text
+
+
+def _decided_worse(a: Answer) -> str:
+    """ "8 of 9 alternatives decided slower": the challengers decided worse on an axis
+    that cannot beat the baseline on the other (not contenders); "" when none is."""
+    listed = (*a.front, *a.undecided, *a.others)  # the front and the undecided overlap
+    rivals = list({c.allocator: c for c in listed if c.allocator != a.baseline}.values())
+    still = {c.allocator for c in contenders(a)}
+    worse = [
+        c
+        for c in rivals
+        if c.allocator not in still
+        and any(p is not None and p.verdict is stats.Verdict.WORSE for p in (c.time, c.rss))
+    ]
+    if not worse:
+        return ""
+    slower = all(c.time and c.time.verdict is stats.Verdict.WORSE for c in worse)
+    larger = all(c.rss and c.rss.verdict is stats.Verdict.WORSE for c in worse)
+    word = (
+        "slower and larger"
+        if slower and larger
+        else "slower"
+        if slower
+        else "larger in peak RSS"
+        if larger
+        else "worse"
+    )
+    return f"{len(worse)} of {len(rivals)} alternatives decided {word}"
+
+
+def _estimate(c: Choice) -> str:
+    """An undecided allocator's estimates, as measured: "1.01× faster, peak RSS -2.4%"."""
+    parts = []
+    if c.time is not None:
+        t = c.time.value
+        parts.append(f"{1 / t:.2f}× faster" if t < 1 else f"{t:.2f}× slower")
+    if c.rss is not None:
+        parts.append(f"peak RSS {c.rss.value - 1:+.1%}")
+    return ", ".join(parts) or "no estimate"
 
 
 def _at_most(a: Answer) -> str:

@@ -185,7 +185,15 @@ def header(comp: Comparison, allocator: str) -> str:
     return allocator + marks
 
 
-def legend(comp: Comparison) -> str:
+MEDIANS = "median of the runs"
+# `try`'s table is hyperfine's: a mean and its standard deviation.
+MEANS = (
+    "Time: the mean ± the standard deviation of the measured runs, and their range; User, "
+    "System, Peak RSS: their means"
+)
+
+
+def legend(comp: Comparison, values: str = MEDIANS) -> str:
     exact = (
         "its anytime-valid 95% interval, valid at whichever block the campaign "
         "stopped, as blocks were added until decided: where these meet, a confidence "
@@ -206,7 +214,7 @@ def legend(comp: Comparison) -> str:
         else "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)"
     )
     parts = [
-        f"median of the runs; ×ratio to the baseline: {how}; same: the interval lies within "
+        f"{values}; ×ratio to the baseline: {how}; same: the interval lies within "
         f"±{comp.margin:.0%} (even if it excludes 1); faster/slower (smaller/larger): it "
         "excludes 1 and is not within that; inconclusive: neither, and 'detects ≥X%' is the "
         "smallest difference these runs would have found (80% power)"
@@ -236,7 +244,11 @@ def noise(comp: Comparison) -> str:
     n = comp.noise
     if n is None:
         return ""
-    text = f"noise: {n.reruns} of {n.runs} runs re-run after other work spiked during them"
+    again = f" ({n.attempts} re-runs in all)" if n.attempts > n.rerun else ""
+    text = (
+        f"noise: {n.rerun} of {n.runs} measured runs re-run{again} after other work "
+        "spiked during them"
+    )
     if n.calibration is not None and n.calibration.n > 1:
         c = n.calibration
         text += (

@@ -48,7 +48,7 @@ def glance(console: Console, comp: Comparison) -> None:
         else:  # a narrow terminal: rich squeezes the columns
             console.print(_table(m, width))
     console.print(matrix.legend(comp.margin, found), style="dim", highlight=False)
-    if comp.noise is not None and comp.noise.reruns:  # else the sentinel's line is a detail
+    if comp.noise is not None and comp.noise.rerun:  # else the sentinel's line is a detail
         console.print(fmt.noise(comp), style="dim", highlight=False)
     for scope, lead in answers[1:]:  # the matrix shows each verdict: the sentences, short
         brief = INTERVAL.sub("", lead)

@@ -306,7 +306,7 @@ def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> N
     for line in lines:
         table.add_row(*_try_cells(line, baseline))
     console.print(table)
-    console.print(fmt.legend(comp), style="dim")
+    console.print(fmt.legend(comp, fmt.MEANS), style="dim")
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
     recommendation(console, comp)

@@ -162,6 +162,9 @@ def _run(spec: RunSpec) -> RunResult:
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="allocmark-run-") as tmp:
         room = launch.Room(Path(tmp), runas.chosen())
+        if spec.app.prepare and (failed := _prepare(spec, room)):
+            return RunResult(RunStatus.FAILED, started=started, detail=failed)
+        started = time.time()
         try:
             outcome = (
                 service.run_service(spec, room, _env(spec, room))
@@ -186,6 +189,25 @@ def _run(spec: RunSpec) -> RunResult:
         if spec.profile:
             outcome.profile = _read_profile(room.profile)
     return _interpret(spec, outcome, started)
+
+
+def _prepare(spec: RunSpec, room: launch.Room) -> str:
+    """`try --prepare`: its command, before the run, as the run's identity, in the run's
+    environment without the allocator (hyperfine runs it without the benchmark's
+    settings too), within the run's timeout; "" when it exits 0, else why the run
+    could not be made."""
+    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | identity.environment(
+        tuple(kv for kv in spec.env if kv[0] != "LD_PRELOAD")
+    )
+    try:
+        done = identity.contained(spec.app.prepare, env, spec.timeout)
+    except OSError as e:
+        return f"--prepare could not start: {e.strerror or e}"
+    if done.code == 0:
+        return ""
+    how = "ran past the timeout" if done.code is None else f"exited with {done.code}"
+    tail = (done.stdout + done.stderr).decode(errors="replace").strip()[-launch.STDERR_TAIL :]
+    return f"--prepare {spec.app.prepare[-1]!r} {how}" + (f": {tail}" if tail else "")
 
 
 def _read_profile(path: Path) -> list[dict[str, Any]] | str:
@@ -285,6 +307,7 @@ def _interpret(spec: RunSpec, o: launch.Outcome, started: float) -> RunResult:
             metrics = metrics | profile.explaining(profile.combine(prof["records"]))
     wait = st.get("status", 0)
     return RunResult(
+        shown=(o.stdout + o.stderr) if spec.app.show_output else "",
         status=status,
         wall_s=_wall(spec, o),
         user_s=st.get("utime_us", 0) / 1e6,

@@ -39,10 +39,17 @@ class FirstRun:
         line = shlex.join(spec.argv)
         # its own lines, each made printable: the program's text cannot drive the terminal
         tail = [printable(x) for x in result.detail.splitlines()[-TAIL_LINES:]] or ["no detail"]
+        if result.status is RunStatus.TIMEOUT:
+            fix = (
+                f"It ran past its timeout ({spec.timeout:g} s a run): give it more with "
+                f"--timeout SECONDS, or a shorter run of the command"
+            )
+        else:
+            fix = "Fix the command (it must exit 0)"
         raise CommandFails(
             f"`{printable(line)}` {result.status.value} on its first run, under "
             f"{self.baseline}:\n  " + "\n  ".join(tail) + "\n"
-            "Nothing else was run: under every allocator it would fail the same way. "
-            "Fix the command (it must exit 0), or add -i (`allocmark try -i`) to run it "
-            f"under every allocator anyway (this run is kept in {self.db})."
+            f"Nothing else was run: under every allocator it would fail the same way. {fix}, "
+            "or add -i (`allocmark try -i`) to run it under every allocator anyway (this run "
+            f"is kept in {self.db})."
         )

@@ -68,8 +68,9 @@ class Room:
 
 
 def keep(spec: RunSpec, source: str) -> int:
-    """How much of a stream to keep: enough for the output parsers that read it."""
-    parsed = any(p.source == source for p in spec.app.parsers)
+    """How much of a stream to keep: enough for the output parsers that read it (or
+    what `try --show-output` shows)."""
+    parsed = any(p.source == source for p in spec.app.parsers) or spec.app.show_output
     return capture.PARSED_KEEP if parsed else capture.STREAM_KEEP
 
 

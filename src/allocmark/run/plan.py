@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from allocmark import native, workloads
+from allocmark import native, text, workloads
 from allocmark.allocators import debian
 from allocmark.defaults import CONFIRM_RUNS
 from allocmark.errors import UserError
@@ -24,9 +24,15 @@ def parse_overrides(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for item in items:
         key, eq, values = item.partition("=")
-        if not eq or not key or not values:
+        name, listed = key.strip(), tuple(v.strip() for v in values.split(","))
+        if not eq or not name or "" in listed:
             raise UserError(f"-p {item!r}: expected NAME=VALUE[,VALUE...], e.g. -p threads=1,2,4")
-        out[key.strip()] = tuple(v.strip() for v in values.split(","))
+        if name in out:  # the last one winning is a silent surprise
+            raise UserError(
+                f"-p {name} is given twice ({name}={','.join(out[name])} and {item}); "
+                f"give its values once: -p {name}={','.join((*out[name], *listed))}"
+            )
+        out[name] = listed
     return out
 
 
@@ -41,7 +47,8 @@ def cells(
         w = catalog.get(entry.workload)
         if w is None:
             raise UserError(
-                f"{suite.source}: unknown workload {entry.workload!r}; known: {', '.join(catalog)}"
+                f"{suite.source}: unknown workload {entry.workload!r}"
+                f"{text.suggest(entry.workload, catalog)}; known: {', '.join(catalog)}"
             )
         grids.append(
             (
@@ -137,9 +144,12 @@ def _check_overrides(
     for key in overrides:
         if key not in names:
             raise UserError(
-                f"-p {key}: no selected workload has this parameter "
-                f"(parameters: {', '.join(sorted(names)) or 'none'})"
+                f"-p {key}: no selected workload has this parameter{text.suggest(key, names)}; "
+                f"its parameters: {', '.join(sorted(names)) or 'none'}"
             )
+
+
+PLAIN = AppRun()  # what a run of the user's command carries without --prepare
 
 
 def generate(
@@ -150,22 +160,44 @@ def generate(
     seed: int,
     sample: int = 0,
     memory_limit: int = 0,
+    warmup: int = 0,
+    app: AppRun = PLAIN,
 ) -> Iterator[RunSpec]:
-    """Baselines and verification runs first; then each repetition visits every cell,
-    allocators shuffled per cell. With `sample` = N > 0, the measured runs go under
-    the profiler, timing 1 call in N, and verify themselves (baselines never do).
+    """Baselines and verification runs first, then `warmup` unmeasured runs of each
+    allocator and cell; then each repetition visits every cell, allocators shuffled
+    per cell. With `sample` = N > 0, the measured runs go under the profiler, timing 1
+    call in N, and verify themselves (baselines never do). `app`: what the runs of the
+    user's command carry (try's --prepare and --show-output).
     Runs are made one at a time as the store takes them: a run spec is a few KiB,
     a plan can have a million."""
     first = _baselines(cell_list, allocators, timeout)
     if not sample:
         first += _verifications(cell_list, allocators, timeout, len(first))
-    for r in first:
-        yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r
+    first += _warmups(cell_list, allocators, timeout, len(first), warmup)
     sampled = ((SAMPLE_ENV, str(sample)),)
-    for r in _measured(cell_list, allocators, blocks, timeout, seed, len(first)):
-        if sample:
+    measured = _measured(cell_list, allocators, blocks, timeout, seed, len(first))
+    for r in itertools.chain(first, measured):
+        if sample and r.role == "measure":
             r = dataclasses.replace(r, profile=True, env=r.env + sampled)
+        if r.workload == workloads.COMMAND and r.app != app:
+            r = dataclasses.replace(r, app=app)
         yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r
+
+
+def _warmups(
+    cell_list: Sequence[tuple[Workload, Params]],
+    allocators: Sequence[Verified],
+    timeout: float,
+    first_seq: int,
+    count: int,
+) -> list[RunSpec]:
+    """`count` runs of every allocator and cell before the measured blocks (hyperfine's
+    --warmup): stored with their role, never measured."""
+    runs = itertools.product(range(count), cell_list, allocators)
+    return [
+        dataclasses.replace(_spec(first_seq + i, w, p, a, rep, timeout), role="warmup")
+        for i, (rep, (w, p), a) in enumerate(runs)
+    ]
 
 
 def _verifications(
@@ -250,6 +282,11 @@ def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str 
     )
     # The profiler's sampling rate is a setting of the run, not part of its command.
     stored = dataclasses.replace(spec, env=tuple(kv for kv in spec.env if kv[0] != SAMPLE_ENV))
+    if w.kind == workloads.COMMAND:  # the user's --prepare and --show-output, signed with it
+        shown = dataclasses.replace(
+            made.app, prepare=stored.app.prepare, show_output=stored.app.show_output
+        )
+        made = dataclasses.replace(made, app=shown)
     for field in ("argv", "env", "app", "expect_malloc", "result_fd"):
         if (old := getattr(stored, field)) != (new := getattr(made, field)):
             where = f"run {spec.seq} ({spec.workload} on {spec.allocator})"

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from allocmark import allocators, workloads
+from allocmark import allocators, text, workloads
 from allocmark.allocators import builder, git
 from allocmark.allocators.selection import selected
 from allocmark.answer import race
@@ -26,6 +27,7 @@ from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
 from allocmark.model import (
     AllocatorSpec,
+    AppRun,
     CampaignPlan,
     Note,
     Params,
@@ -86,8 +88,32 @@ class Started:
     prepared: Prepared
 
 
-def planned(store: Store, req: Request, selection: Selection, notes: list[Note]) -> Started:
-    """The campaign `req` asks for, stored and ready to execute, and its allocators."""
+@dataclass(frozen=True)
+class Design:
+    """A campaign as the request asks for it, before anything is built or run."""
+
+    suite: suites.Suite
+    cells: list[tuple[Workload, Params]]
+    specs: list[AllocatorSpec]
+    explicit: bool
+    precision: Precision | None
+    blocks: int
+
+
+@dataclass(frozen=True)
+class Dry:
+    """A dry run's finding (`--dry-run`): the campaign that would run, nothing run."""
+
+    suite: str
+    allocators: tuple[str, ...]
+    to_build: tuple[str, ...]  # of them, what the first use would build
+    cells: int
+    blocks: int
+    runs: int  # measured runs of the first blocks
+
+
+def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
+    """What `req` asks for, checked (suite, cells, allocators named, size), unbuilt."""
     suite, cells = _cells(req, notes)
     named = list(req.allocators) or (
         None if suite.allocators == ("all",) else list(suite.allocators)
@@ -98,12 +124,52 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
     precision = None if req.sample else _precision(req, suite, selection.race)
     n = planned_blocks(req.min_blocks or suite.blocks, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
-    prepared = prepare(built(specs, notes), explicit)
+    return Design(suite, cells, specs, explicit, precision, n)
+
+
+def dry(req: Request, selection: Selection, notes: list[Note]) -> Dry:
+    """The campaign `req` would run, checked as a real one is up to its first build."""
+    d = design(req, selection, notes)
+    return Dry(
+        d.suite.name,
+        tuple(s.name for s in d.specs),
+        tuple(s.name for s in d.specs if (s.recipe and not builder.is_built(s)) or s.git),
+        len(d.cells),
+        d.blocks,
+        len(d.specs) * len(d.cells) * d.blocks,
+    )
+
+
+def planned(store: Store, req: Request, selection: Selection, notes: list[Note]) -> Started:
+    """The campaign `req` asks for, stored and ready to execute, and its allocators."""
+    d = design(req, selection, notes)
+    suite, cells, precision, n = d.suite, d.cells, d.precision, d.blocks
+    prepared = prepare(built(d.specs, notes), d.explicit)
     plan.check_glibc(cells, prepared.usable)
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
+    if len(prepared.usable) < 2 and precision is not None:
+        # One allocator: no ratio to decide, so no blocks to add: the blocks asked for.
+        precision, n = None, req.min_blocks or suite.blocks
+        notes.append(
+            Note(
+                "info",
+                f"one allocator ({prepared.usable[0].spec.name}): nothing to compare; "
+                f"{n} block{'s' if n != 1 else ''} of its runs",
+            )
+        )
+    elif req.min_blocks is not None and n > req.min_blocks:
+        notes.append(
+            Note(
+                "info",
+                f"-n {req.min_blocks} raised to {n}: no verdict comes before {n} blocks (for "
+                f"exactly {req.min_blocks}, and no verdicts, add --max-blocks {req.min_blocks})",
+            )
+        )
     used = tuple({w.name: w for w, _ in cells}.values())
     campaign = _campaign_plan(req, suite, used, n, precision, prepared)
+    if len(prepared.usable) < 2:  # no difference to explain
+        campaign = dataclasses.replace(campaign, why="off")
     runs = plan.generate(
         cells,
         prepared.usable,
@@ -112,6 +178,8 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         campaign.seed,
         req.sample,
         req.memory_limit,
+        warmup=req.warmup,
+        app=AppRun(prepare=_prepare_argv(req.prepare), show_output=req.show_output),
     )
     cid = store.new_campaign(
         suite.name,
@@ -125,6 +193,11 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         campaign,
     )
     return Started(cid, campaign, prepared)
+
+
+def _prepare_argv(command: str) -> tuple[str, ...]:
+    """`try --prepare CMD`: run by the shell, as hyperfine runs it."""
+    return ("/bin/sh", "-c", command) if command else ()
 
 
 def _campaign_plan(
@@ -179,6 +252,7 @@ def planned_blocks(n: int, precision: Precision | None) -> int:
 
 def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Workload, Params]]]:
     if req.command:
+        notes += pymalloc(req.command, workloads.parse_env(req.env))
         suite = suites.adhoc_suite(
             [], req.min_blocks or DEFAULT_MIN_BLOCKS, req.timeout_s or 600, 1
         )
@@ -207,6 +281,28 @@ def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Wo
     return suite, cells
 
 
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+def pymalloc(command: Sequence[str], env: Sequence[tuple[str, str]]) -> list[Note]:
+    """A note for a Python program left to pymalloc: Python serves its small objects
+    from its own arenas, so the allocator under test sees a small part of its work."""
+    words = [os.path.basename(w) for w in command[:2]]  # `python3 x.py`, `env python3 x.py`
+    python = _PYTHON.fullmatch(words[0]) or (
+        words[0] == "env" and len(words) > 1 and _PYTHON.fullmatch(words[1])
+    )
+    if not python or dict(env).get("PYTHONMALLOC") == "malloc":
+        return []
+    return [
+        Note(
+            "warning",
+            f"{command[0]} runs under pymalloc: Python serves its small objects itself, so "
+            "the allocator under test sees only its larger blocks and the arenas; to "
+            "measure the allocator for all of them, add --env PYTHONMALLOC=malloc",
+        )
+    ]
+
+
 def past_cores(cells: Sequence[tuple[Workload, Params]], cores: int) -> list[Note]:
     """A warning when cells run more threads than the machine has cores: there a run
     measures the scheduler's time-slicing as much as the allocator's scaling."""
@@ -230,8 +326,13 @@ def past_cores(cells: Sequence[tuple[Workload, Params]], cores: int) -> list[Not
 
 def _only(suite: suites.Suite, wanted: Sequence[str]) -> suites.Suite:
     entries = tuple(e for e in suite.entries if e.workload in wanted)
-    if not entries:
-        raise UserError(f"suite {suite.name} has no workload {', '.join(wanted)}")
+    have = [e.workload for e in suite.entries]
+    if missing := [w for w in wanted if w not in have]:
+        hint = text.suggest(missing[0], have)
+        raise UserError(
+            f"suite {suite.name} has no workload {', '.join(map(repr, missing))}{hint} "
+            f"(its workloads: {', '.join(dict.fromkeys(have))}; `allocmark workloads` lists all)"
+        )
     return dataclasses.replace(suite, entries=entries)
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import schemas, stats, tomlfile, units
+from allocmark import schemas, stats, text, tomlfile, units
 from allocmark.errors import UserError
 from allocmark.schemas.suite import SuiteFile, SuiteRun
 
@@ -54,9 +54,10 @@ def load_suite(name_or_path: str) -> Suite:
     if not (path.suffix == ".toml" or path.exists()):
         path = suites_dir() / f"{name_or_path}.toml"
         if not path.exists():
-            known = ", ".join(sorted(p.stem for p in suites_dir().glob("*.toml")))
+            stems = sorted(p.stem for p in suites_dir().glob("*.toml"))
             raise UserError(
-                f"unknown suite {name_or_path!r}; built-in suites: {known} "
+                f"unknown suite {name_or_path!r}{text.suggest(name_or_path, stems)}; "
+                f"built-in suites: {', '.join(stems)} "
                 "(or give the path of a suite .toml file)"
             )
     f = schemas.validate(SuiteFile, tomlfile.load(path), str(path))
@@ -120,6 +121,11 @@ def _expand_range(value: object) -> object:
         return value
     cores = os.cpu_count() or 1
     lo, hi = int(m.group(1)), int(m.group(2)) * (cores if m.group(3) else 1)
+    if hi > 2**63 - 1:  # the powers of two below it would plan runs no program can read
+        raise UserError(
+            f"the range {value!r} ends beyond a 64-bit integer (at most {2**63 - 1:,}); "
+            "give a smaller high end"
+        )
     if hi - lo < 8:
         return list(range(lo, hi + 1))
     picks = {lo, hi, cores} | {1 << k for k in range(hi.bit_length())}
@@ -129,7 +135,10 @@ def _expand_range(value: object) -> object:
 def _entry(run: SuiteRun, file: str, loc: tuple[int | str, ...]) -> SuiteEntry:
     grid = []
     for key, value in run.params.items():
-        expanded = _expand_range(value)
+        try:
+            expanded = _expand_range(value)
+        except UserError as e:
+            raise schemas.key_error(file, (*loc, "params", key), str(e)) from None
         values = expanded if isinstance(expanded, list) else [expanded]
         if not values:
             why = (

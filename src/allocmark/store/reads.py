@@ -324,18 +324,20 @@ class Reads(Cache):
             walls.setdefault(str(workload), []).append(float(wall))
         return {w: statistics.median(v) for w, v in walls.items()}
 
-    def metric_sum(self, cid: int, name: str, role: str = "measure") -> float:
-        """The sum of one metric over the campaign's runs of `role` (a rare metric such as
-        noise_reruns: one query, not a column of every cell; kept as the cells are: a
-        tenth of a second over 100,000 runs)."""
+    def metric_tally(self, cid: int, name: str, role: str = "measure") -> tuple[int, int, float]:
+        """The campaign's runs of `role`, how many of them have one metric above 0 and
+        its sum over them (a rare metric such as noise_reruns: one query, not a column
+        of every cell; kept as the cells are: a tenth of a second over 100,000 runs).
+        One query for all three, so that "N of M runs" counts the same runs."""
 
-        def total() -> list[Any]:
+        def tally() -> list[Any]:
             row = self.db.execute(
-                "SELECT total(m.value) FROM runs r JOIN metrics m ON m.run_id = r.id "
-                "AND m.name = ? WHERE r.campaign_id = ? AND r.role = ?",
+                "SELECT count(*), count(m.value > 0 OR NULL), total(m.value) FROM runs r "
+                "LEFT JOIN metrics m ON m.run_id = r.id AND m.name = ? "
+                "WHERE r.campaign_id = ? AND r.role = ?",
                 (name, cid, role),
             ).fetchone()
-            return [[float(row[0])]]
+            return [[int(row[0]), int(row[1]), float(row[2])]]
 
-        (kept,) = self._kept_rows(cid, json.dumps(["sum", name, role]), total)
-        return float(kept[0])
+        (kept,) = self._kept_rows(cid, json.dumps(["tally", name, role]), tally)
+        return int(kept[0]), int(kept[1]), float(kept[2])

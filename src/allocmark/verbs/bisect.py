@@ -157,6 +157,8 @@ def _run(q: Question) -> Iterator[Event]:
         _described(specs[-1]),
         q.metric,
     )
+    if q.request.dry_run:  # the revisions resolved and counted: nothing built or run
+        return
     store = Store(q.request.db)
     good, bad = specs[0], specs[-1]
     for spec, which in ((good, "GOOD"), (bad, "BAD")):

@@ -292,6 +292,9 @@ def _check_relations(w: Workload, values: dict[str, int | str], where: str) -> N
 _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
+INT64 = 2**63 - 1
+
+
 def _coerce(p: Param, value: int | str, where: str) -> int | str:
     if p.kind == "bool":
         flag = _TRUE.get(str(value).lower())
@@ -313,6 +316,11 @@ def _coerce(p: Param, value: int | str, where: str) -> int | str:
             raise UserError(f"{where}: parameter {p.name} must be >= {p.minimum}, got {number}")
         if p.maximum is not None and number > p.maximum:
             raise UserError(f"{where}: parameter {p.name} must be <= {p.maximum}, got {number}")
+        if abs(number) > INT64:  # no program reads it: its argv parser would wrap or refuse
+            raise UserError(
+                f"{where}: parameter {p.name} = {value} is beyond a 64-bit integer "
+                f"(at most {INT64:,}); give a smaller value"
+            )
         return number
     return str(value)
 
