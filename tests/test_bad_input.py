@@ -48,6 +48,8 @@ CASES: dict[str, Case] = {
     "-h": c("-h", 0, "Usage:", "try"),
     "verb -h": c("try -h", 0, "--warmup", "--prepare", "--show-output", "--export-json"),
     "alloc -h": c("alloc -h", 0, "Usage:"),
+    "completion": c("--show-completion bash", 0, "_allocmark_completion", "complete"),
+    "dry run": c(f"run {QUICK} --dry-run", 0, "dry run: adhoc: 2 allocators", "nothing was"),
     "unknown verb": c("rn", 2, "No such command 'rn'"),
     "-q and -v": c("-q -v allocators", 2, "-q and -v contradict"),
     "unknown option": c("run --blok 3", 2, "No such option: --blok", "--blocks"),
@@ -172,7 +174,9 @@ CASES: dict[str, Case] = {
     "--db not SQLite": c("report --db /etc/passwd", 2, "/etc/passwd"),
     "--db garbage": c("report --db {tmp}/g.db", 2, "g.db", files={"g.db": "x" * 5000}),
     "--db empty file": c("report --db {tmp}/e.db", 2, "an empty file", files={"e.db": ""}),
-    "--db under /proc": c("run -w churn --db /proc/allocmark.db", 2, "/proc"),
+    "--db under /proc": c(
+        "run -w churn --db /proc/allocmark.db", 2, "/proc/allocmark.db", "cannot create"
+    ),
     "--db a device": c("report --db /dev/zero", 2, "not a regular file"),
     "--campaign unknown": c("report --db {db} --campaign 999", 2, "999"),
     "--campaign text": c("report --db {db} --campaign last", 2, "'last'"),

@@ -196,6 +196,12 @@ def test_try_compares_a_command(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "Time (mean ± σ)" in result.stdout
+    # its footnote says what the columns are: means, as the header (it said medians)
+    said = " ".join(result.stdout.split())
+    assert "Time: the mean ± the standard deviation of the measured runs" in said
+    assert "median of the runs" not in said
+    # python3 under pymalloc: said before the wait, with the fix
+    assert "runs under pymalloc" in result.stderr and "--env PYTHONMALLOC=malloc" in result.stderr
     assert "baseline" in result.stdout
     assert re.search(r"× (faster|slower)|same \(|inconclusive \(detects", result.stdout)
     assert "time vs glibc" in result.stdout and "peak RSS vs glibc" in result.stdout
@@ -564,3 +570,69 @@ def test_try_refuses_a_partial_allocator_for_a_program_calling_what_it_lacks(
         "try", "-a", "glibc,jemalloc", *exactly(2), "--db", str(tmp_path / "u.db"), "--", "true"
     )
     assert "not recommended: jemalloc" not in plain.stdout  # `true` calls none of it
+
+
+def test_an_explicit_n_below_a_verdict_is_raised_aloud(tmp_path: Path) -> None:
+    """Issue 53: `run -n 1` planned 4 blocks without a word; with one allocator it
+    then said "0 of 0 ratios decided after 2 blocks"."""
+    two = cli("run", *SMALL, "-a", "glibc,glibc:arena2", "-n", "1", "--db", str(tmp_path / "a.db"))
+    assert two.returncode == 0, two.stderr
+    assert "-n 1 raised to 4: no verdict comes before 4 blocks" in two.stderr
+    assert "--max-blocks 1" in two.stderr
+    one = cli("run", *SMALL, "-a", "glibc", "-n", "1", "--db", str(tmp_path / "b.db"))
+    assert one.returncode == 0, one.stderr
+    assert "one allocator (glibc): nothing to compare; 1 block of its runs" in one.stderr
+    assert "0 of 0" not in one.stdout + one.stderr and "raised" not in one.stderr
+    assert "campaign 1: 1 allocator, 1 block of every cell;" in " ".join(one.stdout.split())
+    with sqlite3.connect(tmp_path / "b.db") as con:
+        (measured,) = con.execute("SELECT count(*) FROM runs WHERE role = 'measure'").fetchone()
+    assert measured == 1
+
+
+def test_try_takes_hyperfines_options(tmp_path: Path) -> None:
+    """--warmup runs unmeasured, --prepare runs before every run (not timed, the
+    run's own directory), --show-output shows the output, --export-json writes JSON."""
+    db, export = tmp_path / "t.db", tmp_path / "t.json"
+    result = cli(
+        "try",
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "4",
+        "--max-blocks",
+        "4",
+        "--no-why",
+        "--warmup",
+        "2",
+        "--prepare",
+        "sync; echo prepared > $HOME/mark",
+        "--show-output",
+        "--export-json",
+        str(export),
+        "--db",
+        str(db),
+        "--",
+        "sh",
+        "-c",
+        "cat $HOME/mark; echo shown-output",
+    )
+    assert result.returncode == 0, result.stderr
+    # each run's output: the mark --prepare left in the run's directory, then its own
+    assert (result.stdout + result.stderr).count("prepared\nshown-output") >= 12
+    assert "4 warm-up) to start" in " ".join(result.stdout.split())
+    with sqlite3.connect(db) as con:
+        roles = dict(con.execute("SELECT role, count(*) FROM runs GROUP BY role").fetchall())
+    assert roles["warmup"] == 4 and roles["measure"] == 8
+    assert json.loads(export.read_text())["baseline"] == "glibc"
+    failing = cli(
+        "try",
+        "-a",
+        "glibc,glibc:arena2",
+        "--db",
+        str(tmp_path / "f.db"),
+        "--prepare",
+        "exit 3",
+        "--",
+        "true",
+    )
+    assert failing.returncode == 2 and "--prepare 'exit 3' exited with 3" in failing.stderr

@@ -82,3 +82,12 @@ def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
     assert len(text.splitlines()) <= 250
     links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
     assert links and all((ROOT / link).is_file() for link in links), links
+
+
+def test_the_pages_state_the_defaults_the_code_has() -> None:
+    """Issue 53: docs/reports.md said `try` starts with 3 blocks (it is 4)."""
+    from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
+
+    reports = " ".join((ROOT / "docs" / "reports.md").read_text().split())
+    assert f"start with `-n` blocks ({DEFAULT_MIN_BLOCKS})" in reports
+    assert f"until `--max-blocks` ({DEFAULT_MAX_BLOCKS})" in reports

@@ -163,6 +163,13 @@ def test_the_forecast_settles_as_blocks_add_up() -> None:
         previous = wait
     assert widths >= 20 and inside >= 0.8 * widths
     assert last < first / 2  # the range narrows as the spread becomes known
+    # the time left the progress bar shows: the same range, in seconds, never past a budget
+    assert f.remaining() == (
+        max(0, wait.low - f.blocks) * f.block_s,
+        max(0, wait.high - f.blocks) * f.block_s,
+    )
+    capped = forecast.of(comp, COSTS, _settings(budget_s=300.0), spent_s=280.0).remaining()
+    assert capped is not None and capped[1] <= 20.0
 
 
 def test_the_fix_of_a_command_names_no_parameter() -> None:

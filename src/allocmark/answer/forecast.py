@@ -84,6 +84,19 @@ class Forecast:
                 out += f", but for {w.stuck} on the margin"
         return out
 
+    def remaining(self) -> tuple[float, float] | None:
+        """Seconds until every ratio is decided, low and high ends (the waits' ranges),
+        neither beyond what the budget has left; None while the noise is unknown."""
+        if not self.undecided:
+            return (0.0, 0.0)
+        if not self.waits or not self.block_s:
+            return None
+        low = max(max(0, w.low - self.blocks) * self.block_s for w in self.waits.values())
+        high = max(max(0, w.high - self.blocks) * self.block_s for w in self.waits.values())
+        if self.left_s is not None and self.sequential:
+            low, high = min(low, max(0.0, self.left_s)), min(high, max(0.0, self.left_s))
+        return low, high
+
     def first_verdict_blocks(self) -> int:
         """The blocks at which the first verdict is likely: the clearest ratio's (noise
         known), else the first at which one is possible."""

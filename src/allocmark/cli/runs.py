@@ -588,16 +588,17 @@ class _Progress:
             TaskID,
             TextColumn,
             TimeElapsedColumn,
-            TimeRemainingColumn,
         )
 
+        # Not rich's ETA: blocks are added while a ratio is open, so the runs' total
+        # grows and a speed-based ETA resets each round. The forecast's range, capped
+        # by the budget, is the time left ("" until the noise is known).
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[left]}"),
         )
         self.level = VERBOSITY["level"]
         self.bar = Progress(*columns, console=err(), transient=False, disable=self.level < 0)
@@ -642,7 +643,9 @@ class _Progress:
                 out().print(_plan_line(event), highlight=False)
             self.target = event.precision.margin if event.precision else None
             self.bar.start()
-            self.task = self.bar.add_task("running", total=event.total, completed=event.done)
+            self.task = self.bar.add_task(
+                "running", total=event.total, completed=event.done, left=""
+            )
         elif isinstance(event, api.RoundDone):
             more = f", {event.blocks} more blocks" if event.blocks else ", done"
             self.precision = (
@@ -651,6 +654,8 @@ class _Progress:
             )
             if self.task is not None:  # the bar's last words are the campaign's last state
                 self.bar.update(self.task, description=self.precision)
+                if not event.blocks:  # no more blocks: nothing left to forecast
+                    self.bar.update(self.task, left="")
         elif isinstance(event, api.Forecast) and not event.ratios:
             self.precision = "nothing to compare"  # one allocator: no ratio, no forecast
         elif isinstance(event, api.Forecast):
@@ -663,6 +668,8 @@ class _Progress:
             if self.level >= 0 and (event.blocks >= 2 * self.said_at or event.blocks <= 2):
                 self.said_at = event.blocks
                 self.bar.console.print(event.text(), style="dim", highlight=False, soft_wrap=True)
+            if self.task is not None and (ends := event.remaining()) is not None:
+                self.bar.update(self.task, left=_left(*ends))
             alert = event.alert()
             if alert and alert[0] not in self.warned:  # each kind once
                 self.warned.add(alert[0])
@@ -765,6 +772,16 @@ def _plan_line(p: api.Planned) -> str:
         f"{_count(p.min_blocks, 'block')} of every cell{more}; {p.measured} measured + "
         f"{p.setup} set-up runs (baseline RSS, verification{warm}) to start{_eta(p)} -> {p.db}"
     )
+
+
+def _left(low: float, high: float) -> str:
+    from allocmark import api
+
+    if high <= 0:
+        return ""
+    if api.duration(low) == api.duration(high):
+        return f"left: about {api.duration(high)}"
+    return f"left: {api.duration(low)}–{api.duration(high)}"
 
 
 def _dry_line(d: api.Dry) -> str:

@@ -217,8 +217,13 @@ def _create_private(path: Path) -> None:
         )
     except FileExistsError:
         return
-    except OSError:
-        return  # SQLite says what is wrong with the place, in its own words
+    except IsADirectoryError:
+        return  # the caller's check says "is a directory"
+    except OSError as e:  # the place, not SQLite: say so (SQLite said "unable to open")
+        raise StoreError(
+            f"{path}: cannot create the results database there ({e.strerror or e}); "
+            "give --db a path in a directory you can write, e.g. results/allocmark.db"
+        ) from None
     os.close(fd)
 
 
