@@ -48,7 +48,7 @@ CASES: dict[str, Case] = {
     "-h": c("-h", 0, "Usage:", "try"),
     "verb -h": c("try -h", 0, "--warmup", "--prepare", "--show-output", "--export-json"),
     "alloc -h": c("alloc -h", 0, "Usage:"),
-    "completion": c("--show-completion bash", 0, "_allocmark_completion", "complete"),
+    "completion": c("--show-completion bash", 0, "_completion()", "complete -o default"),
     "dry run": c(f"run {QUICK} --dry-run", 0, "dry run: adhoc: 2 allocators", "nothing was"),
     "unknown verb": c("rn", 2, "No such command 'rn'"),
     "-q and -v": c("-q -v allocators", 2, "-q and -v contradict"),
