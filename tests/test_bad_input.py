@@ -327,6 +327,7 @@ def test_bad_input(name: str, done_db: Path, tmp_path: Path) -> None:
     if case.code:  # the error is one line the user reads first, after the output
         errors = [line for line in said.splitlines() if line.startswith("ERROR:")]
         assert len(errors) <= 1, errors
+        assert not said.startswith("\n"), said  # no blank line of a bar never shown
 
 
 def test_the_readme_says_how_allocmark_gets_on_path() -> None:

@@ -612,7 +612,8 @@ class _Progress:
         return self  # the bar starts with the plan: a refusal before it prints no blank line
 
     def __exit__(self, *exc: object) -> None:
-        self.bar.stop()
+        if self.task is not None:  # rich's stop() prints a line break even if never started
+            self.bar.stop()
 
     def ask(self, question: str) -> bool:
         """A yes/no question on the terminal, the bar paused; False where none can be
@@ -620,7 +621,8 @@ class _Progress:
         if not sys.stdin.isatty():
             return False
         started = self.task is not None
-        self.bar.stop()
+        if started:
+            self.bar.stop()
         try:
             return typer.confirm(question, default=True, err=True)
         finally:
