@@ -120,6 +120,45 @@ def test_no_process_outlives_allocmark_killed_by_sigkill(tmp_path: Path) -> None
     assert orphans == 0 and left.stdout == ""
 
 
+def test_a_launcher_whose_reader_died_still_ends_its_tree(tmp_path: Path) -> None:
+    """The root cause of a kill -9 test that failed 2 times in 20 beside a busy
+    process: allocmark dead, the launcher's next record (an image, at an exec of the
+    run) met a closed pipe and SIGPIPE killed the launcher before it ended the tree;
+    the run's background process went to init. Here the reader is gone from the
+    start: the launcher must live on (EPIPE, not SIGPIPE) and, stopped, end it all."""
+    from allocmark import native
+
+    pidfile = tmp_path / "pid"
+    script = f"sleep 31 & echo $! > {pidfile}; sleep 0.2; /bin/true; wait"
+    read, write = os.pipe()
+    launcher = subprocess.Popen(
+        [str(native.program("am_run")), str(write), "sh", "-c", script],
+        env={"PATH": os.defpath, "AM_RUN_WATCH": "1", "AM_RUN_SAMPLE_US": "0"},
+        pass_fds=(write,),
+        start_new_session=True,
+    )
+    os.close(write)
+    os.close(read)  # as allocmark killed: nothing reads the launcher's records
+    try:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() and launcher.poll() is None:
+            assert time.monotonic() < deadline, "the program never wrote its pid"
+            time.sleep(0.05)
+        time.sleep(1.0)  # `sleep 0.2` and `/bin/true` were executed: records were written
+        # (before the fix: dead by SIGPIPE at the first record, -13)
+        assert launcher.poll() is None, f"the launcher ended with {launcher.returncode}"
+    finally:
+        launcher.send_signal(signal.SIGTERM)  # what allocmark's death sends it
+        launcher.wait(30)
+    sleeper = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if alive(sleeper):
+        os.kill(sleeper, signal.SIGKILL)
+        pytest.fail("the run's background process outlived its launcher")
+
+
 # -- fuzzed suite and catalog files ------------------------------------------------
 FUZZ = int(os.environ.get("AM_FUZZ_EXAMPLES", "600"))  # per kind; the battery uses more
 _WORKLOADS = ["churn", "larson", "xthread", "samethread", "nosuch", ""]

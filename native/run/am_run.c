@@ -495,6 +495,11 @@ int main(int argc, char **argv) {
   snprintf(am_children_path, sizeof am_children_path, "/proc/%d/task/%d/children", getpid(),
            getpid());
   am_catch_stops();
+  // A write to STATUS_FD after allocmark died (an image record at an exec) must fail
+  // with EPIPE, not kill the launcher by SIGPIPE before it ends the tree: a killed
+  // launcher left the run's background processes to init (tests/test_faults.py, kill
+  // -9 of allocmark beside a busy process).
+  signal(SIGPIPE, SIG_IGN);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (getppid() != parent) return 3;  // allocmark died before the line above
@@ -541,6 +546,7 @@ int main(int argc, char **argv) {
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
     signal(SIGCONT, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // an ignored signal stays ignored across exec
     close(errpipe[0]);
     close(status_fd);
     if (gopipe[0] >= 0) am_wait_go(gopipe);
@@ -562,8 +568,11 @@ int main(int argc, char **argv) {
   struct rusage ru;
   if (am_stopping) am_kill_children();  // a stop that came before the fork
   int exec_errno = 0;  // read in the wait: the child's exec stops at the watch it serves
-  if (am_wait_main(pid, &status, &ru, status_fd, errpipe[0], &exec_errno, steps != NULL) != 0)
+  if (am_wait_main(pid, &status, &ru, status_fd, errpipe[0], &exec_errno, steps != NULL) != 0) {
+    am_kill_children();  // whatever failed, nothing of the run outlives its launcher
+    am_end_tree();
     return 3;
+  }
   int64_t end = am_now_ns();
   int64_t wall = end - t0 - am_watch_main_exit_ns;  // the reading at its end is not its time
   am_note_reaped(&ru);
