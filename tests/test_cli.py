@@ -605,7 +605,7 @@ def test_try_takes_hyperfines_options(tmp_path: Path) -> None:
         "--warmup",
         "2",
         "--prepare",
-        "sync; echo prepared > $HOME/mark",
+        "sync; echo prepared $(id -u) > $HOME/mark",
         "--show-output",
         "--export-json",
         str(export),
@@ -618,7 +618,10 @@ def test_try_takes_hyperfines_options(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     # each run's output: the mark --prepare left in the run's directory, then its own
-    assert (result.stdout + result.stderr).count("prepared\nshown-output") >= 12
+    uids = re.findall(r"prepared (\d+)\nshown-output", result.stdout + result.stderr)
+    assert len(uids) >= 12
+    if os.getuid() == 0:  # --prepare is the user's code: the run's identity runs it, never root
+        assert "0" not in uids and len(set(uids)) == 1, uids
     assert "4 warm-up) to start" in " ".join(result.stdout.split())
     with sqlite3.connect(db) as con:
         roles = dict(con.execute("SELECT role, count(*) FROM runs GROUP BY role").fetchall())

@@ -218,6 +218,13 @@ CRAFTED = {
         ],
         "cannot be resumed",
     ),
+    "a --prepare planted in the pending runs": (
+        lambda m: [
+            f"UPDATE plan SET app_json=json_set(app_json, '$.prepare', json_array('sh', '-c', "
+            f"'touch {m}')) WHERE {PENDING}"
+        ],
+        "of one cell",
+    ),
     "pending run renamed to an unknown workload": (
         lambda m: [f"UPDATE plan SET workload='zzz', argv_json='{_touch(m)}' WHERE {PENDING}"],
         "which neither the catalog nor the campaign has",

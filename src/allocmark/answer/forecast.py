@@ -79,10 +79,25 @@ class Forecast:
                     f"the clearest ratio decided by about {w.first_blocks} blocks "
                     f"({duration(w.first_seconds)} more), "
                 )
-            out += f"every ratio by {_span(w, self.block_s)}"
+            out += f"every ratio by {self._span(w)}"
             if w.stuck:
                 out += f", but for {w.stuck} on the margin"
         return out
+
+    def _until(self, blocks: int) -> float:
+        """Seconds until every undecided row has `blocks` blocks in all."""
+        return max(0, blocks - self.blocks) * self.block_s
+
+    def _span(self, w: Wait) -> str:
+        """ "60–250 blocks (about 2–9 min more)": the range the blocks so far leave open
+        (block_range), never one figure that the next block moves tenfold; "about 60
+        blocks" once the two ends meet. The same seconds as remaining()."""
+        if w.low >= w.high or w.high <= w.blocks == w.low:
+            return f"about {w.blocks} blocks ({duration(w.seconds)} more)"
+        low, high = duration(self._until(w.low)), duration(self._until(w.high))
+        if w.high >= MOST_BLOCKS:
+            return f"{w.low} blocks or many more (at least about {low} more)"
+        return f"{w.low}–{w.high} blocks (about {low}–{high} more)"
 
     def remaining(self) -> tuple[float, float] | None:
         """Seconds until every ratio is decided, low and high ends (the waits' ranges),
@@ -91,8 +106,8 @@ class Forecast:
             return (0.0, 0.0)
         if not self.waits or not self.block_s:
             return None
-        low = max(max(0, w.low - self.blocks) * self.block_s for w in self.waits.values())
-        high = max(max(0, w.high - self.blocks) * self.block_s for w in self.waits.values())
+        low = max(self._until(w.low) for w in self.waits.values())
+        high = max(self._until(w.high) for w in self.waits.values())
         if self.left_s is not None and self.sequential:
             low, high = min(low, max(0.0, self.left_s)), min(high, max(0.0, self.left_s))
         return low, high
@@ -169,20 +184,6 @@ class Forecast:
                 first = budget_text(self.spent_s + ahead + beyond)
                 text += f" ({first} for its clearest {axis} ratio)"
         return "budget " + " ".join(axis for axis, _ in ordered), f"{text}, or {fix}"
-
-
-def _span(w: Wait, block_s: float) -> str:
-    """ "60–250 blocks (about 2–9 min more)": the range the blocks so far leave open
-    (block_range), never one figure that the next block moves tenfold; "about 60
-    blocks" once the two ends meet."""
-    more = w.seconds / max(1, w.blocks)  # seconds a block more of this axis costs, about
-    if w.low >= w.high or w.high <= w.blocks == w.low:
-        return f"about {w.blocks} blocks ({duration(w.seconds)} more)"
-    lo_s = max(0.0, w.seconds - (w.blocks - w.low) * more) if block_s else 0.0
-    hi_s = w.seconds + (w.high - w.blocks) * more
-    if w.high >= MOST_BLOCKS:
-        return f"{w.low} blocks or many more (at least about {duration(lo_s)} more)"
-    return f"{w.low}–{w.high} blocks (about {duration(lo_s)}–{duration(hi_s)} more)"
 
 
 def block_range(r: stats.Ratio, margin: float) -> tuple[int | None, int | None]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from allocmark import schemas, workloads
 from allocmark.model import (
     AllocatorSpec,
+    Campaign,
     GitBuild as GitBuild,
     Note as Note,  # the library's own types, for its callers
     Request as Request,
@@ -38,7 +39,7 @@ from allocmark.model import (
 
 if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     from allocmark.allocators.builder import Built
-    from allocmark.answer.analyze import Comparison
+    from allocmark.answer.analyze import Comparison as Comparison
     from allocmark.api.campaigns import (
         EXECUTORS as EXECUTORS,
         HARDEN_WORKLOAD as HARDEN_WORKLOAD,
@@ -87,6 +88,12 @@ def reader(db: Path) -> Store:
     from allocmark.store import Store
 
     return Store(db, create=False)
+
+
+def unfinished(db: Path) -> Campaign:
+    """The campaign `run --resume` would finish (StoreError if none): its id, name and
+    runs done of planned."""
+    return reader(db).campaign(unfinished=True)
 
 
 def failed_cells(comp: Comparison) -> list[str]:

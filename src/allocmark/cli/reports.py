@@ -79,7 +79,7 @@ def report_cmd(
             files = render.plot_files(store, cid, plots_dir, speedup)
         err().print(f"wrote {len(files)} plot files to {plots_dir}")
     if fmt == "table" and view == "summary":
-        fail_on_failures(shown)
+        fail_on_failures(shown.comparison)
 
 
 _METRIC_NAMES = {

@@ -124,7 +124,7 @@ def run_cmd(
     _check_resume(resume, take_over, [k for k, v in given.items() if v not in (None, False)])
     progress = _Progress()
     if resume and dry_run:
-        c = api.reader(db).campaign(unfinished=True)
+        c = api.unfinished(db)
         out().print(
             f"dry run: would resume campaign {c.id} ({c.name}) in {db}: "
             f"{c.planned - c.done} of its {c.planned} runs left; nothing was run",
@@ -166,7 +166,7 @@ def run_cmd(
     emit_table(shown, None, detail)
     if store.campaign_plan(cid).sample:
         emit_table(data.load(store, cid, "profile"), None)
-    fail_on_failures(shown)
+    fail_on_failures(shown.comparison)
 
 
 @app.command("profile")
@@ -212,9 +212,8 @@ def profile_cmd(
     cid = _follow(api.run(req), db)
     if cid is None:
         return
-    store = api.reader(db)
-    emit_table(data.load(store, cid, "profile"), None)
-    fail_on_failures(data.load(store, cid))
+    emit_table(data.load(api.reader(db), cid, "profile"), None)
+    fail_on_failures(api.comparison(db, cid))
 
 
 @app.command("try")
@@ -336,7 +335,7 @@ def try_cmd(
             export_json.write_text(render.text(store, cid, "json", "summary", False))
         err().print(f"wrote {export_json}")
     # As hyperfine: a command that failed is an error for scripts, -i or not.
-    fail_on_failures(shown)
+    fail_on_failures(shown.comparison)
 
 
 @app.command("bisect")
@@ -459,7 +458,7 @@ def tune_cmd(
     """Race each allocator's settings (catalog/settings.toml) for your program or a
     workload; print the Pareto front of time and peak RSS as lines to paste."""
     from allocmark import api
-    from allocmark.report import data, table
+    from allocmark.report import table
 
     chosen = one_target(workload, command, "tune")
     req = api.Request(
@@ -480,9 +479,10 @@ def tune_cmd(
     cid = _follow(api.run(req, selection=api.race(objective, settings)), db)
     if cid is None:
         return
-    table.recommendation(out(), api.comparison(db, cid))
+    comp = api.comparison(db, cid)
+    table.recommendation(out(), comp)
     front(db, cid)
-    fail_on_failures(data.load(api.reader(db), cid))
+    fail_on_failures(comp)
 
 
 @app.command("harden")

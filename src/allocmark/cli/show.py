@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from allocmark.cli.app import err, out
 
 if TYPE_CHECKING:
+    from allocmark import api
     from allocmark.report import data
 
 
@@ -47,15 +48,15 @@ def emit_table(report: data.ReportData, output: Path | None, detail: bool = Fals
         err().print(f"wrote {output}")
 
 
-def fail_on_failures(report: data.ReportData) -> None:
+def fail_on_failures(comp: api.Comparison | None) -> None:
     """After the output: cells whose runs failed make the exit status 1 (as hyperfine's
     does for a failing command), naming them; the table above says why."""
     from allocmark import api
     from allocmark.errors import AllocmarkError
 
-    if report.comparison is None:
+    if comp is None:
         return
-    failed = api.failed_cells(report.comparison)
+    failed = api.failed_cells(comp)
     if failed:
         shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
         raise AllocmarkError(

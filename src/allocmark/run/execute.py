@@ -28,7 +28,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -196,9 +196,7 @@ def _prepare(spec: RunSpec, room: launch.Room) -> str:
     environment without the allocator (hyperfine runs it without the benchmark's
     settings too), within the run's timeout; "" when it exits 0, else why the run
     could not be made."""
-    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | identity.environment(
-        tuple(kv for kv in spec.env if kv[0] != "LD_PRELOAD")
-    )
+    env = _home(room, tuple(kv for kv in spec.env if kv[0] != "LD_PRELOAD"))
     try:
         done = identity.contained(spec.app.prepare, env, spec.timeout)
     except OSError as e:
@@ -227,9 +225,13 @@ def _who_checked(spec: RunSpec) -> bool:
     return spec.expect_malloc is not None and not spec.result_fd and spec.role != "measure"
 
 
+def _home(room: launch.Room, additions: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Never allocmark's own environment: the minimal one, the run's directory as home."""
+    return {"HOME": str(room.work), "TMPDIR": str(room.work)} | identity.environment(additions)
+
+
 def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
-    # Never allocmark's own environment: the minimal one, the run's directory as home.
-    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | identity.environment(spec.env)
+    env = _home(room, spec.env)
     if spec.profile:  # in front of the allocator, so that it sees every call
         shim = profile.shim_library()
         env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim

@@ -105,6 +105,8 @@ def shown(spec: RunSpec) -> str:
     line = f"{env} {shlex.join(spec.argv)}".strip()
     if spec.app.service:
         line += f"  (client: {shlex.join(spec.app.service.client)})"
+    if spec.app.prepare:  # try --prepare: run before it, as the run's user
+        line = f"{shlex.join(spec.app.prepare)}; {line}"
     return printable(line)  # a database must not drive the terminal
 
 
