@@ -42,13 +42,13 @@ verdict took: what the anytime-valid interval costs. Targets (issue 26): false
 verdicts and false recommendations <= 5 % over N >= 100 cells, "same" reached in
 >= 70 % of A/A time cells of programs under 0.5 s, +10 % detected >= 90 %.
 
-Bisect (issue 44): `allocmark bisect` at its defaults (error rate 5 %) on repositories
-of the tests' tiny allocator (tests/allocators/tinyrepo.py: 12 commits after v1.0,
-libraries rebuilt per commit) on samethread. A/A: nothing planted, every commit named
-is false (target: at most 5 % of bisects). Planted: every malloc spinning from a
-random commit on (a modest slowdown, measured and printed): the bisect is right when
-it names that commit, wrong when it names another (target: wrong at most 5 %), and
-undecided otherwise.
+Bisect (issues 44, 54): `allocmark bisect` at its defaults (error rate 5 %, a 10-minute
+budget) on repositories of the tests' tiny allocator (tests/allocators/tinyrepo.py: 16
+commits after v1.0, libraries rebuilt per commit) on samethread, for time and for peak
+RSS. A/A: nothing planted, every commit named is false (target: no commit in >= 95 %).
+Planted: from a random commit on, every malloc spins (about +10 % time) or a
+constructor touches 768 KiB (about +5 % peak RSS), measured and printed: right when
+the bisect names that commit (target >= 90 %), wrong when it names another (<= 5 %).
 
 `tune`, A/A too: glibc's settings replaced (`tune --settings`) by an environment
 variable nothing reads, three values of it raced against glibc's defaults on the
@@ -61,7 +61,7 @@ usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect (default:
   all; apps is the applications' A/A, appsab their A/B, why the planted causes: CELLS
   seeds of samethread under `mmapper`, the right cause named and no other; bisect:
-  REPS A/A bisects and CELLS planted ones).
+  REPS A/A bisects and CELLS planted ones of each metric).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
 """
@@ -76,6 +76,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,8 +141,7 @@ class Tally:
     aa_explained: list[str] = field(default_factory=list)  # A/A differences explained
     # planted causes: (rules, axis, decided, the planted cause named "most of it", another)
     planted: list[tuple[str, str, bool, bool, bool]] = field(default_factory=list)
-    # bisects: (planted, "right" / "wrong" / "none", start ratio, steps, seconds)
-    bisects: list[tuple[bool, str, float, int, float]] = field(default_factory=list)
+    bisects: list[Bisected] = field(default_factory=list)
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -475,80 +475,116 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
                 )
 
 
-BISECT_COMMITS = 12
-BISECT_SPIN = 40  # steps before each malloc: a modest slowdown (printed as measured)
+BISECT_COMMITS = 16
+BISECT_SPIN = 30  # steps before each malloc: about +10 % on samethread (printed as measured)
+BISECT_RESERVE_KIB = 768  # touched by a constructor: about +5 % of samethread's 15 MiB peak
+BISECT_METRICS = {"time": "time", "peak_rss": "peak RSS"}
+
+
+@dataclass(frozen=True)
+class Bisected:
+    """One calibration bisect: what was planted, what it named, and what it cost."""
+
+    metric: str  # --metric
+    planted: bool
+    verdict: str  # "right", "wrong" or "none"
+    confirmed: bool  # the named commit confirmed against its parent
+    start: float  # the start's ratio (nan: no line)
+    confirmation: float  # the confirmation's ratio (nan: none)
+    seconds: float
+    stretched: bool  # the default budget stretched
 
 
 def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str) -> None:
-    """REPS A/A bisects and CELLS with a slowdown planted at a random commit."""
+    """For time and for peak RSS: REPS A/A bisects and CELLS with a change planted at a
+    random commit (+10 % time, +5 % peak RSS), each at bisect's defaults."""
     rng = random.Random(44)
-    for i in range(reps + cells):
-        planted = rng.randint(1, BISECT_COMMITS) if i >= reps else None
-        repo = tinyrepo.make(
-            work / f"bisect-{tag}-{i}",
-            slow=planted,
-            fat=None,
-            broken=None,
-            last=BISECT_COMMITS,
-            spin=BISECT_SPIN,
-        )
-        out = allocmark(
-            "bisect",
-            "--repo",
-            str(repo.path),
-            "--build",
-            tinyrepo.BUILD,
-            "--output",
-            tinyrepo.OUTPUT,
-            "v1.0",
-            "v2.0",
-            "-w",
-            "samethread",
-            *SAMETHREAD,
-            "--seed",
-            str(i + 1),
-            "--db",
-            str(work / f"bisect-{tag}.db"),
-        )
-        start = re.search(r"^start .*?×([\d.]+)", out, re.M)
-        steps = re.search(r"\((\d+) steps, (\d+) s\)\s*$", out)
-        found = re.search(r"first commit decided unlike good: (\S+)", out)
-        named = found.group(1) if found else ""
-        verdict = (
-            "none"
-            if not named
-            else "right"
-            if planted is not None and named == repo.describe(planted)
-            else "wrong"
-        )
-        tally.bisects.append(
-            (
-                planted is not None,
-                verdict,
-                float(start.group(1)) if start else math.nan,
-                int(steps.group(1)) if steps else 0,
-                float(steps.group(2)) if steps else 0.0,
+    for metric in BISECT_METRICS:
+        for i in range(reps + cells):
+            planted = rng.randint(1, BISECT_COMMITS) if i >= reps else None
+            time_ = metric == "time"
+            repo = tinyrepo.make(
+                work / f"bisect-{tag}-{metric}-{i}",
+                slow=planted if time_ else None,
+                fat=None if time_ else planted,
+                broken=None,
+                last=BISECT_COMMITS,
+                spin=BISECT_SPIN,
+                reserve_kib=BISECT_RESERVE_KIB,
             )
-        )
+            began = time.monotonic()
+            out = allocmark(
+                "bisect",
+                "--repo",
+                str(repo.path),
+                "--build",
+                tinyrepo.BUILD,
+                "--output",
+                tinyrepo.OUTPUT,
+                "v1.0",
+                "v2.0",
+                "--metric",
+                metric,
+                "-w",
+                "samethread",
+                *SAMETHREAD,
+                "--seed",
+                str(i + 1),
+                "--db",
+                str(work / f"bisect-{tag}.db"),
+            )
+            tally.bisects.append(_bisected(out, repo, metric, planted, time.monotonic() - began))
+            print("  " + out.strip().splitlines()[-1][:200], flush=True)
+
+
+def _bisected(
+    out: str, repo: tinyrepo.Repo, metric: str, planted: int | None, seconds: float
+) -> Bisected:
+    start = re.search(r"^start .*?×([\d.]+)", out, re.M)
+    confirm = re.search(r"^confirm .*?×([\d.]+)", out, re.M)
+    found = re.search(r"first commit decided unlike good: (\S+)", out)
+    named = found.group(1) if found else ""
+    verdict = (
+        "none"
+        if not named
+        else "right"
+        if planted is not None and named == repo.describe(planted)
+        else "wrong"
+    )
+    return Bisected(
+        metric,
+        planted is not None,
+        verdict,
+        "; confirmed:" in out or "the start confirms it" in out,
+        float(start.group(1)) if start else math.nan,
+        float(confirm.group(1)) if confirm else math.nan,
+        seconds,
+        "default budget stretched" in out,
+    )
 
 
 def report_bisect(t: Tally) -> None:
-    for planted, what in ((False, "A/A"), (True, "planted slowdown")):
-        mine = [b for b in t.bisects if b[0] == planted]
-        if not mine:
-            continue
-        wrong = sum(b[1] != "none" if not planted else b[1] == "wrong" for b in mine)
-        right = sum(b[1] == "right" for b in mine)
-        none = sum(b[1] == "none" for b in mine)
-        measured = [b[2] for b in mine if not math.isnan(b[2])]
-        text = (
-            f"  bisect {what}: a commit wrongly named {rate(wrong, len(mine))}"
-            + (f"; right {rate(right, len(mine))}, no commit {none}" if planted else "")
-            + f" (start ratio {statistics.median(measured):.3f} median; "
-            f"{statistics.median(b[3] for b in mine):.0f} steps and "
-            f"{statistics.median(b[4] for b in mine):.0f} s median)"
-        )
-        print(text)
+    for metric, word in BISECT_METRICS.items():
+        for planted, what in ((False, "A/A"), (True, "planted change")):
+            mine = [b for b in t.bisects if b.planted == planted and b.metric == metric]
+            if not mine:
+                continue
+            wrong = sum(b.verdict != "none" if not planted else b.verdict == "wrong" for b in mine)
+            right = sum(b.verdict == "right" for b in mine)
+            none = sum(b.verdict == "none" for b in mine)
+            named = [b for b in mine if b.verdict != "none"]
+            starts = [b.start for b in mine if not math.isnan(b.start)]
+            confirms = [b.confirmation for b in mine if not math.isnan(b.confirmation)]
+            minutes = [b.seconds / 60 for b in mine]
+            print(
+                f"  bisect {word}, {what}: a commit wrongly named {rate(wrong, len(mine))}"
+                + (f"; right {rate(right, len(mine))}, no commit {none}" if planted else "")
+                + f"; confirmed {sum(b.confirmed for b in named)} of {len(named)} named"
+                + f" (start ratio {statistics.median(starts):.3f} median"
+                + (f", confirmation {statistics.median(confirms):.3f}" if confirms else "")
+                + f"; {statistics.median(minutes):.1f} min median, {max(minutes):.1f} most,"
+                f" {sum(b.stretched for b in mine)} stretched)"
+            )
 
 
 @contextlib.contextmanager

@@ -272,6 +272,9 @@ CASES: dict[str, Case] = {
     "bisect error rate": c(
         "bisect v1 v2 --build make --output x.so -w churn --error-rate 2", 2, "--error-rate"
     ),
+    "bisect budget": c(
+        "bisect v1 v2 --build make --output x.so -w churn --budget soon", 2, "--budget 'soon'"
+    ),
     "schema unknown": c("schema nope", 2, "'nope'"),
     "alloc build unknown": c("alloc build nosuch@1", 2, "nosuch"),
     "allocators typo": c("allocators -a jemaloc", 2, "did you mean 'jemalloc'"),

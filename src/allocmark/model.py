@@ -494,6 +494,10 @@ class Precision:
     margin: float
     budget_s: float = 0.0
     race: str = ""  # `tune`: drop candidates dominated on this objective (race.OBJECTIVES)
+    # What the blocks are for: "baseline", every ratio to the baseline decided; "releases",
+    # every version against the one before it (answer/releases.py), blocks going only to
+    # the versions of a change still open.
+    question: str = "baseline"
     # budget_s is allocmark's default, not the user's: it is stretched to reach the first
     # verdict the forecast says is possible (forecast.Forecast.first_verdict_s).
     stretch: bool = False

@@ -88,6 +88,15 @@ def test_bisect_finds_the_planted_commit(
     broken = [s for s in steps if repo.describe(tinyrepo.BROKEN) in s]
     assert broken and all("skipped: `make` exited with status 2" in s for s in broken), steps
     assert re.search(r"^start .* differs \(higher\) in \d+ blocks", out, re.M), out
+    # the culprit confirmed against its parent (commit planted - 1 builds), its change quoted
+    word = bisect.WORDS[bisect.metric_of(metric)]
+    parent = re.escape(repo.describe(planted - 1))
+    assert re.search(rf"^confirm  {re.escape(repo.describe(planted))} / its parent: ×", out, re.M)
+    assert re.search(
+        rf"; confirmed: {word} \+[\d.]+% \[\+[\d.]+%, \+[\d.]+%\] against its parent {parent} in "
+        r"\d+ blocks",
+        out,
+    ), out
 
 
 def test_an_aa_bisect_decides_no_commit(place: Path, repo: tinyrepo.Repo) -> None:
@@ -95,10 +104,21 @@ def test_an_aa_bisect_decides_no_commit(place: Path, repo: tinyrepo.Repo) -> Non
     decides BAD unlike GOOD at most at its level (error rate 0.001 × 0.9 / 4: this
     test fails by chance at most once in 4,000 runs)."""
     done = _bisect(
-        place, repo, "v1.0", repo.commits[4], *CELL, "--error-rate", "0.001", "--max-blocks", "6"
+        place,
+        repo,
+        "v1.0",
+        repo.commits[4],
+        *CELL,
+        "--error-rate",
+        "0.001",
+        "--max-blocks",
+        "6",
+        "--budget",
+        "2m",
     )
     assert done.returncode == 0, done.stderr
     print(done.stdout)
+    assert "at most 4 steps and a confirmation, a budget of 2 min" in done.stdout
     assert "no commit decided unlike good" in done.stdout
     assert not _steps(done.stdout)
 

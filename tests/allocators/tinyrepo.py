@@ -8,7 +8,7 @@ History (v1.0, then 16 commits; `main` ends at the last):
   8     BROKEN: a syntax error (the build fails)
   9     the syntax error fixed
   10    changelog
-  11    FAT: a constructor touches RESERVE_MIB MiB it never frees (the footprint)
+  11    FAT: a constructor touches RESERVE_KIB KiB it never frees (the footprint)
   12-16 changelog
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SLOW, BROKEN, FAT, LAST = 5, 8, 11, 16
-RESERVE_MIB = 48
+RESERVE_KIB = 48 * 1024
 SPIN = 3000  # steps of a dependent chain before every malloc: several times its cost
 
 _SOURCE = r"""
@@ -41,13 +41,13 @@ extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
 #define TINY_SPIN @SPIN@
-#define TINY_RESERVE_MIB @RESERVE@
+#define TINY_RESERVE_KIB @RESERVE@
 
 static volatile uint64_t tiny_sink;
 
 __attribute__((constructor)) static void tiny_init(void) {
-  if (TINY_RESERVE_MIB) {
-    size_t n = (size_t)TINY_RESERVE_MIB << 20;
+  if (TINY_RESERVE_KIB) {
+    size_t n = (size_t)TINY_RESERVE_KIB << 10;
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) memset(p, 1, n);
   }
@@ -118,9 +118,11 @@ def make(
     broken: int | None = BROKEN,
     last: int = LAST,
     spin: int = SPIN,
+    reserve_kib: int = RESERVE_KIB,
 ) -> Repo:
     """The history above (or another: `slow`, `fat`, `broken` at other commits or None,
-    `last` commits after v1.0, `spin` steps before each malloc from `slow` on)."""
+    `last` commits after v1.0, `spin` steps before each malloc from `slow` on, `reserve_kib`
+    KiB touched from `fat` on)."""
     path.mkdir(parents=True)
     env = {
         **os.environ,
@@ -140,7 +142,7 @@ def make(
     commits = []
     for i in range(last + 1):
         steps = spin if slow is not None and i >= slow else 0
-        reserve = RESERVE_MIB if fat is not None and i >= fat else 0
+        reserve = reserve_kib if fat is not None and i >= fat else 0
         (path / "tiny.c").write_text(source(steps, reserve, i == broken))
         with open(path / "CHANGES", "a") as f:
             f.write(f"change {i}\n")

@@ -4,6 +4,7 @@ when a comparison is undecided."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from allocmark import stats, units
@@ -86,6 +87,17 @@ def test_once_the_noise_is_seen_it_says_how_long_each_axis_takes() -> None:
     assert "a wider --margin, fewer allocators (-a), or smaller parameters (-p threads" in warning
     # The forecast's blocks are the ones that would decide it: there, it is decided.
     assert forecast.blocks_to_decide(_judged_time(comp), 0.03) == wait.blocks
+    # The noise it measured is said, with what a 5 % change needs at it here.
+    judged = _judged_time(comp)
+    sd = judged.se * (judged.df + 1) ** 0.5
+    assert wait.sd == sd
+    small = stats.Ratio(1.05, 0, 0, 0.0, sd / 2**0.5, 1.0, True, judged.alpha, (), True)
+    assert wait.small == forecast.blocks_to_decide(small, 0.0, 1.0, math.log1p(0.05))
+    assert wait.small is not None and 4 < wait.small < wait.blocks
+    assert f.text().endswith(
+        f"; noise: a block's log ratio varies by {sd:.3f} (speed); a 5% change needs about "
+        f"{wait.small} blocks for speed ({forecast.duration((wait.small - 4) * 5.0)} more) here"
+    )
 
 
 def test_the_clearest_ratio_is_said_apart_from_the_slowest() -> None:

@@ -9,8 +9,18 @@ from pathlib import Path
 import pytest
 
 from allocmark import stats
-from allocmark.answer import analyze
-from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark.answer import analyze, forecast, releases
+from allocmark.model import (
+    AllocatorSpec,
+    Git,
+    GitBuild,
+    Precision,
+    RunResult,
+    RunSpec,
+    RunStatus,
+    Status,
+    Verified,
+)
 from allocmark.run import campaign, machine
 from allocmark.store import Store
 from tests.fakes import FakeExecutor, allocs as fake_allocs, drive, precision_plan, specs
@@ -217,3 +227,86 @@ def test_the_profilers_sampling_has_one_name_and_old_campaigns_still_read(tmp_pa
     assert sample_of({"sample": 64}) == 64
     assert sample_of({"profile": 1024}) == 1024  # stored before it was renamed
     assert sample_of({}) == 0
+
+
+VERSIONS = ("t@v1", "t@v2", "t@v3")
+
+
+class Releases:
+    """t@v2 is 30 % faster than t@v1 in every block; t@v3 is t@v2 within ±`wiggle`."""
+
+    def __init__(self, wiggle: float = 0.01) -> None:
+        self.calls: list[RunSpec] = []
+        self.wiggle = wiggle
+
+    def calibrate(self) -> float | None:
+        return 0.0125
+
+    def run(self, spec: RunSpec) -> RunResult:
+        self.calls.append(spec)
+        wiggle = 1 + self.wiggle * (1, -1, 0.5, -0.5)[spec.rep % 4]
+        wall = {"t@v1": 1.0, "t@v2": 0.7, "t@v3": 0.7 * wiggle}[spec.allocator]
+        return RunResult(RunStatus.OK, wall_s=wall, maxrss_kib=1000)
+
+
+def _versions() -> list[Verified]:
+    out = []
+    for rank, name in enumerate(VERSIONS):
+        label = name.partition("@")[2]
+        origin = Git("/r", f"{rank:040d}", label, label, GitBuild("make", "lib.so"), rank)
+        spec = AllocatorSpec(name=name, paths=(f"/x/{label}.so",), family="t", git=origin)
+        out.append(Verified(spec, Status.OK, library=f"/x/{label}.so"))
+    return out
+
+
+def test_release_to_release_blocks_go_to_the_versions_still_open(tmp_path: Path) -> None:
+    """The versions suite's question: each version against the one before it. Once
+    v1 → v2 is decided (faster, and the same peak RSS), blocks hold only v2 and v3,
+    until v2 → v3 is decided the same within the margin."""
+    s = Store(tmp_path / "r.db")
+    how = dataclasses.replace(
+        precision_plan(4, 200, 0.03),
+        precision=Precision(200, 0.03, question="releases"),
+    )
+    first = [RunSpec(i, VERSIONS[i % 3], "w", (), i // 3, ("true",), (), 5) for i in range(12)]
+    cid = s.new_campaign("t", 1, machine.current(), [], _versions(), [], first, "t@v1", how)
+    fake = Releases()
+    events = drive(s, cid, fake, _versions())
+    rounds = [(e.undecided, e.ratios) for e in events if isinstance(e, campaign.RoundDone)]
+    assert rounds[0][1] == 4  # 2 changes x (time, peak RSS)
+    assert rounds[-1] == (0, 4)
+    forecasts = [e for e in events if isinstance(e, forecast.Forecast)]
+    assert forecasts and all(f.ratios == 4 for f in forecasts)  # the same changes
+    # after one block no change has a ratio yet, but a block of all three still costs
+    assert forecasts[0].blocks == 1 and forecasts[0].block_s >= 0.7 + 0.7 + 1.0
+    by_block: dict[int, set[str]] = {}
+    for r in s.runs(cid):
+        by_block.setdefault(r.rep, set()).add(r.allocator)
+    assert all(by_block[b] == set(VERSIONS) for b in range(4))
+    later = [by_block[b] for b in sorted(by_block) if b >= 4]
+    assert later and later[-1] == {"t@v2", "t@v3"}
+    assert all(b in (set(VERSIONS), {"t@v2", "t@v3"}) for b in later)
+    comp = analyze.stored_comparison(s, cid)
+    found = {(c.older, c.newer, c.metric): c.verdict for c in releases.changes(comp)}
+    assert found[("t@v1", "t@v2", "time_s")] is stats.Verdict.BETTER
+    assert found[("t@v2", "t@v3", "time_s")] is stats.Verdict.SAME
+    assert s.campaign(cid).status == "finished"
+
+
+def test_the_forecast_of_release_to_release_prices_the_open_versions_only(
+    tmp_path: Path,
+) -> None:
+    """Stopped at 8 blocks: v1 → v2 decided, v2 → v3 (±5 % a block) not; one more
+    block costs a run of v2 and one of v3 (the costs given), not one of v1."""
+    s = Store(tmp_path / "r.db")
+    how = dataclasses.replace(
+        precision_plan(4, 8, 0.03), precision=Precision(8, 0.03, question="releases")
+    )
+    first = [RunSpec(i, VERSIONS[i % 3], "w", (), i // 3, ("true",), (), 5) for i in range(12)]
+    cid = s.new_campaign("t", 1, machine.current(), [], _versions(), [], first, "t@v1", how)
+    drive(s, cid, Releases(wiggle=0.05), _versions())
+    comp = analyze.stored_comparison(s, cid)
+    costs = {("t@v1", "w", ()): 1.0, ("t@v2", "w", ()): 0.7, ("t@v3", "w", ()): 0.75}
+    fc = forecast.of(comp, costs, how, 0.0)
+    assert (fc.undecided, fc.ratios) == (1, 4)  # v2 → v3's time
+    assert fc.block_s == pytest.approx(0.7 + 0.75)

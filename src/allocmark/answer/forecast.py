@@ -13,11 +13,12 @@ campaign yields one after its first and second blocks and after every round
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from allocmark import stats, units
-from allocmark.answer import analyze
+from allocmark.answer import analyze, releases
 from allocmark.answer.analyze import Comparison
 from allocmark.model import CampaignPlan, Params
 from allocmark.stats import fewblock, student
@@ -38,6 +39,8 @@ class Wait:
     # (spread_range): wide after a few blocks, narrowing as they add up.
     low: int = 0
     high: int = 0
+    sd: float = math.nan  # the median spread of a block's log ratio, its open ratios
+    small: int | None = None  # blocks in all a SMALL change would need at that spread
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,23 @@ class Forecast:
             out += f"every ratio by {self._span(w)}"
             if w.stuck:
                 out += f", but for {w.stuck} on the margin"
-        return out
+        return out + self._noise()
+
+    def _noise(self) -> str:
+        """The noise the blocks measured, and what it means here: the blocks (and time)
+        a SMALL change needs."""
+        said = [(axis, w) for axis, w in self.waits.items() if not math.isnan(w.sd)]
+        if not said:
+            return ""
+        spread = ", ".join(f"{w.sd:.3f} ({axis})" for axis, w in said)
+        needs = [
+            f"about {w.small} blocks for {axis} ({duration(self._until(w.small))} more)"
+            for axis, w in said
+            if w.small is not None
+        ]
+        return f"; noise: a block's log ratio varies by {spread}" + (
+            f"; a {SMALL:.0%} change needs " + ", ".join(needs) + " here" if needs else ""
+        )
 
     def _until(self, blocks: int) -> float:
         """Seconds until every undecided row has `blocks` blocks in all."""
@@ -184,6 +203,20 @@ class Forecast:
                 first = budget_text(self.spent_s + ahead + beyond)
                 text += f" ({first} for its clearest {axis} ratio)"
         return "budget " + " ".join(axis for axis, _ in ordered), f"{text}, or {fix}"
+
+
+SMALL = 0.05  # the change the noise line quotes: what it takes here
+
+
+def _spread(t: _Tally) -> tuple[float, int | None]:
+    """The median spread of the tally's open ratios, and the blocks a SMALL change
+    would need at it (at their median level, 80 % of the time)."""
+    if not t.sds:
+        return math.nan, None
+    sd = statistics.median(t.sds)
+    alpha = statistics.median(t.alphas)
+    at = stats.Ratio(1 + SMALL, 0, 0, 0.0, sd / math.sqrt(2), 1.0, True, alpha, (), t.sequential)
+    return sd, blocks_to_decide(at, 0.0, 1.0, math.log1p(SMALL))
 
 
 def block_range(r: stats.Ratio, margin: float) -> tuple[int | None, int | None]:
@@ -309,6 +342,9 @@ class _Tally:
     first: int | None = None  # the fewest blocks an undecided ratio needs
     low: int = 0  # `blocks` at the low and high ends of the spread's range
     high: int = 0
+    sds: list[float] = field(default_factory=list)  # each open ratio's block spread
+    alphas: list[float] = field(default_factory=list)  # and its level
+    sequential: bool = True  # their intervals anytime-valid (blocks added by looking)
 
 
 def of(
@@ -324,26 +360,33 @@ def of(
     fewest: int | None = None
     most = 0
     tallies = {axis: _Tally() for axis in AXES}
+    question = plan.precision.question if plan.precision else "baseline"
+    found = releases.changes(comp) if question == "releases" else []
+    wanted = releases.open_versions(comp).versions if question == "releases" else None
     for row in comp.rows:
         have = analyze.row_blocks(row)
         most = max(most, have)
-        cells = analyze.deciding(row, comp.baseline)
-        judged = analyze.family_ratios(row, comp.baseline)
+        judged = _judged(comp, row, found) if question == "releases" else _to_baseline(comp, row)
         ratios += len(judged)
         open_ = [
-            (c, r)
-            for c, r in zip(cells, judged, strict=True)
+            (axis, r)
+            for axis, r in judged
             if r is not None and stats.verdict(r, comp.margin) is stats.Verdict.INCONCLUSIVE
         ]
         # a ratio without runs to judge (every run failed) is not decided either
-        undecided += len(open_) + sum(r is None for r in judged)
-        if not open_:
+        undecided += len(open_) + sum(r is None for _, r in judged)
+        runs = wanted.get(row.label, frozenset()) if wanted is not None else None
+        if not open_ and not runs:  # release to release: a block may still give a ratio
             continue
         fewest = have if fewest is None else min(fewest, have)
-        cost = sum(v for (_, w, p), v in costs.items() if w == row.workload and p == row.params)
+        cost = sum(
+            v
+            for (a, w, p), v in costs.items()
+            if w == row.workload and p == row.params and (runs is None or a in runs)
+        )
         block_s += cost
         for axis in AXES:
-            mine = [r for c, r in open_ if _axis(row, c) == axis]
+            mine = [r for x, r in open_ if x == axis and r is not None]
             if mine:
                 _add(tallies[axis], mine, comp.margin, have, cost)
     budget = plan.budget_s
@@ -358,6 +401,7 @@ def of(
             max(0, (t.first or t.blocks) - (fewest or 0)) * block_s,
             min(t.low, t.blocks),
             max(t.high, t.blocks),
+            *_spread(t),
         )
         for a, t in tallies.items()
         if t.known and t.blocks
@@ -388,6 +432,24 @@ def _smaller(comp: Comparison) -> str:
     return "a shorter run of your command"
 
 
+Judged = list[tuple[str, stats.Ratio | None]]  # (axis, ratio)
+
+
+def _to_baseline(comp: Comparison, row: analyze.Row) -> Judged:
+    """The row's deciding ratios to the baseline, at their levels in its family."""
+    cells = analyze.deciding(row, comp.baseline)
+    judged = analyze.family_ratios(row, comp.baseline)
+    return [(_axis(row, c), r) for c, r in zip(cells, judged, strict=True)]
+
+
+def _judged(comp: Comparison, row: analyze.Row, found: list[releases.Change]) -> Judged:
+    """Release to release: the row's changes, at their levels in their families."""
+    return [
+        ("peak RSS" if c.metric == releases.MEMORY else "speed", c.ratio)
+        for c in releases.deciding(found, row)
+    ]
+
+
 def _axis(row: analyze.Row, cell: analyze.Cell) -> str:
     return "peak RSS" if any(cell is c for c in row.cells["peak_rss_kib"].values()) else "speed"
 
@@ -398,6 +460,9 @@ def _add(t: _Tally, ratios: list[stats.Ratio], margin: float, have: int, cost: f
     if have < 2 or any(r.df <= 0 for r in ratios):
         t.known = False  # one block: no spread yet
         return
+    t.sds += [r.se * math.sqrt(r.df + 1) for r in ratios]
+    t.alphas += [r.alpha for r in ratios]
+    t.sequential = all(r.sequential for r in ratios)
     needs = [blocks_to_decide(r, margin) for r in ratios]
     t.stuck += needs.count(None)
     row_needs = max((n for n in needs if n is not None), default=have)

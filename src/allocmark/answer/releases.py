@@ -10,6 +10,11 @@ its changes "decided" at most 5 % of the time however many versions it has; the
 verdict is the report's (faster/slower/same within the margin/undecided). This is
 the seed's version table with the noise taken out: a single run per version, as the
 seed had, cannot tell Ruby's ±7 % peak-RSS noise from a change.
+
+A campaign whose question is release to release (model.Precision.question "releases":
+the versions suite, a user's revisions) adds blocks until every change is decided:
+`open_versions` says, per row, which versions a change still open needs in the next
+block (run/rounds.py), and `deciding` which ratios decide the row (answer/forecast.py).
 """
 
 from __future__ import annotations
@@ -99,3 +104,39 @@ def _as_family(comp: analyze.Comparison, found: Sequence[Change]) -> list[Change
         v = stats.verdict(r, comp.margin, c.metric in analyze.HIGHER_IS_BETTER) if r else None
         out.append(Change(c.family, c.series, c.older, c.newer, c.row, c.metric, r, v))
     return out
+
+
+@dataclass(frozen=True)
+class Open:
+    """What release to release still needs: per row label, the versions of its
+    changes still undecided (both ends of each), and the count of such changes."""
+
+    versions: dict[str, frozenset[str]]
+    undecided: int  # changes undecided, or without a ratio (a side failed)
+    changes: int
+
+
+def open_versions(comp: analyze.Comparison) -> Open:
+    """The versions whose changes more blocks could still decide, per row."""
+    found = changes(comp)
+    rows = {r.label: r for r in comp.rows}
+    need: dict[str, set[str]] = {}
+    for c in found:
+        if c.verdict is stats.Verdict.INCONCLUSIVE or (
+            c.ratio is None and _runnable(rows[c.row], c)
+        ):
+            need.setdefault(c.row, set()).update((c.older, c.newer))
+    undecided = sum(c.verdict is None or c.verdict is stats.Verdict.INCONCLUSIVE for c in found)
+    return Open({k: frozenset(v) for k, v in need.items()}, undecided, len(found))
+
+
+def _runnable(row: analyze.Row, c: Change) -> bool:
+    """A change without a ratio yet that blocks can give one: both versions have runs on
+    the row and none failed (a failed side has no number to pair)."""
+    cells = [row.cells.get(c.metric, {}).get(a) for a in (c.older, c.newer)]
+    return all(x is not None and x.values and not x.failures for x in cells)
+
+
+def deciding(found: Sequence[Change], row: analyze.Row) -> list[Change]:
+    """The changes (of `found`, judged as families) that decide `row`."""
+    return [c for c in found if c.row == row.label]

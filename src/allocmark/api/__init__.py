@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
         HARDEN_WORKLOAD as HARDEN_WORKLOAD,
         BisectEnded as BisectEnded,
         BisectEvent as BisectEvent,
+        BisectOutlook as BisectOutlook,
         BisectStarted as BisectStarted,
         BisectStep as BisectStep,
         Dry as Dry,

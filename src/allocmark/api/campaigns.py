@@ -37,7 +37,7 @@ from allocmark.run.campaign import (
 )
 from allocmark.run.execute import Executor
 from allocmark.store import Store
-from allocmark.verbs import bisect as bisection, tune
+from allocmark.verbs import bisect as bisection, bisect_budget, tune
 
 EXECUTORS = ("local", "dask")
 
@@ -119,6 +119,7 @@ BisectEvent = bisection.Event  # what `allocmark bisect` says, step by step
 BisectStarted = bisection.Started
 BisectStep = bisection.Step
 BisectEnded = bisection.Ended
+BisectOutlook = bisect_budget.Outlook
 
 
 def bisect(
@@ -129,18 +130,29 @@ def bisect(
     req: Request,
     metric: str = "time",
     error_rate: float = 0.05,
-    max_blocks: int = 30,
+    max_blocks: int = 0,
 ) -> Iterator[BisectEvent]:
     """The first commit between `good` and `bad` whose `metric` is decided unlike
-    good's (verbs/bisect.py), step by step; each step a campaign stored in req.db.
-    `req` gives the workload (or command), its parameters, timeout and database."""
+    good's (verbs/bisect.py), step by step, then confirmed against its parent; each
+    step a campaign stored in req.db. `req` gives the workload (or command), its
+    parameters, timeout and database, and its budget (None: the default, stretched
+    when the forecast of a small change needs it; 0: none)."""
     _check(req)
     if req.allocators:
         raise UserError("bisect builds its own allocators from the repository: drop -a")
     if not 0 < error_rate < 1:
         raise UserError(f"--error-rate {error_rate}: give a fraction between 0 and 1 (0.05)")
     question = bisection.Question(
-        repository, good, bad, build, req, bisection.metric_of(metric), error_rate, max_blocks
+        repository,
+        good,
+        bad,
+        build,
+        req,
+        bisection.metric_of(metric),
+        error_rate,
+        max_blocks,
+        budget_s=bisect_budget.DEFAULT_BUDGET_S if req.budget_s is None else req.budget_s,
+        stretch=req.budget_s is None,
     )
     yield from bisection.run(question)
 

@@ -364,12 +364,23 @@ def bisect_cmd(
             "--error-rate", help="the chance the whole bisect names a wrong commit, at most"
         ),
     ] = 0.05,
-    max_blocks: Annotated[
-        int,
+    budget: Annotated[
+        str | None,
         typer.Option(
-            "--max-blocks", min=4, help="blocks a step may take before it is left undecided"
+            "--budget",
+            help="the whole bisect's time, shared among its steps, e.g. 10m, 1h; 0 = no "
+            "limit (default: 10m, stretched up to 30m when a small change needs it)",
         ),
-    ] = 30,
+    ] = None,
+    max_blocks: Annotated[
+        int | None,
+        typer.Option(
+            "--max-blocks",
+            min=4,
+            help="blocks a step may take before it is left undecided (default: its "
+            "share of --budget decides)",
+        ),
+    ] = None,
     timeout: RunTimeoutOpt = 600,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**31, help="run-order seed")] = 1,
     db: DbOpt = DEFAULT_DB,
@@ -394,8 +405,9 @@ def bisect_cmd(
         db=db,
         seed=seed,
         dry_run=dry_run,
+        budget_s=duration(budget),
     )
-    for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks):
+    for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks or 0):
         _bisect_line(event)
 
 
@@ -403,21 +415,41 @@ def _bisect_line(event: api.BisectEvent) -> None:
     from allocmark import api
 
     if isinstance(event, api.Note):
-        err().print(event.text, markup=False, highlight=False)
+        err().print(event.text, markup=False, highlight=False, soft_wrap=True)
         return
     if isinstance(event, api.BisectStarted):
+        limit = (
+            f"a budget of {api.duration(event.budget_s)}" if event.budget_s else "no time budget"
+        )
         line = (
             f"bisect on {event.metric}: {event.commits} commits after {event.good} up to "
-            f"{event.bad}; at most {event.bound} steps"
+            f"{event.bad}; at most {event.bound} steps and a confirmation, {limit}"
         )
     elif isinstance(event, api.BisectStep):
         line = _step_line(event)
+    elif isinstance(event, api.BisectOutlook):
+        line = _outlook_line(event)
     else:
-        line = f"{event.text} ({event.steps} steps, {event.seconds:.0f} s)"
-    out().print(line, markup=False, highlight=False)
+        line = f"{event.text} ({event.steps} steps, {api.duration(event.seconds)})"
+    out().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _outlook_line(o: api.BisectOutlook) -> str:
+    """Before a step: what the noise measured so far says it will take."""
+    from allocmark import api
+
+    whose = "earlier steps'" if o.measured else "√3 × the start's"
+    share = f" of its {api.duration(o.share_s)} share" if o.share_s != float("inf") else ""
+    if o.blocks is None:
+        expect = "no number of blocks is expected to decide it"
+    else:
+        expect = f"about {o.blocks} blocks, {api.duration(o.seconds)}{share}"
+    return f"step {o.number} expects {expect} (noise {o.sd:.3f} a block, {whose})"
 
 
 def _step_line(s: api.BisectStep) -> str:
+    if s.kind == "confirm":
+        return _confirm_line(s)
     head = "start" if s.number == 0 else f"step {s.number}"
     what = f"{s.describe} / good" if s.number else f"{s.describe} (bad) / good"
     r = s.ratio
@@ -426,6 +458,15 @@ def _step_line(s: api.BisectStep) -> str:
     where = f", campaign {s.campaign}" if s.campaign else ""
     tail = f": {s.detail}" if s.detail and s.word != "undecided" else ""
     return f"{head:<8} {what}:{shown} {s.word}{tail}{blocks} ({s.seconds:.1f} s{where})"
+
+
+def _confirm_line(s: api.BisectStep) -> str:
+    r = s.ratio
+    shown = f" ×{r.value:.3g} [{r.low:.3g}, {r.high:.3g}]" if r is not None else ""
+    return (
+        f"confirm  {s.describe} / its parent:{shown} {s.word} in {s.blocks} blocks at "
+        f"{s.alpha:.2%} ({s.seconds:.1f} s, campaign {s.campaign})"
+    )
 
 
 @app.command("tune")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import analyze, forecast, race
+from allocmark.answer import analyze, forecast, race, releases
 from allocmark.model import CampaignPlan, Note, Params, RunSpec
 from allocmark.run import plan
 from allocmark.store import Store
@@ -102,23 +102,16 @@ def more_runs(
     comparison, when the caller has it."""
     specs = store.plan(cid)
     comp = comp or analyze.stored_comparison(store, cid)
-    open_rows: dict[tuple[str, Params], bool] = {}
-    undecided = ratios = 0
-    for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
-        key = (r.workload, plan.planned_params(r.params))
-        verdicts = analyze.decisions(r, comp.baseline, comp.margin)
-        ratios += len(verdicts)
-        # a ratio without runs to judge (every run failed) is not decided either
-        undecided += verdicts.count(stats.Verdict.INCONCLUSIVE) + verdicts.count(None)
-        can_help = None not in verdicts
-        open_rows[key] = open_rows.get(key, False) or (
-            can_help and stats.Verdict.INCONCLUSIVE in verdicts
-        )
+    precision = campaign.precision
+    if precision and precision.question == "releases":
+        open_rows, wanted, undecided, ratios = _open_releases(comp)
+    else:
+        open_rows, undecided, ratios = _open_baseline(comp)
+        wanted = None
     blocks: dict[tuple[str, Params], list[RunSpec]] = {}
     for s in specs:
         if s.role == "measure":
             blocks.setdefault((s.workload, s.params), []).append(s)
-    precision = campaign.precision
     most = precision.max_blocks if precision else campaign.min_blocks
     todo = [
         key
@@ -150,6 +143,7 @@ def more_runs(
                 s
                 for s in latest.values()
                 if s.allocator not in out_of_race.get(analyze.row_key(*key), set())
+                and (wanted is None or s.allocator in wanted[key])
             ]
             if left is not None:
                 need = sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members)
@@ -164,6 +158,42 @@ def more_runs(
                 for i, s in enumerate(members)
             ]
     return out, undecided, ratios
+
+
+Key = tuple[str, Params]  # a row: its workload and planned parameters
+
+
+def _open_baseline(comp: analyze.Comparison) -> tuple[dict[Key, bool], int, int]:
+    """Rows with a deciding ratio to the baseline undecided (and more blocks could help:
+    none of its cells failed), and how many of how many ratios are undecided."""
+    open_rows: dict[Key, bool] = {}
+    undecided = ratios = 0
+    for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
+        key = (r.workload, plan.planned_params(r.params))
+        verdicts = analyze.decisions(r, comp.baseline, comp.margin)
+        ratios += len(verdicts)
+        # a ratio without runs to judge (every run failed) is not decided either
+        undecided += verdicts.count(stats.Verdict.INCONCLUSIVE) + verdicts.count(None)
+        can_help = None not in verdicts
+        open_rows[key] = open_rows.get(key, False) or (
+            can_help and stats.Verdict.INCONCLUSIVE in verdicts
+        )
+    return open_rows, undecided, ratios
+
+
+def _open_releases(
+    comp: analyze.Comparison,
+) -> tuple[dict[Key, bool], dict[Key, frozenset[str]], int, int]:
+    """Release to release: rows with a change between consecutive versions undecided,
+    the versions those changes need in a block (the others get none), and how many of
+    how many changes are undecided."""
+    opened = releases.open_versions(comp)
+    wanted: dict[Key, frozenset[str]] = {}
+    for r in comp.rows:
+        if r.label in opened.versions:
+            key = (r.workload, plan.planned_params(r.params))
+            wanted[key] = wanted.get(key, frozenset()) | opened.versions[r.label]
+    return {k: True for k in wanted}, wanted, opened.undecided, opened.changes
 
 
 def run_costs(

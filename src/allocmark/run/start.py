@@ -121,7 +121,9 @@ def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
     specs, explicit = selection.candidates(
         *selected(named, req.catalogs, req.build), bool(req.allocators)
     )
-    precision = None if req.sample else _precision(req, suite, selection.race)
+    precision = (
+        None if req.sample else _precision(req, suite, selection.race, _question(suite, specs))
+    )
     n = planned_blocks(req.min_blocks or suite.blocks, precision)
     plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
     return Design(suite, cells, specs, explicit, precision, n)
@@ -336,7 +338,17 @@ def _only(suite: suites.Suite, wanted: Sequence[str]) -> suites.Suite:
     return dataclasses.replace(suite, entries=entries)
 
 
-def _precision(req: Request, suite: suites.Suite, race: str) -> Precision:
+def _question(suite: suites.Suite, specs: Sequence[AllocatorSpec]) -> str:
+    """The suite's question; revisions of a repository alone (`mine@git:R#A..B`, or
+    `#v1,v2,v3`) ask release to release."""
+    if len(specs) > 1 and all(s.git for s in specs):
+        return "releases"
+    return suite.question
+
+
+def _precision(
+    req: Request, suite: suites.Suite, race: str, question: str = "baseline"
+) -> Precision:
     min_blocks = req.min_blocks or suite.blocks
     margin = req.margin if req.margin is not None else suite.margin
     budget = req.budget_s if req.budget_s is not None else suite.budget_s
@@ -349,7 +361,14 @@ def _precision(req: Request, suite: suites.Suite, race: str) -> Precision:
     if most < min_blocks:
         raise UserError(f"--max-blocks {most} is below -n/--blocks {min_blocks}")
     default = req.budget_s is None and not suite.budget_given and budget > 0
-    return Precision(max_blocks=most, margin=margin, budget_s=budget, race=race, stretch=default)
+    return Precision(
+        max_blocks=most,
+        margin=margin,
+        budget_s=budget,
+        race=race,
+        stretch=default,
+        question=question,
+    )
 
 
 def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:

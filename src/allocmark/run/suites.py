@@ -41,6 +41,7 @@ class Suite:
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
     max_blocks: int | None = None  # a cell gets at most (None: the default)
     expected_s: float = 0.0  # how long it took as it is where it was sized (0: not said)
+    question: str = "baseline"  # model.Precision.question
     deprecated: tuple[str, ...] = ()  # keys of the file under a former name, each a warning
 
 
@@ -82,6 +83,7 @@ def load_suite(name_or_path: str) -> Suite:
         ),
         max_blocks=f.max_blocks if f.max_blocks is not None else f.max_repetitions,
         expected_s=_parsed(f.expected, "expected", units.parse_duration, 0.0, str(path)),
+        question=f.question,
         deprecated=_deprecated(f),
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -88,5 +88,10 @@ class SuiteFile(BaseModel):
     )
     target_ci: str | None = _percentage(
         "deprecated: the former name of margin (read when it is absent)"
+    )
+    question: Literal["baseline", "releases"] = Field(
+        "baseline",
+        description="what the blocks decide: baseline, every allocator against the "
+        "baseline; releases, every version of a family against the one before it",
     )
     runs: list[SuiteRun] = Field(default_factory=list)

@@ -62,6 +62,8 @@ def _out_of_range(plan: CampaignPlan) -> str:
             return f"precision.margin is {p.margin}, not between 0 and 1"
         if not 0 <= p.budget_s < math.inf:
             return f"precision.budget_s is {p.budget_s}"
+        if p.question not in ("baseline", "releases"):
+            return f"precision.question is {p.question!r}"
     for name, value in counts.items():
         if not 0 <= value < 2**63:
             return f"{name} is {value}"

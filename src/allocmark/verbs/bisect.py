@@ -6,7 +6,8 @@ own in the database (every run stored, reported like any campaign):
 
 1. **Start**: GOOD and BAD in paired blocks, until BAD/GOOD is decided (the paired
    anytime-valid intervals of every verdict, stats.paired_ratio). Same within the
-   margin, or undecided at the most blocks: "no commit decided unlike good".
+   margin, or undecided when its share of the budget is spent: "no commit decided
+   unlike good", with the blocks and the --budget that would decide it.
 2. **Each step**: the midpoint candidate C beside GOOD and BAD in each block (their
    order random), until C is decided *like good* or *like bad*: the blocks' log of
    C² / (GOOD · BAD) is C's distance above the geometric middle of the two, positive
@@ -19,12 +20,21 @@ own in the database (every run stored, reported like any campaign):
    changed: a step must judge C against both ends at once.) A candidate that does
    not build is skipped, as `git bisect skip` does, and the nearest untried commit
    taken instead.
+3. **Confirmation**: the commit found against its parent (decided like good), in
+   paired blocks as the start: "confirmed" when decided different the way BAD differs
+   from GOOD, its change quoted; else "not confirmed" with what was found.
+
+Time (bisect_budget.py): the budget (10 minutes by default) is shared among the
+decisions, each adding blocks until decided or its share is spent; the default budget
+stretches when the forecast of a small change needs it. The start's noise is said,
+and before each step the blocks and time the noise measured so far says it needs.
 
 Error rate. A wrong step (an interval on the wrong side) is the only way to a wrong
 commit; each decision is made at its own level and their sum is the error rate
-asked for (5 %): the first `planned` decisions (the start and ⌈log2 N⌉ + 1 steps)
-share 90 % of it equally, later ones (after skips) halve the rest each time. The
-intervals are anytime-valid, so adding blocks until decided keeps each level.
+asked for (5 %): the first `planned` decisions (the start, ⌈log2 N⌉ + 1 steps and
+the confirmation) share 90 % of it equally, later ones (after skips) halve the rest
+each time. The intervals are anytime-valid, so adding blocks until decided keeps each
+level.
 
 With more than one change in the metric between GOOD and BAD, the search ends at
 one commit where it crosses the middle, as `git bisect` ends at one transition.
@@ -35,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,13 +54,14 @@ from typing import overload
 
 from allocmark import stats
 from allocmark.allocators import git
-from allocmark.answer import analyze
+from allocmark.answer import analyze, forecast
 from allocmark.errors import UserError
 from allocmark.executors.local import Local
 from allocmark.model import AllocatorSpec, Git, GitBuild, Note, Prepared, Request, RunSpec
 from allocmark.run import campaign, start
 from allocmark.stats import fewblock
 from allocmark.store import Store
+from allocmark.verbs import bisect_budget as budget
 
 # --metric: the report's metric groups, and the words a user types for the two main ones.
 METRICS = {
@@ -58,6 +70,7 @@ METRICS = {
     "peak-rss": "peak_rss_kib",
     **{m: m for m in analyze.METRICS},
 }
+WORDS = {"time_s": "time", "peak_rss_kib": "peak RSS"}  # a metric as a sentence says it
 PLANNED_SHARE = 0.9  # of the error rate, for the decisions a bisect without skips makes
 
 
@@ -72,7 +85,9 @@ class Question:
     request: Request  # the cell (workload or command), database, timeout; no allocators
     metric: str = "time_s"
     error_rate: float = 0.05
-    max_blocks: int = 30  # per step
+    max_blocks: int = 0  # per decision (0: only the budget ends it)
+    budget_s: float = budget.DEFAULT_BUDGET_S  # 0: none
+    stretch: bool = True  # the default budget: stretched when the forecast needs it
     name: str = ""  # the allocators' name prefix (default: the repository's)
     env: tuple[tuple[str, str], ...] = ()
 
@@ -84,6 +99,7 @@ class Started:
     good: str  # describe
     bad: str
     metric: str
+    budget_s: float  # 0: none
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,8 @@ class Step:
     seconds: float
     campaign: int = 0
     detail: str = ""  # a skip: the build's failure; undecided: what more blocks would do
+    measured: budget.Measured | None = None  # its statistic per block, for the forecast
+    kind: str = "step"  # "start", "step" or "confirm" (the culprit against its parent)
 
 
 @dataclass(frozen=True)
@@ -114,9 +132,11 @@ class Ended:
     text: str
     steps: int
     seconds: float
+    confirmed: bool | None = None  # the culprit against its parent (None: no culprit)
+    confirmation: Step | None = None
 
 
-Event = Note | Started | Step | Ended
+Event = Note | Started | Step | Ended | budget.Outlook
 LISTED = 16
 
 
@@ -140,7 +160,7 @@ def run(q: Question) -> Iterator[Event]:
 
 
 def _run(q: Question) -> Iterator[Event]:
-    began = time.monotonic()
+    clock = budget.Clock(q.budget_s, q.stretch)
     repo = git.normalized(q.repository)
     mirror = git.refreshed(repo)
     chain = git.line(mirror, git.resolve(mirror, q.good), git.resolve(mirror, q.bad))
@@ -149,14 +169,9 @@ def _run(q: Question) -> Iterator[Event]:
     name = q.name or _name(repo)
     specs = _Line(mirror, repo, chain, name, q)
     n = len(chain) - 1
-    levels = Levels(q.error_rate, 2 + math.ceil(math.log2(n)) if n > 1 else 2)
-    yield Started(
-        n,
-        math.ceil(math.log2(n)) + 2 if n > 1 else 2,
-        _described(specs[0]),
-        _described(specs[-1]),
-        q.metric,
-    )
+    bound = math.ceil(math.log2(n)) + 2 if n > 1 else 2
+    levels = Levels(q.error_rate, bound + 1)  # the start, the steps, a skip, the confirmation
+    yield Started(n, bound, _described(specs[0]), _described(specs[-1]), q.metric, q.budget_s)
     if q.request.dry_run:  # the revisions resolved and counted: nothing built or run
         return
     store = Store(q.request.db)
@@ -168,24 +183,36 @@ def _run(q: Question) -> Iterator[Event]:
         except git.BuildFailed as e:
             raise UserError(f"{which} must build: {e}") from None
         yield from notes
-    first = yield from _decide(store, q, [good, bad], 0, levels.next())
+    after = budget.steps_left(0, n) * budget.STEP_WEIGHT + budget.CONFIRM_WEIGHT
+    first = yield from _decide(
+        store,
+        q,
+        [good, bad],
+        0,
+        levels.next(),
+        clock,
+        Share(1.0, after, left=budget.steps_left(0, n)),
+    )
     if first.word == FAILED:
         raise UserError(
             f"GOOD or BAD fails its runs ({first.detail}): `allocmark report --db "
             f"{store.path}` shows how"
         )
     if not first.word.startswith("differs"):
-        yield Ended("", "", (), _nothing(first, specs[0]), 0, time.monotonic() - began)
+        yield Ended("", "", (), _nothing(first, specs[0]), 0, clock.elapsed())
         return
+    assert first.measured is not None
+    yield Note("info", budget.noise_text(first.measured, first.alpha))
     up = first.ratio is not None and first.ratio.value > 1  # BAD's values are above GOOD's
     lo, hi = 0, len(chain) - 1  # chain[lo] decided like good, chain[hi] like bad
     skipped: set[int] = set()
-    steps = 0
+    steps: list[budget.Measured] = []
+    number = 0
     while hi - lo > 1:
         i = _candidate(lo, hi, skipped)
         if i is None:
             break
-        steps += 1
+        number += 1
         cand = specs[i]
         notes = []
         try:
@@ -193,21 +220,19 @@ def _run(q: Question) -> Iterator[Event]:
         except git.BuildFailed as e:
             skipped.add(i)
             yield from notes
-            yield Step(
-                steps,
-                cand.name,
-                cand.git.commit if cand.git else "",
-                _described(cand),
-                "skipped",
-                None,
-                0,
-                0.0,
-                0.0,
-                detail=f"{e.why}: {_telling(e.tail)}",
-            )
+            yield _skip(number, cand, e)
             continue
         yield from notes
-        step = yield from _decide(store, q, [good, cand, bad], steps, levels.next(), up)
+        left = budget.steps_left(lo, hi) - 1
+        share = Share(budget.STEP_WEIGHT, left * budget.STEP_WEIGHT + budget.CONFIRM_WEIGHT)
+        alpha = levels.next()
+        yield budget.outlook(
+            number, first.measured, steps, alpha, share.seconds(clock) if q.budget_s else math.inf
+        )
+        share = dataclasses.replace(share, start=first.measured, steps=tuple(steps), left=left)
+        step = yield from _decide(store, q, [good, cand, bad], number, alpha, clock, share, up)
+        if step.measured is not None:
+            steps.append(step.measured)
         if step.word == FAILED:
             skipped.add(i)  # its runs failed: no number, so no side either
         elif step.word == "like good":
@@ -215,9 +240,76 @@ def _run(q: Question) -> Iterator[Event]:
         elif step.word == "like bad":
             hi = i
         else:
-            yield _undecided(specs, lo, hi, skipped, steps, began, step)
+            yield _undecided(specs, lo, hi, skipped, number, clock.elapsed(), step)
             return
-    yield _found(specs, lo, hi, skipped, steps, began)
+    found = _found(specs, lo, hi, skipped, number, clock.elapsed())
+    if not found.commit:
+        yield found
+        return
+    if lo == 0 and hi == n:  # GOOD and BAD are the culprit and its parent: the start
+        yield dataclasses.replace(
+            found, confirmed=True, text=found.text + "; the start confirms it"
+        )
+        return
+    check = yield from _decide(
+        store,
+        q,
+        [specs[lo], specs[hi]],
+        number + 1,
+        levels.next(),
+        clock,
+        Share(budget.CONFIRM_WEIGHT, 0.0, confirm=False),
+        up,
+        confirm=True,
+    )
+    yield _confirmed(found, check, specs[lo], up, clock.elapsed(), WORDS.get(q.metric, q.metric))
+
+
+def _skip(number: int, cand: AllocatorSpec, e: git.BuildFailed) -> Step:
+    return Step(
+        number,
+        cand.name,
+        cand.git.commit if cand.git else "",
+        _described(cand),
+        "skipped",
+        None,
+        0,
+        0.0,
+        0.0,
+        detail=f"{e.why}: {_telling(e.tail)}",
+    )
+
+
+def _confirmed(
+    found: Ended, check: Step, parent: AllocatorSpec, up: bool, spent: float, metric: str
+) -> Ended:
+    """The culprit against its parent: confirmed when decided different the way BAD
+    differs from GOOD; else said as not confirmed, with what the campaign found."""
+    r = check.ratio
+    shown = f"{metric} {_change(r)} against its parent {_described(parent)}" if r else ""
+    ok = check.word.startswith("differs") and r is not None and (r.value > 1) == up
+    if ok:
+        text = f"{found.text}; confirmed: {shown} in {check.blocks} blocks"
+    else:
+        why = check.word if check.word != "undecided" else f"undecided in {check.blocks} blocks"
+        text = f"{found.text}; not confirmed: against its parent {_described(parent)} {why}" + (
+            f" ({_change(r)})" if r is not None else ""
+        )
+    return dataclasses.replace(
+        found, text=text, confirmed=ok, confirmation=check, seconds=spent, steps=found.steps
+    )
+
+
+def _change(r: stats.Ratio) -> str:
+    """A ratio as a signed percentage with its interval, "+9.1% [+8.0%, +10.2%]"; as a
+    factor past twice or half, "×16.6 [×12.8, ×21.1]"."""
+    if not 0.5 < r.value < 2:
+        return f"×{r.value:.3g} [×{r.low:.3g}, ×{r.high:.3g}]"
+
+    def pct(x: float) -> str:
+        return f"{(x - 1) * 100:+.1f}%"
+
+    return f"{pct(r.value)} [{pct(r.low)}, {pct(r.high)}]"
 
 
 def _telling(tail: Sequence[str]) -> str:
@@ -306,15 +398,36 @@ class Levels:
         return self.error_rate * (1 - PLANNED_SHARE) * 0.5 ** (self.made - self.planned)
 
 
+@dataclass(frozen=True)
+class Share:
+    """A decision's part of the budget (its weight against those after it) and what the
+    forecast of the decisions after it needs."""
+
+    weight: float
+    after: float
+    start: budget.Measured | None = None  # the start's (None: this is the start)
+    steps: tuple[budget.Measured, ...] = ()
+    left: int = 0  # steps after this decision
+    confirm: bool = True  # a confirmation after it
+
+    def seconds(self, clock: budget.Clock) -> float:
+        return max(clock.left(), 0.0) * self.weight / (self.weight + self.after)
+
+
 def _decide(
     store: Store,
     q: Question,
     specs: list[AllocatorSpec],
     number: int,
     alpha: float,
+    clock: budget.Clock,
+    share: Share,
     up: bool = True,
+    confirm: bool = False,
 ) -> Generator[Event, None, Step]:
-    """One step's campaign, a block at a time until decided or at q.max_blocks."""
+    """One decision's campaign, a block at a time until decided, its share of the
+    budget spent (the default budget stretched when the forecast fits), or at
+    q.max_blocks."""
     began = time.monotonic()
     notes: list[Note] = []
     req = dataclasses.replace(
@@ -323,31 +436,54 @@ def _decide(
         min_blocks=fewblock.MIN_BLOCKS,
         max_blocks=fewblock.MIN_BLOCKS,
         budget_s=0,
-        seed=(q.request.seed or 1) + number,
+        seed=(q.request.seed or 1) + number + (1000 if confirm else 0),
         yes=True,
     )
     started = start.planned(store, req, Fixed(tuple(specs)), notes)
     cid, prepared = started.cid, started.prepared
     yield from notes
     rng = random.Random(cid)
+    deadline = clock.deadline(share.weight, share.after)
+    ticks: list[float] = []  # seconds each added block took
+    last = began
+    pair = len(specs) == 2
     while True:
         how = store.campaign_plan(cid)  # as the last step left it
         for event in campaign.steps(store, cid, how, Local(None), prepared.usable):
             if isinstance(event, Note):
                 yield event
         values, failed = _values(store, cid, q.metric, [s.name for s in specs])
+        now = time.monotonic()
+        if len(values) and len(values[0]) > fewblock.MIN_BLOCKS:
+            ticks.append(now - last)
+        last = now
         if failed:
             word, ratio, detail = FAILED, None, failed
             break
-        word, ratio, detail = _verdict(values, alpha, q.metric, up, len(specs) == 2)
-        blocks = len(values[0])
-        if word != "undecided" or blocks >= q.max_blocks:
+        word, ratio, detail = _verdict(values, alpha, q.metric, up, pair)
+        if word != "undecided" or (q.max_blocks and len(values[0]) >= q.max_blocks):
             break
+        measured = _measured(values, ticks, now - began)
+        if now + measured.block_s > deadline:
+            this, rest = _needed_s(measured, alpha, share)
+            more = this + rest
+            was = clock.budget_s
+            if not clock.room_for(more):
+                break
+            # this decision gets what it needs (20 % spare), the rest is for those after
+            deadline = min(now + this * 1.2, clock.began + clock.budget_s)
+            if clock.budget_s > was:
+                yield Note(
+                    "info",
+                    f"the default budget stretched to {budget.minutes(clock.budget_s)}: "
+                    f"the forecast needs about {budget.minutes(more)} more (--budget caps it)",
+                )
         store.extend_plan(cid, _another_block(store, cid, rng))
     blocks = max(len(v) for v in values) if values else 0
+    final = _measured(values, ticks, time.monotonic() - began) if values else None
     spec = specs[1] if len(specs) == 3 else specs[-1]
-    if word == "undecided":
-        detail = _more(values, alpha, len(specs) == 2)
+    if word == "undecided" and final is not None:
+        detail = _more(final, alpha, share, clock)
     step = Step(
         number,
         spec.name,
@@ -360,9 +496,58 @@ def _decide(
         time.monotonic() - began,
         cid,
         detail,
+        final,
+        "confirm" if confirm else "start" if number == 0 else "step",
     )
     yield step
     return step
+
+
+def _measured(values: list[list[float]], ticks: list[float], spent: float) -> budget.Measured:
+    """The decision's statistic per block (the start's log BAD/GOOD, a step's log of
+    C² / (GOOD · BAD)) and the seconds a block takes."""
+    if len(values) == 2:
+        logs = [math.log(b) - math.log(g) for g, b in zip(*values, strict=True)]
+    else:
+        logs = [
+            2 * math.log(c) - math.log(g) - math.log(b) for g, c, b in zip(*values, strict=True)
+        ]
+    n = len(values[0]) if values else 0
+    block_s = statistics.median(ticks) if ticks else (spent / n if n else math.nan)
+    return budget.Measured(tuple(logs), block_s)
+
+
+def _needed_s(m: budget.Measured, alpha: float, share: Share) -> tuple[float, float]:
+    """Seconds from now this decision's estimate needs, and those the decisions after
+    it need (inf: at this estimate no number of blocks decides it)."""
+    n = budget.blocks_for(m.mean, m.sd, alpha)
+    if n is None:
+        return math.inf, math.inf
+    this = max(n - len(m.logs), 1) * m.block_s
+    start_ = share.start or m
+    return this, budget.rest_s(start_, share.steps, share.left, alpha, share.confirm)
+
+
+def _more(m: budget.Measured, alpha: float, share: Share, clock: budget.Clock) -> str:
+    """What more blocks would decide, at the estimate so far (the start: different, or
+    the same within the margin), and the budget that would let the bisect finish."""
+    if len(m.logs) < 2:
+        return "too few blocks completed to say what more would do"
+    margin = math.log1p(stats.DEFAULT_MARGIN) if share.start is None and share.confirm else 0.0
+    n = budget.blocks_for(m.mean, m.sd, alpha, margin)
+    if n is None:
+        return f"no number of blocks up to {budget.MOST_BLOCKS:,} would decide it at this estimate"
+    this = max(n - len(m.logs), 0) * m.block_s
+    text = f"at this estimate about {n} blocks would decide it (about {budget.minutes(this)} more)"
+    differ = budget.blocks_for(m.mean, m.sd, alpha)
+    if differ is None or differ > n:  # decided the same, the bisect would end there
+        return text
+    total = clock.elapsed() + sum(_needed_s(m, alpha, share))
+    if not math.isfinite(total):
+        return text
+    return f"{text}; the bisect about {budget.minutes(total)} in all: give --budget " + (
+        forecast.duration(total, budget=True)
+    )
 
 
 FAILED = "failed"  # a run of the step was not OK: never a number (a candidate is skipped)
@@ -419,36 +604,6 @@ def _verdict(
     if not (above or below):
         return "undecided", shown, ""
     return ("like bad" if above == up else "like good"), shown, ""
-
-
-def _more(values: list[list[float]], alpha: float, start_: bool) -> str:
-    """What more blocks would decide, at the estimate so far: the fewest blocks whose
-    Bayes-factor interval (fewblock) at this mean and spread would exclude the middle."""
-    if len(values[0]) < 2:
-        return "too few blocks completed to say what more would do"
-    if start_:
-        logs = [math.log(b) - math.log(g) for g, b in zip(*values, strict=True)]
-    else:
-        logs = [
-            2 * math.log(c) - math.log(g) - math.log(b) for g, c, b in zip(*values, strict=True)
-        ]
-    mean = sum(logs) / len(logs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    share = alpha / stats.SPLIT
-
-    def decides(n: int) -> bool:
-        return fewblock.t_star(n, share) * sd / math.sqrt(n) < abs(mean)
-
-    if mean == 0 or not decides(MOST_BLOCKS):
-        return f"no number of blocks up to {MOST_BLOCKS:,} would decide it at this estimate"
-    low, high = len(logs), MOST_BLOCKS  # t*(n)/sqrt(n) falls with n: the first n that decides
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if decides(mid) else (mid, high)
-    return f"at this estimate about {high} blocks would decide it (--max-blocks)"
-
-
-MOST_BLOCKS = 1_000_000
 
 
 def _another_block(store: Store, cid: int, rng: random.Random) -> list[RunSpec]:
