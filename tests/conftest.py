@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,13 @@ import pytest
 
 from allocmark import allocators
 from allocmark.model import Verified
+
+# A test suite started in the background of a non-interactive shell (`make test &`, a
+# CI step under nohup) inherits SIGINT ignored, and so would every allocmark it starts:
+# the Ctrl-C tests' SIGINT would then do nothing. Python's own handler here makes the
+# children start with SIGINT at its default, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 HERE = Path(__file__).parent
 # A Python every user can run: run as root, allocmark runs the measured program as the

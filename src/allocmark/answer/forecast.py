@@ -5,9 +5,12 @@ at which a verdict first becomes possible (fewblock.MIN_BLOCKS blocks that agree
 size); once two blocks show the noise, about how many blocks the speed ratios and
 the peak RSS ratios need at their levels in their rows' families
 (blocks_to_decide: 80 % of the time, if the blocks keep the spread they show);
-and whether the budget and --max-runs reach that, with the fix when they do not. The
-campaign yields one after its first and second blocks and after every round
-(campaign.steps); the CLI prints it.
+whether the budget and --max-blocks reach that, with the fix when they do not; and the
+noise the blocks measured (the median spread of an open ratio's block log ratios) with
+what a 5 % change needs at it here. Release to release (Precision.question "releases"):
+the consecutive changes instead of the ratios to the baseline, each block priced at the
+versions still open. The campaign yields one after its first and second blocks and
+after every round (campaign.steps); the CLI prints it.
 """
 
 from __future__ import annotations
@@ -362,11 +365,11 @@ def of(
     tallies = {axis: _Tally() for axis in AXES}
     question = plan.precision.question if plan.precision else "baseline"
     found = releases.changes(comp) if question == "releases" else []
-    wanted = releases.open_versions(comp).versions if question == "releases" else None
+    wanted = releases.open_versions(comp, found).versions if question == "releases" else None
     for row in comp.rows:
         have = analyze.row_blocks(row)
         most = max(most, have)
-        judged = _judged(comp, row, found) if question == "releases" else _to_baseline(comp, row)
+        judged = _judged(row, found) if question == "releases" else _to_baseline(comp, row)
         ratios += len(judged)
         open_ = [
             (axis, r)
@@ -442,7 +445,7 @@ def _to_baseline(comp: Comparison, row: analyze.Row) -> Judged:
     return [(_axis(row, c), r) for c, r in zip(cells, judged, strict=True)]
 
 
-def _judged(comp: Comparison, row: analyze.Row, found: list[releases.Change]) -> Judged:
+def _judged(row: analyze.Row, found: list[releases.Change]) -> Judged:
     """Release to release: the row's changes, at their levels in their families."""
     return [
         ("peak RSS" if c.metric == releases.MEMORY else "speed", c.ratio)
@@ -462,7 +465,7 @@ def _add(t: _Tally, ratios: list[stats.Ratio], margin: float, have: int, cost: f
         return
     t.sds += [r.se * math.sqrt(r.df + 1) for r in ratios]
     t.alphas += [r.alpha for r in ratios]
-    t.sequential = all(r.sequential for r in ratios)
+    t.sequential = t.sequential and all(r.sequential for r in ratios)
     needs = [blocks_to_decide(r, margin) for r in ratios]
     t.stuck += needs.count(None)
     row_needs = max((n for n in needs if n is not None), default=have)

@@ -12,7 +12,7 @@ the seed's version table with the noise taken out: a single run per version, as 
 seed had, cannot tell Ruby's ±7 % peak-RSS noise from a change.
 
 A campaign whose question is release to release (model.Precision.question "releases":
-the versions suite, a user's revisions) adds blocks until every change is decided:
+a suite that says so, a user's revisions alone) adds blocks until every change is decided:
 `open_versions` says, per row, which versions a change still open needs in the next
 block (run/rounds.py), and `deciding` which ratios decide the row (answer/forecast.py).
 """
@@ -116,9 +116,10 @@ class Open:
     changes: int
 
 
-def open_versions(comp: analyze.Comparison) -> Open:
-    """The versions whose changes more blocks could still decide, per row."""
-    found = changes(comp)
+def open_versions(comp: analyze.Comparison, found: Sequence[Change] | None = None) -> Open:
+    """The versions whose changes (`found`, else all of comp's) more blocks could still
+    decide, per row."""
+    found = changes(comp) if found is None else found
     rows = {r.label: r for r in comp.rows}
     need: dict[str, set[str]] = {}
     for c in found:

@@ -98,8 +98,10 @@ def more_runs(
     decided is sound only because its intervals are anytime-valid (`sequential`):
     with fixed-n intervals, stopping at the first "faster" made false verdicts stay
     (A/A: 7 % false instead of 5 %). A row the budget leaves undecided gets one exact
-    look at its end, once the campaign is finished (stats.SPLIT). `comp`: the stored
-    comparison, when the caller has it."""
+    look at its end, once the campaign is finished (stats.SPLIT). Release to release
+    (Precision.question "releases"): the deciding ratios are the changes between
+    consecutive versions, and a block holds only the versions of those still open.
+    `comp`: the stored comparison, when the caller has it."""
     specs = store.plan(cid)
     comp = comp or analyze.stored_comparison(store, cid)
     precision = campaign.precision
