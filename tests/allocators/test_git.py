@@ -91,6 +91,16 @@ def test_bisect_finds_the_planted_commit(
     broken = [s for s in steps if repo.describe(tinyrepo.BROKEN) in s]
     assert broken and all("skipped: `make` exited with status 2" in s for s in broken), steps
     assert re.search(r"^start .* differs \(higher\) in \d+ blocks", out, re.M), out
+    # the noise the start measured, and before each step what it expects
+    assert re.search(
+        r"noise: a block's log ratio varies by [\d.]+ \(sd of the start's", done.stderr
+    )
+    assert re.search(
+        r"^step \d+ expects about \d+ blocks, [\d.]+ (s|min) of its [\d.]+ (s|min) share "
+        r"\(noise [\d.]+ a block, (√3 × the start's|earlier steps')\)$",
+        out,
+        re.M,
+    ), out
     # the culprit confirmed against its parent (commit planted - 1 builds), its change
     # quoted as a factor (past 2×)
     word = bisect.WORDS[bisect.metric_of(metric)]
