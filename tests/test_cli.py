@@ -639,3 +639,16 @@ def test_try_takes_hyperfines_options(tmp_path: Path) -> None:
         "true",
     )
     assert failing.returncode == 2 and "--prepare 'exit 3' exited with 3" in failing.stderr
+
+
+def test_a_shell_named_for_completion_is_the_one_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--show-completion bash` works where no shell is among the ancestors (a script,
+    CI under nohup: "Shell  not supported."): the name given is used."""
+    from allocmark import cli as entry
+
+    switch = "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"
+    monkeypatch.delenv(switch, raising=False)
+    entry.named_shell(["--show-completion"])
+    assert switch not in os.environ  # no name: the shell is detected, as Typer does
+    entry.named_shell(["-q", "--show-completion", "bash"])
+    assert os.environ[switch] == "1"

@@ -65,9 +65,24 @@ def hoisted(argv: list[str]) -> list[str]:
     return flags + [a for a in argv[:end] if a not in ANYWHERE] + argv[end:]
 
 
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+COMPLETION = ("--show-completion", "--install-completion")
+
+
+def named_shell(argv: list[str]) -> None:
+    """`--show-completion bash`: the shell named is the one used. Typer's flag takes no
+    value and finds the shell among the process's ancestors, which a script, a cron job
+    or a CI step may lack ("Shell  not supported."); Typer's switch makes the flag take
+    the shell's name instead, when one is given."""
+    for i, a in enumerate(argv[:-1]):
+        if a in COMPLETION and argv[i + 1] in SHELLS:
+            os.environ["_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"] = "1"
+
+
 def main() -> None:
     argv, said = modern(sys.argv[1:])
     argv = hoisted(argv)
+    named_shell(argv)
     for line in said:
         sys.stderr.write(line + "\n")
     try:
