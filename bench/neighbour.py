@@ -3,7 +3,8 @@
 A test that fails once and passes on a re-run is a bug; on this 2-core VM most such
 bugs only show when another process takes a core. This starts the neighbour itself
 (a process spinning on one core), runs pytest over tests/ N times (default 5), stops
-the neighbour whatever happens, and prints each run's outcome and `passed K of N`.
+the neighbour whatever happens, and prints each run's outcome and `passed K of N`;
+for a failed run, each failure's assertion lines and where its whole output is kept.
 Every failure it shows is to be fixed at its root, never re-run away.
 
 usage: python bench/neighbour.py [N]
@@ -11,9 +12,11 @@ usage: python bench/neighbour.py [N]
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,14 +46,33 @@ def main() -> int:
                 f"{time.monotonic() - started:.0f} s",
                 flush=True,
             )
-            for line in done.stdout.splitlines():
-                if line.startswith(("FAILED", "ERROR")):
-                    print(f"  {line}", flush=True)
+            if not ok:
+                _show_failures(done.stdout + done.stderr)
     finally:
         neighbour.kill()
         neighbour.wait()
     print(f"beside a CPU-busy neighbour: passed {passed} of {n}")
     return 0 if passed == n else 1
+
+
+def _show_failures(output: str) -> None:
+    """Each failing test's name and its assertion lines (pytest's "E" lines, the last
+    few of each), and where the whole output is kept: a failure seen once beside the
+    neighbour may not come back, so what it said is kept for its root cause."""
+    fd, path = tempfile.mkstemp(prefix="allocmark-neighbour-", suffix=".log")
+    with os.fdopen(fd, "w") as f:
+        f.write(output)
+    said: list[str] = []
+    for line in output.splitlines():
+        if line.startswith("_____"):  # a failure's section begins
+            said.append(line.strip("_ "))
+        elif line.startswith("E ") and said:
+            said.append(line)
+        elif line.startswith(("FAILED", "ERROR")):
+            print(f"  {line}", flush=True)
+    for line in said[-40:]:
+        print(f"    {line[:200]}", flush=True)
+    print(f"  the whole output: {path}", flush=True)
 
 
 def _summary(stdout: str) -> str:

@@ -93,7 +93,6 @@ class Clock:
     budget_s: float
     stretch: bool  # the default budget: it may stretch up to STRETCH_MOST_S
     began: float = field(default_factory=time.monotonic)
-    stretched: bool = False
 
     def elapsed(self) -> float:
         return time.monotonic() - self.began
@@ -116,7 +115,7 @@ class Clock:
             return True
         if not self.stretch or want > STRETCH_MOST_S:
             return False
-        self.budget_s, self.stretched = want, True
+        self.budget_s = want
         return True
 
 
@@ -130,7 +129,6 @@ class Outlook:
     seconds: float
     share_s: float  # inf: no budget
     sd: float  # the step statistic's spread a block, as measured (or from the start)
-    effect: float  # |log(BAD/GOOD)|: where C sits from the middle under either answer
     measured: bool  # sd measured on earlier steps (else √3 × the start's)
 
 
@@ -177,10 +175,9 @@ def outlook(
     number: int, start: Measured, steps: Sequence[Measured], alpha: float, share_s: float
 ) -> Outlook:
     sd, measured = step_noise(start, steps)
-    d = effect(start, steps)
-    blocks = blocks_for(d, sd, alpha)
+    blocks = blocks_for(effect(start, steps), sd, alpha)
     seconds = blocks * step_block_s(start, steps) if blocks is not None else math.inf
-    return Outlook(number, blocks, seconds, share_s, sd, d, measured)
+    return Outlook(number, blocks, seconds, share_s, sd, measured)
 
 
 def minutes(seconds: float) -> str:
