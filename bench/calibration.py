@@ -55,7 +55,7 @@ variable nothing reads, three values of it raced against glibc's defaults on the
 python3 command and on samethread; every verdict of such a candidate against the
 defaults (tune's Holm family, :nothp in it) is false, and so is recommending one.
 
-usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
+usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS] [BATCH]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
   per condition, and 100 on the applications); CELLS: A/B cells (default 10);
   CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect (default:
@@ -64,6 +64,8 @@ usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   REPS A/A bisects and CELLS planted ones of each metric).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
+  BATCH (default 0): bisect's planted commits and seeds drawn anew for each batch, so
+  that batches of a few bisects each (an hour for 10 of each) add up to more cells.
 """
 
 from __future__ import annotations
@@ -495,10 +497,11 @@ class Bisected:
     stretched: bool  # the default budget stretched
 
 
-def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str) -> None:
+def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str, batch: int) -> None:
     """For time and for peak RSS: REPS A/A bisects and CELLS with a change planted at a
-    random commit (+10 % time, +5 % peak RSS), each at bisect's defaults."""
-    rng = random.Random(44)
+    random commit (+10 % time, +5 % peak RSS), each at bisect's defaults; `batch` draws
+    other commits and seeds (batch 0 is the one docs/calibration.md first quoted)."""
+    rng = random.Random(44 + batch)
     for metric in BISECT_METRICS:
         for i in range(reps + cells):
             planted = rng.randint(1, BISECT_COMMITS) if i >= reps else None
@@ -529,7 +532,7 @@ def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str) -> None:
                 "samethread",
                 *SAMETHREAD,
                 "--seed",
-                str(i + 1),
+                str(i + 1 + 1000 * batch),
                 "--db",
                 str(work / f"bisect-{tag}.db"),
             )
@@ -742,6 +745,7 @@ def main(argv: Sequence[str]) -> None:
         if len(argv) > 3
         else {"aa", "ab", "tune", "apps", "appsab", "why", "bisect"}
     )
+    batch = int(argv[4]) if len(argv) > 4 else 0
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
         work = Path(tmp)
         # As root, allocmark runs the measured commands as its own user (run/runas.py):
@@ -771,7 +775,7 @@ def main(argv: Sequence[str]) -> None:
                 if "why" in parts:
                     why_ab(tally, work, cells, name)
                 if "bisect" in parts:
-                    bisects(tally, work, reps, cells, name)
+                    bisects(tally, work, reps, cells, name, batch)
             report(name, tally, reps)
             sys.stdout.flush()
 

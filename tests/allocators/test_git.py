@@ -319,6 +319,24 @@ def test_release_to_release_decides_the_planted_change_only() -> None:
     rows = {r[1]: r[2:] for r in table.rows}
     assert rows["2.0 → 3.0"][0].startswith("slower +20% [")
     assert rows["1.0 → 2.0"][0] in ("=", "?")
+    cells = [t for r in table.rows for t in r[2:]]
+    changed = sum(t.startswith(("slower", "faster", "larger", "smaller")) for t in cells)
+    counts = f"{changed} changed, {cells.count('=')} the same, {cells.count('?')} undecided"
+    assert table.title.endswith(f"({counts}, of {len(cells)})")
+    assert changed == 1
+    # what is still open runs as a line, in version order (run/rounds.py)
+    assert releases.open_versions(comp, found).versions == {}
+
+    def opened(*older: str) -> releases.Open:
+        undecided = stats.Verdict.INCONCLUSIVE
+        return releases.open_versions(
+            comp,
+            [dataclasses.replace(c, verdict=undecided) if c.older in older else c for c in found],
+        )
+
+    assert opened("v1").versions == {"w": frozenset({"v1", "v2"})}
+    assert opened("v1").lines == {"w": (("v1", "v2"),)}
+    assert opened("v2", "v1").lines == {"w": (("v1", "v2", "v3"),)}
 
 
 def test_a_catalog_entry_names_the_repository_and_its_recipe(

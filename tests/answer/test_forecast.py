@@ -194,3 +194,16 @@ def test_the_fix_of_a_command_names_no_parameter() -> None:
     ]
     comp = analyze.compare(runs, ["glibc", "other"], "glibc", sequential=True)
     assert forecast.of(comp, {}, _settings(), 1.0).smaller == "a shorter run of your command"
+
+
+def test_the_first_verdict_waits_as_the_rounds_share_the_time() -> None:
+    """Past the planned blocks every open row gets the same time a round (rounds.shares):
+    a 1 s block's row whose clearest ratio needs 10 more blocks is decided after about
+    10 × 1 s × 2 rows, not 10 blocks of both rows (10 × 31 s); before the plan's end
+    (3 blocks) rows run together."""
+    t = forecast._Tally(firsts=[(4, 14, 1.0), (4, 6, 30.0)])
+    assert forecast._first_s(t, 3, 31.0, 2, 4) == 20.0  # the cheap row first: 10 × 1 × 2
+    later = forecast._Tally(firsts=[(4, 14, 1.0), (4, 5, 30.0)])
+    assert forecast._first_s(later, 3, 31.0, 2, 4) == 20.0  # the dear row needs 60 s
+    early = forecast._Tally(firsts=[(1, 4, 1.0), (1, 8, 30.0)])
+    assert forecast._first_s(early, 3, 31.0, 2, 1) == 2 * 31.0 + 1 * 1.0 * 2

@@ -21,7 +21,7 @@ from allocmark.model import (
     Status,
     Verified,
 )
-from allocmark.run import campaign, machine
+from allocmark.run import campaign, machine, start
 from allocmark.store import Store
 from tests.fakes import FakeExecutor, allocs as fake_allocs, drive, precision_plan, specs
 
@@ -287,6 +287,7 @@ def test_release_to_release_blocks_go_to_the_versions_still_open(tmp_path: Path)
     assert later and later[-1] == {"t@v2", "t@v3"}
     assert all(b in (set(VERSIONS), {"t@v2", "t@v3"}) for b in later)
     comp = analyze.stored_comparison(s, cid)
+    assert start._lines(_versions()) == (VERSIONS,)  # a planned block's line, in order
     found = {(c.older, c.newer, c.metric): c.verdict for c in releases.changes(comp)}
     assert found[("t@v1", "t@v2", "time_s")] is stats.Verdict.BETTER
     assert found[("t@v2", "t@v3", "time_s")] is stats.Verdict.SAME

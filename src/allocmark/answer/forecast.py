@@ -343,6 +343,8 @@ class _Tally:
     stuck: int = 0
     known: bool = True
     first: int | None = None  # the fewest blocks an undecided ratio needs
+    firsts: list[tuple[int, int, float]] = field(default_factory=list)  # per row: its
+    # blocks, those its clearest ratio needs, and a block's cost
     low: int = 0  # `blocks` at the low and high ends of the spread's range
     high: int = 0
     sds: list[float] = field(default_factory=list)  # each open ratio's block spread
@@ -358,7 +360,7 @@ def of(
 ) -> Forecast:
     """The forecast of a campaign's comparison; `costs`: seconds one more run of each
     (allocator, workload, params) costs (campaign._run_costs)."""
-    undecided = ratios = 0
+    undecided = ratios = rows = 0
     block_s = 0.0
     fewest: int | None = None
     most = 0
@@ -388,20 +390,19 @@ def of(
             if w == row.workload and p == row.params and (runs is None or a in runs)
         )
         block_s += cost
+        rows += 1
         for axis in AXES:
             mine = [r for x, r in open_ if x == axis and r is not None]
             if mine:
                 _add(tallies[axis], mine, comp.margin, have, cost)
     budget = plan.budget_s
-    # Rows get blocks together, round after round: until the clearest ratio is decided,
-    # every undecided row runs.
     waits = {
         a: Wait(
             t.blocks,
             t.seconds,
             t.stuck,
             t.first or t.blocks,
-            max(0, (t.first or t.blocks) - (fewest or 0)) * block_s,
+            _first_s(t, plan.min_blocks, block_s, rows, fewest or 0),
             min(t.low, t.blocks),
             max(t.high, t.blocks),
             *_spread(t),
@@ -421,6 +422,20 @@ def of(
         max_blocks=plan.precision.max_blocks if plan.precision else 0,
         sequential=plan.sequential,
         smaller=_smaller(comp),
+    )
+
+
+def _first_s(t: _Tally, planned: int, block_s: float, rows: int, fewest: int) -> float:
+    """Seconds until the tally's clearest ratio is likely decided: the planned blocks run
+    every open row together (`block_s` a block of them all); after them, a round gives
+    each of the `rows` open rows about the same time (run/rounds.shares), so a row's
+    blocks beyond the plan cost its own block's time once per open row."""
+    if not t.firsts:
+        return max(0, (t.first or t.blocks) - fewest) * block_s
+    return min(
+        max(0, min(need, planned) - have) * block_s
+        + max(0, need - max(have, planned)) * cost * rows
+        for have, need, cost in t.firsts
     )
 
 
@@ -478,4 +493,5 @@ def _add(t: _Tally, ratios: list[stats.Ratio], margin: float, have: int, cost: f
     clearest = min((n for n in needs if n is not None), default=None)
     if clearest is not None:
         t.first = clearest if t.first is None else min(t.first, clearest)
+        t.firsts.append((have, clearest, cost))
     t.seconds += max(0, row_needs - have) * cost

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from allocmark import stats
 from allocmark.allocators import lineage
@@ -55,22 +55,52 @@ def series(lin: lineage.Lineage) -> str:
     return "Debian, under a newer glibc" if lin.other_glibc else "Debian"
 
 
+# The last comparison's changes: a round of a release-to-release campaign asks for them
+# twice (run/rounds.py's blocks, forecast.py's forecast), each a sequential ratio per
+# change. A Comparison is frozen, and this holds it, so its identity names it.
+_LAST: list[tuple[analyze.Comparison, tuple[Change, ...]]] = []
+
+
 def changes(comp: analyze.Comparison) -> list[Change]:
     """Every consecutive pair of every line of every family, per row and metric."""
+    if _LAST and _LAST[0][0] is comp:
+        return list(_LAST[0][1])
+    found = _changes(comp)
+    _LAST[:] = [(comp, tuple(found))]
+    return found
+
+
+def _changes(comp: analyze.Comparison) -> list[Change]:
     present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
     out: list[Change] = []
-    for family, entries in lineage.families(present).items():
-        lines: dict[str, list[str]] = {}
-        for name, lin in entries:
-            lines.setdefault(series(lin), []).append(name)
+    for family, kinds in lines(present).items():
         raw = [
             _pending(comp, family, kind, old, new, row)
-            for kind, names in lines.items()
+            for kind, names in kinds.items()
             for old, new in itertools.pairwise(names)
             for row in comp.rows
         ]
         out += _as_family(comp, [c for pair in raw for c in pair])
     return out
+
+
+def lines(lineages: dict[str, lineage.Lineage]) -> dict[str, dict[str, list[str]]]:
+    """family -> series -> its versions (allocator names) in version order: the lines
+    whose consecutive versions are compared (a line of one version has no change)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for family, entries in lineage.families(lineages).items():
+        kinds = out.setdefault(family, {})
+        for name, lin in entries:
+            kinds.setdefault(series(lin), []).append(name)
+    return out
+
+
+def block_lines(lineages: dict[str, lineage.Lineage]) -> tuple[tuple[str, ...], ...]:
+    """Every line of two or more versions: what a block of a release-to-release
+    campaign runs one version after the other (run/plan.ordered)."""
+    return tuple(
+        tuple(n) for kinds in lines(lineages).values() for n in kinds.values() if len(n) > 1
+    )
 
 
 def _pending(
@@ -109,16 +139,19 @@ def _as_family(comp: analyze.Comparison, found: Sequence[Change]) -> list[Change
 @dataclass(frozen=True)
 class Open:
     """What release to release still needs: per row label, the versions of its
-    changes still undecided (both ends of each), and the count of such changes."""
+    changes still undecided (both ends of each) and the lines they lie on, each in
+    version order (a block runs a line's versions one after the other, rounds.py), and
+    the count of such changes."""
 
     versions: dict[str, frozenset[str]]
     undecided: int  # changes undecided, or without a ratio (a side failed)
     changes: int
+    lines: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
 
 
 def open_versions(comp: analyze.Comparison, found: Sequence[Change] | None = None) -> Open:
     """The versions whose changes (`found`, else all of comp's) more blocks could still
-    decide, per row."""
+    decide, per row, and their lines."""
     found = changes(comp) if found is None else found
     rows = {r.label: r for r in comp.rows}
     need: dict[str, set[str]] = {}
@@ -128,7 +161,25 @@ def open_versions(comp: analyze.Comparison, found: Sequence[Change] | None = Non
         ):
             need.setdefault(c.row, set()).update((c.older, c.newer))
     undecided = sum(c.verdict is None or c.verdict is stats.Verdict.INCONCLUSIVE for c in found)
-    return Open({k: frozenset(v) for k, v in need.items()}, undecided, len(found))
+    versions = {k: frozenset(v) for k, v in need.items()}
+    return Open(versions, undecided, len(found), _lines(found, versions))
+
+
+def _lines(
+    found: Sequence[Change], versions: dict[str, frozenset[str]]
+) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Per row, each line's versions among `versions`, oldest first (`changes` gives a
+    line's pairs in version order)."""
+    lines: dict[tuple[str, str, str], dict[str, None]] = {}
+    for c in found:
+        if c.row in versions:
+            line = lines.setdefault((c.row, c.family, c.series), {})
+            line.update({a: None for a in (c.older, c.newer) if a in versions[c.row]})
+    out: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for (row, _, _), names in lines.items():
+        if names:
+            out[row] = (*out.get(row, ()), tuple(names))
+    return out
 
 
 def _runnable(row: analyze.Row, c: Change) -> bool:

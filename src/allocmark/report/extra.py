@@ -60,10 +60,8 @@ def releases_table(comp: analyze.Comparison) -> Extra | None:
         label = f"{comp.lineages[old].version} → {comp.lineages[new].version}"
         texts = [_change(by.get((old, new, row, speed))) for row in rows for speed in (True, False)]
         lines.append((family + (f" ({kind})" if several else ""), label, *texts))
-    decided = sum(c.decided for c in found)
     return Extra(
-        f"Release to release: each version against the one before it ({decided} "
-        f"changes decided of {len(found)})",
+        f"Release to release: each version against the one before it ({_tally(found)})",
         ("family", "versions", *heads),
         tuple(lines),
         notes=(
@@ -76,6 +74,14 @@ def releases_table(comp: analyze.Comparison) -> Extra | None:
         ),
         keep=2,
     )
+
+
+def _tally(found: Sequence[releases.Change]) -> str:
+    """What the table's cells say, counted: "4 changed, 2 the same, 1 undecided, of 7"."""
+    changed = sum(c.decided for c in found)
+    same = sum(c.verdict is stats.Verdict.SAME for c in found)
+    parts = [f"{changed} changed", f"{same} the same", f"{len(found) - changed - same} undecided"]
+    return ", ".join(parts) + f", of {len(found)}"
 
 
 def _commits(comp: analyze.Comparison, pairs: Sequence[tuple[str, str, str, str]]) -> list[str]:

@@ -89,83 +89,114 @@ def foresee(
 GROWTH = 8  # a round adds 1/GROWTH of a row's blocks (at least one)
 
 
+Key = tuple[str, Params]  # a row: its workload and planned parameters
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a round's blocks hold: per row still open, the allocators it runs (None:
+    every one) and, release to release, the lines whose versions run one after the
+    other; and how many deciding ratios are undecided, of how many."""
+
+    rows: dict[Key, frozenset[str] | None]
+    lines: dict[Key, tuple[tuple[str, ...], ...]]
+    undecided: int
+    ratios: int
+
+
 def more_runs(
     store: Store, cid: int, campaign: CampaignPlan, comp: analyze.Comparison | None = None
 ) -> tuple[list[RunSpec], int, int]:
-    """More blocks (1/GROWTH of those it has), interleaved, for every row with a
-    deciding ratio still undecided and fewer than max_blocks blocks, as the budget allows;
-    and how many deciding ratios are undecided, of how many. Stopping a row once it is
-    decided is sound only because its intervals are anytime-valid (`sequential`):
-    with fixed-n intervals, stopping at the first "faster" made false verdicts stay
-    (A/A: 7 % false instead of 5 %). A row the budget leaves undecided gets one exact
+    """More blocks, interleaved, for every row with a deciding ratio still undecided and
+    fewer than max_blocks blocks, as the budget allows; and how many deciding ratios are
+    undecided, of how many. A round gives each open row the same time (`shares`), so a
+    row whose block takes 2 s gets many blocks where one of 30 s gets one.
+    Stopping a row once it is decided is sound only because its intervals are
+    anytime-valid (`sequential`): with fixed-n intervals, stopping at the first "faster"
+    made false verdicts stay (A/A: 7 % false instead of 5 %); and they allow any
+    schedule of looks, this one too. A row the budget leaves undecided gets one exact
     look at its end, once the campaign is finished (stats.SPLIT). Release to release
     (Precision.question "releases"): the deciding ratios are the changes between
-    consecutive versions, and a block holds only the versions of those still open.
-    `comp`: the stored comparison, when the caller has it."""
+    consecutive versions, a block holds only the versions of those still open, and a
+    line's versions run one after the other (plan.ordered). `comp`: the stored comparison,
+    when the caller has it."""
     specs = store.plan(cid)
     comp = comp or analyze.stored_comparison(store, cid)
     precision = campaign.precision
-    if precision and precision.question == "releases":
-        open_rows, wanted, undecided, ratios = _open_releases(comp)
-    else:
-        open_rows, undecided, ratios = _open_baseline(comp)
-        wanted = None
-    blocks: dict[tuple[str, Params], list[RunSpec]] = {}
+    releasing = precision is not None and precision.question == "releases"
+    wanted = _open_releases(comp) if releasing else _open_baseline(comp)
+    blocks: dict[Key, list[RunSpec]] = {}
     for s in specs:
         if s.role == "measure":
             blocks.setdefault((s.workload, s.params), []).append(s)
     most = precision.max_blocks if precision else campaign.min_blocks
-    todo = [
-        key
-        for key, group in blocks.items()
-        if open_rows.get(key) and len({s.rep for s in group}) < most
-    ]
+    size = {key: len({s.rep for s in group}) for key, group in blocks.items()}
+    todo = [key for key in blocks if key in wanted.rows and size[key] < most]
     # Rows share the budget in a random order, not the most undecided first: which
     # rows get blocks stays independent of what their blocks said.
     rng = random.Random(campaign.seed + len(specs))
     rng.shuffle(todo)
-    left = campaign.budget_s - store.spent(cid) if campaign.budget_s else None
-    cost = run_costs(store, cid)
     # A race (`tune`): candidates another one clearly beats get no more blocks.
     out_of_race = race.dominated(comp, precision.race) if precision and precision.race else {}
+    members = {
+        key: [
+            s
+            for s in {s.allocator: s for s in blocks[key]}.values()
+            if s.allocator not in out_of_race.get(analyze.row_key(*key), set())
+            and _in(wanted.rows[key], s.allocator)
+        ]
+        for key in todo
+    }
+    cost = run_costs(store, cid)
+    block_s = {
+        key: sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members[key])
+        for key in todo
+    }
+    more = shares({key: size[key] for key in todo}, block_s, most)
+    left = campaign.budget_s - store.spent(cid) if campaign.budget_s else None
     nxt = max(s.seq for s in specs) + 1
     out: list[RunSpec] = []
-    # A row of n blocks gets n/8 more at once (at least one): looking after every
-    # block cost a round of analysis per block, most of a campaign of short runs,
-    # and the anytime-valid interval allows any schedule of looks.
-    size = {key: len({s.rep for s in blocks[key]}) for key in todo}
-    more = {key: max(1, min(size[key] // GROWTH, most - size[key])) for key in todo}
     for j in range(max(more.values(), default=0)):
         for key in todo:
             if j >= more[key]:
                 continue
-            group = blocks[key]
-            latest = {s.allocator: s for s in group}
-            members = [
-                s
-                for s in latest.values()
-                if s.allocator not in out_of_race.get(analyze.row_key(*key), set())
-                and (wanted is None or s.allocator in wanted[key])
-            ]
             if left is not None:
-                need = sum(cost.get((s.allocator, s.workload, s.params), 0.0) for s in members)
-                if need > left:
+                if block_s[key] > left:
                     more[key] = j  # out of budget: no more blocks for this row
                     continue
-                left -= need
-            rep = max(s.rep for s in group) + 1 + j
-            rng.shuffle(members)
+                left -= block_s[key]
+            rep = max(s.rep for s in blocks[key]) + 1 + j
+            block = ordered(members[key], wanted.lines.get(key, ()), rng)
             out += [
-                dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep)
-                for i, s in enumerate(members)
+                dataclasses.replace(s, seq=nxt + len(out) + i, rep=rep) for i, s in enumerate(block)
             ]
-    return out, undecided, ratios
+    return out, wanted.undecided, wanted.ratios
 
 
-Key = tuple[str, Params]  # a row: its workload and planned parameters
+def _in(allocators: frozenset[str] | None, name: str) -> bool:
+    return allocators is None or name in allocators
 
 
-def _open_baseline(comp: analyze.Comparison) -> tuple[dict[Key, bool], int, int]:
+def shares(size: dict[Key, int], block_s: dict[Key, float], most: int) -> dict[Key, int]:
+    """The blocks a round adds to each open row: 1/GROWTH of those it has (at least one;
+    looking after every block cost a round of analysis per block, most of a campaign of
+    short runs), and as many more as fit in the time the costliest row's share takes,
+    so that every open row gets about the same time; never past `most` blocks."""
+    grow = {key: max(1, min(n // GROWTH, most - n)) for key, n in size.items()}
+    round_s = max((grow[key] * block_s[key] for key in size), default=0.0)
+    return {
+        key: min(most - n, max(grow[key], int(round_s / block_s[key]) if block_s[key] else 0))
+        for key, n in size.items()
+    }
+
+
+def ordered(members: list[RunSpec], lines: plan.Lines, rng: random.Random) -> list[RunSpec]:
+    """A block's runs in plan.ordered's order."""
+    by_name = {s.allocator: s for s in members}
+    return [by_name[a] for a in plan.ordered(list(by_name), lines, rng)]
+
+
+def _open_baseline(comp: analyze.Comparison) -> Wanted:
     """Rows with a deciding ratio to the baseline undecided (and more blocks could help:
     none of its cells failed), and how many of how many ratios are undecided."""
     open_rows: dict[Key, bool] = {}
@@ -180,22 +211,23 @@ def _open_baseline(comp: analyze.Comparison) -> tuple[dict[Key, bool], int, int]
         open_rows[key] = open_rows.get(key, False) or (
             can_help and stats.Verdict.INCONCLUSIVE in verdicts
         )
-    return open_rows, undecided, ratios
+    return Wanted({k: None for k, v in open_rows.items() if v}, {}, undecided, ratios)
 
 
-def _open_releases(
-    comp: analyze.Comparison,
-) -> tuple[dict[Key, bool], dict[Key, frozenset[str]], int, int]:
+def _open_releases(comp: analyze.Comparison) -> Wanted:
     """Release to release: rows with a change between consecutive versions undecided,
-    the versions those changes need in a block (the others get none), and how many of
-    how many changes are undecided."""
+    the versions those changes need in a block (the others get none) and their lines,
+    and how many of how many changes are undecided."""
     opened = releases.open_versions(comp)
-    wanted: dict[Key, frozenset[str]] = {}
+    rows: dict[Key, frozenset[str] | None] = {}
+    lines: dict[Key, tuple[tuple[str, ...], ...]] = {}
     for r in comp.rows:
         if r.label in opened.versions:
             key = (r.workload, plan.planned_params(r.params))
-            wanted[key] = wanted.get(key, frozenset()) | opened.versions[r.label]
-    return {k: True for k in wanted}, wanted, opened.undecided, opened.changes
+            rows[key] = (rows.get(key) or frozenset()) | opened.versions[r.label]
+            both = lines.get(key, ()) + opened.lines.get(r.label, ())
+            lines[key] = tuple(dict.fromkeys(both))  # a row on several machines: once
+    return Wanted(rows, lines, opened.undecided, opened.changes)
 
 
 def run_costs(

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from allocmark import allocators, text, workloads
-from allocmark.allocators import builder, git
+from allocmark.allocators import builder, git, lineage
 from allocmark.allocators.selection import selected
-from allocmark.answer import race
+from allocmark.answer import race, releases
 from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
 from allocmark.model import (
@@ -34,6 +34,7 @@ from allocmark.model import (
     Precision,
     Prepared,
     Request,
+    Verified,
     Workload,
 )
 from allocmark.run import machine, plan, suites
@@ -182,6 +183,7 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         req.memory_limit,
         warmup=req.warmup,
         app=AppRun(prepare=_prepare_argv(req.prepare), show_output=req.show_output),
+        lines=_lines(prepared.usable) if precision and precision.question == "releases" else (),
     )
     cid = store.new_campaign(
         suite.name,
@@ -195,6 +197,12 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         campaign,
     )
     return Started(cid, campaign, prepared)
+
+
+def _lines(usable: Sequence[Verified]) -> plan.Lines:
+    """Release to release: the lines whose versions a block runs one after the other."""
+    found = {v.spec.name: lin for v in usable if (lin := lineage.of(v.spec, v.version))}
+    return releases.block_lines(found)
 
 
 def _prepare_argv(command: str) -> tuple[str, ...]:
