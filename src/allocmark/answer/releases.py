@@ -70,10 +70,14 @@ def changes(comp: analyze.Comparison) -> list[Change]:
     return found
 
 
+def _present(comp: analyze.Comparison) -> dict[str, lineage.Lineage]:
+    """The lineages of the allocators the comparison has."""
+    return {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
+
+
 def _changes(comp: analyze.Comparison) -> list[Change]:
-    present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
     out: list[Change] = []
-    for family, kinds in lines(present).items():
+    for family, kinds in lines(_present(comp)).items():
         raw = [
             _pending(comp, family, kind, old, new, row)
             for kind, names in kinds.items()
@@ -162,24 +166,19 @@ def open_versions(comp: analyze.Comparison, found: Sequence[Change] | None = Non
             need.setdefault(c.row, set()).update((c.older, c.newer))
     undecided = sum(c.verdict is None or c.verdict is stats.Verdict.INCONCLUSIVE for c in found)
     versions = {k: frozenset(v) for k, v in need.items()}
-    return Open(versions, undecided, len(found), _lines(found, versions))
+    return Open(versions, undecided, len(found), _lines(comp, versions))
 
 
 def _lines(
-    found: Sequence[Change], versions: dict[str, frozenset[str]]
+    comp: analyze.Comparison, versions: dict[str, frozenset[str]]
 ) -> dict[str, tuple[tuple[str, ...], ...]]:
-    """Per row, each line's versions among `versions`, oldest first (`changes` gives a
-    line's pairs in version order)."""
-    lines: dict[tuple[str, str, str], dict[str, None]] = {}
-    for c in found:
-        if c.row in versions:
-            line = lines.setdefault((c.row, c.family, c.series), {})
-            line.update({a: None for a in (c.older, c.newer) if a in versions[c.row]})
-    out: dict[str, tuple[tuple[str, ...], ...]] = {}
-    for (row, _, _), names in lines.items():
-        if names:
-            out[row] = (*out.get(row, ()), tuple(names))
-    return out
+    """Per row, each line's versions among `versions`, oldest first."""
+    every = block_lines(_present(comp))
+    out = {
+        row: tuple(kept for line in every if (kept := tuple(a for a in line if a in wanted)))
+        for row, wanted in versions.items()
+    }
+    return {row: found for row, found in out.items() if found}
 
 
 def _runnable(row: analyze.Row, c: Change) -> bool:
