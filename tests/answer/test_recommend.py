@@ -262,7 +262,7 @@ def test_a_debugging_allocator_is_never_recommended_however_fast() -> None:
 
 def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> None:
     from allocmark.allocators import lineage
-    from allocmark.report import plots
+    from allocmark.report import plots, release_plots
 
     names = {"jemalloc@5.3.0": 0.8, "jemalloc@4.5.0": 0.9, "jemalloc": 0.85, "jemalloc@5.1.0": 0.7}
     comp = _comparison(
@@ -275,7 +275,7 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
             "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2"),
         },
     )
-    (plot,) = plots.across_versions(comp)
+    (plot,) = release_plots.across_versions(comp)
     try:
         assert plot.name == "versions-jemalloc"
         time_ax = plot.figure.axes[0]
@@ -290,7 +290,7 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
     one_version = dataclasses.replace(
         comp, lineages={"jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")}
     )
-    assert plots.across_versions(one_version) == []
+    assert release_plots.across_versions(one_version) == []
 
 
 def test_a_version_is_the_number_its_build_states() -> None:

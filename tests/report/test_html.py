@@ -2,61 +2,113 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from allocmark.answer import analyze
-from allocmark.model import Verified
-from allocmark.report import data, html, plots
+from allocmark.model import StoredRun, Verified
+from allocmark.report import data, html
 from tests.conftest import cli
 from tests.fakes import stored
 
 HOSTILE = "<img src=x onerror=alert(1)>&\"'"
+PLOTLY_SHA256 = "c23b03591a6bdad0bd0f47a0c5c52305a5519812b73ce254be65cd841553c9c2"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
+
+
+def _page(comp: analyze.Comparison, runs: list[StoredRun], name: str = "c") -> str:
+    campaign = {
+        "id": 1,
+        "name": name,
+        "status": "finished",
+        "created": 0,
+        "done": len(runs),
+        "planned": len(runs),
+        "machine": {"hostname": name},
+    }
+    allocators = tuple(
+        {"name": a, "status": "ok", "env_json": json.dumps({"X": name}), "lacks_json": "[]"}
+        for a in comp.allocators
+    )
+    return html.render(data.ReportData("summary", campaign, comp, allocators, tuple(runs), ()))
 
 
 def test_hostile_names_are_escaped_everywhere() -> None:
     runs = [stored(HOSTILE, w, workload=f"w{HOSTILE}") for w in (1.0, 1.1)]
     runs += [stored("glibc", w, workload=f"w{HOSTILE}") for w in (1.0, 1.2)]
     comp = analyze.compare(runs, ["glibc", HOSTILE], "glibc")
-    figures = plots.all_plots(comp)
-    try:
-        report = data.ReportData(
-            "summary",
-            {
-                "id": 1,
-                "name": HOSTILE,
-                "status": "finished",
-                "created": 0,
-                "done": 4,
-                "planned": 4,
-                "machine": {"hostname": HOSTILE},
-            },
-            comp,
-            (
-                {
-                    "name": HOSTILE,
-                    "status": "ok",
-                    "env_json": json.dumps({"X": HOSTILE}),
-                    "lacks_json": "[]",
-                },
-            ),
-            tuple(runs),
-            (),
-        )
-        page = html.render(report, figures)
-    finally:
-        plots.close(figures)
-    assert "<img src=x" not in page  # neither in the tables nor in the SVG text
+    page = _page(comp, runs, HOSTILE)
+    assert "<img src=x" not in page  # neither in the tables nor in the figures' JSON
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
-    # Every static plot but the one drawn interactively (its SVG is made in the browser).
-    body = page.split("</head>", 1)[1]  # plotly.js, in the head, writes "<svg" itself
-    assert body.count("<svg") == len(figures) - 1 >= 1
+    spec = _figure_data(page)
+    assert spec and all("<img" not in json.dumps(f) for f in spec.values())
+
+
+def _figure_data(page: str) -> dict[str, Any]:
+    found = re.search(r'<script type="application/json" id="figure-data">(.*?)</script>', page)
+    assert found, "no figure data"
+    parsed: dict[str, Any] = json.loads(found.group(1))
+    return parsed
+
+
+def test_the_vendored_plotly_is_the_one_named_in_its_readme() -> None:
+    vendor = Path(html.__file__).parent / "vendor"
+    digest = hashlib.sha256((vendor / "plotly-basic.min.js").read_bytes()).hexdigest()
+    assert digest == PLOTLY_SHA256
+    assert PLOTLY_SHA256 in (vendor / "README.md").read_text()
+
+
+def test_plotly_is_carried_once_and_every_id_is_unique(tmp_path: Path) -> None:
+    page = _quick_shaped_page(tmp_path).read_text()
+    assert page.count("plotly.js (basic - minified)") == 1
+    body = page.split("</head>", 1)[1]
+    ids = re.findall(r'\bid="([^"]+)"', body)
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    spec = _figure_data(page)
+    assert set(spec) <= set(ids)  # each figure has its element, and no two share one
+
+
+def test_an_allocator_has_one_colour_in_every_figure(tmp_path: Path) -> None:
+    spec = _figure_data(_quick_shaped_page(tmp_path).read_text())
+    colours: dict[str, set[str]] = {}
+    for fig in spec.values():
+        for trace in fig["data"]:
+            colour = (trace.get("marker") or {}).get("color") or (trace.get("line") or {}).get(
+                "color"
+            )
+            if trace.get("name") in QUICK and colour:
+                colours.setdefault(trace["name"], set()).add(colour)
+    assert set(colours) == set(QUICK)
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert len({c for cs in colours.values() for c in cs}) == len(QUICK)  # ten, all different
+
+
+def test_legends_stand_outside_the_data_and_threads_have_their_own_ticks(tmp_path: Path) -> None:
+    spec = _figure_data(_quick_shaped_page(tmp_path).read_text())
+    for fig in spec.values():
+        assert fig["layout"]["legend"]["x"] > 1  # right of every panel's domain (0..1)
+    runs = [
+        stored(a, 1.0 + i / 10, params=(("count", 9), ("threads", t)), rep=rep,
+               metrics={"ops_per_s": 1e6 * t / (1 + i / 10)})
+        for i, a in enumerate(("glibc", "mimalloc", "jemalloc"))
+        for t in (1, 2, 8)
+        for rep in range(4)
+    ]  # fmt: skip
+    comp = analyze.compare(runs, ["glibc", "mimalloc", "jemalloc"], "glibc")
+    scaling = _figure_data(_page(comp, runs))["plot-scaling-churn"]
+    assert scaling["layout"]["xaxis"]["tickvals"] == [1, 2, 8]  # the counts run, no 1.2 threads
+    assert scaling["layout"]["legend"]["x"] > 1
+
+
+def test_the_quick_suite_page_is_under_2_mb(tmp_path: Path) -> None:
+    assert _quick_shaped_page(tmp_path).stat().st_size <= 2_000_000
 
 
 def chromium() -> str:
@@ -115,17 +167,18 @@ def test_html_report_renders_in_chromium(tmp_path: Path, installed: dict[str, Ve
     assert 'data-ready="yes"' in dom.stdout  # the page's script ran to its end
     assert dom.stdout.count('class="comparison sortable"') >= 3
     assert "<svg" in dom.stdout and 'id="runs"' in dom.stdout
-    # The answer and its matrices first, then the reasons, the interactive scatter
-    # (Plotly drew it: its SVG layer is in the page), the other plots, the tables; the
-    # details last.
+    # The answer and its matrices first, then the figures (Plotly drew them: its SVG
+    # layer is in the page), the recommendation, and the folded details last.
     marks = (
         'id="answer"',
         'id="matrix-1"',
         'id="matrix-2"',
-        'id="recommendation"',
+        'id="figures"',
         'id="plot-time-vs-rss"',
-        'id="verdicts"',
         'id="plot-rss-over-time"',
+        'id="recommendation"',
+        'id="details"',
+        'id="verdicts"',
         'class="comparison sortable"',
         'id="runs"',
         'id="machine"',
@@ -175,6 +228,7 @@ def _quick_shaped_page(tmp_path: Path) -> Path:
             wall(w, i, rep),
             rss=1000 + 100 * i * (w % 3),
             rep=rep,
+            metrics={"ops_per_s": 1e6 / wall(w, i, rep)},
             params=(
                 ("count", 4000 + w),
                 ("size_min", 1024 + w),
@@ -201,7 +255,7 @@ def _quick_shaped_page(tmp_path: Path) -> Path:
     )
     page = tmp_path / "quick.html"
     page.write_text(
-        html.render(data.ReportData("summary", campaign, comp, allocators, tuple(runs), ()), ())
+        html.render(data.ReportData("summary", campaign, comp, allocators, tuple(runs), ()))
     )
     return page
 

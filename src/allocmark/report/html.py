@@ -1,33 +1,40 @@
-"""One self-contained HTML page: provenance, tables, plots (inline SVG), raw runs.
+"""One self-contained HTML page: the answer and its matrices first, then the
+recommendation and the figures, then, folded away until clicked, the whys, the
+tables, the runs and the provenance.
 
-Every string comes into the page through Jinja's autoescaping; the SVG comes
-from matplotlib, which escapes the text it writes.
+Every string comes into the page through Jinja's autoescaping; the figures are JSON
+(figures.py) that plotly.js, carried once in the page (vendor/), draws in the browser.
 """
 
 from __future__ import annotations
 
 import datetime
-import io
 import json
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from allocmark.answer import recommend, remedy, why
-from allocmark.answer.analyze import Comparison
+from allocmark.answer.analyze import Comparison, value_text
 from allocmark.profile import View
-from allocmark.report import answer, data, extra, fmt, interactive, matrix, profile_rows
-from allocmark.report.plots import Plot
+from allocmark.report import answer, data, extra, figures, fmt, matrix, profile_rows
+from allocmark.report.plotly_json import Figure
 from allocmark.store import exchange
 
-MAX_RAW_RUNS = 5000  # beyond this the page points to the CSV export
+MAX_RAW_RUNS = 1000  # beyond this the page points to the CSV export
+# The runs' columns a reader compares; the export (--runs) has every metric and label.
+RUN_COLUMNS = (
+    "seq", "role", "allocator", "workload", "params", "rep", "status", "wall_s", "user_s",
+    "sys_s", "maxrss_kib", "metric.ops_per_s", "metric.overhead_ratio", "detail",
+)  # fmt: skip
 
 
-def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
-    """The page of a summary (tables, plots, runs) or of a profile (its tables and
-    findings), with the campaign's provenance either way."""
+def render(report: data.ReportData) -> str:
+    """The page of a summary (answer, figures, tables, runs) or of a profile (its
+    tables and findings), with the campaign's provenance either way."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("allocmark", "report/templates"),
         autoescape=True,
@@ -40,7 +47,7 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
     matrices: list[matrix.Matrix] = []
     leads: list[tuple[str, str]] = []
     why_lines: list[str] = []
-    live: list[tuple[str, str, Markup]] = []
+    drawn: list[Figure] = []
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
@@ -55,10 +62,7 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         why_lines = answer.why_lines(why.explain(comp))
         verdicts = _verdict_counts(comp)
         matrices, leads = matrix.matrices(comp), matrix.leads(comp)
-        live = interactive.figures(comp, report.series) if comp.rows else []
-    # An interactive plot replaces its static drawing (kept for md and --plots).
-    replaced = {"plot-time-vs-rss": "time-vs-rss", "plot-rss-over-time": "rss-over-time"}
-    static = [p for p in plots if p.name not in {replaced[i] for i, _, _ in live}]
+        drawn = figures.page_figures(comp, report.series)
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),
@@ -76,24 +80,45 @@ def render(report: data.ReportData, plots: Sequence[Plot]) -> str:
         matrix_legend=matrix.legend(comp.margin, matrices, "every value below") if matrices else "",
         all_label=matrix.ALL,
         verdict_words=VERDICT_WORDS,
-        answer_plots=[{"title": p.title, "svg": _svg(p)} for p in static if p.name in FIRST]
-        + [{"title": t, "svg": div} for i, t, div in live if i == "plot-time-vs-rss"],
-        plots=[{"title": p.title, "svg": _svg(p)} for p in static if p.name not in FIRST]
-        + [{"title": t, "svg": div} for i, t, div in live if i != "plot-time-vs-rss"],
-        plotly=interactive.script() if live else "",
-        runs=exchange.run_rows(report.runs[:MAX_RAW_RUNS]),
+        tables_open=report.view == "profile",  # a profile's page is its tables
+        figures=drawn,
+        figure_data=_figure_data(drawn),
+        plotly=_plotly() if drawn else "",
+        runs=_runs(report),
         runs_total=len(report.runs),
         max_runs=MAX_RAW_RUNS,
     )
+
+
+def _plotly() -> Markup:
+    """plotly.js's basic bundle, for the page's one <script> element of it."""
+    js = resources.files("allocmark.report").joinpath("vendor/plotly-basic.min.js").read_text()
+    return Markup(js.replace("</script", "<\\/script"))  # nosec: a known library (vendor/)
+
+
+def _runs(report: data.ReportData) -> list[dict[str, Any]]:
+    """The first MAX_RAW_RUNS runs, in RUN_COLUMNS (those the campaign has)."""
+    rows = exchange.run_rows(report.runs[:MAX_RAW_RUNS])
+    shown = [k for k in RUN_COLUMNS if rows and k in rows[0]]
+    out = [{k: r[k] for k in shown} for r in rows]
+    for r, run in zip(out, report.runs, strict=False):
+        if "params" in r:  # the row's label, shorter than the export's JSON
+            r["params"] = " ".join(f"{k}={value_text(v)}" for k, v in run.params)
+    return out
+
+
+def _figure_data(drawn: Sequence[Figure]) -> Markup:
+    """The figures' JSON for a <script type="application/json">: "<" written as its
+    escape, so no string in it can end the element."""
+    spec = {f.id: {"data": f.data, "layout": f.layout} for f in drawn}
+    text = json.dumps(spec, separators=(",", ":"), allow_nan=False)
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def _when(ts: float | None) -> str:
     if ts is None:
         return ""
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-FIRST = ("time-vs-rss", "why-time", "why-rss")  # the plots shown with the recommendation
 
 
 def _verdict_counts(comp: Comparison) -> list[dict[str, Any]]:
@@ -193,11 +218,3 @@ def _profile_table(v: View) -> dict[str, Any]:
         "geomean": [],
         "findings": [*v.findings, *v.notes],
     }
-
-
-def _svg(plot: Plot) -> Markup:
-    buf = io.StringIO()
-    plot.figure.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    text = buf.getvalue()
-    # Drop the XML prolog and DOCTYPE: inline SVG in HTML starts at <svg.
-    return Markup(text[text.index("<svg") :])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -14,18 +13,16 @@ import numpy as np
 matplotlib.use("Agg")  # files only: never needs a display
 
 import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 from matplotlib.typing import ColorType
 
-from allocmark import stats
-from allocmark.allocators import lineage
-from allocmark.answer import recommend, releases, why
-from allocmark.answer.analyze import Comparison, Row, value_text
-from allocmark.model import Params, RssSeries
-from allocmark.report import fmt
+from allocmark.answer import recommend, why
+from allocmark.answer.analyze import Comparison
+from allocmark.report import fmt, panels, release_plots
 
 plt.rcParams.update(
     {
@@ -39,14 +36,8 @@ plt.rcParams.update(
 )
 
 
-@dataclass(frozen=True)
-class Plot:
-    name: str  # file stem
-    title: str
-    figure: Figure
-
-
-Series = Sequence[tuple[str, str, Params, RssSeries]]  # (allocator, workload, params, series)
+Plot = panels.Plot
+Series = panels.Series
 
 
 def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
@@ -58,7 +49,7 @@ def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
         overhead_vs_throughput,
         scaling,
         normalized,
-        across_versions,
+        release_plots.across_versions,
         distributions,
         why_parts,
     ]
@@ -68,7 +59,7 @@ def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
     return plots
 
 
-TEXT_MAX = 80  # characters of one label; names are at most 64, a crafted database's may not be
+TEXT_MAX = panels.TEXT_MAX
 
 
 def _bounded_text(fig: Figure) -> None:
@@ -76,15 +67,11 @@ def _bounded_text(fig: Figure) -> None:
     text of a 100,000-character name (a database from elsewhere) took matplotlib 15 s."""
     for t in fig.findobj(Text):
         if len(t.get_text()) > TEXT_MAX:
-            t.set_text(_cut(t.get_text()))
+            t.set_text(panels.cut(t.get_text()))
     for ax in fig.axes:  # tick labels are set again from their formatter at each draw
         for axis in (ax.xaxis, ax.yaxis):
             if isinstance(f := axis.get_major_formatter(), FixedFormatter):
-                f.seq = [_cut(str(x)) for x in f.seq]
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= TEXT_MAX else f"{text[: TEXT_MAX - 12]}…{text[-11:]}"
+                f.seq = [panels.cut(str(x)) for x in f.seq]
 
 
 def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
@@ -93,7 +80,9 @@ def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
     for p in plots:
         for ext in ("svg", "png"):
             path = directory / f"{p.name}.{ext}"
-            p.figure.savefig(path, bbox_inches="tight")
+            # Each figure is laid out once (tight_layout, legends included): a "tight"
+            # bounding box would draw it twice more per file.
+            p.figure.savefig(path)
             written.append(path)
     return written
 
@@ -101,33 +90,6 @@ def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
 def close(plots: Sequence[Plot]) -> None:
     for p in plots:
         plt.close(p.figure)
-
-
-# ---------------------------------------------------------------------------
-# Grouping helpers: rows of one workload, split by every parameter but one.
-# ---------------------------------------------------------------------------
-def _by_workload(comp: Comparison) -> dict[str, list[Row]]:
-    out: dict[str, list[Row]] = {}
-    for row in comp.rows:
-        out.setdefault(row.workload, []).append(row)
-    return out
-
-
-def _panels(rows: Sequence[Row], along: str) -> dict[str, list[Row]]:
-    """Rows split into panels by the parameters that vary, except `along`."""
-    varying = {
-        k for r in rows for k, v in r.params if any(dict(o.params).get(k) != v for o in rows)
-    }
-    out: dict[str, list[Row]] = {}
-    for r in rows:
-        key = " ".join(f"{k}={value_text(v)}" for k, v in r.params if k in varying - {along})
-        out.setdefault(key, []).append(r)
-    return out
-
-
-def _median(row: Row, metric: str, allocator: str) -> float | None:
-    s = row.cells[metric][allocator].summary
-    return s.median if s else None
 
 
 def _grid(n: int, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list[Axes]]:
@@ -148,7 +110,7 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
     RSS against the baseline, with their 95 % intervals; lower left is better."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    rows = comp.rows[:MAX_SCATTER_PANELS]
+    rows = comp.rows[: panels.MAX_SCATTER_PANELS]
     fig, axes = _grid(len(rows), width=4.6, height=3.8)
     for ax, row in zip(axes, rows, strict=True):
         for a, c in recommend.positions(comp, row).items():
@@ -162,31 +124,26 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
                 yerr=[[t.value - t.low], [t.high - t.value]],
                 fmt="o",
                 capsize=3,
-                label=_cut(a),
+                color=fmt.colour(comp.allocators, a),
+                label=panels.cut(a),
             )
         ax.axhline(1, color="#999", lw=0.8)
         ax.axvline(1, color="#999", lw=0.8)
-        ax.set_title(_wrapped(row.label), fontsize=9)
+        ax.set_title(panels.wrapped(row.label), fontsize=9)
         ax.set(
-            xlabel=f"peak RSS / {_cut(comp.baseline or '')}",
-            ylabel=f"time / {_cut(comp.baseline or '')}",
+            xlabel=f"peak RSS / {panels.cut(comp.baseline or '')}",
+            ylabel=f"time / {panels.cut(comp.baseline or '')}",
         )
     _legend(fig, axes)
-    first = _first(rows, comp)
+    first = panels.first_rows(rows, comp)
     fig.suptitle(f"time against peak RSS, 95% intervals; lower left is better{first}")
     return [Plot("time-vs-rss", fig.get_suptitle(), fig)]
-
-
-MAX_SCATTER_PANELS = 12
 
 
 def rss_over_time(comp: Comparison, series: Series) -> list[Plot]:
     """Per row, each allocator's RSS against the share of its run that has passed:
     the median of its runs, and a band from the smallest to the largest."""
-    cells: dict[tuple[str, Params], dict[str, list[RssSeries]]] = {}
-    for a, w, params, s in series:
-        cells.setdefault((w, params), {}).setdefault(a, []).append(s)
-    rows = [r for r in comp.rows if (r.workload, r.params) in cells][:MAX_SCATTER_PANELS]
+    rows, cells = panels.rss_cells(comp, series)
     if not rows:
         return []
     fig, axes = _grid(len(rows), width=4.6, height=3.4)
@@ -194,37 +151,19 @@ def rss_over_time(comp: Comparison, series: Series) -> list[Plot]:
     for ax, row in zip(axes, rows, strict=True):
         by_alloc = cells[(row.workload, row.params)]
         for a in [a for a in comp.allocators if a in by_alloc]:
-            curves = np.array([share_of_run(s, at) for s in by_alloc[a]]) / 1024
-            (line,) = ax.plot(at * 100, np.median(curves, axis=0), label=_cut(a), lw=1.2)
+            curves = np.array([panels.share_of_run(s, at) for s in by_alloc[a]]) / 1024
+            colour = fmt.colour(comp.allocators, a)
+            ax.plot(at * 100, np.median(curves, axis=0), label=panels.cut(a), lw=1.2, color=colour)
             ax.fill_between(
-                at * 100,
-                curves.min(axis=0),
-                curves.max(axis=0),
-                color=line.get_color(),
-                alpha=0.15,
-                lw=0,
+                at * 100, curves.min(axis=0), curves.max(axis=0), color=colour, alpha=0.15, lw=0
             )
-        ax.set_title(_wrapped(row.label), fontsize=9)
+        ax.set_title(panels.wrapped(row.label), fontsize=9)
         ax.set(xlabel="% of the run", ylabel="RSS (MiB)")
         ax.set_ylim(bottom=0)
     _legend(fig, axes)
-    more = f" (first {len(rows)} of {len(comp.rows)} rows)" if len(comp.rows) > len(rows) else ""
+    more = panels.first_rows(rows, comp)
     fig.suptitle(f"RSS over the run: median of the runs, band from smallest to largest{more}")
     return [Plot("rss-over-time", fig.get_suptitle(), fig)]
-
-
-def _wrapped(label: str) -> str:
-    """A row label on lines narrow enough for a panel's title."""
-    return "\n".join(textwrap.wrap(label, 48)) or label
-
-
-def share_of_run(s: RssSeries, at: np.ndarray) -> np.ndarray:
-    """The series' RSS (KiB) at each share `at` of its run; runs of different
-    lengths line up from start to end."""
-    t = np.asarray(s.t_ms, dtype=float)
-    length = t[-1] + s.stride * s.period_us / 1000  # the last point covers a stride
-    kib: np.ndarray = np.interp(at * length, t, np.asarray(s.kib, dtype=float))
-    return kib
 
 
 def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
@@ -233,30 +172,26 @@ def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
     if "overhead_ratio" not in comp.metrics or "ops_per_s" not in comp.metrics:
         return []
     plots = []
-    for workload, rows in _by_workload(comp).items():
+    for workload, rows in panels.by_workload(comp).items():
         if len(rows) < 2:
             continue  # one point per allocator: the tables say it all
-        panels = _panels(rows, "threads")
-        fig, axes = _grid(len(panels))
-        for ax, (title, prow) in zip(axes, panels.items(), strict=True):
+        split = panels.split(rows, "threads")
+        fig, axes = _grid(len(split))
+        for ax, (title, prow) in zip(axes, split.items(), strict=True):
             for a in comp.allocators:
-                pts = [
-                    (x, y / 1e6, dict(r.params).get("threads"))
-                    for r in prow
-                    if (x := _median(r, "overhead_ratio", a)) is not None
-                    and (y := _median(r, "ops_per_s", a)) is not None
-                ]
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=_cut(a))
+                if pts := panels.overhead_points(prow, a):
+                    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                    ax.plot(xs, ys, "o-", label=panels.cut(a), color=fmt.colour(comp.allocators, a))
                     for x, y, t in pts:
                         ax.annotate(
                             f"{t}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
                         )
             ax.set(
-                title=f"{workload} {title}".strip(),
+                title=panels.wrapped(f"{workload} {title}".strip(), 40),
                 xlabel="memory overhead (RSS / requested)",
                 ylabel="Mops/s",
             )
+            ax.title.set_fontsize(9)
         _legend(fig, axes)
         fig.suptitle(f"{workload}: overhead against throughput (labels: threads)")
         plots.append(Plot(f"overhead-vs-throughput-{workload}", fig.get_suptitle(), fig))
@@ -265,29 +200,27 @@ def overhead_vs_throughput(comp: Comparison) -> list[Plot]:
 
 def scaling(comp: Comparison) -> list[Plot]:
     """Throughput against threads, a line per allocator, for workloads run at
-    several thread counts."""
-    if "ops_per_s" not in comp.metrics:
-        return []
+    several thread counts; the counts are the axis's ticks."""
     plots = []
-    for workload, rows in _by_workload(comp).items():
-        if len({dict(r.params).get("threads") for r in rows}) < 2:
-            continue
-        panels = _panels(rows, "threads")
-        fig, axes = _grid(len(panels))
-        for ax, (title, prow) in zip(axes, panels.items(), strict=True):
-            prow = sorted(prow, key=lambda r: int(dict(r.params).get("threads", 1)))
+    for scaled in panels.scaling(comp):
+        workload, split, counts = scaled.workload, scaled.panels, scaled.counts
+        fig, axes = _grid(len(split))
+        for ax, (title, prow) in zip(axes, split.items(), strict=True):
             for a in comp.allocators:
-                xs = [int(dict(r.params)["threads"]) for r in prow if _median(r, "ops_per_s", a)]
-                ys = [m / 1e6 for r in prow if (m := _median(r, "ops_per_s", a))]
-                if xs:
-                    line = ax.plot(xs, ys, "o-", label=_cut(a))[0]
-                    _hollow_past(ax, xs, ys, comp.cores, line.get_color())
-            _past_cores(ax, comp.cores, max(int(dict(r.params)["threads"]) for r in prow))
-            ax.set(title=f"{workload} {title}".strip(), xlabel="threads", ylabel="Mops/s")
+                if pts := panels.scaling_points(prow, a):
+                    xs, ys = [x for x, _ in pts], [y for _, y in pts]
+                    colour = fmt.colour(comp.allocators, a)
+                    ax.plot(xs, ys, "o-", label=panels.cut(a), color=colour)
+                    _hollow_past(ax, xs, ys, comp.cores, colour)
+            _past_cores(ax, comp.cores, max(panels.threads(r) for r in prow))
+            ax.set_xticks(counts)  # threads are counted: no tick between two counts
+            ax.set(title=panels.wrapped(f"{workload} {title}".strip(), 40))
+            ax.set(xlabel="threads", ylabel="Mops/s")
+            ax.title.set_fontsize(9)
         _legend(fig, axes)
         past = (
             f"; shaded: more threads than the {comp.cores} cores"
-            if any(int(dict(r.params)["threads"]) > comp.cores for r in rows) and comp.cores
+            if comp.cores and counts[-1] > comp.cores
             else ""
         )
         # said in the caption: the figure's own title has no room beside its legend
@@ -323,30 +256,32 @@ def _past_cores(ax: Axes, cores: int, most: int) -> None:
 
 
 def normalized(comp: Comparison) -> list[Plot]:
-    """Time and peak RSS per row relative to the baseline: bars with the ratio's
-    95 % interval as whiskers, log scale when the ratios span more than 10x."""
+    """Speed and peak RSS per row relative to the baseline: bars with the ratio's
+    95 % interval as whiskers, log scale when the ratios span more than 10x; a row
+    of fixed duration shows its time per operation (panels.shown_ratio)."""
     if comp.baseline is None or not comp.rows:
         return []
     plots = []
+    others = [a for a in comp.allocators if a != comp.baseline]
     for metric in ("time_s", "peak_rss_kib"):
-        others = [a for a in comp.allocators if a != comp.baseline]
-        if not others:
-            continue
-        width_in = min(18.0, max(6.0, 0.12 * len(comp.rows) * len(others)))
+        shown, ratios = panels.bars(comp, metric)
+        if not shown:
+            continue  # no slot without a bar
+        width_in = min(18.0, max(6.0, 0.12 * len(shown) * len(others)))
         fig, ax = plt.subplots(figsize=(width_in, 5.0))
         width = 0.8 / len(others)
         values: list[float] = []
         for i, a in enumerate(others):
             xs, ys, lo, hi = [], [], [], []
-            for j, row in enumerate(comp.rows):
-                r = row.cells[metric][a].ratio
-                if r is not None:
+            for j, k in enumerate(shown):
+                if (r := ratios[a][k]) is not None:
                     xs.append(j + (i - (len(others) - 1) / 2) * width)
                     ys.append(r.value)
                     lo.append(r.value - r.low)
                     hi.append(r.high - r.value)
             values += ys
-            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=_cut(a))
+            colour = fmt.colour(comp.allocators, a)
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=panels.cut(a), color=colour)
         ax.axhline(1.0, color="black", linewidth=0.8)
         if values and max(values) / max(min(values), 1e-9) > 10:
             ax.set_yscale("log")
@@ -354,40 +289,26 @@ def normalized(comp: Comparison) -> list[Plot]:
             plain = FuncFormatter(lambda v, _pos: f"{v:g}")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
-        ax.set_xticks(
-            range(len(comp.rows)),
-            [_cut(r.label) for r in comp.rows],
-            rotation=30,
-            ha="right",
-            fontsize=8,
-        )
+        labels = [panels.cut(comp.rows[j].label) for j in shown]
+        ax.set_xticks(range(len(shown)), labels, rotation=30, ha="right", fontsize=8)
         word = "speed-up" if comp.speedup and metric == "time_s" else "ratio"
-        ax.set_ylabel(f"{fmt.TITLES[metric].lower()} {word} to {_cut(comp.baseline or '')}")
-        ax.legend(fontsize=7, ncols=2)
+        ax.set_ylabel(f"{fmt.TITLES[metric].lower()} {word} to {panels.cut(comp.baseline)}")
+        _outside(ax)
         title = f"{fmt.TITLES[metric]} relative to {comp.baseline} (95% interval)"
         ax.set_title(title)
+        fig.tight_layout()
         plots.append(Plot(f"normalized-{metric}", title, fig))
     return plots
-
-
-WHY_MOST = 24  # explained differences drawn, the largest first
 
 
 def why_parts(comp: Comparison) -> list[Plot]:
     """Each explained difference (why.py) beside the signals in its units that moved
     with it: the difference's own bar, then one per signal (seconds of CPU for time,
     KiB at the peak for peak RSS), so that "most of it" can be seen at a glance."""
-    found = [w for w in why.explain(comp) if w.explained]
     plots = []
-    for axis, unit, scale, title in (
-        ("time", "s", 1.0, "time"),
-        ("rss", "MiB", 1 / 1024, "peak RSS"),
-    ):
-        mine = sorted((w for w in found if w.axis == axis), key=lambda w: -abs(w.delta))
-        mine = mine[:WHY_MOST]
-        if not mine:
-            continue
-        names = list(dict.fromkeys(f.words for w in mine for f in w.factors if f.share is not None))
+    for bars in panels.why_bars(comp):
+        axis, unit, scale, title = bars.axis, bars.unit, bars.scale, bars.name
+        mine, names = bars.differences, bars.signals
         fig, ax = plt.subplots(figsize=(9.0, 1.5 + 0.3 * len(mine) * (1 + len(names)) / 2))
         height = 0.8 / (1 + len(names))
         for i, w in enumerate(mine):
@@ -405,13 +326,14 @@ def why_parts(comp: Comparison) -> list[Plot]:
                         label=name if not any(x.words == name for x in _seen(mine, i)) else None,
                     )
         labels = [
-            textwrap.shorten(w.label, 34, placeholder="…") + f": {_cut(w.allocator)}" for w in mine
+            textwrap.shorten(w.label, 34, placeholder="…") + f": {panels.cut(w.allocator)}"
+            for w in mine
         ]
         ax.set_yticks(range(len(mine)), labels, fontsize=7)
         ax.invert_yaxis()
         ax.axvline(0, color="black", linewidth=0.8)
-        ax.set_xlabel(f"{title} against {_cut(comp.baseline or '')} ({unit})")
-        ax.legend(fontsize=7)
+        ax.set_xlabel(f"{title} against {panels.cut(comp.baseline or '')} ({unit})")
+        _outside(ax)
         name = f"Why: each decided {title} difference and what accounts for it"
         ax.set_title(name, fontsize=10)
         fig.tight_layout()
@@ -424,139 +346,6 @@ def _seen(mine: Sequence[why.Why], i: int) -> list[why.Factor]:
     return [f for w in mine[:i] for f in w.factors if f.share is not None]
 
 
-MAX_VERSION_ROWS = 6
-
-
-def across_versions(comp: Comparison) -> list[Plot]:
-    """Per family with two or more versions in the campaign: time and peak RSS of each
-    version against the baseline, in version order, with 95 % intervals, a row of two
-    panels per workload row; Debian's builds are a line of their own (squares), one
-    that runs under a newer glibc a hollow diamond."""
-    if comp.baseline is None:
-        return []
-    present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
-    plots = []
-    steps = releases.changes(comp)
-    for family, entries in lineage.families(present).items():
-        versions = list(dict.fromkeys(lin.version for _, lin in entries))
-        rows = comp.rows[:MAX_VERSION_ROWS]
-        size = (max(6.0, 0.9 * len(versions)) * 2, 3.0 * len(rows))
-        fig, grid = plt.subplots(len(rows), 2, figsize=size, squeeze=False)
-        marks = {(c.newer, c.row, c.metric != releases.MEMORY): c for c in steps if c.decided}
-        for line, row in zip(grid, rows, strict=True):
-            for ax, metric in zip(line, ("time_s", "peak_rss_kib"), strict=True):
-                _version_panel(ax, row, metric, entries, versions)
-                _mark_changes(ax, row, metric, entries, versions, marks)
-                what = "peak RSS" if metric != "time_s" else _speed_word(row, entries)
-                ax.set_title(_wrapped(f"{row.label}: {what}"), fontsize=9)
-                ax.set_ylabel(f"/ {_cut(comp.baseline)}")
-        grid[0][0].legend(fontsize=7)
-        # Under TEXT_MAX for any family name of up to 20 characters.
-        # The legend (first panel) tells crate builds, Debian's and those under a newer glibc.
-        fig.suptitle(
-            f"{family} by version, against {comp.baseline}; 95% intervals{_first(rows, comp)}"
-        )
-        fig.tight_layout(rect=(0, 0, 1, 0.96))
-        plots.append(Plot(f"versions-{_slug(family)}", fig.get_suptitle(), fig))
-    return plots
-
-
-def _first(shown: Sequence[Row], comp: Comparison) -> str:
-    return f" (first {len(shown)} of {len(comp.rows)} rows)" if len(comp.rows) > len(shown) else ""
-
-
-def _version_panel(
-    ax: Axes,
-    row: Row,
-    metric: str,
-    entries: Sequence[tuple[str, lineage.Lineage]],
-    versions: list[str],
-) -> None:
-    for series in _SERIES:
-        xs, ys, lo, hi = [], [], [], []
-        for a, lin in entries:
-            # Speed: time, or throughput where the workload's time is fixed (larson).
-            cell = row.cells[metric].get(a)
-            if metric == "time_s" and cell is not None:
-                cell = recommend.speed_cell(row, a)
-            r = cell.ratio if cell is not None else None
-            if r is None or releases.series(lin) != series:
-                continue
-            xs.append(
-                versions.index(lin.version) + (0 if series in ("crate", lineage.GIT) else 0.18)
-            )
-            ys.append(r.value)
-            # Too few blocks bound nothing (0 to infinity): the point alone, no whisker.
-            bounded = r.low > 0 and math.isfinite(r.high)
-            lo.append(r.value - r.low if bounded else 0.0)
-            hi.append(r.high - r.value if bounded else 0.0)
-        if xs:
-            style = _SERIES[series]
-            ax.errorbar(
-                xs,
-                ys,
-                yerr=[lo, hi],
-                fmt=style[0],
-                capsize=3,
-                color=style[1],
-                mfc=style[2] or style[1],
-                label=series,
-            )
-    ax.axhline(1, color="#999", lw=0.8)
-    ax.set_xticks(range(len(versions)), [_cut(v) for v in versions], rotation=30, fontsize=8)
-    ax.set_xlim(-0.5, len(versions) - 0.3)
-
-
-def _mark_changes(
-    ax: Axes,
-    row: Row,
-    metric: str,
-    entries: Sequence[tuple[str, lineage.Lineage]],
-    versions: list[str],
-    marks: dict[tuple[str, str, bool], releases.Change],
-) -> None:
-    """A decided change from the version before (releases.py), written above its point:
-    the table's verdicts, where the eye reads the line."""
-    for a, lin in entries:
-        change = marks.get((a, row.label, metric == "time_s"))
-        cell = row.cells[metric].get(a)
-        if metric == "time_s" and cell is not None:
-            cell = recommend.speed_cell(row, a)
-        if change is None or change.ratio is None or cell is None or cell.ratio is None:
-            continue
-        worse = change.verdict is stats.Verdict.WORSE
-        shift = 0 if releases.series(lin) in ("crate", lineage.GIT) else 0.18
-        ax.annotate(
-            f"{change.ratio.value - 1:+.0%}",
-            (versions.index(lin.version) + shift, cell.ratio.value),
-            textcoords="offset points",
-            xytext=(0, 7),
-            ha="center",
-            fontsize=7,
-            color="#d62728" if worse else "#2ca02c",
-        )
-
-
-# fmt, colour, marker face ("": filled): crate builds, Debian's (this system's and
-# other releases'), Debian's that run under another glibc (the C library changes too),
-# and revisions of the user's repository.
-_SERIES = {
-    "crate": ("o-", "#1f77b4", ""),
-    "Debian": ("s-", "#d62728", ""),
-    "Debian, under a newer glibc": ("D", "#d62728", "white"),
-    "git": ("o-", "#2ca02c", ""),
-}
-
-
-def _speed_word(row: Row, entries: Sequence[tuple[str, lineage.Lineage]]) -> str:
-    fixed = any(a in row.cells["time_s"] and row.cells["time_s"][a].fixed for a, _ in entries)
-    return "throughput (higher is better)" if fixed else "time"
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:64]
-
-
 def distributions(comp: Comparison) -> list[Plot]:
     """Every repetition's time, a strip per allocator, a panel per row."""
     if not comp.rows:
@@ -565,14 +354,10 @@ def distributions(comp: Comparison) -> list[Plot]:
     for ax, row in zip(axes, comp.rows, strict=True):
         for i, a in enumerate(comp.allocators):
             vals = row.cells["time_s"][a].values
-            ax.plot([i] * len(vals), vals, "o", alpha=0.6, markersize=4)
-        ax.set_xticks(
-            range(len(comp.allocators)),
-            [_cut(a) for a in comp.allocators],
-            rotation=45,
-            ha="right",
-            fontsize=7,
-        )
+            colour = fmt.colour(comp.allocators, a)
+            ax.plot([i] * len(vals), vals, "o", alpha=0.6, markersize=4, color=colour)
+        names = [panels.cut(a) for a in comp.allocators]
+        ax.set_xticks(range(len(comp.allocators)), names, rotation=45, ha="right", fontsize=7)
         ax.set(title=row.label, ylabel="seconds")
         ax.title.set_fontsize(8)
     fig.suptitle("Time of every repetition")
@@ -581,7 +366,20 @@ def distributions(comp: Comparison) -> list[Plot]:
 
 
 def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="upper right", fontsize=7)
-    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
+    """One legend for the panels, right of them: every allocator any panel drew."""
+    named: dict[str, Artist] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            named.setdefault(label, handle)
+    right = 1.0
+    if named:
+        legend = fig.legend(list(named.values()), list(named), loc="upper right", fontsize=7)
+        # The panels end where the legend begins, however long the names are.
+        width = legend.get_window_extent().width / fig.bbox.width
+        right = 1 - min(width + 0.01, 0.5)
+    fig.tight_layout(rect=(0, 0, right, 0.95))
+
+
+def _outside(ax: Axes) -> None:
+    """A one-panel figure's legend, right of its data, never on it."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

@@ -11,8 +11,8 @@ from allocmark.errors import UserError
 from allocmark.report import csvfile, data, jsonfile, markdown
 from allocmark.store import Store
 
-# html and plots are imported where they are used: matplotlib and Jinja cost
-# half a second of start-up that the other formats should not pay.
+# html and plots are imported where they are used: Jinja and matplotlib cost
+# start-up time that the other formats should not pay.
 
 TEXT_FORMATS = ("md", "csv", "json", "html")
 
@@ -33,15 +33,11 @@ def text(store: Store, cid: int, fmt: str, view: str = "summary", speedup: bool 
 
 
 def _html(report: data.ReportData) -> str:
-    from allocmark.report import html, plots
+    from allocmark.report import html
 
     if report.view == "runs":
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
-    figures = plots.all_plots(report.comparison, report.series) if report.comparison else []
-    try:
-        return html.render(report, figures)
-    finally:
-        plots.close(figures)
+    return html.render(report)
 
 
 def plot_files(store: Store, cid: int, directory: Path, speedup: bool = False) -> list[Path]:
