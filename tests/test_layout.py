@@ -141,7 +141,7 @@ def test_the_import_contracts_hold() -> None:
         (
             "report/fmt.py",
             "from allocmark.run import execute",
-            "report never imports the run stage",
+            "the pipeline's layers",
         ),
         ("cli/show.py", "from allocmark.store import Store", "the CLI imports api"),
         ("cli/app.py", "from allocmark.allocators import builder", "the CLI imports api"),

@@ -95,7 +95,7 @@ def test_a_setting_is_judged_against_its_own_allocators_defaults() -> None:
         *_rows("jemalloc{narenas=1}", 0.8, 1000),
     ]
     comp = analyze.compare(runs, ["glibc", "jemalloc", "jemalloc{narenas=1}"], "glibc")
-    text = tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}")
+    text = race.against_default(comp, comp.rows[0], "jemalloc{narenas=1}")
     assert text.startswith("against jemalloc's defaults: time ×1.00")
     assert "peak RSS ×0.50 [0.50–0.50] smaller" in text
     assert race.default_of("jemalloc:nothp") == "jemalloc"
@@ -295,8 +295,8 @@ def test_settings_judged_together_get_wider_intervals() -> None:
     for runs in (one, many):
         names = list(dict.fromkeys(r.allocator for r in runs))
         comp = analyze.compare(runs, names, "glibc")
-        texts.append(tune.against_default(comp, comp.rows[0], "jemalloc{narenas=1}"))
-        assert tune.candidate_count(comp) == len(names) - 2
+        texts.append(race.against_default(comp, comp.rows[0], "jemalloc{narenas=1}"))
+        assert race.candidate_count(comp) == len(names) - 2
     bounds = [
         tuple(map(float, re.search(r"time ×[\d.]+ \[([\d.]+)–([\d.]+)\]", t).groups()))
         for t in texts

@@ -18,6 +18,7 @@ from allocmark.answer.forecast import (
     Forecast as Forecast,  # an event the caller reads
     duration as duration,
 )
+from allocmark.answer.race import Front, against_default, candidate_count, defaults_family
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
@@ -213,7 +214,7 @@ def run_to_end(
     return cid
 
 
-def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
+def tuned(db: Path, cid: int | None = None) -> list[Front]:
     """A `tune` campaign's answer: per row, the Pareto front of time and peak RSS as
     (candidate, the command line that runs the program that way)."""
     store = Store(db, create=False)
@@ -232,10 +233,10 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
         if answer.scope == recommend.OVERALL:
             continue
         row = next(r for r in comp.rows if r.label == answer.scope)
-        family = tune.defaults_family(comp, row)
+        family = defaults_family(comp, row)
         lines = tuple(
             (
-                f"{c.allocator}  {tune.against_default(comp, row, c.allocator, family)}".rstrip(),
+                f"{c.allocator}  {against_default(comp, row, c.allocator, family)}".rstrip(),
                 tune.paste_line(
                     specs[c.allocator],
                     library[c.allocator],
@@ -245,7 +246,7 @@ def tuned(db: Path, cid: int | None = None) -> list[tune.Front]:
             for c in answer.front
             if c.allocator in specs
         )
-        out.append(tune.Front(answer.scope, lines, tune.candidate_count(comp), left_out))
+        out.append(Front(answer.scope, lines, candidate_count(comp), left_out))
     return out
 
 

@@ -9,7 +9,7 @@ run; it is the same code here (local.py) and on a cluster worker (dask.py). The
 campaign (coordinator) stores what comes back, run by run.
 
 May import: run, allocators, model, errors.
-Never: api, cli, report, verbs.
+Never: api, cli, verbs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Report outputs, one module per format, all reading one analyze.Comparison.
+"""Report outputs, one module per format, all reading one analyze.Comparison; below
+verbs and run in the layers: a report only reads.
 
 Takes a `Store` (read only) and what answer/ makes of it; gives terminal tables
 (table.py, glance.py, matrix.py, rows.py, answer.py, extra.py, profile_rows.py,
@@ -10,7 +11,6 @@ versions.py (a family's versions), through data.py (what a report reads)
 and render.py (one call per format); fmt.py formats numbers and gives each
 allocator its colour.
 
-May import: answer, verbs, store, stats, profile, allocators, model, errors, text,
-units.
-Never: api, cli, executors, run.
+May import: answer, store, stats, profile, allocators, model, errors, text, units.
+Never: api, cli, verbs, executors, run.
 """

@@ -10,13 +10,12 @@ from rich.table import Table
 from rich.text import Text
 
 from allocmark import profile, stats
-from allocmark.answer import recommend, remedy, why
+from allocmark.answer import race, recommend, remedy, why
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
 from allocmark.answer.compare import Summary as CompareSummary, Verdict
 from allocmark.report import answer, extra as extra_, fmt, profile_rows
 from allocmark.report.tryout import TryLine
 from allocmark.text import cell
-from allocmark.verbs import tune
 
 LONG_LABEL = 24
 
@@ -152,7 +151,7 @@ def _transposed(
     return table
 
 
-def tune_front(console: Console, fronts: Sequence[tune.Front]) -> None:
+def tune_front(console: Console, fronts: Sequence[race.Front]) -> None:
     """A tune campaign's Pareto front per row: each point and the line that runs it."""
     for front in fronts:
         console.print(

@@ -18,5 +18,5 @@ Takes: a `Request`, `Workload`s and a `Store`. Gives: stored runs and the events
 campaign.
 May import: executors, answer, store, profile, allocators, workloads, native, stats,
 schemas, model, errors, defaults, text, tomlfile, units.
-Never: api, cli, report, verbs.
+Never: api, cli, verbs.
 """

@@ -3,11 +3,11 @@
 bisect.py finds the commit of the user's allocator that changed a metric (each step a
 campaign of its own, which it runs) and confirms it against its parent; bisect_budget.py
 shares a bisect's time among its decisions and forecasts each from the noise measured;
-tune.py races an allocator's settings (which
-settings exist, whether the allocator takes them, the race, the pasted command).
-They are called by `api`, never by the stages below it.
+tune.py races an allocator's settings (which settings exist, whether the allocator
+takes them, the pasted command; the race's answer is answer's race). They are
+called by `api`, never by the stages below it.
 
 May import: run, executors, answer, store, allocators, stats, schemas, model, errors,
 tomlfile.
-Never: api, cli, report.
+Never: api, cli.
 """

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import schemas, stats, tomlfile
+from allocmark import schemas, tomlfile
 from allocmark.allocators import catalog, debian
-from allocmark.answer.analyze import Comparison, Row, row_ratio
 from allocmark.answer.race import OBJECTIVES, default_of
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Note, Prepared, Verified, preload_list
@@ -249,76 +248,6 @@ def _loader() -> str:
         if re.fullmatch(r".*/ld-linux[^/]*\.so\.\d+", path):
             return path
     return "/lib64/ld-linux-x86-64.so.2"
-
-
-# -- the answer --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Front:
-    """One row's Pareto front: (candidate and what its setting changes, the line that
-    runs the program that way), how many settings were judged together, and those
-    left out because the allocator does not take them."""
-
-    scope: str
-    lines: tuple[tuple[str, str], ...]
-    candidates: int
-    left_out: tuple[tuple[str, str], ...] = ()  # (candidate, why) before the race
-
-
-_AXES = (
-    ("time_s", "time", ("faster", "slower")),
-    ("peak_rss_kib", "peak RSS", ("smaller", "larger")),
-)
-
-
-def against_default(
-    comp: Comparison,
-    row: Row,
-    candidate: str,
-    family: dict[str, dict[str, stats.Ratio]] | None = None,
-) -> str:
-    """The candidate's time and peak RSS against its own allocator's defaults, paired
-    by block: what the setting itself changes, judged with every other candidate's
-    (`defaults_family`, computed here when not given)."""
-    base = default_of(candidate)
-    if base == candidate or base not in comp.allocators:
-        return ""
-    ratios = (defaults_family(comp, row) if family is None else family).get(candidate, {})
-    parts = []
-    for metric, label, (better, worse) in _AXES:
-        if (r := ratios.get(metric)) is None:
-            continue
-        verdict = stats.verdict(r, comp.margin)
-        word = {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(
-            verdict, verdict.value
-        )
-        parts.append(f"{label} ×{r.value:.2f} [{r.low:.2f}–{r.high:.2f}] {word}")
-    return f"against {base}'s defaults: " + ", ".join(parts) if parts else ""
-
-
-def defaults_family(comp: Comparison, row: Row) -> dict[str, dict[str, stats.Ratio]]:
-    """Every candidate's time and peak RSS ratio to its own allocator's defaults on the
-    row, judged as one family (Holm): with two dozen settings, 95 % intervals alone
-    would call about one of them different by chance."""
-    found: list[tuple[str, str, stats.Ratio]] = []
-    for candidate in comp.allocators:
-        base = default_of(candidate)
-        if base == candidate or base not in comp.allocators:
-            continue
-        for metric, _, _ in _AXES:
-            r = row_ratio(comp, row, row.cells[metric][candidate], row.cells[metric][base])
-            if r is not None:
-                found.append((candidate, metric, r))
-    out: dict[str, dict[str, stats.Ratio]] = {}
-    for (candidate, metric, _), r in zip(found, stats.holm([r for *_, r in found]), strict=True):
-        out.setdefault(candidate, {})[metric] = r
-    return out
-
-
-def candidate_count(comp: Comparison) -> int:
-    """How many candidates are judged against their allocator's defaults."""
-    return sum(
-        1 for a in comp.allocators if default_of(a) != a and default_of(a) in comp.allocators
-    )
 
 
 def paste_line(spec: AllocatorSpec, library: str, argv: Sequence[str]) -> str:
