@@ -70,7 +70,7 @@ def _version(value: bool) -> None:
 
 
 # How much a running campaign says on the terminal: -q its answer and errors only,
-# -v every run as it ends too (cli/runs.py reads it).
+# -v every run as it ends too (cli/progress.py reads it).
 VERBOSITY = {"level": 0}
 
 
