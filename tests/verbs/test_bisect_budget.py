@@ -12,7 +12,7 @@ from allocmark import stats
 from allocmark.answer import forecast
 from allocmark.model import AllocatorSpec, Git, GitBuild
 from allocmark.stats import fewblock
-from allocmark.verbs import bisect, bisect_budget as budget
+from allocmark.verbs import bisect, bisect_budget as budget, bisect_step
 
 
 def test_blocks_for_is_the_first_count_whose_interval_clears_zero() -> None:
@@ -147,23 +147,25 @@ def _spec(describe: str) -> AllocatorSpec:
 def test_an_undecided_decision_says_the_blocks_and_the_budget_that_would_decide_it() -> None:
     clock = budget.Clock(600.0, stretch=False)
     start = _measured(math.log(1.04), 0.15, 200, 0.2, 5)  # the start: a small change
-    share = bisect.Share(1.0, 4 * budget.STEP_WEIGHT + 1, left=4)
+    share = bisect_step.Share(1.0, 4 * budget.STEP_WEIGHT + 1, left=4)
     n = budget.blocks_for(start.mean, start.sd, 0.006, math.log1p(0.03))
     differ = budget.blocks_for(start.mean, start.sd, 0.006)
     assert n is not None and n == differ  # +4 % lies past the ±3 % margin: never "same"
     before = clock.elapsed()
-    text = bisect._more(start, 0.006, share, clock)
+    text = bisect_step.what_more(start, 0.006, share, clock)
     after = clock.elapsed()
     assert text.startswith(f"at this estimate about {n} blocks would decide it (about ")
     # deciding it different, the rest of the bisect follows: the budget for all of it
-    this, rest = bisect._needed_s(start, 0.006, share)
+    this, rest = bisect_step.needed_s(start, 0.006, share)
     said = {forecast.duration(t + this + rest, budget=True) for t in (before, after)}
     assert rest > 0 and text.rsplit("give --budget ", 1)[1] in said
     same = budget.Measured(tuple(0.005 * (-1) ** i for i in range(200)), 0.2)
-    quiet = bisect._more(same, 0.006, share, clock)  # the same within ±3 % is near
+    quiet = bisect_step.what_more(same, 0.006, share, clock)  # the same within ±3 % is near
     assert quiet.startswith("at this estimate about ") and "--budget" not in quiet
     flat = budget.Measured((0.0,) * 50, 0.2)
-    assert "no number of blocks up to 1,000,000" in bisect._more(
-        flat, 0.006, bisect.Share(budget.STEP_WEIGHT, 1.0, start=start), clock
+    assert "no number of blocks up to 1,000,000" in bisect_step.what_more(
+        flat, 0.006, bisect_step.Share(budget.STEP_WEIGHT, 1.0, start=start), clock
     )
-    assert "too few blocks" in bisect._more(budget.Measured((0.1,), 0.2), 0.006, share, clock)
+    assert "too few blocks" in bisect_step.what_more(
+        budget.Measured((0.1,), 0.2), 0.006, share, clock
+    )

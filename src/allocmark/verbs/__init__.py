@@ -1,7 +1,8 @@
 """Verbs over the stages: each makes requests of its own and reads the answers.
 
-bisect.py finds the commit of the user's allocator that changed a metric (each step a
-campaign of its own, which it runs) and confirms it against its parent; bisect_budget.py
+bisect.py finds the commit of the user's allocator that changed a metric and confirms
+it against its parent, each decision a campaign of its own that bisect_step.py runs
+until decided; bisect_budget.py
 shares a bisect's time among its decisions and forecasts each from the noise measured;
 tune.py races an allocator's settings (which settings exist, whether the allocator
 takes them, the pasted command; the race's answer is answer's race). They are
