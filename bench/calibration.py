@@ -87,7 +87,7 @@ import psutil
 from scipy.stats import beta
 
 from allocmark import native, stats
-from allocmark.answer import analyze, compare, recommend, why
+from allocmark.answer import analyze, compare, recommend, stored, why
 from allocmark.store import Store
 from allocmark.verbs import tune
 
@@ -148,7 +148,7 @@ class Tally:
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
         store = Store(db, create=False)
-        comp = analyze.stored_comparison(store, store.campaign().id)
+        comp = stored.comparison(store, store.campaign().id)
         for row in comp.rows:
             # A duration-bound workload's speed is its throughput (larson): counted as
             # its time cell, the verdict a user reads for its speed.
@@ -174,7 +174,7 @@ class Tally:
     def add_tune(self, db: Path, kind: str) -> None:
         """Each no-op candidate's verdicts against glibc's defaults, as `tune` judges them."""
         store = Store(db, create=False)
-        comp = analyze.stored_comparison(store, store.campaign().id)
+        comp = stored.comparison(store, store.campaign().id)
         noop = {a for a in comp.allocators if UNUSED in a}
         for row in comp.rows:
             for candidate, ratios in tune.defaults_family(comp, row).items():
@@ -305,7 +305,7 @@ def apps_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
                 str(db),
             )
             store = Store(db, create=False)
-            comp = analyze.stored_comparison(store, store.campaign().id)
+            comp = stored.comparison(store, store.campaign().id)
             c = comp.rows[0].cells["peak_rss_kib"][allocator]
             if c.verdict is not None and c.ratio is not None:
                 what = f"{workload} {allocator}"
@@ -353,7 +353,7 @@ LOOPS = 200  # steps of a burning malloc: +150-170 % when every malloc burns
 
 def time_ratio(db: Path, name: str) -> stats.Ratio | None:
     store = Store(db, create=False)
-    comp = analyze.stored_comparison(store, store.campaign().id)
+    comp = stored.comparison(store, store.campaign().id)
     return comp.rows[0].cells["time_s"][name].ratio
 
 
@@ -419,7 +419,7 @@ def ab(tally: Tally, work: Path, cells: int, every: dict[float, int], tag: str) 
         f"burn10={burn}:{_env(every[0.10])}",
     )
     store = Store(db, create=False)
-    comp = analyze.stored_comparison(store, store.campaign().id)
+    comp = stored.comparison(store, store.campaign().id)
     for name, f in (("burn10", 0.10), ("burn5", 0.05)):
         for row in comp.rows:
             c = row.cells["time_s"][name]
@@ -462,7 +462,7 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
             *flags,
         )
         store = Store(db, create=False)
-        comp = analyze.stored_comparison(store, store.campaign().id)
+        comp = stored.comparison(store, store.campaign().id)
         found = {(w.label, w.axis): w for w in why.explain(comp) if w.allocator == "mmapper"}
         for row in comp.rows:
             for axis, (signal, same) in PLANTED.items():

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from allocmark import stats
-from allocmark.answer import analyze, releases
+from allocmark.answer import analyze, releases, stored as stored_answer
 from allocmark.model import StoredRun
 from allocmark.store import Store
 
@@ -70,7 +70,7 @@ def counts(
 
 def main(argv: Sequence[str]) -> None:
     store = Store(Path(argv[0]), create=False)
-    real = analyze.stored_comparison(store, 1)
+    real = stored_answer.comparison(store, 1)
     fixed = dict(store.campaign_plan(1).fixed_time)
     blocks: dict[Row, dict[int, list[StoredRun]]] = collections.defaultdict(dict)
     for r in store.runs(1):

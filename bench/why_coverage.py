@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from allocmark.answer import analyze, why
+from allocmark.answer import stored, why
 from allocmark.report import answer
 from allocmark.store import Store
 
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> None:
         sys.exit(__doc__)
     store = Store(Path(argv[0]), create=False)
     cid = store.campaign(int(argv[1]) if len(argv) > 1 else None).id
-    comp = analyze.stored_comparison(store, cid)
+    comp = stored.comparison(store, cid)
     found = why.explain(comp)
     for axis, name in (("time", "time"), ("rss", "peak RSS")):
         cells = [w for w in found if w.axis == axis]

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from allocmark import allocators, workloads
-from allocmark.answer import analyze
+from allocmark.answer import stored
 from allocmark.model import RunSpec, RunStatus, Verified
 from allocmark.run import execute
 from allocmark.store import Store
@@ -134,7 +134,7 @@ def allocator_share() -> None:
         if done.returncode != 0:
             sys.exit(f"profiled run failed:\n{done.stderr[-2000:]}")
         store = Store(db, create=False)
-        views = analyze.stored_profiles(store, store.campaign().id)
+        views = stored.profiles(store, store.campaign().id)
     shares = [
         f"{v.workload} {s.time_share:.1%}"
         for v in views

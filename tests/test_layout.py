@@ -165,7 +165,7 @@ def test_a_forbidden_import_fails_its_contract_by_name(
 # program wrote, which native/records.py alone parses.
 NOT_NATIVE = {
     "allocators/builder.py": "a build's provenance.json; `cargo metadata`",
-    "answer/analyze.py": "columns the store keeps as JSON",
+    "answer/stored.py": "columns the store keeps as JSON",
     "report/html.py": "columns the store keeps as JSON",
     "schemas/exchange.py": "an exchange file's values",
     "store/base.py": "a campaign's plan, as an export shows it",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from allocmark import native, workloads
-from allocmark.answer import analyze, hardening
+from allocmark.answer import hardening, stored as stored_answer
 from allocmark.model import RunSpec, RunStatus, StoredRun, Verified
 from allocmark.run import execute
 from allocmark.schemas.hardening import Kind
@@ -259,7 +259,7 @@ def test_allocmark_harden_prints_the_matrix_and_scores(tmp_path: Path) -> None:
     html = cli("report", "--db", str(db), "--format", "html").stdout
     assert 'class="o-caught"' in html and 'class="o-corrupt"' in html
     store = Store(db, create=False)
-    comp = analyze.stored_comparison(store, store.campaign(None).id)
+    comp = stored_answer.comparison(store, store.campaign(None).id)
     assert comp.rows == ()  # the battery's runs are outcomes, not times
 
 

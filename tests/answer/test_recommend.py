@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from allocmark import stats
-from allocmark.answer import analyze, recommend
+from allocmark.answer import analyze, labels, recommend
 from allocmark.model import RunStatus, StoredRun
 from allocmark.report import answer
 from tests.fakes import stored
@@ -77,7 +77,7 @@ def test_a_failed_allocator_is_never_recommended() -> None:
 
 def test_a_partial_allocator_is_refused_only_for_a_program_that_calls_what_it_lacks() -> None:
     sets = (_runs("glibc", 1.0, 10000), _runs("je", 0.5, 9000, partial=True))
-    key = analyze.row_key("churn", (("threads", 1),))
+    key = labels.row_key("churn", (("threads", 1),))
     lacks = {"je": ("reallocarray",)}
     calls_it = _comparison(*sets, lacks=lacks, calls={key: ("aligned_alloc", "reallocarray")})
     (a,) = recommend.answers(calls_it)

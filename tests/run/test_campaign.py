@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from allocmark import stats
-from allocmark.answer import analyze, forecast, releases
+from allocmark.answer import forecast, releases, stored as stored_answer
 from allocmark.model import (
     AllocatorSpec,
     Git,
@@ -108,7 +108,7 @@ def test_blocks_are_added_until_every_ratio_is_decided(tmp_path: Path) -> None:
     assert 8 <= n < 50
     assert rounds[0] == (2, 2, 1)  # time and peak RSS undecided, one more block
     assert rounds[-1] == (0, 2, 0)
-    comp = analyze.stored_comparison(s, cid)
+    comp = stored_answer.comparison(s, cid)
     assert comp.sequential and not comp.rows[0].final  # decided: the sequence alone
     cells = comp.rows[0].cells
     assert cells["time_s"]["a"].verdict is stats.Verdict.BETTER
@@ -125,7 +125,7 @@ def test_blocks_stop_at_max_runs(tmp_path: Path) -> None:
     assert blocks_of(s, cid) == [0, 1, 2, 3, 4]
     assert [r.seq for r in s.runs(cid)] == list(range(10))
     # max_blocks, not its intervals, ended the row: it gets the final exact look
-    comp = analyze.stored_comparison(s, cid)
+    comp = stored_answer.comparison(s, cid)
     assert comp.rows[0].final
     assert all(r.final for c in comp.rows[0].cells["time_s"].values() if (r := c.ratio))
 
@@ -286,7 +286,7 @@ def test_release_to_release_blocks_go_to_the_versions_still_open(tmp_path: Path)
     later = [by_block[b] for b in sorted(by_block) if b >= 4]
     assert later and later[-1] == {"t@v2", "t@v3"}
     assert all(b in (set(VERSIONS), {"t@v2", "t@v3"}) for b in later)
-    comp = analyze.stored_comparison(s, cid)
+    comp = stored_answer.comparison(s, cid)
     assert start._lines(_versions()) == (VERSIONS,)  # a planned block's line, in order
     found = {(c.older, c.newer, c.metric): c.verdict for c in releases.changes(comp)}
     assert found[("t@v1", "t@v2", "time_s")] is stats.Verdict.BETTER
@@ -306,7 +306,7 @@ def test_the_forecast_of_release_to_release_prices_the_open_versions_only(
     first = [RunSpec(i, VERSIONS[i % 3], "w", (), i // 3, ("true",), (), 5) for i in range(12)]
     cid = s.new_campaign("t", 1, machine.current(), [], _versions(), [], first, "t@v1", how)
     drive(s, cid, Releases(wiggle=0.05), _versions())
-    comp = analyze.stored_comparison(s, cid)
+    comp = stored_answer.comparison(s, cid)
     costs = {("t@v1", "w", ()): 1.0, ("t@v2", "w", ()): 0.7, ("t@v3", "w", ()): 0.75}
     fc = forecast.of(comp, costs, how, 0.0)
     assert (fc.undecided, fc.ratios) == (1, 4)  # v2 → v3's time

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from allocmark import stats, workloads
-from allocmark.answer import analyze, forecast
+from allocmark.answer import analyze, forecast, stored as stored_answer
 from allocmark.errors import UserError
 from allocmark.model import CampaignPlan, Note, Precision, RunResult, RunSpec, RunStatus, Workload
 from allocmark.report import plots
@@ -37,7 +37,7 @@ def events(s: Store, cid: int, fake: object, stretch: rounds.Stretch | None = No
 
 
 def decided(s: Store, cid: int) -> int:
-    comp = analyze.stored_comparison(s, cid)
+    comp = stored_answer.comparison(s, cid)
     verdicts = [v for r in comp.rows for v in analyze.decisions(r, comp.baseline, comp.margin)]
     return sum(v is not None and v is not stats.Verdict.INCONCLUSIVE for v in verdicts)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from allocmark.answer import analyze
+from allocmark.answer import stored
 from allocmark.store import Store
 from tests.conftest import cli
 
@@ -50,7 +50,7 @@ def test_why_runs_profiled_blocks_of_the_decided_cells_apart_from_the_verdicts(
     assert _roles(db)["why"] == (8, 8) and _roles(db)["measure"] == (12, 12)
     store = Store(db, create=False)
     assert (store.campaign_plan(1).why_pass or "").startswith("why pass: 4 profiled blocks")
-    comp = analyze.stored_comparison(store, 1)
+    comp = stored.comparison(store, 1)
     (row,) = comp.rows
     assert all(len(c.values) == 6 for c in row.cells["time_s"].values())  # verdicts: measured only
     whys = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)["why"]

@@ -1,7 +1,8 @@
 """The answer stage: stored runs in, comparisons and recommendations out.
 
-analyze.py reads a campaign's runs into a `Comparison` (rows of cells, ratios and
-verdicts against the baseline); recommend.py says which allocator to use, per row
+analyze.py judges a campaign's runs as a `Comparison` (rows of cells, ratios and
+verdicts against the baseline), which stored.py reads from the store once (with the
+profiler's views), the rows named by labels.py; recommend.py says which allocator to use, per row
 and for the whole, and why; why.py and remedy.py say what a difference is made of and
 what to change; across.py answers across workloads; compare.py sets campaigns side by
 side (and gates regressions); composition.py says what a peak RSS is made of;

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from allocmark import profile, stats
+from allocmark import stats
 from allocmark.allocators import lineage
+from allocmark.answer import labels
 from allocmark.model import CampaignPlan, CellRuns, Git, Params, RunStatus, StoredRun
 from allocmark.stats import batch
-from allocmark.store import Store
 
 ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed
 # The hardening battery's runs are outcomes (harden.py), not times to compare.
@@ -166,103 +165,9 @@ class Noise:
     calibration: stats.Summary | None  # the fixed CPU loop's seconds, between blocks
 
 
-def stored_comparison(
-    store: Store, cid: int, speedup: bool = False, brief: bool = False
-) -> Comparison:
-    """The comparison of a stored campaign, baseline first, then the catalog order.
-    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows."""
-    c = store.campaign(cid)
-    rows = store.allocator_rows(cid)  # read once: the order, what each lacks, its version
-    names = [r["name"] for r in rows]
-    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
-    plan = store.campaign_plan(cid)
-    fixed = dict(plan.fixed_time)
-    cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
-    left: tuple[str, ...] = ()
-    if brief and len({(x.workload, x.params) for x in cells if x.role == "measure"}) > BRIEF_ROWS:
-        left = tuple(
-            m
-            for m in SECONDARY
-            if any(v is not None for x in cells for v in x.columns.get(METRICS[m], ()))
-        )
-    comp = compare(
-        cells,
-        ordered,
-        c.baseline,
-        speedup,
-        margin_of(plan),
-        fixed_time=fixed,
-        groups=[m for m in METRICS if m not in left],
-        sequential=plan.sequential,
-        finished=c.status == "finished",
-    )
-    lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
-    specs = [s for s, _ in store.allocator_specs(cid)]
-    stated = {r["name"]: r.get("version") for r in rows}
-    lineages = {s.name: lin for s in specs if (lin := lineage.of(s, stated.get(s.name)))}
-    return dataclasses.replace(
-        comp,
-        noise=_noise(store, cid),
-        lacks=lacks,
-        calls=_calls(store, cid, comp, dict(plan.calls)),
-        left_out=left,
-        roles={s.name: s.role for s in specs if not s.recommendable},
-        lineages=lineages,
-        revisions={s.name: s.git for s in specs if s.git},
-        cores=int(store.machine_facts(cid).get("cores") or 0),
-        read_signals=lambda: store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS),
-    )
-
-
 def margin_of(plan: CampaignPlan) -> float:
     """A campaign's equivalence margin: its precision's, else the default."""
     return (plan.precision.margin if plan.precision else 0.0) or stats.DEFAULT_MARGIN
-
-
-def row_key(workload: str, params: Params) -> tuple[str, str]:
-    return workload, json.dumps(params)
-
-
-def _calls(
-    store: Store, cid: int, comp: Comparison, declared: dict[str, tuple[str, ...]]
-) -> dict[tuple[str, str], tuple[str, ...] | None]:
-    """Per row: what libam_who saw the program call in its verification runs, or what
-    a native workload declared when the campaign was planned; None when neither is known."""
-    seen = store.verified_calls(cid)
-    out: dict[tuple[str, str], tuple[str, ...] | None] = {}
-    for row in comp.rows:
-        key = row_key(row.workload, row.params)
-        native = declared.get(row.workload)
-        out[key] = seen[key] if key in seen else (tuple(native) if native is not None else None)
-    return out
-
-
-def _json_list(text: object) -> list[str]:
-    try:
-        value = json.loads(str(text)) if text else []
-    except ValueError:
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def _noise(store: Store, cid: int) -> Noise:
-    runs, rerun, attempts = store.metric_tally(cid, "noise_reruns")
-    calib = store.calibrations(cid)
-    return Noise(rerun, runs, int(attempts), stats.summarize(calib) if calib else None)
-
-
-def stored_profiles(store: Store, cid: int) -> list[profile.View]:
-    """The profiler's view of a stored campaign, baseline first."""
-    c = store.campaign(cid)
-    rows = store.allocator_rows(cid)
-    names = [r["name"] for r in rows]
-    ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
-    # glibc has no preloaded library: the object that served its malloc is libc.
-    libraries = {
-        r["name"]: r["library"] or dict(json.loads(r["served_json"] or "[]")).get("malloc")
-        for r in rows
-    }
-    return profile.views(store.profiles(cid), libraries, ordered, c.baseline)
 
 
 def compare(
@@ -289,8 +194,8 @@ def compare(
     for c in cells:
         if c.role == "measure" and c.workload != BATTERY:
             by_cell.setdefault((c.workload, c.params), {})[c.allocator] = c
-    keys = sorted(by_cell, key=_row_order)
-    labels = label_rows(keys)
+    keys = sorted(by_cell, key=labels.row_order)
+    named = labels.label_rows(keys)
     how = _How(baseline, speedup, margin, paired, sequential and paired)
     wanted = {m: c for m, c in METRICS.items() if groups is None or m in groups}
     raws = [
@@ -300,7 +205,7 @@ def compare(
     _summarize(raws)
     ratios = _paired(raws, how)
     rows = tuple(
-        _row(w, p, labels[(w, p)], raw, how, ratios) for (w, p), raw in zip(keys, raws, strict=True)
+        _row(w, p, named[(w, p)], raw, how, ratios) for (w, p), raw in zip(keys, raws, strict=True)
     )
     if how.sequential and finished:
         rows = tuple(_final_look(row, raw, how) for row, raw in zip(rows, raws, strict=True))
@@ -581,23 +486,3 @@ def aligned_blocks(a: Cell, b: Cell) -> tuple[Sequence[float], Sequence[float]] 
 def _geomean(rows: Sequence[Row], metric: str, allocator: str) -> stats.GeoMean | None:
     ratios = [r.cells[metric][allocator].ratio for r in rows]
     return stats.geomean([x.value for x in ratios if x is not None])
-
-
-def _row_order(key: tuple[str, Params]) -> tuple[str, tuple[tuple[str, int, str], ...]]:
-    workload, params = key
-    return workload, tuple((k, v if isinstance(v, int) else 0, str(v)) for k, v in params)
-
-
-def label_rows(keys: Sequence[tuple[str, Params]]) -> dict[tuple[str, Params], str]:
-    """Name each row by its workload and only the parameters that vary within it."""
-    out = {}
-    for workload, params in keys:
-        siblings = [dict(p) for w, p in keys if w == workload]
-        varying = [k for k, v in params if any(s.get(k) != v for s in siblings)]
-        text = " ".join(f"{k}={value_text(v)}" for k, v in params if k in varying)
-        out[(workload, params)] = f"{workload} {text}".strip()
-    return out
-
-
-def value_text(v: int | str) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)

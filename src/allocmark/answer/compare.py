@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from allocmark import stats
-from allocmark.answer import analyze
+from allocmark.answer import analyze, labels
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, Params, StoredRun
 from allocmark.store import Store, exchange
@@ -111,9 +111,9 @@ def compare(
     keys = sorted(set(a_old) & set(a_new), key=lambda k: (k[1], str(k[2]), k[0]))
     if not keys:
         raise UserError(f"{old.label} and {new.label} have no cell in common to compare")
-    labels = analyze.label_rows(sorted({(w, p) for _, w, p in keys}, key=str))
+    named = labels.label_rows(sorted({(w, p) for _, w, p in keys}, key=str))
     sides = _Sides(metric, column, margin, None if rename else control_of(old, new), a_old, a_new)
-    raw = [sides.ratio(k, labels[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0]) for k in keys]
+    raw = [sides.ratio(k, named[(k[1], k[2])], f"{k[0]} → {n}" if rename else k[0]) for k in keys]
     return sides.as_family(raw)
 
 

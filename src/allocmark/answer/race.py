@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer.analyze import Comparison, Row, row_key, row_ratio
+from allocmark.answer.analyze import Comparison, Row, row_ratio
+from allocmark.answer.labels import row_key
 from allocmark.answer.recommend import Choice, Position, positions
 
 OBJECTIVES = ("time", "rss", "pareto")

@@ -24,7 +24,8 @@ from typing import Any
 
 from allocmark import stats
 from allocmark.answer import across, analyze, forecast
-from allocmark.answer.analyze import Cell, Comparison, Row, row_key
+from allocmark.answer.analyze import Cell, Comparison, Row
+from allocmark.answer.labels import row_key
 from allocmark.stats import batch
 
 OVERALL = "all workloads"

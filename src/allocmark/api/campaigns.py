@@ -13,7 +13,7 @@ from typing import Any
 
 from allocmark import allocators, stats, workloads
 from allocmark.allocators import builder
-from allocmark.answer import analyze, compare, hardening, recommend
+from allocmark.answer import analyze, compare, hardening, recommend, stored
 from allocmark.answer.forecast import (
     Forecast as Forecast,  # an event the caller reads
     duration as duration,
@@ -219,7 +219,7 @@ def tuned(db: Path, cid: int | None = None) -> list[Front]:
     (candidate, the command line that runs the program that way)."""
     store = Store(db, create=False)
     cid = store.campaign(cid).id
-    comp = analyze.stored_comparison(store, cid)
+    comp = stored.comparison(store, cid)
     library = {r["name"]: r.get("library") or "" for r in store.allocator_rows(cid)}
     specs = {spec.name: spec for spec, _ in store.allocator_specs(cid)}
     argv = {
@@ -253,7 +253,7 @@ def tuned(db: Path, cid: int | None = None) -> list[Front]:
 def comparison(db: Path, cid: int | None = None, speedup: bool = False) -> analyze.Comparison:
     """A stored campaign's report data: rows of cells with medians, ratios, verdicts."""
     store = Store(db, create=False)
-    return analyze.stored_comparison(store, store.campaign(cid).id, speedup)
+    return stored.comparison(store, store.campaign(cid).id, speedup)
 
 
 def harden_request(
@@ -309,7 +309,7 @@ def command_lines(
     comparison its ratios and verdicts come from."""
     store = Store(db, create=False)
     cid = store.campaign(cid).id
-    comp = analyze.stored_comparison(store, cid)
+    comp = stored.comparison(store, cid)
     return tryout.try_lines(store.cells(cid, analyze.METRIC_NAMES), comp), comp
 
 

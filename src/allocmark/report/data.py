@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allocmark import profile
-from allocmark.answer import aging, analyze, composition, hardening
+from allocmark.answer import aging, analyze, composition, hardening, stored
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
 from allocmark.report import glance
@@ -43,7 +43,7 @@ def load(
     known: analyze.Comparison | None = None,
 ) -> ReportData:
     """The report of campaign `cid` as `view` needs it (with_runs: every run too;
-    brief: a terminal's glance (see analyze.stored_comparison), which leaves what the
+    brief: a terminal's glance (see answer.stored.comparison), which leaves what the
     RSS is made of to --detail; extras: the tables beyond the comparison, which CSV has
     no place for: reading the allocator statistics of 100,000 runs takes most of a
     second; known: the summary view's comparison, when the caller has already made it)."""
@@ -55,7 +55,7 @@ def load(
         )
     comp = None
     if view == "summary":
-        comp = known or analyze.stored_comparison(store, cid, speedup, brief)
+        comp = known or stored.comparison(store, cid, speedup, brief)
     made = comp is not None and extras and not (brief and glance.shown(comp))
     return ReportData(
         view=view,
@@ -63,7 +63,7 @@ def load(
         comparison=comp,
         allocators=tuple(store.allocator_rows(cid)),
         runs=tuple(store.runs(cid)) if view == "runs" or with_runs else (),
-        profiles=tuple(analyze.stored_profiles(store, cid)) if view == "profile" else (),
+        profiles=tuple(stored.profiles(store, cid)) if view == "profile" else (),
         series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import aging, analyze, composition, hardening, releases, why
+from allocmark.answer import aging, analyze, composition, hardening, labels, releases, why
 from allocmark.model import CellRuns, RunStatus
 from allocmark.report import data, fmt
 
@@ -124,10 +124,10 @@ def signals_table(comp: analyze.Comparison) -> Extra | None:
     """Per cell and allocator, the median over its OK measured runs of each signal
     the answer's why reads (None: no run has them)."""
     cells = [c for c in why.signals(comp) if c.role == "measure"]
-    labels = analyze.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
+    named = labels.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
     rows = tuple(
         (
-            labels[(c.workload, c.params)],
+            named[(c.workload, c.params)],
             c.allocator,
             *(_median_signal(c, k, unit) for k, (_, unit) in SIGNAL_COLUMNS.items()),
         )
@@ -158,9 +158,9 @@ def _median_signal(c: CellRuns, column: str, unit: str) -> str:
 def aging_tables(steadies: Sequence[aging.Steady]) -> list[Extra]:
     """Per phased cell: RSS at the end of each phase (MiB) per allocator, the live
     requested MiB beside it, and each allocator's verdict under the table."""
-    labels = analyze.label_rows(list(dict.fromkeys((s.workload, s.params) for s in steadies)))
+    named = labels.label_rows(list(dict.fromkeys((s.workload, s.params) for s in steadies)))
     out = []
-    for key, label in labels.items():
+    for key, label in named.items():
         cell = [s for s in steadies if (s.workload, s.params) == key]
         rows = tuple(
             (
@@ -204,9 +204,9 @@ def _made_cells(m: composition.Made) -> list[str]:
 
 
 def made_table(made: Sequence[composition.Made]) -> Extra:
-    labels = analyze.label_rows(list(dict.fromkeys((m.workload, m.params) for m in made)))
+    named = labels.label_rows(list(dict.fromkeys((m.workload, m.params) for m in made)))
     rows = tuple(
-        (labels[(m.workload, m.params)], m.allocator, m.source, *_made_cells(m)) for m in made
+        (named[(m.workload, m.params)], m.allocator, m.source, *_made_cells(m)) for m in made
     )
     return Extra(
         "What the RSS is made of at the end of the run (the allocator's statistics, MiB)",

@@ -18,7 +18,8 @@ import jinja2
 from markupsafe import Markup
 
 from allocmark.answer import recommend, remedy, why
-from allocmark.answer.analyze import Comparison, value_text
+from allocmark.answer.analyze import Comparison
+from allocmark.answer.labels import value_text
 from allocmark.profile import View
 from allocmark.report import answer, data, extra, figures, fmt, matrix, profile_rows
 from allocmark.report.plotly_json import Figure

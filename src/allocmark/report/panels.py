@@ -15,7 +15,8 @@ import numpy as np
 
 from allocmark import stats
 from allocmark.answer import recommend, why
-from allocmark.answer.analyze import Comparison, Row, value_text
+from allocmark.answer.analyze import Comparison, Row
+from allocmark.answer.labels import value_text
 from allocmark.model import Params, RssSeries
 
 if TYPE_CHECKING:  # matplotlib's import costs the page half a second: plots.py alone pays it

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from allocmark.answer import analyze
+from allocmark.answer import stored
 from allocmark.errors import UserError
 from allocmark.report import csvfile, data, jsonfile, markdown
 from allocmark.store import Store
@@ -44,7 +44,7 @@ def plot_files(store: Store, cid: int, directory: Path, speedup: bool = False) -
     """Every plot of the campaign as SVG and PNG files in `directory`."""
     from allocmark.report import plots
 
-    comp = analyze.stored_comparison(store, cid, speedup)
+    comp = stored.comparison(store, cid, speedup)
     figures = plots.all_plots(comp, store.rss_series(cid))
     try:
         return plots.save(figures, directory)

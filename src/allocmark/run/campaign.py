@@ -12,7 +12,7 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
-from allocmark.answer import analyze, forecast
+from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import AllocmarkError
 from allocmark.executors import Calibrated, Dispatcher, Done
 from allocmark.executors.local import Local
@@ -148,7 +148,7 @@ class _Loop:
         # runs, a campaign of 2 ms runs took 5 minutes on a 2-minute budget.
         self._spend_rest()
         store, cid = self.store, self.cid
-        comp = analyze.stored_comparison(store, cid)  # one analysis a round
+        comp = stored.comparison(store, cid)  # one analysis a round
         more, undecided, ratios = more_runs(store, cid, self.campaign, comp)
         # Nothing decided yet: the default budget may be what stands in the way.
         precision = self.campaign.precision

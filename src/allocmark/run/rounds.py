@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import analyze, forecast, race, releases
+from allocmark.answer import analyze, forecast, labels, race, releases, stored
 from allocmark.model import CampaignPlan, Note, Params, RunSpec
 from allocmark.run import plan
 from allocmark.store import Store
@@ -80,7 +80,7 @@ def foresee(
     store: Store, cid: int, campaign: CampaignPlan, comp: analyze.Comparison | None = None
 ) -> forecast.Forecast:
     """The forecast of the runs so far (forecast.py), from `comp` when the round has it."""
-    comp = comp or analyze.stored_comparison(store, cid)
+    comp = comp or stored.comparison(store, cid)
     return forecast.of(
         comp, run_costs(store, cid, store.measured_overhead(cid)), campaign, store.spent(cid)
     )
@@ -121,7 +121,7 @@ def more_runs(
     line's versions run one after the other (plan.ordered). `comp`: the stored comparison,
     when the caller has it."""
     specs = store.plan(cid)
-    comp = comp or analyze.stored_comparison(store, cid)
+    comp = comp or stored.comparison(store, cid)
     precision = campaign.precision
     releasing = precision is not None and precision.question == "releases"
     wanted = _open_releases(comp) if releasing else _open_baseline(comp)
@@ -142,7 +142,7 @@ def more_runs(
         key: [
             s
             for s in {s.allocator: s for s in blocks[key]}.values()
-            if s.allocator not in out_of_race.get(analyze.row_key(*key), set())
+            if s.allocator not in out_of_race.get(labels.row_key(*key), set())
             and _in(wanted.rows[key], s.allocator)
         ]
         for key in todo

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from allocmark.answer import analyze, recommend
+from allocmark.answer import analyze, recommend, stored
 from allocmark.model import CampaignPlan, Params, RunSpec
 from allocmark.run.plan import SAMPLE_ENV, planned_params
 from allocmark.stats import fewblock
@@ -47,7 +47,7 @@ def plan(
     mode = campaign.why
     if mode == "off":
         return Pass([], "no why pass (--no-why)")
-    comp = analyze.stored_comparison(store, cid)
+    comp = stored.comparison(store, cid)
     decided = _decided(comp)
     if not decided:
         return Pass([], "no why pass: no difference was decided")

@@ -15,7 +15,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import analyze, forecast
+from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import UserError
 from allocmark.executors.local import Local
 from allocmark.model import AllocatorSpec, GitBuild, Note, Prepared, Request, RunSpec
@@ -221,7 +221,7 @@ def _values(
     store: Store, cid: int, metric: str, names: Sequence[str]
 ) -> tuple[list[list[float]], str]:
     """Each allocator's metric per block, in block order; or what failed."""
-    row = analyze.stored_comparison(store, cid).rows[0]
+    row = stored.comparison(store, cid).rows[0]
     cells = {n: row.cells.get(metric, {}).get(n) for n in names}
     failed = [f"{n}: {c.state}" for n, c in cells.items() if c is not None and c.failures]
     if failed:
