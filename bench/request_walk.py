@@ -2,8 +2,8 @@
 
 A real campaign (samethread under glibc and jemalloc, four blocks, one round that
 may add a fifth) runs under a profile hook that records every call of a function of
-allocmark that is handed the request (`model.Request`) or the campaign's plan
-(`model.CampaignPlan`) as an argument. Consecutive calls in one module are one stay;
+allocmark that is handed the request (`request.Request`) or the campaign's plan
+(`request.CampaignPlan`) as an argument. Consecutive calls in one module are one stay;
 the places are the modules stayed in; a climb is a stay in a package higher in the
 layers (pyproject.toml's import contracts: cli > api > report > verbs > run : executors
 > answer > store > ...) than the stay before it: the request handed back up to be
@@ -25,7 +25,7 @@ from types import FrameType
 from typing import Any
 
 from allocmark import api
-from allocmark.model import CampaignPlan, Request
+from allocmark.request import CampaignPlan, Request
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = inspect.CO_GENERATOR

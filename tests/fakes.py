@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from allocmark.model import (
     AllocatorSpec,
-    CampaignPlan,
     Params,
-    Precision,
     RunResult,
     RunSpec,
     RunStatus,
@@ -14,6 +12,7 @@ from allocmark.model import (
     StoredRun,
     Verified,
 )
+from allocmark.request import CampaignPlan, Precision
 from allocmark.run.campaign import Progress, steps
 from allocmark.run.rounds import Stretch
 from allocmark.store import Store

@@ -194,7 +194,7 @@ def test_the_layout_page_matches_the_tree() -> None:
 
 
 def test_no_settings_dict_crosses_a_module_boundary() -> None:
-    """The campaign's plan is a `model.CampaignPlan` everywhere but in its column: the
+    """The campaign's plan is a `request.CampaignPlan` everywhere but in its column: the
     column is named by the store alone, decoded by store/campaign_plan.py alone, and
     no function takes or returns settings as a dict."""
     from allocmark.store import Store

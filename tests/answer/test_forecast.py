@@ -9,8 +9,8 @@ import random
 
 from allocmark import stats, units
 from allocmark.answer import analyze, forecast
-from allocmark.model import CampaignPlan, Precision
 from allocmark.report import matrix
+from allocmark.request import CampaignPlan, Precision
 from tests.fakes import stored
 
 PARAMS = (("threads", 1),)

@@ -14,13 +14,13 @@ from allocmark.model import (
     AllocatorSpec,
     Git,
     GitBuild,
-    Precision,
     RunResult,
     RunSpec,
     RunStatus,
     Status,
     Verified,
 )
+from allocmark.request import Precision
 from allocmark.run import campaign, machine, start
 from allocmark.store import Store
 from tests.fakes import FakeExecutor, allocs as fake_allocs, drive, precision_plan, specs

@@ -13,8 +13,9 @@ from matplotlib.colors import to_hex
 from allocmark import stats, workloads
 from allocmark.answer import analyze, forecast, stored as stored_answer
 from allocmark.errors import UserError
-from allocmark.model import CampaignPlan, Note, Precision, RunResult, RunSpec, RunStatus, Workload
+from allocmark.model import RunResult, RunSpec, RunStatus, Workload
 from allocmark.report import plots
+from allocmark.request import CampaignPlan, Note, Precision
 from allocmark.run import firstrun, machine, rounds, start, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store
@@ -130,7 +131,7 @@ def test_a_campaign_plans_the_blocks_a_verdict_needs() -> None:
 
 
 def test_only_allocmarks_own_default_budget_stretches() -> None:
-    from allocmark.model import Request
+    from allocmark.request import Request
 
     suite = suites.adhoc_suite([], 3, 600, 1)
     assert start._precision(Request(), suite, "").stretch

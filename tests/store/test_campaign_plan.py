@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from allocmark.errors import StoreError
-from allocmark.model import PLAN_VERSION, CampaignPlan, Creator, Precision
+from allocmark.request import PLAN_VERSION, CampaignPlan, Creator, Precision
 from allocmark.store import Store, campaign_plan
 from allocmark.store.campaign_plan import from_v1
 from tests.conftest import cli

@@ -12,7 +12,8 @@ import pytest
 
 from allocmark import store
 from allocmark.errors import StoreError
-from allocmark.model import CampaignPlan, RunResult, RunStatus
+from allocmark.model import RunResult, RunStatus
+from allocmark.request import CampaignPlan
 from allocmark.run import machine
 from allocmark.store import Store, base, owner, schema
 from tests.fakes import allocs as fake_allocs, specs

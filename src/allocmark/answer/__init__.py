@@ -12,7 +12,7 @@ forecast.py says how long a verdict will take; hardening.py classifies the harde
 battery's runs (outcomes, scores, what hardening costs).
 
 Takes: a `Store` (read only). Gives: `Comparison`s and recommendations.
-May import: stats, store, allocators, workloads, profile, schemas, model, errors,
+May import: stats, store, allocators, workloads, profile, schemas, model, request, errors,
 tomlfile, units.
 Never: api, cli, executors, report, run, verbs.
 """

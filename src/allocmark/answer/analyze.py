@@ -11,7 +11,8 @@ from typing import Any, TypeVar, cast
 from allocmark import stats
 from allocmark.allocators import lineage
 from allocmark.answer import labels
-from allocmark.model import CampaignPlan, CellRuns, Git, Params, RunStatus, StoredRun
+from allocmark.model import CellRuns, Git, Params, RunStatus, StoredRun
+from allocmark.request import CampaignPlan
 from allocmark.stats import batch
 
 ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from allocmark import stats, units
 from allocmark.answer import analyze, releases
 from allocmark.answer.analyze import Comparison
-from allocmark.model import CampaignPlan, Params
+from allocmark.model import Params
+from allocmark.request import CampaignPlan
 from allocmark.stats import fewblock, student
 
 AXES = ("speed", "peak RSS")

@@ -11,7 +11,7 @@ verdict is the report's (faster/slower/same within the margin/undecided). This i
 the seed's version table with the noise taken out: a single run per version, as the
 seed had, cannot tell Ruby's ±7 % peak-RSS noise from a change.
 
-A campaign whose question is release to release (model.Precision.question "releases":
+A campaign whose question is release to release (request.Precision.question "releases":
 a suite that says so, a user's revisions alone) adds blocks until every change is decided:
 `open_versions` says, per row, which versions a change still open needs in the next
 block (run/rounds.py), and `deciding` which ratios decide the row (answer/forecast.py).

@@ -14,7 +14,7 @@ Here: the catalogs' listings, light enough for `allocmark schema`; the campaign 
 (campaigns.py: run, resume, the answers, the verbs' requests) is loaded on first use.
 
 May import: report, verbs, run, executors, answer, store, profile, allocators,
-workloads, native, stats, schemas, model, errors, defaults, tomlfile, units, text.
+workloads, native, stats, schemas, model, request, errors, defaults, tomlfile, units, text.
 Never: cli.
 """
 
@@ -27,15 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from allocmark import schemas, workloads
-from allocmark.model import (
-    AllocatorSpec,
-    Campaign,
-    GitBuild as GitBuild,
-    Note as Note,  # the library's own types, for its callers
-    Request as Request,
-    Verified,
-    Workload,
-)
+
+# the library's own types, for its callers: GitBuild, Note, Request
+from allocmark.model import AllocatorSpec, Campaign, GitBuild as GitBuild, Verified, Workload
+from allocmark.request import Note as Note, Request as Request
 
 if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     from allocmark.allocators.builder import Built

@@ -22,15 +22,14 @@ from allocmark.answer.race import Front, against_default, candidate_count, defau
 from allocmark.errors import UserError
 from allocmark.executors import Dispatcher
 from allocmark.executors.local import Local
-from allocmark.model import (
+from allocmark.model import GitBuild, Verified
+from allocmark.report import tryout
+from allocmark.request import (
     CampaignPlan,
-    GitBuild,
     Note as Note,  # the library's own types, for its callers
     Precision,
     Request as Request,
-    Verified,
 )
-from allocmark.report import tryout
 from allocmark.run import campaign, resume as resumed, rounds, runas, start
 from allocmark.run.campaign import (
     RoundDone as RoundDone,  # events the caller reads

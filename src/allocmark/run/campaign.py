@@ -16,7 +16,8 @@ from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import AllocmarkError
 from allocmark.executors import Calibrated, Dispatcher, Done
 from allocmark.executors.local import Local
-from allocmark.model import CampaignPlan, Note, RunResult, RunSpec, Verified
+from allocmark.model import RunResult, RunSpec, Verified
+from allocmark.request import CampaignPlan, Note
 from allocmark.run import whypass
 from allocmark.run.execute import Executor
 from allocmark.run.firstrun import CommandFails, FirstRun

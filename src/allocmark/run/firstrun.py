@@ -5,7 +5,8 @@ from __future__ import annotations
 import shlex
 
 from allocmark.errors import UserError
-from allocmark.model import CampaignPlan, RunResult, RunSpec, RunStatus
+from allocmark.model import RunResult, RunSpec, RunStatus
+from allocmark.request import CampaignPlan
 from allocmark.store import Store
 from allocmark.text import printable
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.answer import analyze, forecast, labels, race, releases, stored
-from allocmark.model import CampaignPlan, Note, Params, RunSpec
+from allocmark.model import Params, RunSpec
+from allocmark.request import CampaignPlan, Note
 from allocmark.run import plan
 from allocmark.store import Store
 

@@ -25,18 +25,8 @@ from allocmark.allocators.selection import selected
 from allocmark.answer import race, releases
 from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
-from allocmark.model import (
-    AllocatorSpec,
-    AppRun,
-    CampaignPlan,
-    Note,
-    Params,
-    Precision,
-    Prepared,
-    Request,
-    Verified,
-    Workload,
-)
+from allocmark.model import AllocatorSpec, AppRun, Params, Verified, Workload
+from allocmark.request import CampaignPlan, Note, Precision, Prepared, Request
 from allocmark.run import machine, plan, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store, owner, seal

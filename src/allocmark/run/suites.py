@@ -41,7 +41,7 @@ class Suite:
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
     max_blocks: int | None = None  # a cell gets at most (None: the default)
     expected_s: float = 0.0  # how long it took as it is where it was sized (0: not said)
-    question: str = "baseline"  # model.Precision.question
+    question: str = "baseline"  # request.Precision.question
     deprecated: tuple[str, ...] = ()  # keys of the file under a former name, each a warning
 
 

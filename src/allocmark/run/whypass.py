@@ -22,7 +22,8 @@ import dataclasses
 import random
 
 from allocmark.answer import analyze, recommend, stored
-from allocmark.model import CampaignPlan, Params, RunSpec
+from allocmark.model import Params, RunSpec
+from allocmark.request import CampaignPlan
 from allocmark.run.plan import SAMPLE_ENV, planned_params
 from allocmark.stats import fewblock
 from allocmark.store import Store

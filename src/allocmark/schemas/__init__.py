@@ -9,7 +9,7 @@ The models validate the TOML, give the JSON Schema that `allocmark schema` print
 line naming the file, the key, the value and what is expected. Every stage may
 import it.
 
-May import: model, errors, interrupts.
+May import: model, request, errors, interrupts.
 Never: allocators, answer, api, cli, executors, native, profile, report, run, stats,
 store, verbs, workloads.
 """

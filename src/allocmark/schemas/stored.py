@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from allocmark.model import AllocatorSpec, AppRun, CampaignPlan
+from allocmark.model import AllocatorSpec, AppRun
+from allocmark.request import CampaignPlan
 
 
 @cache

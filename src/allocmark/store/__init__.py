@@ -12,7 +12,7 @@ One database class, `Store`, made of one part per concern, each a short module:
   seal.py: its planned runs are signed.
 The parts import base, codec and schema only, never this package's `Store`.
 
-May import: schemas, stats, model, errors, interrupts, units.
+May import: schemas, stats, model, request, errors, interrupts, units.
 Never: answer, api, cli, executors, report, run, verbs.
 """
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from allocmark import units
 from allocmark.errors import StoreError
-from allocmark.model import Campaign, CampaignPlan, Machine
+from allocmark.model import Campaign, Machine
+from allocmark.request import CampaignPlan
 from allocmark.store import campaign_plan, codec, schema, seal
 
 # A campaign that ended: all its runs done ("finished"), or stopped because its own

@@ -1,4 +1,4 @@
-"""The campaign plan (model.CampaignPlan) to and from its column, settings_json: a
+"""The campaign plan (request.CampaignPlan) to and from its column, settings_json: a
 versioned JSON object. A plan stored before it had a version (version 1: a flat object
 of settings, each read by key) is migrated as it is read, never rewritten. A store
 holding version-2 plans has schema 12 (schema.py), which an older allocmark refuses
@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from allocmark.errors import StoreError
-from allocmark.model import PLAN_VERSION, CampaignPlan
+from allocmark.request import PLAN_VERSION, CampaignPlan
 from allocmark.schemas import stored
 
 

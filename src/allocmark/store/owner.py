@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark.model import Creator
+from allocmark.request import Creator
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from allocmark.model import AllocatorSpec, CampaignPlan, Machine, RunSpec, Verified, Workload
+from allocmark.model import AllocatorSpec, Machine, RunSpec, Verified, Workload
+from allocmark.request import CampaignPlan
 from allocmark.store import campaign_plan as campaign_plan_json, codec, owner, seal
 from allocmark.store.base import Base
 

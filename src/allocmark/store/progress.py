@@ -8,7 +8,8 @@ import json
 import time
 
 from allocmark.errors import StoreError
-from allocmark.model import CampaignPlan, Machine, RunResult, RunSpec, Status, Verified
+from allocmark.model import Machine, RunResult, RunSpec, Status, Verified
+from allocmark.request import CampaignPlan
 from allocmark.store import codec, owner
 from allocmark.store.base import Base
 

@@ -117,7 +117,7 @@ CREATE TABLE rss_series (
     10: """
 ALTER TABLE plan ADD COLUMN mac TEXT;
 """,
-    # 12: a campaign's plan (settings_json) is a versioned model.CampaignPlan. No table
+    # 12: a campaign's plan (settings_json) is a versioned request.CampaignPlan. No table
     # changes: older plans are migrated as they are read (store/campaign_plan.py); the
     # step is there so that an allocmark of schema 11, which reads the plan as a flat
     # object, refuses a database with newer plans instead of misreading them.

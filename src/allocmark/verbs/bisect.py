@@ -54,7 +54,8 @@ from allocmark import stats
 from allocmark.allocators import git
 from allocmark.answer import analyze
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Git, Note
+from allocmark.model import AllocatorSpec, Git
+from allocmark.request import Note
 from allocmark.run import start
 from allocmark.store import Store
 from allocmark.verbs import bisect_budget as budget

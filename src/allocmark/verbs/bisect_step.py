@@ -18,7 +18,8 @@ from allocmark import stats
 from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import UserError
 from allocmark.executors.local import Local
-from allocmark.model import AllocatorSpec, GitBuild, Note, Prepared, Request, RunSpec
+from allocmark.model import AllocatorSpec, GitBuild, RunSpec
+from allocmark.request import Note, Prepared, Request
 from allocmark.run import campaign, start
 from allocmark.stats import fewblock
 from allocmark.store import Store
