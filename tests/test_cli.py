@@ -652,3 +652,25 @@ def test_a_shell_named_for_completion_is_the_one_used(monkeypatch: pytest.Monkey
     assert switch not in os.environ  # no name: the shell is detected, as Typer does
     entry.named_shell(["-q", "--show-completion", "bash"])
     assert os.environ[switch] == "1"
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ("bisect", "v1", "v2", "-w", "churn", "--build", "make", "--output", "lib.so"),
+        ("tune", "-w", "churn", "--dry-run"),
+        ("harden", "--dry-run"),
+        ("run", "-w", "churn", "--dry-run"),
+    ],
+)
+def test_every_verb_that_runs_campaigns_takes_the_one_executor_flag(
+    tmp_path: Path, verb: tuple[str, ...]
+) -> None:
+    """bisect, tune and harden dispatch their campaigns as run does: the same --executor
+    and --scheduler, checked the same way (a usage error names the flag and the fix)."""
+    bogus = cli(*verb, "--executor", "nope", "--db", str(tmp_path / "x.db"))
+    assert bogus.returncode == 2, bogus.stderr
+    assert "--executor 'nope': choose local or dask" in bogus.stderr
+    lone = cli(*verb, "--executor", "dask", "--db", str(tmp_path / "x.db"))
+    assert lone.returncode == 2 and "--executor dask needs --scheduler" in lone.stderr
+    assert not (tmp_path / "x.db").exists()

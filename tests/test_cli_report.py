@@ -15,7 +15,7 @@ def test_a_verbs_help_loads_no_run_stack(argv: list[str]) -> None:
         "import runpy, sys; sys.argv = ['allocmark', *sys.argv[1:]]\n"
         "try: runpy.run_module('allocmark', run_name='__main__')\n"
         "except SystemExit: pass\n"
-        "print('LOADED', sorted(m for m in ('allocmark.api', 'allocmark.report.data', "
+        "print('LOADED', sorted(m for m in ('allocmark.api', 'allocmark.answer.report', "
         "'allocmark.store') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True)
@@ -33,7 +33,8 @@ def test_help_after_the_double_dash_belongs_to_the_command() -> None:
 def test_the_report_path_imports_neither_scipy_stats_nor_matplotlib() -> None:
     # Each costs a third of a second at start-up: a report over 100,000 runs has 2 s.
     code = (
-        "import sys, allocmark.cli, allocmark.report.data, allocmark.report.table; "
+        "import sys, allocmark.cli, allocmark.answer.report, allocmark.report.table, "
+        "allocmark.report.terminal; "
         "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules "
         "if m.startswith(('scipy.stats', 'matplotlib.'))}))"
     )

@@ -870,12 +870,28 @@ _long_name = _edited(
 
 
 def test_a_100000_character_name_is_cut_in_the_plots(good_db: Path, tmp_path: Path) -> None:
-    from allocmark.report.plots import TEXT_MAX
+    from allocmark.report.panels import TEXT_MAX
 
-    db, html = _long_name(good_db, tmp_path), tmp_path / "long.html"
-    r = cli("report", "--db", str(db), "--format", "html", "-o", str(html))
+    db, html, plots = _long_name(good_db, tmp_path), tmp_path / "long.html", tmp_path / "plots"
+    r = cli("report", "--db", str(db), "--format", "html", "-o", str(html), "--plots", str(plots))
     assert r.returncode == 0, r.stderr
-    svgs = re.findall(r"<svg.*?</svg>", html.read_text(), re.S)
+    # The page's figures (Plotly JSON): every name a trace, a panel or an axis shows.
+    page = html.read_text()
+    found = re.search(r'<script type="application/json" id="figure-data">(.*?)</script>', page)
+    assert found
+    shown = [
+        text
+        for fig in json.loads(found.group(1)).values()
+        for text in [
+            *(t.get("name", "") for t in fig["data"]),
+            *(str(x) for t in fig["data"] for x in (t.get("x") or []) if isinstance(x, str)),
+            *(a["text"] for a in fig["layout"].get("annotations", [])),
+        ]
+    ]
+    assert shown and max(len(t) for t in shown) <= TEXT_MAX
+    assert any("…" in t for t in shown)  # the name is there, cut in the middle
+    # The plot files (matplotlib's SVG text) alike.
+    svgs = [p.read_text() for p in plots.glob("*.svg")]
     texts = [t for svg in svgs for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
     assert svgs and texts and max(len(t) for t in texts) <= TEXT_MAX
-    assert any("…" in t for t in texts)  # the name is there, cut in the middle
+    assert any("…" in t for t in texts)

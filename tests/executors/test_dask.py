@@ -19,6 +19,7 @@ from distributed import Client, LocalCluster
 from allocmark import api
 from allocmark.model import RunStatus
 from allocmark.store import Store
+from tests.conftest import readable
 
 pytestmark = pytest.mark.integration
 
@@ -184,3 +185,37 @@ def test_a_worker_runs_the_coordinators_runs_with_its_own_paths() -> None:
     assert moved.argv == ("/worker/allocmark/_bin/am_churn", "--count", "5")
     assert dict(moved.env) == {"LD_PRELOAD": here.preload, "AM_X": "1"}
     assert moved.expect_malloc == here.malloc_object
+
+
+def test_a_bisect_runs_its_steps_on_the_cluster(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """bisect dispatches its steps' runs as `run` does: with --executor dask, every
+    block runs on a worker (the scheduler's task stream has them), and the planted
+    commit is found as it is here."""
+    from distributed import get_task_stream
+
+    from allocmark.model import GitBuild
+    from tests.allocators import tinyrepo
+
+    place = readable(tmp_path_factory.mktemp("dask-git"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ALLOCMARK_CACHE", str(place / "cache"))
+        repo = tinyrepo.make(place / "tiny")
+        (place / "db").mkdir(mode=0o755)
+        req = api.Request(
+            workloads=("samethread",),
+            params=("count=20000", "rounds=2"),
+            db=place / "db" / "b.db",
+            executor="dask",
+            scheduler=cluster.scheduler_address,
+        )
+        how = GitBuild(tinyrepo.BUILD, tinyrepo.OUTPUT)
+        with Client(cluster.scheduler_address) as client, get_task_stream(client) as stream:
+            events = list(api.bisect(str(repo.path), "v1.0", "v2.0", how, req, "time", 0.001))
+    ended = events[-1]
+    assert isinstance(ended, api.BisectEnded), ended
+    assert ended.first == repo.describe(tinyrepo.SLOW), ended.text
+    ran = [t for t in stream.data if str(t["key"]).startswith("_on_worker")]
+    steps = [e for e in events if isinstance(e, api.BisectStep) and e.word != "skipped"]
+    assert len(ran) >= sum(e.blocks for e in steps)  # each block a task on a worker

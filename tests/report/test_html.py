@@ -13,14 +13,18 @@ from typing import Any
 import pytest
 
 from allocmark.answer import analyze
+from allocmark.answer.report import Report
 from allocmark.model import StoredRun, Verified
-from allocmark.report import data, html
+from allocmark.report import html
+from allocmark.request import CampaignPlan
 from tests.conftest import cli
 from tests.fakes import stored
 
 HOSTILE = "<img src=x onerror=alert(1)>&\"'"
 PLOTLY_SHA256 = "c23b03591a6bdad0bd0f47a0c5c52305a5519812b73ce254be65cd841553c9c2"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
+
+PLAN = CampaignPlan(seed=1, min_blocks=2)  # a report of runs made here
 
 
 def _page(comp: analyze.Comparison, runs: list[StoredRun], name: str = "c") -> str:
@@ -37,7 +41,7 @@ def _page(comp: analyze.Comparison, runs: list[StoredRun], name: str = "c") -> s
         {"name": a, "status": "ok", "env_json": json.dumps({"X": name}), "lacks_json": "[]"}
         for a in comp.allocators
     )
-    return html.render(data.ReportData("summary", campaign, comp, allocators, tuple(runs), ()))
+    return html.render(Report("summary", campaign, PLAN, comp, allocators, tuple(runs), ()))
 
 
 def test_hostile_names_are_escaped_everywhere() -> None:
@@ -255,7 +259,7 @@ def _quick_shaped_page(tmp_path: Path) -> Path:
     )
     page = tmp_path / "quick.html"
     page.write_text(
-        html.render(data.ReportData("summary", campaign, comp, allocators, tuple(runs), ()))
+        html.render(Report("summary", campaign, PLAN, comp, allocators, tuple(runs), ()))
     )
     return page
 

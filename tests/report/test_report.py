@@ -14,15 +14,19 @@ from rich.console import Console
 
 from allocmark import stats
 from allocmark.answer import analyze
+from allocmark.answer.report import Report
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
-from allocmark.report import csvfile, data, fmt, jsonfile, markdown, table, tryout
+from allocmark.report import csvfile, fmt, jsonfile, markdown, table, tryout
+from allocmark.request import CampaignPlan
 from allocmark.store import exchange
 from tests.answer.test_analyze import comparison
 from tests.fakes import stored
 
 P1 = (("threads", 1),)
 P2 = (("threads", 2),)
+
+PLAN = CampaignPlan(seed=1, min_blocks=2)  # a report of runs made here
 
 
 # ---------------------------------------------------------------------------
@@ -45,8 +49,8 @@ def _report(
     view: str = "summary",
     runs: tuple[StoredRun, ...] = (),
     campaign: dict[str, object] | None = None,
-) -> data.ReportData:
-    return data.ReportData(view, dict(campaign or {}), comp, (), runs, ())
+) -> Report:
+    return Report(view, dict(campaign or {}), PLAN, comp, (), runs, ())
 
 
 def test_markdown_table() -> None:

@@ -35,6 +35,7 @@ from allocmark.request import Note as Note, Request as Request
 if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
     from allocmark.allocators.builder import Built
     from allocmark.answer.analyze import Comparison as Comparison
+    from allocmark.answer.report import Report as Report
     from allocmark.api.campaigns import (
         EXECUTORS as EXECUTORS,
         HARDEN_WORKLOAD as HARDEN_WORKLOAD,
@@ -84,6 +85,34 @@ def reader(db: Path) -> Store:
     from allocmark.store import Store
 
     return Store(db, create=False)
+
+
+def report(
+    db: Path,
+    campaign_id: int | None = None,
+    view: str = "summary",
+    speedup: bool = False,
+    detail: bool = True,
+    needs: tuple[str, ...] = ("extras",),
+    known: Comparison | None = None,
+) -> Report:
+    """The report of a stored campaign (the newest when `campaign_id` is None), read
+    once: the value every format draws (answer/report.py). `detail` False: a terminal's
+    glance (a brief comparison; what the RSS is made of is left to --detail where the
+    glance shows); `needs`: what the format draws beyond the view ("runs", "series",
+    "extras": answer.report.Wanted); `known`: the summary's comparison, when the
+    caller has made it."""
+    from allocmark.answer import report as reading, stored
+    from allocmark.report import glance
+
+    store = reader(db)
+    cid = store.campaign(campaign_id).id
+    brief = not detail
+    if view == "summary" and known is None:
+        known = stored.comparison(store, cid, speedup, brief)
+    made = not (brief and known is not None and glance.shown(known))
+    wanted = reading.Wanted(brief, "runs" in needs, "series" in needs, "extras" in needs, made)
+    return reading.load(store, cid, view, speedup, wanted, known)
 
 
 def unfinished(db: Path) -> Campaign:

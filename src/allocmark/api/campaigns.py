@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import allocators, stats, workloads
+from allocmark import allocators, executors, stats, workloads
 from allocmark.allocators import builder
 from allocmark.answer import analyze, compare, hardening, recommend, stored
 from allocmark.answer.forecast import (
@@ -20,8 +20,6 @@ from allocmark.answer.forecast import (
 )
 from allocmark.answer.race import Front, against_default, candidate_count, defaults_family
 from allocmark.errors import UserError
-from allocmark.executors import Dispatcher
-from allocmark.executors.local import Local
 from allocmark.model import GitBuild, Verified
 from allocmark.report import tryout
 from allocmark.request import (
@@ -39,7 +37,7 @@ from allocmark.run.execute import Executor
 from allocmark.store import Store
 from allocmark.verbs import bisect as bisection, bisect_budget, tune
 
-EXECUTORS = ("local", "dask")
+EXECUTORS = executors.KINDS
 
 
 @dataclass(frozen=True)
@@ -414,20 +412,10 @@ def _execute(
     executor: Executor | None,
     confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
-    dispatcher = _dispatcher(req, verified, executor)
+    dispatcher = executors.dispatcher(req.executor, req.scheduler, verified, executor)
     try:
         stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
         yield from campaign.steps(store, cid, cplan, dispatcher, verified, stretch)
     finally:
-        close = getattr(dispatcher, "close", None)
-        if close:
-            close()
+        executors.close(dispatcher)
     yield Finished(cid)
-
-
-def _dispatcher(req: Request, verified: list[Verified], executor: Executor | None) -> Dispatcher:
-    if req.executor == "dask":
-        from allocmark.executors.dask import Dask
-
-        return Dask(str(req.scheduler), verified)
-    return Local(executor)

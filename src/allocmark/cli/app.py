@@ -39,7 +39,7 @@ app = typer.Typer(
 # from start-up into the verbs). `--help` alone loads none of it.
 _REPORT = (
     "allocmark.store",
-    "allocmark.report.data",
+    "allocmark.answer.report",
     "allocmark.report.render",
     "allocmark.report.table",
     "allocmark.report.glance",

@@ -47,7 +47,7 @@ def report_cmd(
 ) -> None:
     """Show or export the report of a stored campaign."""
     from allocmark import api
-    from allocmark.report import data, render
+    from allocmark.report import render
 
     if fmt not in ("table", *render.TEXT_FORMATS):
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(render.TEXT_FORMATS)}")
@@ -60,23 +60,20 @@ def report_cmd(
         check_output(output)
     if plots_dir:
         check_directory(plots_dir)
-    store = api.reader(db)
-    cid = store.campaign(campaign_id).id
+    needs = ("extras",) if fmt == "table" else render.needs(fmt)
+    if plots_dir:
+        needs = (*needs, "series")
+    # One report, read once, for the format and the plot files alike.
+    shown = api.report(db, campaign_id, view, speedup, detail or fmt != "table", needs)
     if fmt == "table":
-        shown = data.load(store, cid, view, speedup, brief=not detail)
         emit_table(shown, output, detail)
-        if (
-            view == "summary"
-            and (p := store.campaign_plan(cid).precision)
-            and p.race
-            and not output
-        ):
-            front(db, cid)  # a `tune` campaign: its answer again
+        if view == "summary" and (p := shown.plan.precision) and p.race and not output:
+            front(db, shown.campaign["id"])  # a `tune` campaign: its answer again
     else:
-        emit(render.text(store, cid, fmt, view, speedup), output)
+        emit(render.text(shown, fmt), output)
     if plots_dir:
         with writing(plots_dir):
-            files = render.plot_files(store, cid, plots_dir, speedup)
+            files = render.plot_files(shown, plots_dir)
         err().print(f"wrote {len(files)} plot files to {plots_dir}")
     if fmt == "table" and view == "summary":
         fail_on_failures(shown.comparison)

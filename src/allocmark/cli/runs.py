@@ -97,7 +97,6 @@ def run_cmd(
 ) -> None:
     """Run a suite (default: quick) and store every run."""
     from allocmark import api
-    from allocmark.report import data
 
     given = {
         "--suite": suite,
@@ -157,11 +156,10 @@ def run_cmd(
         cid = follow(api.run(req, confirm=progress.ask), db, progress)
     if cid is None:
         return
-    store = api.reader(db)
-    shown = data.load(store, cid, brief=not detail)
+    shown = api.report(db, cid, detail=detail)
     emit_table(shown, None, detail)
-    if store.campaign_plan(cid).sample:
-        emit_table(data.load(store, cid, "profile"), None)
+    if shown.plan.sample:
+        emit_table(api.report(db, cid, "profile"), None)
     fail_on_failures(shown.comparison)
 
 
@@ -185,7 +183,6 @@ def profile_cmd(
     """Profile what each allocator does inside a workload or your program (mmprof style),
     side by side."""
     from allocmark import api
-    from allocmark.report import data
 
     chosen = one_target(workload, command, "profile")
     req = api.Request(
@@ -208,7 +205,7 @@ def profile_cmd(
     cid = follow(api.run(req), db)
     if cid is None:
         return
-    emit_table(data.load(api.reader(db), cid, "profile"), None)
+    emit_table(api.report(db, cid, "profile"), None)
     fail_on_failures(api.comparison(db, cid))
 
 
@@ -283,7 +280,7 @@ def try_cmd(
 ) -> None:
     """Run your own command under every usable allocator and compare."""
     from allocmark import api
-    from allocmark.report import data, extra, table
+    from allocmark.report import extra, table
 
     if prepare is not None and not prepare.strip():
         raise UserError("--prepare '' runs nothing; give a shell command, e.g. --prepare sync")
@@ -319,16 +316,15 @@ def try_cmd(
         return
     lines, comp = api.command_lines(db, cid)
     table.try_table(out(), lines, comp)
-    store = api.reader(db)
-    shown = data.load(store, cid, known=comp)
+    shown = api.report(db, cid, known=comp)
     table.extra(out(), extra.extras(shown))
     if profile:
-        emit_table(data.load(store, cid, "profile"), None)
+        emit_table(api.report(db, cid, "profile"), None)
     if export_json:
         from allocmark.report import render
 
         with writing(export_json):
-            export_json.write_text(render.text(store, cid, "json", "summary", False))
+            export_json.write_text(render.text(shown, "json"))
         err().print(f"wrote {export_json}")
     # As hyperfine: a command that failed is an error for scripts, -i or not.
     fail_on_failures(shown.comparison)

@@ -12,7 +12,7 @@ from allocmark.cli.app import err, out
 
 if TYPE_CHECKING:
     from allocmark import api
-    from allocmark.report import data
+    from allocmark.api import Report
 
 
 def front(db: Path, cid: int) -> None:
@@ -23,12 +23,12 @@ def front(db: Path, cid: int) -> None:
     table.tune_front(out(), api.tuned(db, cid))
 
 
-def emit_table(report: data.ReportData, output: Path | None, detail: bool = False) -> None:
-    """The terminal's answer at a glance (or, with `detail`, every table), on stdout or
-    (-o) in a file as plain text."""
+def emit_table(report: Report, output: Path | None, detail: bool = False) -> None:
+    """The terminal's report (report/terminal.py) on stdout or (-o) in a file as plain
+    text."""
     from rich.console import Console
 
-    from allocmark.report import data, extra, glance, table
+    from allocmark.report import terminal
 
     with contextlib.ExitStack() as stack:
         console = out()
@@ -37,13 +37,7 @@ def emit_table(report: data.ReportData, output: Path | None, detail: bool = Fals
             output.parent.mkdir(parents=True, exist_ok=True)
             f = stack.enter_context(output.open("w"))
             console = Console(file=f, width=160, no_color=True, highlight=False)
-        if report.view == "profile":
-            table.profiles(console, report.profiles)
-        else:
-            comp = data.comparison(report)
-            every = detail or not glance.shown(comp)
-            (table.comparison if every else glance.glance)(console, comp)
-            table.extra(console, extra.extras(report, made=every))
+        terminal.draw(console, report, detail)
     if output:
         err().print(f"wrote {output}")
 

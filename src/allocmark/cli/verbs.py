@@ -18,11 +18,13 @@ from allocmark.cli.app import (
     CommandArg,
     DbOpt,
     DryRunOpt,
+    ExecutorOpt,
     MarginOpt,
     MaxBlocksOpt,
     OutputOpt,
     ParamOpt,
     RunTimeoutOpt,
+    SchedulerOpt,
     TimeoutOpt,
     WorkloadOpt,
     YesOpt,
@@ -90,6 +92,8 @@ def bisect_cmd(
     timeout: RunTimeoutOpt = 600,
     seed: Annotated[int, typer.Option("--seed", min=0, max=2**31, help="run-order seed")] = 1,
     db: DbOpt = DEFAULT_DB,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Find the commit of your allocator that changed a metric, between GOOD and BAD
@@ -112,6 +116,8 @@ def bisect_cmd(
         seed=seed,
         dry_run=dry_run,
         budget_s=duration(budget),
+        executor=executor,
+        scheduler=scheduler,
     )
     for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks or 0):
         _bisect_line(event)
@@ -199,6 +205,8 @@ def tune_cmd(
             "(schema: `allocmark schema settings`)",
         ),
     ] = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,
 ) -> None:
@@ -220,6 +228,8 @@ def tune_cmd(
         timeout_s=timeout,
         catalogs=tuple(catalog or ()),
         db=db,
+        executor=executor,
+        scheduler=scheduler,
         yes=yes,
         dry_run=dry_run,
     )
@@ -256,13 +266,15 @@ def harden_cmd(
     ] = 5.0,
     db: DbOpt = DEFAULT_DB,
     catalog: CatalogOpt = None,
+    executor: ExecutorOpt = "local",
+    scheduler: SchedulerOpt = None,
     yes: YesOpt = False,
     dry_run: DryRunOpt = False,
 ) -> None:
     """The hardening battery: what each allocator does about each heap error, its
     score, and what hardening costs."""
     from allocmark import api
-    from allocmark.report import data, extra, table
+    from allocmark.report import extra, table
 
     chosen = tuple(t.strip() for t in (tests or "").split(",") if t.strip())
     catalogs = tuple(catalog or ())
@@ -273,17 +285,26 @@ def harden_cmd(
         catalogs,
         timeout_s=timeout,
         db=db,
+        executor=executor,
+        scheduler=scheduler,
         yes=yes,
         dry_run=dry_run,
     )
     cid = follow(api.run(req), db)
     if cid is None:
         return
-    report = data.load(api.reader(db), cid)
+    report = api.report(db, cid)
     table.extra(out(), extra.extras(report))
     if not cost or report.battery is None:
         return
-    more = api.cost_request(report.battery.allocators, db=db, catalogs=catalogs, yes=yes)
+    more = api.cost_request(
+        report.battery.allocators,
+        db=db,
+        catalogs=catalogs,
+        executor=executor,
+        scheduler=scheduler,
+        yes=yes,
+    )
     if more is None:
         err().print(
             "no hardened build beside its plain build to cost: e.g. `allocmark alloc "
@@ -294,6 +315,6 @@ def harden_cmd(
     cost_cid = follow(api.run(more), db)
     if cost_cid is None:
         return
-    comp = data.load(api.reader(db), cost_cid).comparison
+    comp = api.report(db, cost_cid).comparison
     if comp is not None:
         table.extra(out(), [extra.cost_table(api.hardening_costs(comp), comp.margin)])

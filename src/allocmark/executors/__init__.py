@@ -86,6 +86,31 @@ class Dispatcher(Protocol):
     def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]: ...
 
 
+KINDS = ("local", "dask")  # what --executor names: where a campaign's runs happen
+
+
+def dispatcher(
+    kind: str, scheduler: str | None, verified: Sequence[Verified], executor: Executor | None = None
+) -> Dispatcher:
+    """The dispatcher --executor names: here, one run at a time (local.py; `executor`
+    replaces the real child processes in tests), or on a Dask cluster (dask.py). Every
+    campaign, its own or a verb's (bisect, tune, harden), is dispatched through this."""
+    if kind == "dask":
+        from allocmark.executors.dask import Dask
+
+        return Dask(str(scheduler), list(verified))
+    from allocmark.executors.local import Local
+
+    return Local(executor)
+
+
+def close(d: Dispatcher) -> None:
+    """The dispatcher's connections closed, where it holds any (a Dask client)."""
+    closing = getattr(d, "close", None)
+    if closing:
+        closing()
+
+
 def run_batch(executor: Executor, batch: Batch) -> Iterator[Event]:
     """The executor side: a block's calibration, then its runs in order."""
     if batch.is_block:

@@ -1,16 +1,17 @@
-"""Report outputs, one module per format, all reading one analyze.Comparison; below
-verbs and run in the layers: a report only reads.
+"""Report outputs, one module per format, each drawing one value: the campaign's
+report (answer.report.Report), read once; below verbs and run in the layers, and
+never opening the store: a report only draws.
 
-Takes a `Store` (read only) and what answer/ makes of it; gives terminal tables
-(table.py, glance.py, matrix.py, rows.py, answer.py, extra.py, profile_rows.py,
-tryout.py: `try`'s lines, catalog.py: the listings), Markdown (markdown.py), CSV
-(csvfile.py), JSON (jsonfile.py), HTML (html.py: its figures are figures.py's Plotly
-JSON, built with plotly_json.py and drawn by vendor/'s plotly.js) and plot files
-(plots.py, release_plots.py: matplotlib), both drawing from panels.py and
-versions.py (a family's versions), through data.py (what a report reads)
-and render.py (one call per format); fmt.py formats numbers and gives each
-allocator its colour.
+Gives the terminal's report (terminal.py: table.py, glance.py, matrix.py, answer.py,
+extra.py, profile_rows.py; tryout.py: `try`'s lines; catalog.py: the listings),
+Markdown (markdown.py), CSV (csvfile.py) and JSON (jsonfile.py), both from rows.py's
+flat rows, HTML (html.py: its figures are figures.py's Plotly JSON, built with
+plotly_json.py and drawn by vendor/'s plotly.js) and plot files (plots.py,
+release_plots.py: matplotlib), both drawing from panels.py and versions.py (a
+family's versions); render.py is one call per file format; fmt.py formats numbers
+and gives each allocator its colour.
 
-May import: answer, store, stats, profile, allocators, model, errors, text, units.
-Never: api, cli, verbs, executors, run.
+May import: answer, stats, profile, allocators, schemas, model, request, errors, text,
+units.
+Never: api, cli, verbs, executors, run, store.
 """

@@ -7,16 +7,16 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark.report import data, rows
-from allocmark.store.exchange import run_rows
+from allocmark.answer.report import Report, comparison as summary
+from allocmark.report import rows
 
 
-def render(report: data.ReportData) -> str:
+def render(report: Report) -> str:
     if report.view == "runs":
-        return text(run_rows(report.runs))
+        return text(rows.run_rows(report.runs))
     if report.view == "profile":
         return text(rows.profile_table_rows(report.profiles))
-    return text(rows.summary_rows(data.comparison(report)))
+    return text(rows.summary_rows(summary(report)))
 
 
 def text(table: Sequence[dict[str, Any]]) -> str:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.answer import aging, analyze, composition, hardening, labels, releases, why
+from allocmark.answer.report import Report
 from allocmark.model import CellRuns, RunStatus
-from allocmark.report import data, fmt
+from allocmark.report import fmt
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Extra:
     keep: int = 1  # label columns, repeated when a terminal cuts the table into parts
 
 
-def extras(report: data.ReportData, made: bool = True) -> list[Extra]:
+def extras(report: Report, made: bool = True) -> list[Extra]:
     """The tables beyond the metrics; `made`: with what the RSS is made of (a detail
     the terminal's glance leaves to --detail)."""
     found = []

@@ -20,10 +20,10 @@ from markupsafe import Markup
 from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import Comparison
 from allocmark.answer.labels import value_text
+from allocmark.answer.report import Report, comparison as summary
 from allocmark.profile import View
-from allocmark.report import answer, data, extra, figures, fmt, matrix, profile_rows
+from allocmark.report import answer, extra, figures, fmt, matrix, profile_rows, rows
 from allocmark.report.plotly_json import Figure
-from allocmark.store import exchange
 
 MAX_RAW_RUNS = 1000  # beyond this the page points to the CSV export
 # The runs' columns a reader compares; the export (--runs) has every metric and label.
@@ -33,7 +33,7 @@ RUN_COLUMNS = (
 )  # fmt: skip
 
 
-def render(report: data.ReportData) -> str:
+def render(report: Report) -> str:
     """The page of a summary (answer, figures, tables, runs) or of a profile (its
     tables and findings), with the campaign's provenance either way."""
     env = jinja2.Environment(
@@ -52,7 +52,7 @@ def render(report: data.ReportData) -> str:
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
-        comp = data.comparison(report)
+        comp = summary(report)
         tables = [_table(comp, m) for m in comp.metrics] if comp.rows else []
         legend = fmt.legend(comp) if comp.rows else ""
         tables += [_extra(t) for t in extra.extras(report)]
@@ -97,11 +97,11 @@ def _plotly() -> Markup:
     return Markup(js.replace("</script", "<\\/script"))  # nosec: a known library (vendor/)
 
 
-def _runs(report: data.ReportData) -> list[dict[str, Any]]:
+def _runs(report: Report) -> list[dict[str, Any]]:
     """The first MAX_RAW_RUNS runs, in RUN_COLUMNS (those the campaign has)."""
-    rows = exchange.run_rows(report.runs[:MAX_RAW_RUNS])
-    shown = [k for k in RUN_COLUMNS if rows and k in rows[0]]
-    out = [{k: r[k] for k in shown} for r in rows]
+    every = rows.run_rows(report.runs[:MAX_RAW_RUNS])
+    shown = [k for k in RUN_COLUMNS if every and k in every[0]]
+    out = [{k: r[k] for k in shown} for r in every]
     for r, run in zip(out, report.runs, strict=False):
         if "params" in r:  # the row's label, shorter than the export's JSON
             r["params"] = " ".join(f"{k}={value_text(v)}" for k, v in run.params)

@@ -9,15 +9,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from allocmark.answer import aging, recommend, releases, remedy, why
-from allocmark.report import answer, data, rows
-from allocmark.store.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, run_rows
+from allocmark.answer.report import Report, comparison as summary
+from allocmark.report import answer, rows
+from allocmark.schemas.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT
 
 PROFILE_FORMAT = "allocmark-profile"
 
 
-def render(report: data.ReportData) -> str:
+def render(report: Report) -> str:
     if report.view == "runs":
-        return document(RUNS_FORMAT, report.campaign, run_rows(report.runs), {})
+        return document(RUNS_FORMAT, report.campaign, rows.run_rows(report.runs), {})
     if report.view == "profile":
         views = [_view(v) for v in report.profiles]
         return document(
@@ -26,7 +27,7 @@ def render(report: data.ReportData) -> str:
             rows.profile_table_rows(report.profiles),
             {"profiles": views},
         )
-    comp = data.comparison(report)
+    comp = summary(report)
     # Fields were added (lead, margin, tied_*), none changed: the version stays.
     whys = why.explain(comp)
     answers = [

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import Comparison
+from allocmark.answer.report import Report, comparison as summary
 from allocmark.errors import UserError
 from allocmark.profile import View
-from allocmark.report import answer, data, extra, fmt, matrix, profile_rows
+from allocmark.report import answer, extra, fmt, matrix, profile_rows
 
 
-def render(report: data.ReportData) -> str:
+def render(report: Report) -> str:
     if report.view == "runs":
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     if report.view == "profile":
         return safe("\n".join(_profile(v) for v in report.profiles))
     return safe(
-        "\n".join([comparison(data.comparison(report)), *(_extra(t) for t in extra.extras(report))])
+        "\n".join([comparison(summary(report)), *(_extra(t) for t in extra.extras(report))])
     )
 
 

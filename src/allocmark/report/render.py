@@ -1,15 +1,15 @@
-"""A stored campaign's report in any file format: load it once, hand it to the
-format's module (markdown, csvfile, jsonfile, html; the terminal's is table.py)."""
+"""A campaign's report (answer.report.Report, read once) in any file format: each
+format's module draws it (markdown, csvfile, jsonfile, html; the terminal's is
+table.py); plot files are plots.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from allocmark.answer import stored
+from allocmark.answer.report import Report, comparison
 from allocmark.errors import UserError
-from allocmark.report import csvfile, data, jsonfile, markdown
-from allocmark.store import Store
+from allocmark.report import csvfile, jsonfile, markdown
 
 # html and plots are imported where they are used: Jinja and matplotlib cost
 # start-up time that the other formats should not pay.
@@ -17,14 +17,19 @@ from allocmark.store import Store
 TEXT_FORMATS = ("md", "csv", "json", "html")
 
 
-def text(store: Store, cid: int, fmt: str, view: str = "summary", speedup: bool = False) -> str:
-    """The report's `view` (summary, runs or profile) as md, csv, json or html."""
+def needs(fmt: str) -> tuple[str, ...]:
+    """What the format draws beyond its view (answer.report.Wanted): html every run and
+    the RSS series; every format but CSV the tables beyond the comparison."""
+    return (*(("runs", "series") if fmt == "html" else ()), *(("extras",) if fmt != "csv" else ()))
+
+
+def text(report: Report, fmt: str) -> str:
+    """The report's view (summary, runs or profile) as md, csv, json or html."""
     if fmt not in TEXT_FORMATS:
         raise UserError(f"--format {fmt!r}: choose table, {', '.join(TEXT_FORMATS)}")
-    report = data.load(store, cid, view, speedup, with_runs=fmt == "html", extras=fmt != "csv")
     if fmt == "html":
         return _html(report)
-    exporters: dict[str, Callable[[data.ReportData], str]] = {
+    exporters: dict[str, Callable[[Report], str]] = {
         "md": markdown.render,
         "csv": csvfile.render,
         "json": jsonfile.render,
@@ -32,7 +37,7 @@ def text(store: Store, cid: int, fmt: str, view: str = "summary", speedup: bool 
     return exporters[fmt](report)
 
 
-def _html(report: data.ReportData) -> str:
+def _html(report: Report) -> str:
     from allocmark.report import html
 
     if report.view == "runs":
@@ -40,12 +45,11 @@ def _html(report: data.ReportData) -> str:
     return html.render(report)
 
 
-def plot_files(store: Store, cid: int, directory: Path, speedup: bool = False) -> list[Path]:
-    """Every plot of the campaign as SVG and PNG files in `directory`."""
+def plot_files(report: Report, directory: Path) -> list[Path]:
+    """Every plot of the campaign's summary as SVG and PNG files in `directory`."""
     from allocmark.report import plots
 
-    comp = stored.comparison(store, cid, speedup)
-    figures = plots.all_plots(comp, store.rss_series(cid))
+    figures = plots.all_plots(comparison(report), report.series)
     try:
         return plots.save(figures, directory)
     finally:

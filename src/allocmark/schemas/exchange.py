@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from allocmark.model import RunStatus
 
+# Every JSON export names its format and version; a reader refuses others.
+FORMAT_VERSION = 1
+SUMMARY_FORMAT = "allocmark-summary"
+RUNS_FORMAT = "allocmark-runs"
+
 
 class RunRow(BaseModel):
     """One stored run."""

@@ -1,22 +1,22 @@
-"""The JSON exchange format of runs: written by `report --runs`, read back by
-`compare`. Documents carry a format name and a version; `load` refuses others."""
+"""The JSON exchange format of runs: written by `report --runs` (report/rows.py), read
+back by `compare`. Documents carry a format name and a version; `load` refuses others."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from allocmark.errors import UserError
 from allocmark.model import StoredRun
+from allocmark.schemas.exchange import (  # its names, for the readers of exports
+    FORMAT_VERSION as FORMAT_VERSION,
+    RUNS_FORMAT as RUNS_FORMAT,
+    SUMMARY_FORMAT as SUMMARY_FORMAT,
+)
 
 if TYPE_CHECKING:
     from allocmark.schemas.exchange import RunRow
-
-FORMAT_VERSION = 1
-SUMMARY_FORMAT = "allocmark-summary"
-RUNS_FORMAT = "allocmark-runs"
 
 
 def load(path: Path, kind: str) -> dict[str, Any]:
@@ -38,37 +38,6 @@ def load(path: Path, kind: str) -> dict[str, Any]:
             f"({FORMAT_VERSION}); export it again with this version"
         )
     return doc
-
-
-def run_rows(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
-    """The rows of a runs export, as schemas/exchange.py's RunRow describes them
-    (built directly: an export of 100,000 runs would spend seconds in the model)."""
-    names = sorted({k for r in runs for k in r.metrics})
-    labels = sorted({k for r in runs for k in r.labels})
-    return [
-        {
-            "seq": r.seq,
-            "role": r.role,
-            "allocator": r.allocator,
-            "workload": r.workload,
-            "params": json.dumps(dict(r.params)),
-            "rep": r.rep,
-            "status": r.status.value,
-            "wall_s": r.wall_s,
-            "user_s": r.user_s,
-            "sys_s": r.sys_s,
-            "maxrss_kib": r.maxrss_kib,
-            "minflt": r.minflt,
-            "majflt": r.majflt,
-            "nvcsw": r.nvcsw,
-            "nivcsw": r.nivcsw,
-            "partial": r.partial,
-            "detail": r.detail,
-            **{f"metric.{k}": r.metrics.get(k) for k in names},
-            **{f"label.{k}": r.labels.get(k) for k in labels},
-        }
-        for r in runs
-    ]
 
 
 def load_runs(path: Path) -> tuple[dict[str, Any], list[StoredRun]]:

@@ -14,11 +14,10 @@ import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from allocmark import stats
+from allocmark import executors, stats
 from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import UserError
-from allocmark.executors.local import Local
-from allocmark.model import AllocatorSpec, GitBuild, RunSpec
+from allocmark.model import AllocatorSpec, GitBuild, RunSpec, Verified
 from allocmark.request import Note, Prepared, Request
 from allocmark.run import campaign, start
 from allocmark.stats import fewblock
@@ -107,43 +106,14 @@ def decide(
     started = start.planned(store, req, Fixed(tuple(specs)), notes)
     cid, prepared = started.cid, started.prepared
     yield from notes
-    rng = random.Random(cid)
-    deadline = clock.deadline(share.weight, share.after)
-    ticks: list[float] = []  # seconds each added block took
-    last = began
-    pair = len(specs) == 2
-    while True:
-        how = store.campaign_plan(cid)  # as the last step left it
-        for event in campaign.steps(store, cid, how, Local(None), prepared.usable):
-            if isinstance(event, Note):
-                yield event
-        values, failed = _values(store, cid, q.metric, [s.name for s in specs])
-        now = time.monotonic()
-        if len(values) and len(values[0]) > fewblock.MIN_BLOCKS:
-            ticks.append(now - last)
-        last = now
-        if failed:
-            word, ratio, detail = FAILED, None, failed
-            break
-        word, ratio, detail = _verdict(values, alpha, q.metric, up, pair)
-        if word != "undecided" or (q.max_blocks and len(values[0]) >= q.max_blocks):
-            break
-        measured = _measured(values, ticks, now - began)
-        if now + measured.block_s > deadline:
-            this, rest = needed_s(measured, alpha, share)
-            more = this + rest
-            was = clock.budget_s
-            if not clock.room_for(more):
-                break
-            # this decision gets what it needs (20 % spare), the rest is for those after
-            deadline = min(now + this * 1.2, clock.began + clock.budget_s)
-            if clock.budget_s > was:
-                yield Note(
-                    "info",
-                    f"the default budget stretched to {budget.minutes(clock.budget_s)}: "
-                    f"the forecast needs about {budget.minutes(more)} more (--budget caps it)",
-                )
-        store.extend_plan(cid, _another_block(store, cid, rng))
+    # The runs go where --executor says, as any campaign's do (executors.dispatcher).
+    dispatch = executors.dispatcher(q.request.executor, q.request.scheduler, prepared.usable)
+    try:
+        look = Look(alpha, up, began, tuple(prepared.usable))
+        found = yield from _blocks(store, q, cid, specs, look, clock, share, dispatch)
+    finally:
+        executors.close(dispatch)
+    word, ratio, detail, values, ticks = found
     blocks = max(len(v) for v in values) if values else 0
     final = _measured(values, ticks, time.monotonic() - began) if values else None
     spec = specs[1] if len(specs) == 3 else specs[-1]
@@ -166,6 +136,71 @@ def decide(
     )
     yield step
     return step
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a decision looks at its blocks: its level, the direction BAD moved, when it
+    began, what it runs."""
+
+    alpha: float
+    up: bool
+    began: float
+    usable: tuple[Verified, ...]  # the allocators, as verified when the campaign began
+
+
+Found = tuple[str, stats.Ratio | None, str, list[list[float]], list[float]]
+
+
+def _blocks(
+    store: Store,
+    q: Question,
+    cid: int,
+    specs: list[AllocatorSpec],
+    look: Look,
+    clock: budget.Clock,
+    share: Share,
+    dispatch: executors.Dispatcher,
+) -> Generator[Note, None, Found]:
+    """The decision's blocks, one at a time until decided, its share of the budget
+    spent (the default budget stretched when the forecast fits), or at q.max_blocks:
+    (word, ratio, detail, each allocator's values per block, seconds per added block)."""
+    rng = random.Random(cid)
+    deadline = clock.deadline(share.weight, share.after)
+    ticks: list[float] = []  # seconds each added block took
+    last = look.began
+    pair = len(specs) == 2
+    while True:
+        how = store.campaign_plan(cid)  # as the last step left it
+        for event in campaign.steps(store, cid, how, dispatch, look.usable):
+            if isinstance(event, Note):
+                yield event
+        values, failed = _values(store, cid, q.metric, [s.name for s in specs])
+        now = time.monotonic()
+        if len(values) and len(values[0]) > fewblock.MIN_BLOCKS:
+            ticks.append(now - last)
+        last = now
+        if failed:
+            return FAILED, None, failed, values, ticks
+        word, ratio, detail = _verdict(values, look.alpha, q.metric, look.up, pair)
+        if word != "undecided" or (q.max_blocks and len(values[0]) >= q.max_blocks):
+            return word, ratio, detail, values, ticks
+        measured = _measured(values, ticks, now - look.began)
+        if now + measured.block_s > deadline:
+            this, rest = needed_s(measured, look.alpha, share)
+            more = this + rest
+            was = clock.budget_s
+            if not clock.room_for(more):
+                return word, ratio, detail, values, ticks
+            # this decision gets what it needs (20 % spare), the rest is for those after
+            deadline = min(now + this * 1.2, clock.began + clock.budget_s)
+            if clock.budget_s > was:
+                yield Note(
+                    "info",
+                    f"the default budget stretched to {budget.minutes(clock.budget_s)}: "
+                    f"the forecast needs about {budget.minutes(more)} more (--budget caps it)",
+                )
+        store.extend_plan(cid, _another_block(store, cid, rng))
 
 
 def _measured(values: list[list[float]], ticks: list[float], spent: float) -> budget.Measured:

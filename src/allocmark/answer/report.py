@@ -1,4 +1,7 @@
-"""Everything a report shows, loaded from the store once; every format reads it."""
+"""A stored campaign's report as one value: everything a format shows, read from the
+store once (report/ draws it and never reads the store). `view` says which part a
+format draws: the summary (the comparison and the tables beyond it), every run, or
+the profiler's view."""
 
 from __future__ import annotations
 
@@ -9,27 +12,43 @@ from allocmark import profile
 from allocmark.answer import aging, analyze, composition, hardening, stored
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
-from allocmark.report import glance
+from allocmark.request import CampaignPlan
 from allocmark.store import Store
 
 VIEWS = ("summary", "runs", "profile")
 
 
 @dataclass(frozen=True)
-class ReportData:
+class Report:
     """One campaign's report: `view` says which part a format renders."""
 
     view: str  # "summary" (the comparison), "runs" (every run) or "profile"
-    campaign: dict[str, Any]  # id, name, machine, plan, ...
+    campaign: dict[str, Any]  # id, name, machine, plan, ... as an export shows them
+    plan: CampaignPlan  # how the campaign ran, typed
     comparison: analyze.Comparison | None  # the summary view (and html)
     allocators: tuple[dict[str, Any], ...]  # provenance rows
     runs: tuple[StoredRun, ...]  # loaded for the runs view and html only
     profiles: tuple[profile.View, ...]  # the profile view
-    # (allocator, workload, params, RSS over time) of each OK run: html only
+    # (allocator, workload, params, RSS over time) of each OK run: html and plot files
     series: tuple[tuple[str, str, Params, RssSeries], ...] = ()
     aging: tuple[aging.Steady, ...] = ()  # phased workloads' steady state (summary view)
     made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
     battery: hardening.Matrix | None = None  # the hardening battery's outcomes (summary view)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a format needs beyond the view's core: a terminal's brief comparison
+    (without the secondary groups past 20 rows: stored.comparison), every run (html),
+    the RSS series (html, plot files), the tables beyond the comparison (not CSV:
+    reading the allocator statistics of 100,000 runs takes most of a second), what
+    the RSS is made of (not under a terminal's glance, which leaves it to --detail)."""
+
+    brief: bool = False
+    runs: bool = False
+    series: bool = False
+    extras: bool = True
+    made: bool = True
 
 
 def load(
@@ -37,16 +56,11 @@ def load(
     cid: int,
     view: str = "summary",
     speedup: bool = False,
-    with_runs: bool = False,
-    brief: bool = False,
-    extras: bool = True,
+    wanted: Wanted = Wanted(),
     known: analyze.Comparison | None = None,
-) -> ReportData:
-    """The report of campaign `cid` as `view` needs it (with_runs: every run too;
-    brief: a terminal's glance (see answer.stored.comparison), which leaves what the
-    RSS is made of to --detail; extras: the tables beyond the comparison, which CSV has
-    no place for: reading the allocator statistics of 100,000 runs takes most of a
-    second; known: the summary view's comparison, when the caller has already made it)."""
+) -> Report:
+    """The report of campaign `cid` as `view` needs it; `known`: the summary view's
+    comparison, when the caller has already made it."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.campaign_plan(cid).sample:
@@ -55,23 +69,26 @@ def load(
         )
     comp = None
     if view == "summary":
-        comp = known or stored.comparison(store, cid, speedup, brief)
-    made = comp is not None and extras and not (brief and glance.shown(comp))
-    return ReportData(
+        comp = known or stored.comparison(store, cid, speedup, wanted.brief)
+    extras = comp is not None and wanted.extras
+    return Report(
         view=view,
         campaign=store.campaign_info(cid),
+        plan=store.campaign_plan(cid),
         comparison=comp,
         allocators=tuple(store.allocator_rows(cid)),
-        runs=tuple(store.runs(cid)) if view == "runs" or with_runs else (),
+        runs=tuple(store.runs(cid)) if view == "runs" or wanted.runs else (),
         profiles=tuple(stored.profiles(store, cid)) if view == "profile" else (),
-        series=tuple(store.rss_series(cid)) if view == "summary" and with_runs else (),
+        series=tuple(store.rss_series(cid)) if comp and wanted.series else (),
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
-        made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
+        made=tuple(composition.stored(store, cid, comp.allocators))
+        if comp and extras and wanted.made
+        else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
     )
 
 
-def comparison(data: ReportData) -> analyze.Comparison:
-    if data.comparison is None:
+def comparison(report: Report) -> analyze.Comparison:
+    if report.comparison is None:
         raise ValueError("this report was loaded without its comparison")
-    return data.comparison
+    return report.comparison

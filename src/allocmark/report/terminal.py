@@ -1,0 +1,20 @@
+"""The terminal's report: the answer at a glance (the matrices) or, with detail, every
+table; then the tables beyond the comparison; a profile's tables. Drawn on a rich
+Console from the report value, as every other format is."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from allocmark.answer.report import Report, comparison
+from allocmark.report import extra, glance, table
+
+
+def draw(console: Console, report: Report, detail: bool = False) -> None:
+    if report.view == "profile":
+        table.profiles(console, report.profiles)
+        return
+    comp = comparison(report)
+    every = detail or not glance.shown(comp)
+    (table.comparison if every else glance.glance)(console, comp)
+    table.extra(console, extra.extras(report, made=every))
