@@ -480,7 +480,7 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
 BISECT_COMMITS = 16
 BISECT_SPIN = 30  # steps before each malloc: about +10 % on samethread (printed as measured)
 BISECT_RESERVE_KIB = 768  # touched by a constructor: about +5 % of samethread's 15 MiB peak
-BISECT_METRICS = {"time": "time", "peak_rss": "peak RSS"}
+BISECT_METRICS = {"time": "time", "rss": "peak RSS"}
 
 
 @dataclass(frozen=True)
@@ -522,7 +522,7 @@ def bisects(tally: Tally, work: Path, reps: int, cells: int, tag: str, batch: in
                 str(repo.path),
                 "--build",
                 tinyrepo.BUILD,
-                "--output",
+                "--library",
                 tinyrepo.OUTPUT,
                 "v1.0",
                 "v2.0",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from allocmark.executors import Dispatcher
+from allocmark.executors.local import Local
 from allocmark.model import (
     AllocatorSpec,
     Params,
@@ -108,7 +110,9 @@ def drive(
 ) -> list[Progress]:
     """The campaign loop run to its end (or its exception) on its stored plan."""
     how = store.campaign_plan(cid)
-    return list(steps(store, cid, how, executor, verified, stretch))  # type: ignore[arg-type]
+    # A fake one-run executor goes through the local dispatcher, as a campaign's would.
+    dispatcher = executor if isinstance(executor, Dispatcher) else Local(executor)  # type: ignore[arg-type]
+    return list(steps(store, cid, how, dispatcher, verified, stretch))
 
 
 def precision_plan(

@@ -39,8 +39,8 @@ def test_the_documented_python_example_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("req", "message"),
     [
-        (api.Request(executor="ray"), "--executor 'ray'"),
-        (api.Request(executor="dask"), "needs --scheduler"),
+        (api.Request(dispatcher="ray"), "--executor 'ray'"),
+        (api.Request(dispatcher="dask"), "needs --scheduler"),
         (api.Request(command=("true",), workloads=("churn",)), "not both"),
     ],
 )
@@ -57,7 +57,7 @@ def test_dask_without_bench_workers_is_refused(tmp_path: Path) -> None:
     ) as cluster:
         req = api.Request(
             workloads=("churn",),
-            executor="dask",
+            dispatcher="dask",
             db=tmp_path / "d.db",
             scheduler=cluster.scheduler_address,
         )

@@ -70,8 +70,8 @@ CASES: dict[str, Case] = {
     "-a unknown version": c("run -w churn -a jemalloc@0.0.1", 2, "jemalloc@0.0.1", "versions"),
     "-a git without revisions": c("run -w churn -a 'x@git:/tmp'", 2, "name the revisions"),
     "-a git without --build": c("run -w churn -a 'x@git:/tmp#v1'", 2, "--build"),
-    "--build alone": c("run -w churn --build make", 2, "--build and --output go together"),
-    "--output alone": c("run -w churn --output x.so", 2, "--build and --output go together"),
+    "--build alone": c("run -w churn --build make", 2, "--build and --library go together"),
+    "--library alone": c("run -w churn --library x.so", 2, "--build and --library go together"),
     # -w and suites
     "-w typo": c("run -w chrn", 2, "'chrn'", "did you mean 'churn'"),
     "-w ''": c("run -w ''", 2, "empty workload name", "-w churn,larson"),
@@ -262,18 +262,18 @@ CASES: dict[str, Case] = {
         "tune --settings /nonexistent/s.toml -w churn", 2, "/nonexistent/s.toml"
     ),
     "harden unknown test": c("harden --tests nope", 2, "'nope'", "the tests"),
-    "bisect without build": c("bisect v1 v2 -w churn", 2, "--build CMD and --output LIB"),
-    "bisect of nothing": c("bisect v1 v2 --build make --output x.so", 2, "one of the two"),
+    "bisect without build": c("bisect v1 v2 -w churn", 2, "--build CMD and --library LIB"),
+    "bisect of nothing": c("bisect v1 v2 --build make --library x.so", 2, "one of the two"),
     "bisect missing repo": c(
-        "bisect v1 v2 --repo /nonexistent/r --build make --output x.so -w churn",
+        "bisect v1 v2 --repo /nonexistent/r --build make --library x.so -w churn",
         2,
         "/nonexistent/r",
     ),
     "bisect error rate": c(
-        "bisect v1 v2 --build make --output x.so -w churn --error-rate 2", 2, "--error-rate"
+        "bisect v1 v2 --build make --library x.so -w churn --error-rate 2", 2, "--error-rate"
     ),
     "bisect budget": c(
-        "bisect v1 v2 --build make --output x.so -w churn --budget soon", 2, "--budget 'soon'"
+        "bisect v1 v2 --build make --library x.so -w churn --budget soon", 2, "--budget 'soon'"
     ),
     "schema unknown": c("schema nope", 2, "'nope'"),
     "alloc build unknown": c("alloc build nosuch@1", 2, "nosuch"),

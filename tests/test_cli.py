@@ -434,6 +434,12 @@ def test_a_deprecated_spelling_still_works_and_says_so(tmp_path: Path) -> None:
         ["try", "--margin", "3%", "--", "prog", "--min-runs"],
         ["warning: --target-ci is deprecated: it is --margin now"],
     )
+    # A built library was --output in the verbs that build one; report's -o is a file.
+    assert modern(["-q", "--run-as", "x", "bisect", "--output", "lib.so"]) == (
+        ["-q", "--run-as", "x", "bisect", "--library", "lib.so"],
+        ["warning: --output is deprecated: it is --library now"],
+    )
+    assert modern(["report", "--output", "r.md"]) == (["report", "--output", "r.md"], [])
 
 
 def test_bad_budget_is_a_usage_error(tmp_path: Path) -> None:
@@ -583,7 +589,7 @@ def test_an_explicit_n_below_a_verdict_is_raised_aloud(tmp_path: Path) -> None:
     assert one.returncode == 0, one.stderr
     assert "one allocator (glibc): nothing to compare; 1 block of its runs" in one.stderr
     assert "0 of 0" not in one.stdout + one.stderr and "raised" not in one.stderr
-    assert "campaign 1: 1 allocator, 1 block of every cell;" in " ".join(one.stdout.split())
+    assert "campaign 1: 1 allocator, 1 block of every row;" in " ".join(one.stdout.split())
     with sqlite3.connect(tmp_path / "b.db") as con:
         (measured,) = con.execute("SELECT count(*) FROM runs WHERE role = 'measure'").fetchone()
     assert measured == 1
@@ -657,7 +663,7 @@ def test_a_shell_named_for_completion_is_the_one_used(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize(
     "verb",
     [
-        ("bisect", "v1", "v2", "-w", "churn", "--build", "make", "--output", "lib.so"),
+        ("bisect", "v1", "v2", "-w", "churn", "--build", "make", "--library", "lib.so"),
         ("tune", "-w", "churn", "--dry-run"),
         ("harden", "--dry-run"),
         ("run", "-w", "churn", "--dry-run"),

@@ -354,7 +354,7 @@ def test_fuzzed_suite_files_load_or_say_why(tmp_path: Path) -> None:
 
         def load() -> None:
             suite = suites.load_suite(str(path))
-            cells = plan.cells(suite, catalog, {})
+            cells = plan.rows(suite, catalog, {})
             plan.check_size(2, len(cells), suite.blocks, confirmed=False)
 
         tally.attempt(path, load, "add --yes to start it anyway", "fit one campaign")  # its size
@@ -772,7 +772,7 @@ def test_suite_values_are_taken_or_refused_by_name(tmp_path: Path, text: str, ou
     path.write_text(text)
     try:
         suite = suites.load_suite(str(path))
-        plan.cells(suite, workloads.load_catalog(), {})
+        plan.rows(suite, workloads.load_catalog(), {})
         got = "accepted"
     except UserError as e:
         got = str(e)

@@ -32,11 +32,11 @@ class Request:
     catalogs: tuple[Path, ...] = ()  # extra allocator catalog files
     sample: int = 0  # profile: time 1 allocator call in `sample`; 0: not profiled
     db: Path = DEFAULT_DB
-    executor: str = "local"  # "local" or "dask"
+    dispatcher: str = "local"  # --executor: where the runs happen, "local" or "dask"
     scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
     yes: bool = False  # start a campaign of more than CONFIRM_RUNS runs
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
-    keep_going: bool = False  # `try -i`: run on though the command fails under the baseline
+    ignore_failure: bool = False  # `try -i`: run on though the command fails under the baseline
     why: str = "off"  # the why pass (run/whypass.py): "auto", "on" or "off"
     warmup: int = 0  # runs of each allocator and cell before the blocks, not measured
     prepare: str = ""  # a shell command run before each run of `command`, not timed

@@ -18,7 +18,7 @@ import pytest
 from allocmark import stats
 from allocmark.allocators import git, lineage
 from allocmark.allocators.selection import parse_selection
-from allocmark.answer import analyze, releases
+from allocmark.answer import analyze, labels, releases
 from allocmark.errors import UserError
 from allocmark.model import GitBuild
 from allocmark.report import extra
@@ -31,7 +31,7 @@ from tests.conftest import cli, readable
 pytestmark = pytest.mark.integration
 # A short cell whose time is mostly malloc calls: the planted spin makes it ~10× slower.
 CELL = ("-w", "samethread", "-p", "count=20000", "-p", "rounds=2")
-HOW = ("--build", tinyrepo.BUILD, "--output", tinyrepo.OUTPUT)
+HOW = ("--build", tinyrepo.BUILD, "--library", tinyrepo.OUTPUT)
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +67,7 @@ def _steps(text: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("metric", "planted"), [("time", tinyrepo.SLOW), ("peak_rss", tinyrepo.FAT)]
-)
+@pytest.mark.parametrize(("metric", "planted"), [("time", tinyrepo.SLOW), ("rss", tinyrepo.FAT)])
 def test_bisect_finds_the_planted_commit(
     place: Path, repo: tinyrepo.Repo, metric: str, planted: int
 ) -> None:
@@ -103,7 +101,7 @@ def test_bisect_finds_the_planted_commit(
     ), out
     # the culprit confirmed against its parent (commit planted - 1 builds), its change
     # quoted as a factor (past 2×)
-    word = bisect.WORDS[bisect.metric_of(metric)]
+    word = bisect.WORDS[labels.metric_key(metric)[0]]
     parent = re.escape(repo.describe(planted - 1))
     assert re.search(rf"^confirm  {re.escape(repo.describe(planted))} / its parent: ×", out, re.M)
     assert re.search(
@@ -142,7 +140,7 @@ def test_revisions_run_side_by_side_and_their_builds_are_reused(
 ) -> None:
     db = _db(place, "range.db")
     last = repo.commits[3]
-    how = ("--build", "make libtiny.so", "--output", tinyrepo.OUTPUT)  # a recipe of its own
+    how = ("--build", "make libtiny.so", "--library", tinyrepo.OUTPUT)  # a recipe of its own
     first = cli(
         "run",
         "-a",
@@ -247,7 +245,7 @@ def test_the_build_runs_as_the_measured_user_and_stays_in_its_checkout(
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (("-a", "tiny@git:{repo}#v1.0"), "Give --build CMD and --output LIB"),
+        (("-a", "tiny@git:{repo}#v1.0"), "Give --build CMD and --library LIB"),
         (
             ("-a", "tiny@git:{repo}#nosuch", *HOW),
             "revision 'nosuch' is not a commit of the repository (tags: v2.0, v1.0)",
@@ -255,7 +253,7 @@ def test_the_build_runs_as_the_measured_user_and_stays_in_its_checkout(
         (("-a", "tiny@git:{repo}#v2.0..v1.0", *HOW), "is not an ancestor of"),
         (("-a", "tiny@git:{repo}/nope#v1.0", *HOW), "no such directory"),
         (("-a", "tiny@git:{repo}#", *HOW), "name the revisions after '#'"),
-        (("-a", "tiny@git:{repo}#v1.0", "--build", "make"), "--build and --output go together"),
+        (("-a", "tiny@git:{repo}#v1.0", "--build", "make"), "--build and --library go together"),
         (("-a", "glibc", *HOW), "name them with -a NAME@git:PATH#REV"),
     ],
 )

@@ -47,7 +47,7 @@ def _request(db: Path, cluster: LocalCluster, blocks: int = 2) -> api.Request:
         min_blocks=blocks,
         max_blocks=blocks,
         db=db,
-        executor="dask",
+        dispatcher="dask",
         scheduler=cluster.scheduler_address,
     )
 
@@ -68,7 +68,7 @@ def test_dask_campaign_stores_what_the_local_executor_stores(
 ) -> None:
     req = _request(tmp_path / "dask.db", cluster)
     api.run_to_end(req)
-    api.run_to_end(dataclasses.replace(req, executor="local", db=tmp_path / "local.db"))
+    api.run_to_end(dataclasses.replace(req, dispatcher="local", db=tmp_path / "local.db"))
     on_cluster, here = _stored(tmp_path / "dask.db"), _stored(tmp_path / "local.db")
     assert on_cluster == here
     assert {row[6] for row in on_cluster} == {RunStatus.OK.value}
@@ -130,7 +130,7 @@ def test_a_worker_killed_mid_run_loses_no_run(cluster: LocalCluster, tmp_path: P
     assert killed, "no worker was caught running a benchmark"
     store = Store(db, create=False)
     runs = store.runs(cid)
-    assert sorted(r.seq for r in runs) == [s.seq for s in store.plan(cid)]  # each once
+    assert sorted(r.seq for r in runs) == [s.seq for s in store.run_specs(cid)]  # each once
     assert {r.status for r in runs} == {RunStatus.OK}
 
 
@@ -207,7 +207,7 @@ def test_a_bisect_runs_its_steps_on_the_cluster(
             workloads=("samethread",),
             params=("count=20000", "rounds=2"),
             db=place / "db" / "b.db",
-            executor="dask",
+            dispatcher="dask",
             scheduler=cluster.scheduler_address,
         )
         how = GitBuild(tinyrepo.BUILD, tinyrepo.OUTPUT)

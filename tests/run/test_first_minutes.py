@@ -185,7 +185,7 @@ def test_a_command_failing_under_the_baseline_stops_after_its_first_run(tmp_path
         s.campaign(unfinished=True)  # nothing to resume
 
 
-def test_keep_going_runs_every_run_though_the_baseline_fails(tmp_path: Path) -> None:
+def test_ignore_failure_runs_every_run_though_the_baseline_fails(tmp_path: Path) -> None:
     s, cid = failing(tmp_path, stop=False)
     fake = FailsFirst()
     events(s, cid, fake)

@@ -15,7 +15,7 @@ from tests.fakes import allocs as fake_allocs
 
 
 def quick_cells() -> list:
-    return plan.cells(suites.load_suite("quick"), workloads.load_catalog(), {})
+    return plan.rows(suites.load_suite("quick"), workloads.load_catalog(), {})
 
 
 def test_quick_suite_has_six_workloads_and_sweeps() -> None:
@@ -36,7 +36,7 @@ def test_thread_ranges_follow_the_cores(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_every_builtin_suite_plans() -> None:
     for path in sorted(suites.suites_dir().glob("*.toml")):
-        cells = plan.cells(suites.load_suite(path.stem), workloads.load_catalog(), {})
+        cells = plan.rows(suites.load_suite(path.stem), workloads.load_catalog(), {})
         assert cells, path
 
 
@@ -93,13 +93,13 @@ def test_plan_carries_preload_and_expected_malloc_owner() -> None:
 
 def test_overrides_replace_suite_values() -> None:
     suite = suites.load_suite("quick")
-    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(["threads=1,2,4"]))
+    cells = plan.rows(suite, workloads.load_catalog(), plan.parse_overrides(["threads=1,2,4"]))
     assert sorted({dict(p)["threads"] for _, p in cells}) == [1, 2, 4]
 
 
 def test_unknown_override_names_the_parameters() -> None:
     with pytest.raises(UserError, match=r"no selected workload has this parameter.*threads"):
-        plan.cells(
+        plan.rows(
             suites.load_suite("quick"), workloads.load_catalog(), plan.parse_overrides(["thread=2"])
         )
 
@@ -114,7 +114,7 @@ def test_parameter_below_minimum_is_refused(tmp_path: Path) -> None:
     suite = tmp_path / "s.toml"
     suite.write_text('[[runs]]\nworkload = "churn"\nparams = { threads = 0 }\n')
     with pytest.raises(UserError, match=r"s\.toml.*threads must be >= 1"):
-        plan.cells(suites.load_suite(str(suite)), workloads.load_catalog(), {})
+        plan.rows(suites.load_suite(str(suite)), workloads.load_catalog(), {})
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_suite_errors_name_file_and_key(tmp_path: Path, text: str, message: str)
     path = tmp_path / "mine.toml"
     path.write_text(text)
     with pytest.raises(UserError, match=message) as info:
-        plan.cells(suites.load_suite(str(path)), workloads.load_catalog(), {})
+        plan.rows(suites.load_suite(str(path)), workloads.load_catalog(), {})
     assert "mine.toml" in str(info.value)
 
 

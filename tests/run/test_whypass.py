@@ -45,8 +45,8 @@ def test_why_runs_profiled_blocks_of_the_decided_cells_apart_from_the_verdicts(
     )
     assert run.returncode == 0, run.stderr
     out = " ".join((run.stdout + run.stderr).split())  # as wrapped to the terminal's width
-    assert "then a why pass (4 profiled blocks of the cells with a decided difference)" in out
-    assert "why pass: 4 profiled blocks of 1 cells" in out
+    assert "then a why pass (4 profiled blocks of the rows with a decided difference)" in out
+    assert "why pass: 4 profiled blocks of 1 row" in out
     assert _roles(db)["why"] == (8, 8) and _roles(db)["measure"] == (12, 12)
     store = Store(db, create=False)
     assert (store.campaign_plan(1).why_pass or "").startswith("why pass: 4 profiled blocks")
@@ -80,7 +80,7 @@ def test_auto_skips_a_pass_that_costs_more_than_15_percent_and_no_why_runs_none(
     assert run.returncode == 0, run.stderr
     said = " ".join((run.stdout + run.stderr).split())
     assert "if they add at most 15 % to the time)" in said
-    assert "no why pass: 4 profiled blocks of 1 cells, about" in said and "(--why runs it)" in said
+    assert "no why pass: 4 profiled blocks of 1 row, about" in said and "(--why runs it)" in said
     assert "why" not in _roles(auto)
     run = cli(
         "run",

@@ -2,7 +2,7 @@
 
 `-a NAME@git:REPOSITORY#REVISIONS` names revisions (`v1,v2,HEAD`) or a range
 (`A..B`: A and every commit on B's first-parent line after it); a `[git.NAME]`
-catalog entry or `--build`/`--output` say how a checkout becomes a library. The
+catalog entry or `--build`/`--library` say how a checkout becomes a library. The
 repository is copied into a mirror in the cache first (`git clone --mirror`, then
 `git fetch` on each use), so that allocmark never runs git inside the user's own
 repository (its hooks and configuration are the user's business) and a URL works
@@ -394,9 +394,9 @@ def _output(spec: AllocatorSpec, src: Path, output: str, tail: Sequence[str]) ->
     root = os.path.realpath(src)
     real = os.path.realpath(src / output)
     if os.path.commonpath([root, real]) != root:
-        raise BuildFailed(spec, f"--output {output!r} leads outside the checkout", tail)
+        raise BuildFailed(spec, f"--library {output!r} leads outside the checkout", tail)
     if not os.path.isfile(real):
-        raise BuildFailed(spec, f"it left no file {output!r} (the --output)", tail)
+        raise BuildFailed(spec, f"it left no file {output!r} (the --library)", tail)
     return Path(real)
 
 

@@ -212,12 +212,12 @@ def selected(
     alloc: Sequence[str] | None, catalogs: Sequence[Path], build: GitBuild | None = None
 ) -> tuple[list[AllocatorSpec], bool]:
     """Selected allocator specs, and whether the user named them explicitly. `build`:
-    how a revision of a repository becomes a library (`--build`, `--output`), where no
+    how a revision of a repository becomes a library (`--build`, `--library`), where no
     `[git.NAME]` catalog entry says."""
     got = parse_selection(list(alloc or []))
     if build is not None and not got.revisions:
         raise UserError(
-            "--build and --output build revisions of a repository: name them "
+            "--build and --library build revisions of a repository: name them "
             "with -a NAME@git:PATH#REV[,REV...] (or drop --build)"
         )
     mine = got.adhoc + [s for sel in got.revisions for s in revisions(sel, catalogs, build)]
@@ -235,7 +235,7 @@ def revisions(
     if build is None and entry is None:
         raise UserError(
             f"-a {sel.name}@git:…: how is a revision built? Give --build CMD and "
-            "--output LIB (the library it makes, relative to the checkout), or a "
+            "--library LIB (the library it makes, relative to the checkout), or a "
             f"[git.{sel.name}] entry in a --catalog file"
         )
     if build is None:

@@ -4,7 +4,8 @@ analyze.py judges a campaign's runs as a `Comparison` (rows of cells, ratios and
 verdicts against the baseline), which stored.py reads from the store once (with the
 profiler's views), the rows named by labels.py; report.py reads a campaign's whole
 report once, the value every format draws; recommend.py says which allocator to use,
-per row and for the whole, and why; why.py and remedy.py say what a difference is made of and
+per row and for the whole, and why, each allocator's place on each axis a Position
+(positions.py); why.py and remedy.py say what a difference is made of and
 what to change; across.py answers across workloads; compare.py sets campaigns side by
 side (and gates regressions); composition.py says what a peak RSS is made of;
 aging.py finds the steady state of long runs; releases.py judges each version of a

@@ -1,11 +1,13 @@
-"""A row's names: its label (the workload and the parameters that vary among its
-siblings), its key in stored JSON, and the order rows are shown in."""
+"""Names: a row's label (the workload and the parameters that vary among its
+siblings), its key in stored JSON, and the order rows are shown in; and the words a
+user types for a metric group (--metric)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
+from allocmark.errors import UserError
 from allocmark.model import Params
 
 
@@ -31,3 +33,33 @@ def label_rows(keys: Sequence[tuple[str, Params]]) -> dict[tuple[str, Params], s
 
 def value_text(v: int | str) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+# --metric: the words a user types for the groups, one vocabulary for every verb
+# (bisect, compare); the spellings an earlier allocmark took are still read, each said
+# to be deprecated (the groups' own names among them).
+METRIC_WORDS = {
+    "time": "time_s",
+    "rss": "peak_rss_kib",
+    "memory-time": "rss_mib_s",
+    "end-rss": "rss_end_kib",
+    "idle-rss": "idle_rss_kib",
+    "overhead": "overhead_ratio",
+    "throughput": "ops_per_s",
+}
+OLD_METRIC_WORDS = {
+    "peak_rss": "rss",
+    "peak-rss": "rss",
+    **{group: word for word, group in METRIC_WORDS.items()},
+}
+
+
+def metric_key(word: str) -> tuple[str, str]:
+    """The group `--metric word` names, and the deprecation line of an old spelling
+    ("" for none)."""
+    if word in METRIC_WORDS:
+        return METRIC_WORDS[word], ""
+    if word in OLD_METRIC_WORDS:
+        now = OLD_METRIC_WORDS[word]
+        return METRIC_WORDS[now], f"warning: --metric {word} is deprecated: it is {now} now"
+    raise UserError(f"--metric {word!r}: choose one of {', '.join(METRIC_WORDS)}")

@@ -8,9 +8,8 @@ in one sentence each. The ratios behind one answer (every allocator's time and
 peak RSS) are judged as one family (Holm); two allocators are set against each
 other by their own paired ratio (a duel), never by their intervals to the
 baseline or their point estimates, so the front, the dominated and the ties say
-the same thing. An
-allocator that failed runs, leaves functions to glibc (partial), or is not
-meant for speed or memory (a debugging allocator, a wrapper) is never
+the same thing. An allocator that failed runs, leaves functions to glibc (partial),
+or is not meant for speed or memory (a debugging allocator, a wrapper) is never
 recommended, and the block says why. With too little data it says so, and about
 how many more blocks would decide.
 """
@@ -20,37 +19,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from allocmark import stats
 from allocmark.answer import across, analyze, forecast
 from allocmark.answer.analyze import Cell, Comparison, Row
 from allocmark.answer.labels import row_key
+from allocmark.answer.positions import (
+    Choice as Choice,
+    Position as Position,
+    lower_is_better,
+    pooled,
+)
 from allocmark.stats import batch
 
 OVERALL = "all workloads"
-
-
-@dataclass(frozen=True)
-class Position:
-    """One allocator against the baseline on one axis: a ratio where lower is
-    better (time, or 1/throughput, or peak RSS), its interval and verdict."""
-
-    value: float
-    low: float
-    high: float
-    verdict: stats.Verdict
-    blocks_to_decide: int | None = None  # about how many more blocks would decide
-    ratio: stats.Ratio | None = None  # as measured, at its family's level (not turned over)
-    inverted: bool = False  # value, low, high are the ratio turned over (a speed-up)
-    tally: across.Tally | None = None  # across workloads: the rows' verdicts counted
-
-
-@dataclass(frozen=True)
-class Choice:
-    allocator: str
-    time: Position | None
-    rss: Position | None
 
 
 @dataclass(frozen=True)
@@ -92,29 +74,25 @@ def _answers(comp: Comparison) -> list[Answer]:
         ]
     )
     out = [
-        dataclasses.replace(_answer(row.label, comp, p, d), **_pace([row]))
+        _answer(row.label, comp, p, d, [row])
         for row, p, d in zip(comp.rows, found, duels, strict=True)
     ]
     if len(comp.rows) > 1:
         overall = overall_positions(comp, found)
         pairs = _needed(overall, comp.baseline, comp.margin)
         _ahead([(d, key) for d in duels for key in pairs])
-        out.append(
-            dataclasses.replace(
-                _answer(OVERALL, comp, overall, _OverallDuel(comp, found)), **_pace(comp.rows)
-            )
-        )
+        out.append(_answer(OVERALL, comp, overall, _OverallDuel(comp, found), comp.rows))
     return out
 
 
-def _pace(rows: Sequence[Row]) -> dict[str, Any]:
+def _pace(rows: Sequence[Row]) -> tuple[int, float]:
     """The fewest blocks of the rows, and what one more block of each costs: the mean
     time of every allocator's runs (for "about N minutes more would decide")."""
     blocks = min((analyze.row_blocks(r) for r in rows), default=0)
     cost = sum(
         c.summary.mean for r in rows for c in r.cells["time_s"].values() if c.summary is not None
     )
-    return {"blocks": blocks, "block_s": cost}
+    return blocks, cost
 
 
 def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
@@ -122,8 +100,15 @@ def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
     return analyze.derived(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
 
 
-def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str], duel: Duel) -> Answer:
+def _answer(
+    scope: str,
+    comp: Comparison,
+    positions: dict[str, Choice | str],
+    duel: Duel,
+    rows: Sequence[Row],
+) -> Answer:
     assert comp.baseline is not None
+    blocks, block_s = _pace(rows)
     excluded = [(a, why) for a, why in positions.items() if isinstance(why, str)]
     usable = [c for c in positions.values() if isinstance(c, Choice)]
     duels = _Duels(duel, comp.margin, comp.baseline)
@@ -146,6 +131,8 @@ def _answer(scope: str, comp: Comparison, positions: dict[str, Choice | str], du
         margin=comp.margin,
         tied_time=tied_time,
         tied_rss=tied_rss,
+        blocks=blocks,
+        block_s=block_s,
     )
 
 
@@ -245,17 +232,7 @@ def _position(
     if cell is None or cell.ratio is None:
         return None
     r = family.get(id(cell), cell.ratio)
-    return _lower_is_better(r, invert, comp.margin, _blocks_to_decide(r, comp.margin))
-
-
-def _lower_is_better(
-    r: stats.Ratio, invert: bool, margin: float, blocks: int | None = None
-) -> Position:
-    """A ratio as a Position (a speed-up or throughput ratio turned over)."""
-    bounds = (r.value, r.low, r.high)
-    value, low, high = stats.inverted(*bounds) if invert else bounds
-    verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.INCONCLUSIVE
-    return Position(value, low, high, verdict, blocks, r, invert)
+    return lower_is_better(r, invert, comp.margin, _blocks_to_decide(r, comp.margin))
 
 
 class _RowDuel:
@@ -298,7 +275,7 @@ class _RowDuel:
             paired = analyze.row_ratio(self.comp, self.row, ca, cb) if self.comp.paired else None
             self.ratios[key] = paired
         r = self.ratios[key] or stats.ratio_of(ca.summary, cb.summary)
-        return None if r is None else _lower_is_better(r, invert, self.comp.margin)
+        return None if r is None else lower_is_better(r, invert, self.comp.margin)
 
 
 def _row_duels(comp: Comparison) -> list[_RowDuel]:
@@ -391,11 +368,7 @@ class _OverallDuel:
                 else across.Cell(d.ratio, d.inverted, d.verdict)
             )
         found = across.pooled(cells, self.comp.margin, family=1)
-        return None if found is None else _pooled_position(found)
-
-
-def _pooled_position(p: across.Pooled) -> Position:
-    return Position(p.value, p.low, p.high, p.verdict, tally=p.tally)
+        return None if found is None else pooled(found)
 
 
 def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
@@ -440,7 +413,7 @@ def _across(
         for p in positions
     ]
     found = across.pooled(cells, margin, family)
-    return None if found is None else _pooled_position(found)
+    return None if found is None else pooled(found)
 
 
 @dataclass(frozen=True)

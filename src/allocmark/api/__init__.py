@@ -115,6 +115,14 @@ def report(
     return reading.load(store, cid, view, speedup, wanted, known)
 
 
+def metric_key(word: str) -> tuple[str, str]:
+    """The metric group `--metric word` names in every verb, and the deprecation line
+    of an old spelling ("": none)."""
+    from allocmark.answer import labels
+
+    return labels.metric_key(word)
+
+
 def unfinished(db: Path) -> Campaign:
     """The campaign `run --resume` would finish (StoreError if none): its id, name and
     runs done of planned."""

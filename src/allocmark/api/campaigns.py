@@ -13,7 +13,7 @@ from typing import Any
 
 from allocmark import allocators, executors, stats, workloads
 from allocmark.allocators import builder
-from allocmark.answer import analyze, compare, hardening, recommend, stored
+from allocmark.answer import analyze, compare, hardening, labels, recommend, stored
 from allocmark.answer.forecast import (
     Forecast as Forecast,  # an event the caller reads
     duration as duration,
@@ -37,7 +37,7 @@ from allocmark.run.execute import Executor
 from allocmark.store import Store
 from allocmark.verbs import bisect as bisection, bisect_budget, tune
 
-EXECUTORS = executors.KINDS
+EXECUTORS = executors.KINDS  # what --executor names: the dispatchers
 
 
 @dataclass(frozen=True)
@@ -140,18 +140,21 @@ def bisect(
         raise UserError("bisect builds its own allocators from the repository: drop -a")
     if not 0 < error_rate < 1:
         raise UserError(f"--error-rate {error_rate}: give a fraction between 0 and 1 (0.05)")
+    key, deprecated = labels.metric_key(metric)
     question = bisection.Question(
         repository,
         good,
         bad,
         build,
         req,
-        bisection.metric_of(metric),
+        key,
         error_rate,
         max_blocks,
         budget_s=bisect_budget.DEFAULT_BUDGET_S if req.budget_s is None else req.budget_s,
         stretch=req.budget_s is None,
     )
+    if deprecated:
+        yield Note("warning", deprecated)
     yield from bisection.run(question)
 
 
@@ -171,7 +174,7 @@ def _discard_if_empty(store: Store) -> None:
 
 def resume(
     db: Path,
-    executor: str = "local",
+    dispatcher: str = "local",
     scheduler: str | None = None,
     take_over: bool = False,
     yes: bool = False,
@@ -181,7 +184,7 @@ def resume(
     plan checked against the catalog). Refused while another live process runs it;
     `take_over` when its owner is on another machine and known to be gone; `yes` to
     run runs that are not signed by this user (seal.py; the refusal lists them)."""
-    req = Request(db=db, executor=executor, scheduler=scheduler, yes=yes)
+    req = Request(db=db, dispatcher=dispatcher, scheduler=scheduler, yes=yes)
     with runas.campaign():
         _check(req)
         store = Store(db, create=False)  # a resume of nothing leaves no file behind
@@ -221,7 +224,7 @@ def tuned(db: Path, cid: int | None = None) -> list[Front]:
     specs = {spec.name: spec for spec, _ in store.allocator_specs(cid)}
     argv = {
         (s.allocator, s.workload, json.dumps(s.params)): s.argv
-        for s in store.plan(cid)
+        for s in store.run_specs(cid)
         if s.role == "measure"
     }
     left_out = store.campaign_plan(cid).left_out
@@ -255,13 +258,13 @@ def comparison(db: Path, cid: int | None = None, speedup: bool = False) -> analy
 
 def harden_request(
     tests: Sequence[str] = (),
-    reps: int = 3,
+    blocks: int = 3,
     names: Sequence[str] = (),
     catalogs: Sequence[Path] = (),
     **fields: Any,
 ) -> Request:
     """The hardening battery (hardening.py) as a campaign: every test, or `tests`, in
-    `reps` runs each under the allocators `names` (default: every entry `all` selects,
+    `blocks` runs each under the allocators `names` (default: every entry `all` selects,
     the debugging allocators (the reference for "caught at the error") and every
     crate-built one already built: the hardened builds beside their plain builds);
     fields: the rest of the Request."""
@@ -280,8 +283,8 @@ def harden_request(
     return Request(
         workloads=(hardening.WORKLOAD,),
         params=(f"test={','.join(tests or known)}",),
-        min_blocks=reps,
-        max_blocks=reps,
+        min_blocks=blocks,
+        max_blocks=blocks,
         budget_s=0,
         allocators=tuple(names),
         catalogs=tuple(catalogs),
@@ -355,9 +358,9 @@ HARDEN_WORKLOAD = hardening.WORKLOAD  # the battery's workload: its failures are
 
 
 def _check(req: Request) -> None:
-    if req.executor not in EXECUTORS:
-        raise UserError(f"--executor {req.executor!r}: choose {' or '.join(EXECUTORS)}")
-    if req.executor == "dask" and not req.scheduler:
+    if req.dispatcher not in EXECUTORS:
+        raise UserError(f"--executor {req.dispatcher!r}: choose {' or '.join(EXECUTORS)}")
+    if req.dispatcher == "dask" and not req.scheduler:
         raise UserError(
             "--executor dask needs --scheduler tcp://HOST:8786 (the address "
             "`dask scheduler` prints)"
@@ -372,7 +375,7 @@ def _check(req: Request) -> None:
 def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Verified]) -> Planned:
     c = store.campaign(cid)
     n = cplan.min_blocks
-    specs = store.plan(cid)
+    specs = store.run_specs(cid)
     cells = len({(s.workload, str(s.params)) for s in specs if s.role == "measure"})
     measured = len(verified) * cells * n
     return Planned(
@@ -412,7 +415,7 @@ def _execute(
     executor: Executor | None,
     confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
-    dispatcher = executors.dispatcher(req.executor, req.scheduler, verified, executor)
+    dispatcher = executors.dispatcher(req.dispatcher, req.scheduler, verified, executor)
     try:
         stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
         yield from campaign.steps(store, cid, cplan, dispatcher, verified, stretch)

@@ -40,18 +40,37 @@ DEPRECATED = {
 }
 
 
+# Spellings one verb had for what is now another option: `--output` is a written
+# file in `report`; a built library was `--output` too in the verbs that build one.
+DEPRECATED_IN = {verb: {"--output": "--library"} for verb in ("run", "try", "bisect")}
+
+
 def modern(argv: list[str]) -> tuple[list[str], list[str]]:
     """`argv` with each deprecated option spelled as it is now (up to a `--`: what
     follows is the user's command), and a warning for each."""
     out, said = list(argv), []
+    renamed = DEPRECATED | DEPRECATED_IN.get(_verb(argv), {})
     for i, arg in enumerate(out):
         if arg == "--":
             break
         name, eq, value = arg.partition("=")
-        if name in DEPRECATED:
-            out[i] = DEPRECATED[name] + eq + value
-            said.append(f"warning: {name} is deprecated: it is {DEPRECATED[name]} now")
+        if name in renamed:
+            out[i] = renamed[name] + eq + value
+            said.append(f"warning: {name} is deprecated: it is {renamed[name]} now")
     return out, said
+
+
+def _verb(argv: list[str]) -> str:
+    """The verb: the first word not an option (--run-as takes the one after it)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--run-as":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return ""
 
 
 # Where a user puts them by habit (`allocmark try -q …`, as `pytest -q`): before the

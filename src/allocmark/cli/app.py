@@ -37,13 +37,13 @@ app = typer.Typer(
 # pydantic builds its validators at import, and one interrupted there stays broken
 # (the fault battery's Ctrl-C at start-up found a traceback once the imports moved
 # from start-up into the verbs). `--help` alone loads none of it.
+# (The report modules bring the stages below them: answer's report value and the store.)
 _REPORT = (
-    "allocmark.store",
-    "allocmark.answer.report",
     "allocmark.report.render",
     "allocmark.report.table",
     "allocmark.report.glance",
     "allocmark.report.extra",
+    "allocmark.report.terminal",
 )
 STACKS: dict[str, tuple[str, ...]] = {
     **{
@@ -188,7 +188,7 @@ AllocOpt = Annotated[
         "--allocator",
         help="allocators: NAME[,NAME...], NAME=/path/lib.so[:ENV=VAL,...] "
         "or revisions of a git repository: NAME@git:PATH#REV[,REV...] or NAME@git:PATH#A..B "
-        "(with --build and --output)",
+        "(with --build and --library)",
     ),
 ]
 BuildOpt = Annotated[
@@ -199,10 +199,10 @@ BuildOpt = Annotated[
         "run in a clean checkout of it, e.g. 'make -j2'",
     ),
 ]
-OutputOpt = Annotated[
+LibraryOpt = Annotated[
     str | None,
     typer.Option(
-        "--output",
+        "--library",
         help="the library --build makes, relative to the checkout, e.g. build/libmine.so",
     ),
 ]
@@ -213,6 +213,14 @@ CatalogOpt = Annotated[
     ),
 ]
 DbOpt = Annotated[Path, typer.Option("--db", help="results database (SQLite)")]
+# One metric vocabulary for every verb (answer/analyze.py's METRIC_WORDS).
+MetricOpt = Annotated[
+    str,
+    typer.Option(
+        "--metric",
+        help="time, rss (peak RSS), memory-time, end-rss, idle-rss, overhead or throughput",
+    ),
+]
 WorkloadOpt = Annotated[
     list[str] | None, typer.Option("-w", "--workload", help="workloads W[,W...]")
 ]
@@ -223,7 +231,23 @@ CommandArg = Annotated[  # profile, tune: a program after --, or workloads by -w
 ParamOpt = Annotated[
     list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
 ]
-BlocksOpt = Annotated[int, typer.Option("-n", "--blocks", min=1, help="blocks (at least)")]
+# -n: blocks per cell (a block runs every allocator once); at least that many where
+# blocks are added until the verdicts decide (--max-blocks above it).
+BLOCKS_HELP = "blocks per cell: each runs every allocator once (at least, below --max-blocks)"
+BlocksOpt = Annotated[int, typer.Option("-n", "--blocks", min=1, help=BLOCKS_HELP)]
+SuiteBlocksOpt = Annotated[  # run: the suite's own when not given
+    int | None, typer.Option("-n", "--blocks", min=1, help=BLOCKS_HELP + " (default: the suite's)")
+]
+# One seed rule for every verb that orders runs: the suite's seed, else 1.
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        min=0,
+        max=2**63 - 1,
+        help="seed of the run order, 0 to 2^63-1 (default: the suite's, else 1)",
+    ),
+]
 MaxBlocksOpt = Annotated[
     int | None,
     typer.Option(
@@ -265,7 +289,7 @@ WhyOpt = Annotated[
     typer.Option(
         "--why/--no-why",
         help="after the measured blocks, 4 profiled blocks of the "
-        "cells with a decided difference, to say why (default: when they add at most "
+        "rows with a decided difference, to say why (default: when they add at most "
         "15 % to the campaign's time)",
     ),
 ]

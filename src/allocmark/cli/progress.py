@@ -205,13 +205,13 @@ def plan_line(p: api.Planned) -> str:
             f"(up to {p.precision.max_blocks} blocks, {budget})"
         )
     if p.why != "off":
-        more += ", then a why pass (4 profiled blocks of the cells with a decided difference" + (
+        more += ", then a why pass (4 profiled blocks of the rows with a decided difference" + (
             ")" if p.why == "on" else ", if they add at most 15 % to the time)"
         )
     warm = f", {p.warmup} warm-up" if p.warmup else ""
     return (
         f"campaign {p.campaign}: {count(p.allocators, 'allocator')}, "
-        f"{count(p.min_blocks, 'block')} of every cell{more}; {p.measured} measured + "
+        f"{count(p.min_blocks, 'block')} of every row{more}; {p.measured} measured + "
         f"{p.setup} set-up runs (baseline RSS, verification{warm}) to start{eta(p)} -> {p.db}"
     )
 
@@ -230,7 +230,7 @@ def dry_line(d: api.Dry) -> str:
     build = f"; the first use builds {', '.join(d.to_build)}" if d.to_build else ""
     return (
         f"dry run: {d.suite}: {count(len(d.allocators), 'allocator')} "
-        f"({', '.join(d.allocators)}), {count(d.cells, 'cell')}, {count(d.blocks, 'block')} "
+        f"({', '.join(d.allocators)}), {count(d.rows, 'row')}, {count(d.blocks, 'block')} "
         f"to start: {d.runs} measured runs{build}; nothing was built, run or stored"
     )
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from allocmark.cli.app import DbOpt, DetailOpt, app, err, out
+from allocmark.cli.app import DbOpt, DetailOpt, MetricOpt, app, err, out
 from allocmark.cli.show import (
     check_directory,
     check_output,
@@ -79,31 +79,18 @@ def report_cmd(
         fail_on_failures(shown.comparison)
 
 
-_METRIC_NAMES = {
-    "time": "time_s",
-    "rss": "peak_rss_kib",
-    "memory-time": "rss_mib_s",
-    "end-rss": "rss_end_kib",
-    "idle-rss": "idle_rss_kib",
-    "overhead": "overhead_ratio",
-    "throughput": "ops_per_s",
-}
-
-
 @app.command("compare")
 def compare_cmd(
     old: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
     new: Annotated[str, typer.Argument(help="DB, DB#CAMPAIGN or a runs JSON export")],
-    metric: Annotated[
-        str, typer.Option("--metric", help=f"one of: {', '.join(_METRIC_NAMES)}")
-    ] = "time",
+    metric: MetricOpt = "time",
     fail_above: Annotated[
         str | None,
         typer.Option(
             "--fail-above", help="exit 1 if a significant regression exceeds this, e.g. 5%"
         ),
     ] = None,
-    target_ci: Annotated[
+    margin_text: Annotated[
         str, typer.Option("--margin", help="equivalence margin of 'same', e.g. 3%")
     ] = "3%",
 ) -> None:
@@ -111,12 +98,12 @@ def compare_cmd(
     from allocmark import api, units
     from allocmark.report import table
 
-    key = _METRIC_NAMES.get(metric)
-    if key is None:
-        raise UserError(f"--metric {metric!r}: choose {', '.join(_METRIC_NAMES)}")
+    key, deprecated = api.metric_key(metric)
+    if deprecated:
+        err().print(deprecated, style="yellow", highlight=False)
     # A regression can exceed 100 % (2.5x slower is +150 %).
     limit = units.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
-    margin = units.parse_fraction(target_ci, "--margin")
+    margin = units.parse_fraction(margin_text, "--margin")
     found = api.regression(old, new, key, margin, limit)
     table.verdicts(out(), found.verdicts, key, found.old_label, found.new_label, found.control)
     out().print(table.verdict_summary(found.summary, key, found.control, margin), highlight=False)

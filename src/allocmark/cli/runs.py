@@ -19,15 +19,17 @@ from allocmark.cli.app import (
     DetailOpt,
     DryRunOpt,
     ExecutorOpt,
+    LibraryOpt,
     MarginOpt,
     MaxBlocksOpt,
     MemoryOpt,
-    OutputOpt,
     ParamOpt,
     ProfileOpt,
     RunTimeoutOpt,
     SampleOpt,
     SchedulerOpt,
+    SeedOpt,
+    SuiteBlocksOpt,
     TimeoutOpt,
     WhyOpt,
     WorkloadOpt,
@@ -58,18 +60,12 @@ def run_cmd(
     alloc: AllocOpt = None,
     workload: WorkloadOpt = None,
     param: ParamOpt = None,
-    reps: Annotated[
-        int | None,
-        typer.Option("-n", "--blocks", min=1, help="blocks per cell (at least)"),
-    ] = None,
+    blocks: SuiteBlocksOpt = None,
     max_blocks: MaxBlocksOpt = None,
     margin: MarginOpt = None,
     budget: BudgetOpt = None,
     timeout: TimeoutOpt = None,
-    seed: Annotated[
-        int | None,
-        typer.Option("--seed", min=0, max=2**63 - 1, help="shuffle seed of the run order"),
-    ] = None,
+    seed: SeedOpt = None,
     db: DbOpt = DEFAULT_DB,
     resume: Annotated[
         bool, typer.Option("--resume", help="finish the newest unfinished campaign in --db")
@@ -92,7 +88,7 @@ def run_cmd(
     detail: DetailOpt = False,
     why: WhyOpt = None,
     build: BuildOpt = None,
-    output: OutputOpt = None,
+    library: LibraryOpt = None,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Run a suite (default: quick) and store every run."""
@@ -103,7 +99,7 @@ def run_cmd(
         "-a": alloc,
         "-w": workload,
         "-p": param,
-        "-n": reps,
+        "-n": blocks,
         "--max-blocks": max_blocks,
         "--margin": margin,
         "--budget": budget,
@@ -114,7 +110,7 @@ def run_cmd(
         "--memory-limit": memory_limit,
         "--why/--no-why": why,
         "--build": build,
-        "--output": output,
+        "--library": library,
     }
     _check_resume(resume, take_over, [k for k, v in given.items() if v not in (None, False)])
     progress = Progress()
@@ -136,7 +132,7 @@ def run_cmd(
             allocators=tuple(alloc or ()),
             workloads=names(workload),
             params=tuple(param or ()),
-            min_blocks=reps,
+            min_blocks=blocks,
             max_blocks=max_blocks,
             margin=fraction(margin, "--margin"),
             budget_s=duration(budget),
@@ -145,12 +141,12 @@ def run_cmd(
             catalogs=tuple(catalog or ()),
             sample=sample if profile else 0,
             db=db,
-            executor=executor,
+            dispatcher=executor,
             scheduler=scheduler,
             yes=yes,
             memory_limit=size(memory_limit),
             why=_why(why),
-            build=git_build(build, output),
+            build=git_build(build, library),
             dry_run=dry_run,
         )
         cid = follow(api.run(req, confirm=progress.ask), db, progress)
@@ -169,7 +165,7 @@ def profile_cmd(
     alloc: AllocOpt = None,
     workload: WorkloadOpt = None,
     param: ParamOpt = None,
-    reps: Annotated[int, typer.Option("-n", "--blocks", min=1, help="blocks per cell")] = 1,
+    blocks: BlocksOpt = 1,
     sample: SampleOpt = 1024,
     timeout: RunTimeoutOpt = 600,
     db: DbOpt = DEFAULT_DB,
@@ -190,13 +186,13 @@ def profile_cmd(
         command=tuple(command or ()),
         allocators=tuple(alloc or ()),
         params=tuple(param or ()),
-        min_blocks=reps,
+        min_blocks=blocks,
         timeout_s=timeout,
         seed=1,
         catalogs=tuple(catalog or ()),
         sample=sample,
         db=db,
-        executor=executor,
+        dispatcher=executor,
         scheduler=scheduler,
         yes=yes,
         memory_limit=size(memory_limit),
@@ -213,7 +209,7 @@ def profile_cmd(
 def try_cmd(
     command: Annotated[list[str], typer.Argument(help="your program and its arguments, after --")],
     alloc: AllocOpt = None,
-    reps: BlocksOpt = DEFAULT_MIN_BLOCKS,
+    blocks: BlocksOpt = DEFAULT_MIN_BLOCKS,
     max_blocks: MaxBlocksOpt = None,
     margin: MarginOpt = None,
     budget: BudgetOpt = None,
@@ -238,7 +234,7 @@ def try_cmd(
     sample: SampleOpt = 1024,
     why: WhyOpt = None,
     build: BuildOpt = None,
-    output: OutputOpt = None,
+    library: LibraryOpt = None,
     env: Annotated[
         list[str] | None,
         typer.Option(
@@ -293,21 +289,21 @@ def try_cmd(
         prepare=prepare or "",
         show_output=show_output,
         allocators=tuple(alloc or ()),
-        min_blocks=reps,
+        min_blocks=blocks,
         max_blocks=max_blocks,
         margin=fraction(margin, "--margin"),
         budget_s=duration(budget),
         timeout_s=timeout,
         catalogs=tuple(catalog or ()),
         db=db,
-        executor=executor,
+        dispatcher=executor,
         scheduler=scheduler,
         yes=yes,
         memory_limit=size(memory_limit),
         sample=sample if profile else 0,
-        keep_going=ignore,
+        ignore_failure=ignore,
         why=_why(why),
-        build=git_build(build, output),
+        build=git_build(build, library),
         dry_run=dry_run,
     )
     progress = Progress()
@@ -342,18 +338,18 @@ def _check_resume(resume: bool, take_over: bool, given: list[str]) -> None:
         )
 
 
-def git_build(build: str | None, output: str | None) -> api.GitBuild | None:
-    """--build and --output, together or not at all."""
+def git_build(build: str | None, library: str | None) -> api.GitBuild | None:
+    """--build and --library, together or not at all."""
     from allocmark import api
 
-    if build is None and output is None:
+    if build is None and library is None:
         return None
-    if not build or not output:
+    if not build or not library:
         raise UserError(
-            "--build and --output go together: the command that builds a "
+            "--build and --library go together: the command that builds a "
             "revision and the library it makes (relative to the checkout)"
         )
-    return api.GitBuild(build, output)
+    return api.GitBuild(build, library)
 
 
 def _why(flag: bool | None) -> str:

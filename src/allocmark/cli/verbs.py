@@ -19,12 +19,14 @@ from allocmark.cli.app import (
     DbOpt,
     DryRunOpt,
     ExecutorOpt,
+    LibraryOpt,
     MarginOpt,
     MaxBlocksOpt,
-    OutputOpt,
+    MetricOpt,
     ParamOpt,
     RunTimeoutOpt,
     SchedulerOpt,
+    SeedOpt,
     TimeoutOpt,
     WorkloadOpt,
     YesOpt,
@@ -55,17 +57,10 @@ def bisect_cmd(
         str, typer.Option("--repo", help="the allocator's git repository: a path or a URL")
     ] = ".",
     build: BuildOpt = None,
-    output: OutputOpt = None,
+    library: LibraryOpt = None,
     workload: WorkloadOpt = None,
     param: ParamOpt = None,
-    metric: Annotated[
-        str,
-        typer.Option(
-            "--metric",
-            help="time, peak_rss, or another metric "
-            "the workload reports (ops_per_s, rss_mib_s, ...)",
-        ),
-    ] = "time",
+    metric: MetricOpt = "time",
     error_rate: Annotated[
         float,
         typer.Option(
@@ -90,7 +85,7 @@ def bisect_cmd(
         ),
     ] = None,
     timeout: RunTimeoutOpt = 600,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=2**31, help="run-order seed")] = 1,
+    seed: SeedOpt = None,
     db: DbOpt = DEFAULT_DB,
     executor: ExecutorOpt = "local",
     scheduler: SchedulerOpt = None,
@@ -101,10 +96,10 @@ def bisect_cmd(
     from allocmark import api
 
     chosen = one_target(workload, command, "bisect")
-    how = git_build(build, output)
+    how = git_build(build, library)
     if how is None:
         raise UserError(
-            "bisect needs --build CMD and --output LIB: how a revision is built, "
+            "bisect needs --build CMD and --library LIB: how a revision is built, "
             "and the library it makes (relative to the checkout)"
         )
     req = api.Request(
@@ -116,7 +111,7 @@ def bisect_cmd(
         seed=seed,
         dry_run=dry_run,
         budget_s=duration(budget),
-        executor=executor,
+        dispatcher=executor,
         scheduler=scheduler,
     )
     for event in api.bisect(repo, good, bad, how, req, metric, error_rate, max_blocks or 0):
@@ -190,7 +185,7 @@ def tune_cmd(
     objective: Annotated[
         str, typer.Option("--objective", help="time, rss or pareto (both)")
     ] = "pareto",
-    reps: BlocksOpt = DEFAULT_MIN_BLOCKS,
+    blocks: BlocksOpt = DEFAULT_MIN_BLOCKS,
     max_blocks: MaxBlocksOpt = None,
     margin: MarginOpt = None,
     budget: BudgetOpt = None,
@@ -221,14 +216,14 @@ def tune_cmd(
         workloads=chosen,
         params=tuple(param or ()),
         allocators=tuple(alloc or ()),
-        min_blocks=reps,
+        min_blocks=blocks,
         max_blocks=max_blocks,
         margin=fraction(margin, "--margin"),
         budget_s=duration(budget),
         timeout_s=timeout,
         catalogs=tuple(catalog or ()),
         db=db,
-        executor=executor,
+        dispatcher=executor,
         scheduler=scheduler,
         yes=yes,
         dry_run=dry_run,
@@ -245,12 +240,7 @@ def tune_cmd(
 @app.command("harden")
 def harden_cmd(
     alloc: AllocOpt = None,
-    reps: Annotated[
-        int,
-        typer.Option(
-            "-n", "--blocks", min=1, help="blocks: each runs every test once under each allocator"
-        ),
-    ] = 3,
+    blocks: BlocksOpt = 3,
     tests: Annotated[
         str | None, typer.Option("--tests", help="TEST[,TEST...] (default: every test)")
     ] = None,
@@ -280,12 +270,12 @@ def harden_cmd(
     catalogs = tuple(catalog or ())
     req = api.harden_request(
         chosen,
-        reps,
+        blocks,
         tuple(alloc or ()),
         catalogs,
         timeout_s=timeout,
         db=db,
-        executor=executor,
+        dispatcher=executor,
         scheduler=scheduler,
         yes=yes,
         dry_run=dry_run,
@@ -301,7 +291,7 @@ def harden_cmd(
         report.battery.allocators,
         db=db,
         catalogs=catalogs,
-        executor=executor,
+        dispatcher=executor,
         scheduler=scheduler,
         yes=yes,
     )

@@ -115,10 +115,10 @@ def ratio(r: stats.Ratio | None) -> str:
     """ "×0.87 ±2.1%": ± half the ratio's 95 % interval."""
     if r is None:
         return ""
-    return f"×{r.value:.2f} {margin(r)}".strip()
+    return f"×{r.value:.2f} {half_width(r)}".strip()
 
 
-def margin(r: stats.Ratio) -> str:
+def half_width(r: stats.Ratio) -> str:
     """ "±2.1%", "±15%": two significant digits keep ten columns in a terminal."""
     if r.df <= 0:
         return ""

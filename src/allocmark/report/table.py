@@ -357,8 +357,8 @@ def _change_text(metric: str, c: Cell | None) -> str:
 def _plain_verdict(metric: str, c: Cell) -> str:
     assert c.ratio is not None
     if c.verdict is stats.Verdict.SAME:
-        return f"same (×{c.ratio.value:.3f} {fmt.margin(c.ratio)})"
-    return f"[yellow]{fmt.verdict(metric, c)}[/] ×{c.ratio.value:.2f} {fmt.margin(c.ratio)}"
+        return f"same (×{c.ratio.value:.3f} {fmt.half_width(c.ratio)})"
+    return f"[yellow]{fmt.verdict(metric, c)}[/] ×{c.ratio.value:.2f} {fmt.half_width(c.ratio)}"
 
 
 def verdicts(

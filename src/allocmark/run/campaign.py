@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import AllocmarkError
 from allocmark.executors import Calibrated, Dispatcher, Done
-from allocmark.executors.local import Local
 from allocmark.model import RunResult, RunSpec, Verified
 from allocmark.request import CampaignPlan, Note
 from allocmark.run import whypass
-from allocmark.run.execute import Executor
 from allocmark.run.firstrun import CommandFails, FirstRun
 from allocmark.run.rounds import Stretch, foresee, more_runs, run_costs
 from allocmark.run.setupruns import Checks, block_of, with_overhead
@@ -54,17 +52,17 @@ def steps(
     store: Store,
     cid: int,
     campaign: CampaignPlan,
-    executor: Executor | Dispatcher,
+    dispatcher: Dispatcher,
     verified: Sequence[Verified],
     stretch: Stretch | None = None,
 ) -> Iterator[Progress]:
     """Run what is still pending, saving each run as it ends, then (precision
-    campaigns) add blocks for the cells whose ratios are still undecided, while the
+    campaigns) add blocks for the rows whose ratios are still undecided, while the
     budget lasts. Ctrl-C keeps every finished run; a resume picks up the same loop.
     Set-up runs (baselines, verification) go first, the baseline's first: measured
     runs depend on them. `campaign`: the campaign's plan as stored; `stretch`: how a
-    default budget may grow (rounds.Stretch)."""
-    dispatcher = executor if isinstance(executor, Dispatcher) else Local(executor)
+    default budget may grow (rounds.Stretch); `dispatcher`: where the runs happen
+    (executors.dispatcher)."""
     loop = _Loop(store, cid, campaign, stretch or Stretch(), verified)
     try:
         while (pending := store.pending(cid)) or (pending := (yield from loop.why_pass())):

@@ -1,4 +1,4 @@
-"""The plan: a suite's cells (workloads x parameters) x allocators x blocks, as
+"""The plan: a suite's rows (workload x parameters) x allocators x blocks, as
 paired, random-order blocks of `RunSpec`s; the checks a plan must pass."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def cells(
+def rows(
     suite: Suite, catalog: Mapping[str, Workload], overrides: Mapping[str, tuple[str, ...]]
 ) -> list[tuple[Workload, Params]]:
     """Every (workload, parameter set) of the suite, overrides applied, duplicates dropped."""
@@ -57,7 +57,7 @@ def cells(
                 | {k: v for k, v in overrides.items() if k in {p.name for p in w.params}},
             )
         )
-    _check_cell_count(suite, grids)
+    _check_row_count(suite, grids)
     for w, grid in grids:
         for combo in itertools.product(*grid.values()):
             params = workloads.resolve_params(w, dict(zip(grid, combo, strict=True)), suite.source)
@@ -66,31 +66,31 @@ def cells(
 
 
 def planned_params(params: Params) -> Params:
-    """A cell's parameters as planned: without the `host` a cluster's report adds."""
+    """A row's parameters as planned: without the `host` a cluster's report adds."""
     return tuple(p for p in params if p[0] != "host")
 
 
 SAMPLE_ENV = "AM_PROF_SAMPLE"  # the profiler shim's 1-in-N sampling
-MAX_CELLS = 100_000  # (workload, parameters) cells of one campaign
+MAX_ROWS = 100_000  # rows (workload x parameters) of one campaign
 MAX_RUNS = 1_000_000  # runs of one campaign's first blocks, even with --yes
 
 
-def _check_cell_count(suite: Suite, grids: Sequence[tuple[Workload, dict[str, Any]]]) -> None:
+def _check_row_count(suite: Suite, grids: Sequence[tuple[Workload, dict[str, Any]]]) -> None:
     """Counted before the grids are expanded: a few ranges can multiply to billions."""
     count = sum(math.prod(len(v) for v in grid.values()) for _, grid in grids)
-    if count > MAX_CELLS:
+    if count > MAX_ROWS:
         widest = max(grids, key=lambda g: math.prod(len(v) for v in g[1].values()))
         raise UserError(
-            f"{suite.source}: the suite expands to {count:,} parameter cells (at most "
-            f"{MAX_CELLS:,}); {widest[0].name} alone has "
+            f"{suite.source}: the suite expands to {count:,} rows (at most "
+            f"{MAX_ROWS:,}); {widest[0].name} alone has "
             f"{' x '.join(f'{len(v)} {k}' for k, v in widest[1].items())}: narrow its ranges"
         )
 
 
-def check_size(allocators: int, cells: int, blocks: int, confirmed: bool) -> None:
+def check_size(allocators: int, rows: int, blocks: int, confirmed: bool) -> None:
     """Refuse a campaign too large to be what the user meant, before building it."""
-    runs = allocators * cells * blocks
-    shape = f"{allocators} allocators x {cells} cells x {blocks} blocks"
+    runs = allocators * rows * blocks
+    shape = f"{allocators} allocators x {rows} rows x {blocks} blocks"
     if runs > MAX_RUNS:
         raise UserError(
             f"the plan has {runs:,} runs ({shape}); at most {MAX_RUNS:,} fit one campaign: "
@@ -104,12 +104,12 @@ def check_size(allocators: int, cells: int, blocks: int, confirmed: bool) -> Non
 
 
 def installed(
-    cell_list: Sequence[tuple[Workload, Params]], strict: bool
+    row_list: Sequence[tuple[Workload, Params]], strict: bool
 ) -> tuple[list[tuple[Workload, Params]], list[str]]:
-    """The cells whose application is installed, and a note for each that is not.
+    """The rows whose application is installed, and a note for each that is not.
     With `strict` (the user named the workload) a missing one is an error."""
     keep, notes = [], {}
-    for w, params in cell_list:
+    for w, params in row_list:
         if lacking := workloads.missing(w):
             note = f"{w.name}: {', '.join(lacking)} not installed; {workloads.install_hint(w)}"
             if strict:
@@ -117,19 +117,19 @@ def installed(
             notes[w.name] = note
         else:
             keep.append((w, params))
-    if not keep and cell_list:
+    if not keep and row_list:
         raise UserError(f"nothing to run: {'; '.join(notes.values())}")
     return keep, list(notes.values())
 
 
-def check_glibc(cell_list: Sequence[tuple[Workload, Params]], usable: Sequence[Verified]) -> None:
+def check_glibc(row_list: Sequence[tuple[Workload, Params]], usable: Sequence[Verified]) -> None:
     """A program built for a newer glibc than an entry's (glibc@2.31) cannot run under
     it: refused before any run, naming the file that needs what. allocmark's own
     programs need no check: the probe, built as they are, verified the entry."""
     for v in usable:
         if not (glibc := v.spec.glibc_version):
             continue
-        for w, params in cell_list:
+        for w, params in row_list:
             program = shutil.which(workloads.expand(w, params)[0]) if w.kind != "native" else None
             if program and (why := debian.refusal(program, v.spec.name, glibc)):
                 raise UserError(why)
@@ -153,7 +153,7 @@ PLAIN = AppRun()  # what a run of the user's command carries without --prepare
 
 
 def generate(
-    cell_list: Sequence[tuple[Workload, Params]],
+    row_list: Sequence[tuple[Workload, Params]],
     allocators: Sequence[Verified],
     blocks: int,
     timeout: float,
@@ -165,19 +165,19 @@ def generate(
     lines: Lines = (),
 ) -> Iterator[RunSpec]:
     """Baselines and verification runs first, then `warmup` unmeasured runs of each
-    allocator and cell; then each repetition visits every cell, allocators shuffled
-    per cell (`lines`: a line's versions one after the other, `ordered`). With
+    allocator and row; then each repetition visits every row, allocators shuffled
+    per row (`lines`: a line's versions one after the other, `ordered`). With
     `sample` = N > 0, the measured runs go under the profiler, timing 1 call in N, and
     verify themselves (baselines never do). `app`: what the runs of the
     user's command carry (try's --prepare and --show-output).
     Runs are made one at a time as the store takes them: a run spec is a few KiB,
     a plan can have a million."""
-    first = _baselines(cell_list, allocators, timeout)
+    first = _baselines(row_list, allocators, timeout)
     if not sample:
-        first += _verifications(cell_list, allocators, timeout, len(first))
-    first += _warmups(cell_list, allocators, timeout, len(first), warmup)
+        first += _verifications(row_list, allocators, timeout, len(first))
+    first += _warmups(row_list, allocators, timeout, len(first), warmup)
     sampled = ((SAMPLE_ENV, str(sample)),)
-    measured = _measured(cell_list, allocators, blocks, timeout, seed, len(first), lines)
+    measured = _measured(row_list, allocators, blocks, timeout, seed, len(first), lines)
     for r in itertools.chain(first, measured):
         if sample and r.role == "measure":
             r = dataclasses.replace(r, profile=True, env=r.env + sampled)
@@ -187,15 +187,15 @@ def generate(
 
 
 def _warmups(
-    cell_list: Sequence[tuple[Workload, Params]],
+    row_list: Sequence[tuple[Workload, Params]],
     allocators: Sequence[Verified],
     timeout: float,
     first_seq: int,
     count: int,
 ) -> list[RunSpec]:
-    """`count` runs of every allocator and cell before the measured blocks (hyperfine's
+    """`count` runs of every allocator and row before the measured blocks (hyperfine's
     --warmup): stored with their role, never measured."""
-    runs = itertools.product(range(count), cell_list, allocators)
+    runs = itertools.product(range(count), row_list, allocators)
     return [
         dataclasses.replace(_spec(first_seq + i, w, p, a, rep, timeout), role="warmup")
         for i, (rep, (w, p), a) in enumerate(runs)
@@ -203,27 +203,27 @@ def _warmups(
 
 
 def _verifications(
-    cell_list: Sequence[tuple[Workload, Params]],
+    row_list: Sequence[tuple[Workload, Params]],
     allocators: Sequence[Verified],
     timeout: float,
     first_seq: int,
 ) -> list[RunSpec]:
-    """One run per allocator and application or command cell with libam_who in every
+    """One run per allocator and application or command row with libam_who in every
     process: it checks what serves malloc, so that the measured runs need no verifier
     (whose pages would count in their peak RSS). It also warms the caches."""
-    cells = [(w, p) for w, p in cell_list if w.kind != "native"]
+    checked = [(w, p) for w, p in row_list if w.kind != "native"]
     return [
         dataclasses.replace(_spec(first_seq + i, w, p, a, 0, timeout), role="verify")
-        for i, ((w, p), a) in enumerate(itertools.product(cells, allocators))
+        for i, ((w, p), a) in enumerate(itertools.product(checked, allocators))
     ]
 
 
 def _baselines(
-    cell_list: Sequence[tuple[Workload, Params]], allocators: Sequence[Verified], timeout: float
+    row_list: Sequence[tuple[Workload, Params]], allocators: Sequence[Verified], timeout: float
 ) -> list[RunSpec]:
     """One run per allocator and native program doing nothing: its RSS is the baseline
     of the memory overhead ratio."""
-    natives = {w.name: w for w, _ in cell_list if w.kind == "native"}
+    natives = {w.name: w for w, _ in row_list if w.kind == "native"}
     pairs = itertools.product(allocators, natives.values())
     return [_baseline(i, w, a, timeout) for i, (a, w) in enumerate(pairs)]
 
@@ -245,7 +245,7 @@ def _baseline(seq: int, w: Workload, a: Verified, timeout: float) -> RunSpec:
 
 
 def _measured(
-    cell_list: Sequence[tuple[Workload, Params]],
+    row_list: Sequence[tuple[Workload, Params]],
     allocators: Sequence[Verified],
     blocks: int,
     timeout: float,
@@ -257,7 +257,7 @@ def _measured(
     seq = first_seq
     by_name = {a.spec.name: a for a in allocators}
     for rep in range(blocks):
-        groups = list(cell_list)
+        groups = list(row_list)
         rng.shuffle(groups)
         for w, params in groups:
             for name in ordered([a.spec.name for a in allocators], lines, rng):

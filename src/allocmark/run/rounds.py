@@ -121,7 +121,7 @@ def more_runs(
     consecutive versions, a block holds only the versions of those still open, and a
     line's versions run one after the other (plan.ordered). `comp`: the stored comparison,
     when the caller has it."""
-    specs = store.plan(cid)
+    specs = store.run_specs(cid)
     comp = comp or stored.comparison(store, cid)
     precision = campaign.precision
     releasing = precision is not None and precision.question == "releases"

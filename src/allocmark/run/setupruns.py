@@ -25,7 +25,7 @@ class Checks:
     is the program's own; each is stored as verified by its check, or unverified."""
 
     def __init__(self, store: Store, cid: int) -> None:
-        self.planned = {_cell(s) for s in store.plan(cid) if s.role == "verify"}
+        self.planned = {_cell(s) for s in store.run_specs(cid) if s.role == "verify"}
         self.found = {
             (r.allocator, r.workload, r.params): Check(r.seq, r.status, r.detail, r.labels)
             for r in store.runs(cid, ())

@@ -1,5 +1,5 @@
 """Request -> plan, in one call: what a `Request` means on this machine (its suite
-and cells; the allocators it names, built and verified; the candidates its
+and rows; the allocators it names, built and verified; the candidates its
 selection makes of them), made once into a `CampaignPlan`, and the campaign stored
 to run it with the runs of its first blocks.
 
@@ -84,7 +84,7 @@ class Design:
     """A campaign as the request asks for it, before anything is built or run."""
 
     suite: suites.Suite
-    cells: list[tuple[Workload, Params]]
+    rows: list[tuple[Workload, Params]]
     specs: list[AllocatorSpec]
     explicit: bool
     precision: Precision | None
@@ -98,14 +98,14 @@ class Dry:
     suite: str
     allocators: tuple[str, ...]
     to_build: tuple[str, ...]  # of them, what the first use would build
-    cells: int
+    rows: int
     blocks: int
     runs: int  # measured runs of the first blocks
 
 
 def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
-    """What `req` asks for, checked (suite, cells, allocators named, size), unbuilt."""
-    suite, cells = _cells(req, notes)
+    """What `req` asks for, checked (suite, rows, allocators named, size), unbuilt."""
+    suite, rows = _rows(req, notes)
     named = list(req.allocators) or (
         None if suite.allocators == ("all",) else list(suite.allocators)
     )
@@ -116,8 +116,8 @@ def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
         None if req.sample else _precision(req, suite, selection.race, _question(suite, specs))
     )
     n = planned_blocks(req.min_blocks or suite.blocks, precision)
-    plan.check_size(len(specs), len(cells), n, req.yes)  # before building anything
-    return Design(suite, cells, specs, explicit, precision, n)
+    plan.check_size(len(specs), len(rows), n, req.yes)  # before building anything
+    return Design(suite, rows, specs, explicit, precision, n)
 
 
 def dry(req: Request, selection: Selection, notes: list[Note]) -> Dry:
@@ -127,18 +127,18 @@ def dry(req: Request, selection: Selection, notes: list[Note]) -> Dry:
         d.suite.name,
         tuple(s.name for s in d.specs),
         tuple(s.name for s in d.specs if (s.recipe and not builder.is_built(s)) or s.git),
-        len(d.cells),
+        len(d.rows),
         d.blocks,
-        len(d.specs) * len(d.cells) * d.blocks,
+        len(d.specs) * len(d.rows) * d.blocks,
     )
 
 
 def planned(store: Store, req: Request, selection: Selection, notes: list[Note]) -> Started:
     """The campaign `req` asks for, stored and ready to execute, and its allocators."""
     d = design(req, selection, notes)
-    suite, cells, precision, n = d.suite, d.cells, d.precision, d.blocks
+    suite, rows, precision, n = d.suite, d.rows, d.precision, d.blocks
     prepared = prepare(built(d.specs, notes), d.explicit)
-    plan.check_glibc(cells, prepared.usable)
+    plan.check_glibc(rows, prepared.usable)
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
     if len(prepared.usable) < 2 and precision is not None:
@@ -159,12 +159,12 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
                 f"exactly {req.min_blocks}, and no verdicts, add --max-blocks {req.min_blocks})",
             )
         )
-    used = tuple({w.name: w for w, _ in cells}.values())
+    used = tuple({w.name: w for w, _ in rows}.values())
     campaign = _campaign_plan(req, suite, used, n, precision, prepared)
     if len(prepared.usable) < 2:  # no difference to explain
         campaign = dataclasses.replace(campaign, why="off")
     runs = plan.generate(
-        cells,
+        rows,
         prepared.usable,
         n,
         req.timeout_s or suite.timeout,
@@ -222,7 +222,7 @@ def _campaign_plan(
         calls=tuple((w.name, tuple(w.calls)) for w in used if w.kind == "native"),
         precision=precision,
         expected_s=suite.expected_s if as_sized else 0.0,
-        stop_on_failure=bool(req.command) and not req.keep_going,
+        stop_on_failure=bool(req.command) and not req.ignore_failure,
         why="off" if req.sample else req.why,
         left_out=prepared.left_out,
     )
@@ -250,7 +250,7 @@ def planned_blocks(n: int, precision: Precision | None) -> int:
     return max(n, fewblock.MIN_BLOCKS)
 
 
-def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Workload, Params]]]:
+def _rows(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Workload, Params]]]:
     if req.command:
         notes += pymalloc(req.command, workloads.parse_env(req.env))
         suite = suites.adhoc_suite(
@@ -271,14 +271,14 @@ def _cells(req: Request, notes: list[Note]) -> tuple[suites.Suite, list[tuple[Wo
         notes += [Note("warning", f"{suite.source}: {d}") for d in suite.deprecated]
         if req.workloads:
             suite = _only(suite, req.workloads)
-    cells = plan.cells(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
-    cells, skipped = plan.installed(cells, strict=bool(req.workloads))
+    rows = plan.rows(suite, workloads.load_catalog(), plan.parse_overrides(list(req.params)))
+    rows, skipped = plan.installed(rows, strict=bool(req.workloads))
     notes += [Note("warning", f"skipped: {s}") for s in skipped]
-    notes += past_cores(cells, os.cpu_count() or 1)
-    if not cells:  # an empty campaign would become the newest, "finished", report
+    notes += past_cores(rows, os.cpu_count() or 1)
+    if not rows:  # an empty campaign would become the newest, "finished", report
         why = "; ".join(skipped) or "it has no [[runs]] entry"
         raise UserError(f"{suite.source}: nothing to run: {why}")
-    return suite, cells
+    return suite, rows
 
 
 _PYTHON = re.compile(r"python[0-9.]*")
@@ -303,11 +303,11 @@ def pymalloc(command: Sequence[str], env: Sequence[tuple[str, str]]) -> list[Not
     ]
 
 
-def past_cores(cells: Sequence[tuple[Workload, Params]], cores: int) -> list[Note]:
-    """A warning when cells run more threads than the machine has cores: there a run
+def past_cores(rows: Sequence[tuple[Workload, Params]], cores: int) -> list[Note]:
+    """A warning when rows run more threads than the machine has cores: there a run
     measures the scheduler's time-slicing as much as the allocator's scaling."""
     over: dict[int, list[str]] = {}
-    for w, params in cells:
+    for w, params in rows:
         threads = dict(params).get("threads")
         if isinstance(threads, int) and threads > cores and w.name not in over.get(threads, []):
             over.setdefault(threads, []).append(w.name)

@@ -1,4 +1,4 @@
-"""The why pass: a few profiled blocks of the cells whose differences were decided.
+"""The why pass: a few profiled blocks of the rows whose differences were decided.
 
 When a campaign's measured blocks are done, every row with a decided time or peak
 RSS difference gets BLOCKS more blocks of the baseline and of each allocator decided
@@ -52,13 +52,14 @@ def plan(
     decided = _decided(comp)
     if not decided:
         return Pass([], "no why pass: no difference was decided")
-    specs = store.plan(cid)
+    specs = store.run_specs(cid)
     latest = {(s.workload, s.params, s.allocator): s for s in specs if s.role == "measure"}
-    cells = [(key, sorted(names)) for key, names in decided.items()]
-    cost = BLOCKS * sum(costs.get((a, w, p), 0.0) for (w, p), names in cells for a in names)
+    rows = [(key, sorted(names)) for key, names in decided.items()]
+    cost = BLOCKS * sum(costs.get((a, w, p), 0.0) for (w, p), names in rows for a in names)
     spent = store.spent(cid)
     share = cost / spent if spent > 0 else float("inf")
-    what = f"{BLOCKS} profiled blocks of {len(cells)} cells, about {share:.0%} of the time"
+    plural = "s" * (len(rows) != 1)
+    what = f"{BLOCKS} profiled blocks of {len(rows)} row{plural}, about {share:.0%} of the time"
     if mode == "auto" and share > SHARE:
         return Pass([], f"no why pass: {what}, more than {SHARE:.0%} (--why runs it)")
     rng = random.Random(campaign.seed + len(specs))
@@ -66,7 +67,7 @@ def plan(
     sampled = ((SAMPLE_ENV, str(SAMPLE)),)
     out: list[RunSpec] = []
     for block in range(BLOCKS):
-        for (w, p), names in cells:
+        for (w, p), names in rows:
             members = [latest[(w, p, a)] for a in names if (w, p, a) in latest]
             rng.shuffle(members)
             out += [

@@ -47,7 +47,7 @@ class Ratio:
 
     @property
     def half_width(self) -> float:
-        """Half the interval's width on the log scale, as a relative margin (0.03 = ±3 %);
+        """Half the interval's width on the log scale, as a relative width (0.03 = ±3 %);
         inf when there is no finite interval (too few blocks for the exact test)."""
         if self.df <= 0 or not 0 < self.low <= self.high < math.inf:
             return math.inf

@@ -10,7 +10,8 @@ One database class, `Store`, made of one part per concern, each a short module:
 - codec.py: rows to and from columns; a damaged value is a StoreError;
 - exchange.py: runs exported and imported; owner.py: one process owns a campaign;
   seal.py: its planned runs are signed.
-The parts import base, codec and schema only, never this package's `Store`.
+The parts build on base.py (reads.py through cache.py) and use each other's
+helpers (codec, campaign_plan, owner, seal), never this package's `Store`.
 
 May import: schemas, stats, model, request, errors, interrupts, units.
 Never: answer, api, cli, executors, report, run, verbs.

@@ -79,7 +79,7 @@ class Plans(Base):
         with self.db:
             self.db.executemany(
                 "UPDATE plan SET mac=? WHERE campaign_id=? AND seq=?",
-                [(seal.sign(secret, plan_id, s), cid, s.seq) for s in self.plan(cid)],
+                [(seal.sign(secret, plan_id, s), cid, s.seq) for s in self.run_specs(cid)],
             )
             self.reseal(cid)
 
@@ -110,8 +110,9 @@ class Plans(Base):
         with self.db:
             self._insert_plan(cid, more, self.campaign_plan(cid).plan_id)
 
-    def plan(self, cid: int) -> list[RunSpec]:
-        """The whole plan, done or not, in order."""
+    def run_specs(self, cid: int) -> list[RunSpec]:
+        """Every run the campaign planned, done or not, in order (its CampaignPlan, how
+        it runs, is campaign_plan)."""
         rows = self.db.execute(
             f"SELECT {codec.PLAN_COLUMNS} FROM plan WHERE campaign_id=? ORDER BY seq", (cid,)
         ).fetchall()

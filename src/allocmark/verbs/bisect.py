@@ -52,7 +52,6 @@ from typing import overload
 
 from allocmark import stats
 from allocmark.allocators import git
-from allocmark.answer import analyze
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Git
 from allocmark.request import Note
@@ -68,13 +67,6 @@ from allocmark.verbs.bisect_step import (
     described,
 )
 
-# --metric: the report's metric groups, and the words a user types for the two main ones.
-METRICS = {
-    "time": "time_s",
-    "peak_rss": "peak_rss_kib",
-    "peak-rss": "peak_rss_kib",
-    **{m: m for m in analyze.METRICS},
-}
 WORDS = {"time_s": "time", "peak_rss_kib": "peak RSS"}  # a metric as a sentence says it
 PLANNED_SHARE = 0.9  # of the error rate, for the decisions a bisect without skips makes
 
@@ -106,13 +98,6 @@ class Ended:
 
 Event = Note | Started | Step | Ended | budget.Outlook
 LISTED = 16
-
-
-def metric_of(text: str) -> str:
-    found = METRICS.get(text)
-    if found is None:
-        raise UserError(f"--metric {text!r}: choose one of {', '.join(METRICS)}")
-    return found
 
 
 def run(q: Question) -> Iterator[Event]:

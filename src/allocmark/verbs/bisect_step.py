@@ -100,14 +100,15 @@ def decide(
         min_blocks=fewblock.MIN_BLOCKS,
         max_blocks=fewblock.MIN_BLOCKS,
         budget_s=0,
-        seed=(q.request.seed or 1) + number + (1000 if confirm else 0),
+        # each decision's own order, within the seeds a campaign stores (int64)
+        seed=((q.request.seed or 1) + number + (1000 if confirm else 0)) % 2**63,
         yes=True,
     )
     started = start.planned(store, req, Fixed(tuple(specs)), notes)
     cid, prepared = started.cid, started.prepared
     yield from notes
     # The runs go where --executor says, as any campaign's do (executors.dispatcher).
-    dispatch = executors.dispatcher(q.request.executor, q.request.scheduler, prepared.usable)
+    dispatch = executors.dispatcher(q.request.dispatcher, q.request.scheduler, prepared.usable)
     try:
         look = Look(alpha, up, began, tuple(prepared.usable))
         found = yield from _blocks(store, q, cid, specs, look, clock, share, dispatch)
@@ -308,7 +309,7 @@ def _verdict(
 
 def _another_block(store: Store, cid: int, rng: random.Random) -> list[RunSpec]:
     """The last block's measured runs again, as a new block in a new random order."""
-    plan = store.plan(cid)
+    plan = store.run_specs(cid)
     measured = [s for s in plan if s.role == "measure"]
     rep = max(s.rep for s in measured)
     last = [s for s in measured if s.rep == rep]
