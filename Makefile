@@ -50,6 +50,7 @@ bench: setup
 	$(BIN)/python bench/calibration.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/html_load.py
+	$(BIN)/python bench/report_page.py
 	$(BIN)/python bench/report_scale.py
 	$(BIN)/python bench/forwarding.py
 	$(BIN)/python bench/profile_overhead.py
