@@ -5,7 +5,7 @@ may add a fifth) runs under a profile hook that records every call of a function
 allocmark that is handed the request (`request.Request`) or the campaign's plan
 (`request.CampaignPlan`) as an argument. Consecutive calls in one module are one stay;
 the places are the modules stayed in; a climb is a stay in a package higher in the
-layers (pyproject.toml's import contracts: cli > api > verbs > run : executors > report
+layers (pyproject.toml's import contracts: cli > api > verbs > run : dispatchers > report
 > answer > store > ...) than the stay before it: the request handed back up to be
 handed down again. Issue 45's targets: <= 12 places, <= 2 climbs.
 

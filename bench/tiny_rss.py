@@ -7,7 +7,7 @@ Each round runs the program once each way, in a shuffled order: a measured run a
 `allocmark try -a glibc` makes it (after its verification run: the launcher, its RSS
 sampling, its reading of what served malloc, as the unprivileged user when run as
 root; without the libc preload glibc's entry plans where no other allocator is loaded,
-executors.without_needless_libc) and `/usr/bin/time -f %M`. Both read the kernel's
+dispatchers.without_needless_libc) and `/usr/bin/time -f %M`. Both read the kernel's
 ru_maxrss of the program.
 
 Why the figures spread by ~170 KiB either way (and looked bimodal with 11 runs): the
@@ -34,7 +34,7 @@ from pathlib import Path
 from scipy import stats as scipy_stats
 
 from allocmark import allocators, workloads
-from allocmark.executors import Check, checked
+from allocmark.dispatchers import Check, checked
 from allocmark.model import RunSpec, RunStatus
 from allocmark.run import execute, plan
 

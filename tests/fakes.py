@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from allocmark.executors import Dispatcher
-from allocmark.executors.local import Local
+from allocmark.dispatchers import Dispatcher
+from allocmark.dispatchers.local import Local
 from allocmark.model import (
     AllocatorSpec,
     Params,

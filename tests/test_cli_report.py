@@ -44,7 +44,7 @@ def test_the_report_path_imports_neither_scipy_stats_nor_matplotlib() -> None:
 
 def test_a_report_loads_no_run_stage(tmp_path: Path) -> None:
     """`allocmark report` reads stored runs: the campaigns side of the API, the run
-    stage and the executors stay unloaded (a tenth of a second at start-up)."""
+    stage and the dispatchers stay unloaded (a tenth of a second at start-up)."""
     from allocmark.model import RunResult, RunStatus
     from allocmark.run import machine
     from allocmark.store import Store
@@ -62,7 +62,7 @@ def test_a_report_loads_no_run_stage(tmp_path: Path) -> None:
         "try:\n    runpy.run_module('allocmark', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith(('allocmark.run', "
-        "'allocmark.executors', 'allocmark.api.campaigns'))), file=sys.stderr)"
+        "'allocmark.dispatchers', 'allocmark.api.campaigns'))), file=sys.stderr)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True

@@ -9,7 +9,7 @@ of the user's repository (one library per commit, cached); lineage.py orders a
 family's versions.
 
 May import: model, schemas, native, tomlfile, errors, text.
-Never: answer, api, cli, executors, profile, report, run, store, verbs, workloads.
+Never: answer, api, cli, dispatchers, profile, report, run, store, verbs, workloads.
 """
 
 from allocmark.allocators.catalog import builtin_catalog, load_catalog

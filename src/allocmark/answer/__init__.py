@@ -16,5 +16,5 @@ battery's runs (outcomes, scores, what hardening costs).
 Takes: a `Store` (read only). Gives: `Comparison`s and recommendations.
 May import: stats, store, allocators, workloads, profile, schemas, model, request, errors,
 tomlfile, units.
-Never: api, cli, executors, report, run, verbs.
+Never: api, cli, dispatchers, report, run, verbs.
 """

@@ -13,7 +13,7 @@ these functions: they parse, call, and print.
 Here: the catalogs' listings, light enough for `allocmark schema`; the campaign side
 (campaigns.py: run, resume, the answers, the verbs' requests) is loaded on first use.
 
-May import: report, verbs, run, executors, answer, store, profile, allocators,
+May import: report, verbs, run, dispatchers, answer, store, profile, allocators,
 workloads, native, stats, schemas, model, request, errors, defaults, tomlfile, units, text.
 Never: cli.
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import allocators, executors, stats, workloads
+from allocmark import allocators, dispatchers, stats, workloads
 from allocmark.allocators import builder
 from allocmark.answer import analyze, compare, hardening, labels, recommend, stored
 from allocmark.answer.forecast import (
@@ -37,7 +37,7 @@ from allocmark.run.execute import Executor
 from allocmark.store import Store
 from allocmark.verbs import bisect as bisection, bisect_budget, tune
 
-EXECUTORS = executors.KINDS  # what --executor names: the dispatchers
+EXECUTORS = dispatchers.KINDS  # what --executor names: the dispatchers
 
 
 @dataclass(frozen=True)
@@ -415,10 +415,10 @@ def _execute(
     executor: Executor | None,
     confirm: rounds.Confirm | None = None,
 ) -> Iterator[Event]:
-    dispatcher = executors.dispatcher(req.dispatcher, req.scheduler, verified, executor)
+    dispatcher = dispatchers.dispatcher(req.dispatcher, req.scheduler, verified, executor)
     try:
         stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
         yield from campaign.steps(store, cid, cplan, dispatcher, verified, stretch)
     finally:
-        executors.close(dispatcher)
+        dispatchers.close(dispatcher)
     yield Finished(cid)

@@ -6,7 +6,7 @@ with what they print in show.py (a report) and progress.py (a running campaign);
 verb imports the stack it uses when it runs, so that `allocmark --help` starts at once.
 
 May import: api, report, model, errors, defaults, units, text, interrupts.
-Never: allocators, answer, executors, native, profile, run, schemas, stats, store,
+Never: allocators, answer, dispatchers, native, profile, run, schemas, stats, store,
 tomlfile, verbs, workloads.
 """
 

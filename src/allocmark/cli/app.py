@@ -339,8 +339,11 @@ DryRunOpt = Annotated[
         "then stop: nothing is built, run or stored",
     ),
 ]
-ExecutorOpt = Annotated[
-    str, typer.Option("--executor", help="where runs happen: local, or dask (a cluster)")
+DispatcherOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor", help="where runs happen (the dispatcher): local, or dask (a cluster)"
+    ),
 ]
 SchedulerOpt = Annotated[
     str | None,

@@ -6,7 +6,7 @@ write, and (identity.py) the identity untrusted code runs as and the way it is r
 there. Every stage below the CLI may import it.
 
 May import: errors, defaults.
-Never: allocators, answer, api, cli, executors, profile, report, run, store, verbs,
+Never: allocators, answer, api, cli, dispatchers, profile, report, run, store, verbs,
 workloads.
 """
 

@@ -3,7 +3,7 @@
 findings and side-by-side views of a campaign (explain.py).
 
 May import: native, model, errors.
-Never: answer, api, cli, executors, report, run, store, verbs.
+Never: answer, api, cli, dispatchers, report, run, store, verbs.
 """
 
 from allocmark.profile.explain import View, findings, views

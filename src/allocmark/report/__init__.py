@@ -13,5 +13,5 @@ and gives each allocator its colour.
 
 May import: answer, stats, profile, allocators, schemas, model, request, errors, text,
 units.
-Never: api, cli, verbs, executors, run, store.
+Never: api, cli, verbs, dispatchers, run, store.
 """

@@ -16,7 +16,7 @@ machine.py records what a run ran on.
 
 Takes: a `Request`, `Workload`s and a `Store`. Gives: stored runs and the events of a
 campaign.
-May import: executors, answer, store, profile, allocators, workloads, native, stats,
+May import: dispatchers, answer, store, profile, allocators, workloads, native, stats,
 schemas, model, request, errors, defaults, text, tomlfile, units.
 Never: api, cli, verbs.
 """

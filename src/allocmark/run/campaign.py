@@ -13,8 +13,8 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from allocmark.answer import analyze, forecast, stored
+from allocmark.dispatchers import Calibrated, Dispatcher, Done
 from allocmark.errors import AllocmarkError
-from allocmark.executors import Calibrated, Dispatcher, Done
 from allocmark.model import RunResult, RunSpec, Verified
 from allocmark.request import CampaignPlan, Note
 from allocmark.run import whypass
@@ -62,7 +62,7 @@ def steps(
     Set-up runs (baselines, verification) go first, the baseline's first: measured
     runs depend on them. `campaign`: the campaign's plan as stored; `stretch`: how a
     default budget may grow (rounds.Stretch); `dispatcher`: where the runs happen
-    (executors.dispatcher)."""
+    (dispatchers.dispatcher)."""
     loop = _Loop(store, cid, campaign, stretch or Stretch(), verified)
     try:
         while (pending := store.pending(cid)) or (pending := (yield from loop.why_pass())):

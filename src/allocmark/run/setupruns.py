@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from allocmark.executors import Batch, Check
+from allocmark.dispatchers import Batch, Check
 from allocmark.model import Params, RunResult, RunSpec, RunStatus
 from allocmark.store import Store
 

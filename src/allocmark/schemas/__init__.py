@@ -10,7 +10,7 @@ line naming the file, the key, the value and what is expected. Every stage may
 import it.
 
 May import: model, request, errors, interrupts.
-Never: allocators, answer, api, cli, executors, native, profile, report, run, stats,
+Never: allocators, answer, api, cli, dispatchers, native, profile, report, run, stats,
 store, verbs, workloads.
 """
 

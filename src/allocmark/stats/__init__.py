@@ -11,7 +11,7 @@ confidence sequence of few blocks), batch.py (the same, vectorised over many row
 Of the rest it uses numpy and scipy only.
 
 May import: nothing.
-Never: allocators, answer, api, cli, defaults, entry, executors, interrupts, native,
+Never: allocators, answer, api, cli, defaults, entry, dispatchers, interrupts, native,
 profile, report, run, schemas, store, text, tomlfile, units, verbs, workloads.
 """
 

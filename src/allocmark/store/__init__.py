@@ -14,7 +14,7 @@ The parts build on base.py (reads.py through cache.py) and use each other's
 helpers (codec, campaign_plan, owner, seal), never this package's `Store`.
 
 May import: schemas, stats, model, request, errors, interrupts, units.
-Never: answer, api, cli, executors, report, run, verbs.
+Never: answer, api, cli, dispatchers, report, run, verbs.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ tune.py races an allocator's settings (which settings exist, whether the allocat
 takes them, the pasted command; the race's answer is answer's race). They are
 called by `api`, never by the stages below it.
 
-May import: run, executors, answer, store, allocators, stats, schemas, model, request, errors,
+May import: run, dispatchers, answer, store, allocators, stats, schemas, model, request, errors,
 tomlfile.
 Never: api, cli.
 """

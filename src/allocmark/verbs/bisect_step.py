@@ -14,7 +14,7 @@ import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from allocmark import executors, stats
+from allocmark import dispatchers, stats
 from allocmark.answer import analyze, forecast, stored
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, GitBuild, RunSpec, Verified
@@ -107,13 +107,13 @@ def decide(
     started = start.planned(store, req, Fixed(tuple(specs)), notes)
     cid, prepared = started.cid, started.prepared
     yield from notes
-    # The runs go where --executor says, as any campaign's do (executors.dispatcher).
-    dispatch = executors.dispatcher(q.request.dispatcher, q.request.scheduler, prepared.usable)
+    # The runs go where --executor says, as any campaign's do (dispatchers.dispatcher).
+    dispatch = dispatchers.dispatcher(q.request.dispatcher, q.request.scheduler, prepared.usable)
     try:
         look = Look(alpha, up, began, tuple(prepared.usable))
         found = yield from _blocks(store, q, cid, specs, look, clock, share, dispatch)
     finally:
-        executors.close(dispatch)
+        dispatchers.close(dispatch)
     word, ratio, detail, values, ticks = found
     blocks = max(len(v) for v in values) if values else 0
     final = _measured(values, ticks, time.monotonic() - began) if values else None
@@ -161,7 +161,7 @@ def _blocks(
     look: Look,
     clock: budget.Clock,
     share: Share,
-    dispatch: executors.Dispatcher,
+    dispatch: dispatchers.Dispatcher,
 ) -> Generator[Note, None, Found]:
     """The decision's blocks, one at a time until decided, its share of the budget
     spent (the default budget stretched when the forecast fits), or at q.max_blocks:

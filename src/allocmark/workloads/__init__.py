@@ -5,7 +5,7 @@ suite's parameters; gives `Workload`s and the argv, environment and output parse
 of each cell (catalog.py), and the generated inputs applications read (inputs.py).
 
 May import: model, schemas, tomlfile, errors, native, text.
-Never: allocators, answer, api, cli, executors, profile, report, run, store, verbs.
+Never: allocators, answer, api, cli, dispatchers, profile, report, run, store, verbs.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from typing import Any
 
 import allocmark
 from allocmark import allocators
+from allocmark.dispatchers import Batch, Done, Event, run_batch
 from allocmark.errors import AllocmarkError, UserError
-from allocmark.executors import Batch, Done, Event, run_batch
 from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
 from allocmark.run import machine
 from allocmark.run.execute import LocalExecutor

@@ -1,7 +1,8 @@
-"""Where runs happen: a campaign hands batches of runs to a dispatcher.
+"""Where runs happen: a campaign hands batches of runs to a dispatcher, the one
+`--executor` names (dispatcher(): here, local.py, or on a Dask cluster, dask.py).
 
 A batch is what must run back to back on one machine: one block (every
-allocator once, for one cell and repetition: its ratios are paired, so its runs
+allocator once, for one row and repetition: its ratios are paired, so its runs
 must share the machine and the moment) or one set-up run. The executor side
 (`run_batch`) times the calibration loop before a block, takes a spiked run
 again, and applies the verification run that covers an application's measured
@@ -96,10 +97,10 @@ def dispatcher(
     replaces the real child processes in tests), or on a Dask cluster (dask.py). Every
     campaign, its own or a verb's (bisect, tune, harden), is dispatched through this."""
     if kind == "dask":
-        from allocmark.executors.dask import Dask
+        from allocmark.dispatchers.dask import Dask
 
         return Dask(str(scheduler), list(verified))
-    from allocmark.executors.local import Local
+    from allocmark.dispatchers.local import Local
 
     return Local(executor)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from allocmark.executors import Batch, Event, run_batch
+from allocmark.dispatchers import Batch, Event, run_batch
 from allocmark.run.execute import Executor, LocalExecutor
 
 

@@ -159,7 +159,7 @@ def _am_run_parents() -> set[int]:
 
 
 def test_a_worker_runs_the_coordinators_runs_with_its_own_paths() -> None:
-    from allocmark.executors import dask
+    from allocmark.dispatchers import dask
     from allocmark.model import AllocatorSpec, RunSpec, Status, Verified
 
     spec = AllocatorSpec(name="je", paths=("/usr/lib/libjemalloc.so.2",))
