@@ -63,3 +63,19 @@ def test_dask_without_bench_workers_is_refused(tmp_path: Path) -> None:
         )
         with pytest.raises(UserError, match="no worker offers resource 'bench'"):
             list(api.run(req))
+
+
+def test_one_metric_vocabulary_with_the_old_spellings_said_deprecated() -> None:
+    """--metric means one thing in every verb (bisect, compare): the words, then the
+    spellings an earlier allocmark took, read with a deprecation line."""
+    assert api.metric_key("rss") == ("peak_rss_kib", "")
+    assert api.metric_key("throughput") == ("ops_per_s", "")
+    assert api.metric_key("peak_rss") == (
+        "peak_rss_kib",
+        "warning: --metric peak_rss is deprecated: it is rss now",
+    )
+    assert api.metric_key("ops_per_s")[1] == (
+        "warning: --metric ops_per_s is deprecated: it is throughput now"
+    )
+    with pytest.raises(UserError, match=r"--metric 'colour': choose one of time, rss, "):
+        api.metric_key("colour")

@@ -6,6 +6,7 @@ so that the two show the same numbers."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -142,10 +143,13 @@ def shown_ratio(comp: Comparison, row: Row, metric: str, allocator: str) -> stat
         return row.cells[metric][allocator].ratio
     cell = recommend.speed_cell(row, allocator)
     r = cell.ratio if cell is not None else None
-    if r is None or comp.speedup or not 0 < r.low <= r.high:
+    if r is None or comp.speedup or r.value <= 0:
         return r
+    # An interval too few blocks leave unbounded (0 to infinity) stays unbounded.
+    low = 1 / r.high if 0 < r.high < math.inf else 0.0
+    high = 1 / r.low if r.low > 0 else math.inf
     logs = tuple(-x for x in r.logs)
-    return dataclasses.replace(r, value=1 / r.value, low=1 / r.high, high=1 / r.low, logs=logs)
+    return dataclasses.replace(r, value=1 / r.value, low=low, high=high, logs=logs)
 
 
 def share_of_run(s: RssSeries, at: np.ndarray) -> np.ndarray:

@@ -1,0 +1,51 @@
+"""The figures both drawings share (panels.py): what a bar of a row of fixed duration
+shows, and that no row is left an empty slot."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from allocmark.answer import analyze
+from allocmark.report import figures, panels
+from tests.fakes import stored
+
+LARSON = (("duration_ms", 300), ("threads", 2))
+
+
+def _comparison() -> analyze.Comparison:
+    """larson runs for a set time: its speed is its throughput (mimalloc 1.25x glibc's),
+    beside a row whose time is its own (churn: mimalloc 0.8x)."""
+    runs = [
+        stored(a, 0.3, params=LARSON, workload="larson", rep=rep, metrics={"ops_per_s": ops})
+        for rep in range(6)
+        for a, ops in (("glibc", 1e6 * (1 + rep % 2 / 100)), ("mimalloc", 1.25e6))
+    ]
+    runs += [
+        stored(a, wall * (1 + rep % 3 / 100), rep=rep)
+        for rep in range(6)
+        for a, wall in (("glibc", 1.0), ("mimalloc", 0.8))
+    ]
+    return analyze.compare(
+        runs, ["glibc", "mimalloc"], "glibc", fixed_time={"larson": "duration_ms"}
+    )
+
+
+def test_a_row_of_fixed_duration_shows_its_time_per_operation() -> None:
+    comp = _comparison()
+    larson = next(r for r in comp.rows if r.workload == "larson")
+    throughput = larson.cells["ops_per_s"]["mimalloc"].ratio
+    shown = panels.shown_ratio(comp, larson, "time_s", "mimalloc")
+    assert throughput is not None and shown is not None
+    assert shown.value == pytest.approx(1 / throughput.value)
+    assert (shown.low, shown.high) == pytest.approx((1 / throughput.high, 1 / throughput.low))
+    assert larson.cells["time_s"]["mimalloc"].ratio is None  # its time says nothing
+
+
+def test_every_row_with_a_ratio_has_its_bar() -> None:
+    comp = _comparison()
+    (time_bars,) = [f for f in figures.normalized(comp) if f.id == "plot-normalized-time_s"]
+    (trace,) = time_bars.data
+    assert trace["x"] == [r.label for r in comp.rows]  # larson too: no empty slot
+    assert all(isinstance(y, float) and math.isfinite(y) for y in trace["y"])
