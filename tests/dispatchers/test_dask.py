@@ -219,3 +219,25 @@ def test_a_bisect_runs_its_steps_on_the_cluster(
     ran = [t for t in stream.data if str(t["key"]).startswith("_on_worker")]
     steps = [e for e in events if isinstance(e, api.BisectStep) and e.word != "skipped"]
     assert len(ran) >= sum(e.blocks for e in steps)  # each block a task on a worker
+
+
+def test_a_worker_runs_each_campaign_as_an_identity_of_its_own(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No two campaigns share an identity on a worker either: each dispatcher names
+    its campaign, and a worker that gets a batch of another campaign sweeps and lets go
+    the identity it held (identity.fresh) before it runs any of it."""
+    from allocmark.dispatchers import dask
+
+    tokens = set()
+    for _ in range(2):
+        d = dask.Dask(cluster.scheduler_address, [])
+        tokens.add(d.origin.campaign)
+        d.close()
+    assert len(tokens) == 2 and "" not in tokens
+    fresh: list[str] = []
+    monkeypatch.setattr(dask.identity, "fresh", lambda: fresh.append("fresh"))
+    monkeypatch.setattr(dask, "_CAMPAIGN", [])
+    for campaign in ("a", "a", "b", "b", "a"):
+        dask._own_identity(campaign)
+    assert len(fresh) == 3  # a, then b, then a again: a campaign's batches share one

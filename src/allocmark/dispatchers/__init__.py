@@ -9,7 +9,7 @@ again, and applies the verification run that covers an application's measured
 run; it is the same code here (local.py) and on a cluster worker (dask.py). The
 campaign (coordinator) stores what comes back, run by run.
 
-May import: run, allocators, model, errors.
+May import: run, allocators, native, model, errors.
 Never: api, cli, verbs.
 """
 

@@ -4,7 +4,9 @@ Each batch (a block, or a set-up run) is one task with resource `bench=1`, so a
 worker started with `--resources bench=1` runs one benchmark at a time, and the
 runs of a block, whose ratios are paired, share a machine and a moment. A worker
 verifies every allocator itself (paths and builds differ between hosts) and
-sends its machine facts with each run. Dask re-queues the tasks of a worker
+sends its machine facts with each run; each campaign's runs on a worker go as a
+transient identity of that campaign's own (the one before swept and let go), as
+they do here. Dask re-queues the tasks of a worker
 that dies; a batch that keeps losing its workers comes back as nothing, so its
 runs stay pending for `--resume`, never dropped and never stored as numbers.
 """
@@ -12,6 +14,7 @@ runs stay pending for `--resume`, never dropped and never stored as numbers.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from allocmark import allocators
 from allocmark.dispatchers import Batch, Done, Event, run_batch
 from allocmark.errors import AllocmarkError, UserError
 from allocmark.model import AllocatorSpec, RunResult, RunSpec, RunStatus, Verified
+from allocmark.native import identity
 from allocmark.run import machine
 from allocmark.run.execute import LocalExecutor
 
@@ -34,6 +38,7 @@ class _Origin:
 
     home: str  # the coordinator's installed package directory
     allocators: tuple[tuple[str, AllocatorSpec, str | None], ...]  # name, spec, its preload
+    campaign: str = ""  # one dispatcher serves one campaign: its token, for the identity
 
     def spec(self, name: str) -> tuple[AllocatorSpec, str | None]:
         for n, spec, preload in self.allocators:
@@ -65,7 +70,8 @@ class Dask:
         except UserError:
             self.client.close()
             raise
-        self.origin = _Origin(_home(), tuple((v.spec.name, v.spec, v.preload) for v in verified))
+        named = tuple((v.spec.name, v.spec, v.preload) for v in verified)
+        self.origin = _Origin(_home(), named, secrets.token_hex(8))
 
     def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]:
         from distributed import KilledWorker, as_completed
@@ -108,9 +114,21 @@ def _home() -> str:
 # On the worker
 # ---------------------------------------------------------------------------
 _VERIFIED: dict[str, Verified] = {}  # per worker process: allocators verified here
+_CAMPAIGN: list[str] = []  # per worker process: the campaign whose identity it holds
+
+
+def _own_identity(campaign: str) -> None:
+    """The measured programs of each campaign run as a transient identity of its own
+    on this worker too (no two campaigns share one): when a batch of another campaign
+    comes, the identity the worker held is swept and let go (identity.fresh), and
+    its runs claim a new one."""
+    if [campaign] != _CAMPAIGN:
+        identity.fresh()
+        _CAMPAIGN[:] = [campaign]
 
 
 def _on_worker(batch: Batch, origin: _Origin) -> list[Event]:
+    _own_identity(origin.campaign)
     here = machine.current()
     home = _home()
     runnable: list[RunSpec] = []
