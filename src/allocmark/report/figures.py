@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison
 from allocmark.report import fmt, panels, plotly_json as kit, versions
 from allocmark.report.panels import Series
@@ -47,16 +46,14 @@ def time_vs_rss(comp: Comparison) -> Figure | None:
     95 % intervals: the recommendation's picture; lower left is better."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return None
-    rows = comp.rows[:MAX_PANELS]
+    placed = panels.scatter(comp)
+    rows = [row for row, _ in placed]
     base = comp.baseline
     layout, ks = kit.grid([r.label for r in rows], f"peak RSS / {base}", f"time / {base}")
     data: list[Json] = []
     seen: set[str] = set()
-    for row, k in zip(rows, ks, strict=True):
-        for a, c in recommend.positions(comp, row).items():
-            if not isinstance(c, recommend.Choice) or c.time is None or c.rss is None:
-                continue
-            t, r = c.time, c.rss
+    for (row, points), k in zip(placed, ks, strict=True):
+        for a, t, r in points:
             data.append(
                 {
                     "type": "scatter",

@@ -18,6 +18,7 @@ from allocmark import stats
 from allocmark.answer import recommend, why
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.answer.labels import value_text
+from allocmark.answer.positions import Position
 from allocmark.model import Params, RssSeries
 
 if TYPE_CHECKING:  # matplotlib's import costs the page half a second: plots.py alone pays it
@@ -133,6 +134,24 @@ def bars(comp: Comparison, metric: str) -> tuple[list[int], dict[str, list[stats
     ratios = {a: [shown_ratio(comp, row, metric, a) for row in comp.rows] for a in others}
     shown = [j for j in range(len(comp.rows)) if any(ratios[a][j] for a in others)]
     return shown, ratios
+
+
+def scatter(comp: Comparison) -> list[tuple[Row, list[tuple[str, Position, Position]]]]:
+    """The first MAX_SCATTER_PANELS rows, each with (allocator, time, peak RSS) of every
+    allocator placed on both axes: the answer's positions (recommend.per_row), made
+    once per comparison for the matrices, the sentences and both drawings."""
+    found = recommend.per_row(comp)[:MAX_SCATTER_PANELS]
+    return [
+        (
+            row,
+            [
+                (c.allocator, c.time, c.rss)
+                for c in p.values()
+                if isinstance(c, recommend.Choice) and c.time is not None and c.rss is not None
+            ],
+        )
+        for row, p in zip(comp.rows, found, strict=False)
+    ]
 
 
 def shown_ratio(comp: Comparison, row: Row, metric: str, allocator: str) -> stats.Ratio | None:

@@ -20,7 +20,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 from matplotlib.typing import ColorType
 
-from allocmark.answer import recommend, why
+from allocmark.answer import why
 from allocmark.answer.analyze import Comparison
 from allocmark.report import fmt, panels, release_plots
 
@@ -110,13 +110,11 @@ def time_vs_rss(comp: Comparison) -> list[Plot]:
     RSS against the baseline, with their 95 % intervals; lower left is better."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    rows = comp.rows[: panels.MAX_SCATTER_PANELS]
+    placed = panels.scatter(comp)
+    rows = [row for row, _ in placed]
     fig, axes = _grid(len(rows), width=4.6, height=3.8)
-    for ax, row in zip(axes, rows, strict=True):
-        for a, c in recommend.positions(comp, row).items():
-            if not isinstance(c, recommend.Choice) or c.time is None or c.rss is None:
-                continue
-            t, r = c.time, c.rss
+    for ax, (row, points) in zip(axes, placed, strict=True):
+        for a, t, r in points:
             ax.errorbar(
                 [r.value],
                 [t.value],
