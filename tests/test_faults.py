@@ -869,6 +869,28 @@ _long_name = _edited(
 )
 
 
+def test_plot_files_beside_a_csv_have_every_figure(good_db: Path, tmp_path: Path) -> None:
+    """A CSV reads no answers, the plot files do: the answer's picture is drawn there
+    as it is beside the terminal's table."""
+    written = []
+    for fmt in ("csv", "table"):
+        plots = tmp_path / f"plots-{fmt}"
+        r = cli(
+            "report",
+            "--db",
+            str(good_db),
+            "--format",
+            fmt,
+            "-o",
+            str(tmp_path / f"report.{fmt}"),
+            "--plots",
+            str(plots),
+        )
+        assert r.returncode == 0, r.stderr
+        written.append(sorted(p.name for p in plots.iterdir()))
+    assert written[0] == written[1] and "time-vs-rss.svg" in written[0]
+
+
 def test_a_100000_character_name_is_cut_in_the_plots(good_db: Path, tmp_path: Path) -> None:
     from allocmark.report.panels import TEXT_MAX
 

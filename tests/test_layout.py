@@ -221,3 +221,39 @@ def test_no_settings_dict_crosses_a_module_boundary() -> None:
                 assert not (dict_like and arg.arg in ("settings", "plan")), (
                     f"{path.relative_to(PACKAGE)}: {node.name}({arg.arg}: {hint})"
                 )
+
+
+def _answer_calls(path: Path) -> list[str]:
+    """The functions of answer/ that a module calls (its classes are types it builds)."""
+    import importlib
+    import inspect
+
+    tree = ast.parse(path.read_text())
+    modules: dict[str, str] = {}
+    names: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("allocmark.answer"):
+            for a in node.names:
+                if node.module == "allocmark.answer":
+                    modules[a.asname or a.name] = f"allocmark.answer.{a.name}"
+                else:
+                    names[a.asname or a.name] = (str(node.module), a.name)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f, target = node.func, None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
+            target = (modules[f.value.id], f.attr)
+        elif isinstance(f, ast.Name) and f.id in names:
+            target = names[f.id]
+        if target and not inspect.isclass(getattr(importlib.import_module(target[0]), target[1])):
+            out.append(f"{path.name}:{node.lineno} {target[0]}.{target[1]}")
+    return out
+
+
+def test_report_draws_what_answer_found_and_judges_nothing() -> None:
+    """report/ reads answer's values (answer.findings, once per report) and builds its
+    types: no format calls a function of answer/ while it draws."""
+    called = [c for path in sorted((PACKAGE / "report").glob("*.py")) for c in _answer_calls(path)]
+    assert called == []

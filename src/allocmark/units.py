@@ -4,6 +4,7 @@ size as allocmark writes it (size_text), for the report and the store's messages
 
 from __future__ import annotations
 
+import math
 import re
 
 from allocmark.errors import UserError
@@ -72,3 +73,14 @@ def size_text(n: float) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def duration(seconds: float, budget: bool = False) -> str:
+    """'45 s', '12 min', '3.2 h'; `budget`: rounded up and written as --budget reads it."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{math.ceil(seconds)}s" if budget else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{math.ceil(seconds / 60)}" + ("m" if budget else " min")
+    hours = math.ceil(seconds / 360) / 10 if budget else seconds / 3600
+    return f"{hours:.1f}" + ("h" if budget else " h")

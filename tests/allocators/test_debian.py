@@ -15,7 +15,6 @@ import pytest
 
 from allocmark import allocators
 from allocmark.allocators import builder, debian, lineage
-from allocmark.answer import releases
 from allocmark.model import AllocatorSpec, Status, Verified
 from tests.conftest import cli
 
@@ -223,13 +222,13 @@ def test_debian_builds_are_one_line_across_versions_apart_from_crates() -> None:
     deb = lineage.of(spec("tcmalloc-minimal@2.8.1"), None)
     assert deb == lineage.Lineage("gperftools", "2.8.1", "bullseye libtcmalloc-minimal4")
     newer = lineage.of(spec("tcmalloc-minimal@2.18.1"), None)
-    assert newer and newer.other_glibc and releases.series(newer) == "Debian, under a newer glibc"
+    assert newer and newer.other_glibc and newer.series == "Debian, under a newer glibc"
     system = lineage.of(spec("glibc"), "2.36")
     assert system == lineage.Lineage("glibc", "2.36", "libc6")
-    assert releases.series(system) == "Debian"
+    assert system.series == "Debian"
     assert lineage.of(spec("glibc@2.41:arena2"), None) is None  # variants are not versions
     crate = lineage.of(spec("jemalloc@5.3.1"), None)
-    assert crate and releases.series(crate) == "crate"
+    assert crate and crate.series == "crate"
 
 
 def test_a_pasted_command_runs_under_the_entry_s_glibc() -> None:

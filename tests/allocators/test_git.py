@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from allocmark import stats
+from allocmark import labels, stats
 from allocmark.allocators import git, lineage
 from allocmark.allocators.selection import parse_selection
-from allocmark.answer import analyze, labels, releases
+from allocmark.answer import analyze, releases
 from allocmark.errors import UserError
 from allocmark.model import GitBuild
 from allocmark.report import extra
@@ -312,7 +312,7 @@ def test_release_to_release_decides_the_planted_change_only() -> None:
     found = releases.changes(comp)
     decided = [(c.older, c.newer, c.metric, c.verdict) for c in found if c.decided]
     assert decided == [("v2", "v3", "time_s", stats.Verdict.WORSE)]
-    table = extra.releases_table(comp)
+    table = extra.releases_table(comp, releases.changes(comp))
     assert table is not None
     rows = {r[1]: r[2:] for r in table.rows}
     assert rows["2.0 → 3.0"][0].startswith("slower +20% [")

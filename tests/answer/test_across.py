@@ -6,7 +6,7 @@ import math
 import random
 
 from allocmark import stats
-from allocmark.answer import across, analyze, recommend
+from allocmark.answer import across, analyze, findings, recommend
 from allocmark.model import StoredRun
 from allocmark.report import answer, matrix
 from tests.fakes import stored
@@ -67,7 +67,7 @@ def test_larger_on_every_workload_is_decided_larger_over_them() -> None:
     (top,) = [b for b in answer.blocks(recommend.answers(comp)) if b.scope == recommend.OVERALL]
     said = next(line for line in top.lines if "big:" in line).split("peak RSS", 1)[1]
     assert "not significant" not in said and "(of 3 workloads: larger on 3; decided +15%" in said
-    mark = dict(matrix.matrices(comp)[1].rows)[matrix.ALL][1]
+    mark = dict(matrix.matrices(comp, findings.of(comp))[1].rows)[matrix.ALL][1]
     assert mark.kind == matrix.WORSE
 
 

@@ -8,7 +8,7 @@ import math
 import random
 
 from allocmark import stats, units
-from allocmark.answer import analyze, forecast
+from allocmark.answer import analyze, findings, forecast
 from allocmark.report import matrix
 from allocmark.request import CampaignPlan, Precision
 from tests.fakes import stored
@@ -96,7 +96,7 @@ def test_once_the_noise_is_seen_it_says_how_long_each_axis_takes() -> None:
     assert wait.small is not None and 4 < wait.small < wait.blocks
     assert f.text().endswith(
         f"; noise: a block's log ratio varies by {sd:.3f} (speed); a 5% change needs about "
-        f"{wait.small} blocks for speed ({forecast.duration((wait.small - 4) * 5.0)} more) here"
+        f"{wait.small} blocks for speed ({units.duration((wait.small - 4) * 5.0)} more) here"
     )
 
 
@@ -136,7 +136,7 @@ def test_a_decided_campaign_forecasts_nothing_more() -> None:
 
 def test_an_undecided_cell_shows_its_estimate_and_which_way_it_leans() -> None:
     comp = _comparison(3, slower=1.25, noise=0.3)
-    found = {m.axis: m for m in matrix.matrices(comp)}
+    found = {m.axis: m for m in matrix.matrices(comp, findings.of(comp))}
     mark = found["time"].rows[0][1][1]
     assert mark.kind == matrix.UNDECIDED and mark.shown.startswith("? ▿1.")
     assert matrix.leaning(0.8) == "▵1.25×" and matrix.leaning(1.0) == "1.00×"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from allocmark import stats
-from allocmark.answer import analyze, labels, recommend
+from allocmark import labels, stats
+from allocmark.answer import analyze, findings, recommend
 from allocmark.model import RunStatus, StoredRun
 from allocmark.report import answer
 from tests.fakes import stored
@@ -143,7 +143,7 @@ def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> Non
         _runs("glibc", 1.0, 10000, workload="larson"),
         _runs("fast", 0.7, 9000, workload="larson"),
     )
-    (scatter,) = plots.time_vs_rss(comp)
+    (scatter,) = plots.time_vs_rss(comp, findings.of(comp))
     try:
         axes = [ax for ax in scatter.figure.axes if ax.get_visible()]
         assert [ax.get_title() for ax in axes] == ["churn", "larson"]
@@ -169,7 +169,7 @@ def test_a_ten_allocator_report_fits_120_columns() -> None:
     ]
     comp = _comparison(*sets)
     console = Console(file=io.StringIO(), width=120, record=True)
-    table.comparison(console, comp)
+    table.comparison(console, comp, findings.of(comp))
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 120
     assert "allocator8" in text and "┃ allocator" in text  # transposed: a row per allocator
@@ -275,7 +275,7 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
             "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2"),
         },
     )
-    (plot,) = release_plots.across_versions(comp)
+    (plot,) = release_plots.across_versions(comp, findings.of(comp))
     try:
         assert plot.name == "versions-jemalloc"
         time_ax = plot.figure.axes[0]
@@ -290,7 +290,7 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
     one_version = dataclasses.replace(
         comp, lineages={"jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")}
     )
-    assert release_plots.across_versions(one_version) == []
+    assert release_plots.across_versions(one_version, findings.of(one_version)) == []
 
 
 def test_a_version_is_the_number_its_build_states() -> None:

@@ -255,9 +255,11 @@ def test_the_statistics_of_a_script_are_its_largest_process(
 
 def test_rest_is_what_the_allocator_does_not_account_for() -> None:
     kib = dict.fromkeys(composition.FIELDS, None) | {"rss": 100.0, "live": 10.0, "held": 50.0}
-    m = composition.Made("w", (), "glibc", "glibc", 1, kib)
+    m = composition.Made("w", (), "glibc", "glibc", 1, kib, "w")
     assert m.rest == 40.0  # no metadata figure: counted as none
-    assert composition.Made("w", (), "mimalloc", "mimalloc", 1, kib | {"live": None}).rest is None
+    assert (
+        composition.Made("w", (), "mimalloc", "mimalloc", 1, kib | {"live": None}, "w").rest is None
+    )
 
 
 # -- aging ------------------------------------------------------------------------------
@@ -362,7 +364,7 @@ def test_extra_tables_show_phases_and_what_the_rss_is_made_of() -> None:
         "mapped": 4096.0,
         "committed": None,
     }
-    made = composition.Made("aging", (), "glibc", "glibc", 3, kib)
+    made = composition.Made("aging", (), "glibc", "glibc", 3, kib, "aging")
     tables = [*extra.aging_tables([steady]), extra.made_table([made])]
     assert tables[0].heads == ("phase", "live", "glibc") and len(tables[0].rows) == 8
     assert tables[0].notes[1].startswith("glibc: plateaus")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from allocmark.answer import analyze
+from allocmark.answer import analyze, findings
 from allocmark.answer.report import Report
 from allocmark.model import StoredRun, Verified
 from allocmark.report import html
@@ -41,7 +41,9 @@ def _page(comp: analyze.Comparison, runs: list[StoredRun], name: str = "c") -> s
         {"name": a, "status": "ok", "env_json": json.dumps({"X": name}), "lacks_json": "[]"}
         for a in comp.allocators
     )
-    return html.render(Report("summary", campaign, PLAN, comp, allocators, tuple(runs), ()))
+    return html.render(
+        Report("summary", campaign, PLAN, comp, findings.of(comp), allocators, tuple(runs), ())
+    )
 
 
 def test_hostile_names_are_escaped_everywhere() -> None:
@@ -259,7 +261,9 @@ def _quick_shaped_page(tmp_path: Path) -> Path:
     )
     page = tmp_path / "quick.html"
     page.write_text(
-        html.render(Report("summary", campaign, PLAN, comp, allocators, tuple(runs), ()))
+        html.render(
+            Report("summary", campaign, PLAN, comp, findings.of(comp), allocators, tuple(runs), ())
+        )
     )
     return page
 

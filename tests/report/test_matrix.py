@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from allocmark.answer import analyze
+from allocmark.answer import analyze, findings
 from allocmark.model import RunStatus
-from allocmark.report import glance, markdown, matrix
+from allocmark.report import answer, glance, markdown, matrix
 from tests.answer.test_recommend import _comparison, _runs
 
 
@@ -27,7 +27,7 @@ def _comp() -> analyze.Comparison:
 
 
 def test_each_cell_is_a_glyph_and_a_number() -> None:
-    time, rss = matrix.matrices(_comp())
+    time, rss = matrix.matrices(_comp(), findings.of(_comp()))
     assert time.allocators == ("glibc", "fast", "twin", "fat", "boom")
     cells = {label: [m.shown for m in marks] for label, marks in time.rows}
     assert cells["churn"][0] == "base" and cells["churn"][1].startswith("▲ 2.0")
@@ -39,9 +39,9 @@ def test_each_cell_is_a_glyph_and_a_number() -> None:
 
 def test_the_matrix_says_what_the_answer_says() -> None:
     comp = _comp()
-    leads = dict(matrix.leads(comp))
+    leads = dict(answer.leads(findings.of(comp)))
     assert leads["all workloads"].startswith("Use fast")
-    time, _ = matrix.matrices(comp)
+    time, _ = matrix.matrices(comp, findings.of(comp))
     assert dict(time.rows)[matrix.ALL][1].kind == matrix.BETTER  # fast, over all of them
 
 
@@ -66,7 +66,7 @@ def test_ten_allocators_fit_120_columns() -> None:
     ]
     comp = _comparison(runs)
     out = io.StringIO()
-    glance.glance(Console(file=out, width=120, no_color=True), comp)
+    glance.glance(Console(file=out, width=120, no_color=True), comp, findings.of(comp))
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("Answer: ")
     assert max(len(line.rstrip()) for line in lines) <= 120, out.getvalue()
@@ -74,7 +74,7 @@ def test_ten_allocators_fit_120_columns() -> None:
 
 
 def test_markdown_opens_with_the_answer_and_the_matrices() -> None:
-    text = markdown.comparison(_comp())
+    text = markdown.comparison(_comp(), findings.of(_comp()))
     assert text.startswith("**Answer:** Use fast")
     assert text.index("### time against glibc") < text.index("## Recommendation")
     assert (

@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 
 from allocmark import stats
-from allocmark.answer import analyze
+from allocmark.answer import analyze, findings, tryout
 from allocmark.answer.report import Report
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
-from allocmark.report import csvfile, fmt, jsonfile, markdown, table, tryout
+from allocmark.report import csvfile, fmt, jsonfile, markdown, table
 from allocmark.request import CampaignPlan
 from allocmark.store import exchange
 from tests.answer.test_analyze import comparison
@@ -50,11 +50,12 @@ def _report(
     runs: tuple[StoredRun, ...] = (),
     campaign: dict[str, object] | None = None,
 ) -> Report:
-    return Report(view, dict(campaign or {}), PLAN, comp, (), runs, ())
+    found = findings.of(comp) if comp is not None else findings.NONE
+    return Report(view, dict(campaign or {}), PLAN, comp or analyze.NOTHING, found, (), runs, ())
 
 
 def test_markdown_table() -> None:
-    md = markdown.comparison(comparison())
+    md = markdown.comparison(comparison(), findings.of(comparison()))
     assert "| workload | glibc* | je† |" in md
     # ±: t(0.975, 2) = 4.3027 x sd 0.1 / sqrt(3) / mean 1.1 = 22.6 %; je's ratio is Welch's
     # (the fake runs share one block): exp(t(df) * SE) - 1 on the log scale.
@@ -157,7 +158,7 @@ def test_a_table_that_fits_has_whole_cells_and_folded_headers() -> None:
     name = "a-long-allocator-name"
     comp = analyze.compare(_two_allocator_cells(name), [name, "b"], name)
     console = Console(file=io.StringIO(), width=100, record=True)
-    table.comparison(console, comp)
+    table.comparison(console, comp, findings.of(comp))
     text = console.export_text()
     assert name + "*" not in text  # the header is folded to the cells' width...
     assert "a-long-allo" in text and "cator-name*" in text  # ...in pieces

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from allocmark import stats, workloads
-from allocmark.answer import analyze, forecast, stored as stored_answer
+from allocmark.answer import analyze, findings, forecast, stored as stored_answer
 from allocmark.errors import UserError
 from allocmark.model import RunResult, RunSpec, RunStatus, Workload
 from allocmark.report import plots
@@ -235,7 +235,7 @@ def test_the_scaling_plot_marks_the_points_past_the_cores(tmp_path: Path) -> Non
         for rep in range(3)
     ]
     comp = dataclasses.replace(analyze.compare(runs, ["b", "a"], "b"), cores=2)
-    every = plots.all_plots(comp)  # as `report --plots` draws and saves them
+    every = plots.all_plots(comp, findings.of(comp))  # as `report --plots` draws and saves them
     [plot] = [p for p in every if p.name == "scaling-xthread"]
     try:
         assert tmp_path / "scaling-xthread.png" in plots.save(every, tmp_path)

@@ -8,8 +8,7 @@ import random
 
 import pytest
 
-from allocmark import stats
-from allocmark.answer import forecast
+from allocmark import stats, units
 from allocmark.model import AllocatorSpec, Git, GitBuild
 from allocmark.stats import fewblock
 from allocmark.verbs import bisect, bisect_budget as budget, bisect_step
@@ -157,7 +156,7 @@ def test_an_undecided_decision_says_the_blocks_and_the_budget_that_would_decide_
     assert text.startswith(f"at this estimate about {n} blocks would decide it (about ")
     # deciding it different, the rest of the bisect follows: the budget for all of it
     this, rest = bisect_step.needed_s(start, 0.006, share)
-    said = {forecast.duration(t + this + rest, budget=True) for t in (before, after)}
+    said = {units.duration(t + this + rest, budget=True) for t in (before, after)}
     assert rest > 0 and text.rsplit("give --budget ", 1)[1] in said
     same = budget.Measured(tuple(0.005 * (-1) ** i for i in range(200)), 0.2)
     quiet = bisect_step.what_more(same, 0.006, share, clock)  # the same within ±3 % is near

@@ -36,6 +36,13 @@ class Lineage:
         return ", under glibc " in self.origin
 
     @property
+    def series(self) -> str:
+        """The line the version belongs to: crate builds, Debian's, git revisions."""
+        if self.origin in ("crate", GIT):
+            return self.origin
+        return "Debian, under a newer glibc" if self.other_glibc else "Debian"
+
+    @property
     def key(self) -> tuple[tuple[int, ...], str]:
         return ((self.rank,) if self.rank >= 0 else order_key(self.version)), self.origin
 

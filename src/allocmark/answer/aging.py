@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocmark import labels
 from allocmark.model import Params
 from allocmark.store import Store
 
@@ -49,6 +50,7 @@ class Steady:
     low: float | None
     high: float | None
     verdict: str  # "plateaus", "grows", "shrinks" or "inconclusive"
+    label: str  # the cell's, among the campaign's phased cells (labels.label_rows)
 
     @property
     def text(self) -> str:
@@ -73,12 +75,18 @@ def stored(store: Store, cid: int, order: Sequence[str] = ()) -> list[Steady]:
         cells.setdefault((workload, params, allocator), []).append(metrics)
     rank = {a: i for i, a in enumerate(order)}
     keys = sorted(cells, key=lambda k: (k[0], str(k[1]), rank.get(k[2], len(rank)), k[2]))
-    return [steady(w, p, a, cells[(w, p, a)]) for w, p, a in keys]
+    named = labels.label_rows(list(dict.fromkeys((w, p) for w, p, _ in keys)))
+    return [steady(w, p, a, cells[(w, p, a)], named[(w, p)]) for w, p, a in keys]
 
 
 def steady(
-    workload: str, params: Params, allocator: str, runs: Sequence[Mapping[str, float]]
+    workload: str,
+    params: Params,
+    allocator: str,
+    runs: Sequence[Mapping[str, float]],
+    label: str | None = None,
 ) -> Steady:
+    """`label`: the cell's among its siblings (None: the workload's name, a lone cell's)."""
     series = [_series(m) for m in runs]
     n_phases = min(len(s) for s in series)
     phases = tuple(
@@ -101,7 +109,19 @@ def steady(
             verdict = "grows"
         elif high < -material:
             verdict = "shrinks"
-    return Steady(workload, params, allocator, len(runs), phases, first, slope, low, high, verdict)
+    return Steady(
+        workload,
+        params,
+        allocator,
+        len(runs),
+        phases,
+        first,
+        slope,
+        low,
+        high,
+        verdict,
+        workload if label is None else label,
+    )
 
 
 def _series(metrics: Mapping[str, float]) -> list[tuple[float, float]]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import cast
 
-from allocmark import stats
+from allocmark import labels, stats
 from allocmark.allocators import lineage
-from allocmark.answer import labels
 from allocmark.model import CellRuns, Git, Params, RunStatus, StoredRun
 from allocmark.request import CampaignPlan
 from allocmark.stats import batch
@@ -108,6 +107,11 @@ class Row:
     cells: dict[str, dict[str, Cell]]  # metric -> allocator -> cell
     final: bool = False  # its budget ended it undecided: the final look (stats.SPLIT)
 
+    def speed(self, a: str) -> Cell | None:
+        """The cell that says how fast `a` is: time, or throughput where time is fixed."""
+        time_cell = self.cells["time_s"][a]
+        return self.cells.get("ops_per_s", {}).get(a) if time_cell.fixed else time_cell
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -132,28 +136,12 @@ class Comparison:
     lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
     revisions: dict[str, Git] = dataclasses.field(default_factory=dict)  # built from git
     cores: int = 0  # of the machine the campaign ran on (0: not known)
-    signals: tuple[CellRuns, ...] = ()  # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell
-    # ... or how to read them, when first asked (why.signals): a CSV never reads them
-    read_signals: Callable[[], Sequence[CellRuns]] | None = dataclasses.field(
-        default=None, compare=False, repr=False
-    )
-    # What is derived from this comparison (`derived`): one report asks for the answers
-    # from the matrix, the sentences and the tables. Not an init field, so that
-    # dataclasses.replace() starts a new comparison with nothing derived.
-    kept: dict[str, Any] = dataclasses.field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
+    # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell: what a why reads (stored.comparison
+    # reads them when asked; a CSV never does)
+    signals: tuple[CellRuns, ...] = ()
 
 
-T = TypeVar("T")
-
-
-def derived(comp: Comparison, what: str, make: Callable[[], T]) -> T:
-    """`make()` once per comparison and `what`: each costs a Holm family per row (most
-    of a second over 100 rows of 10 allocators), asked for by several parts of a report."""
-    if what not in comp.kept:
-        comp.kept[what] = make()
-    return cast(T, comp.kept[what])
+NOTHING = Comparison(None, (), frozenset(), (), {})  # no rows: a view without a summary
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocmark import stats
-from allocmark.answer import analyze, labels
+from allocmark import labels, stats
+from allocmark.answer import analyze
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, Params, StoredRun
 from allocmark.store import Store, exchange

@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from allocmark import labels
 from allocmark.model import Params
 from allocmark.store import Store
 
@@ -30,6 +31,7 @@ class Made:
     source: str  # which statistics: jemalloc, tcmalloc, mimalloc, glibc, mallinfo2
     runs: int
     kib: dict[str, float | None]  # FIELDS -> median
+    label: str  # the cell's, among the cells with statistics (labels.label_rows)
 
     @property
     def rest(self) -> float | None:
@@ -49,7 +51,8 @@ def stored(store: Store, cid: int, order: Sequence[str] = ()) -> list[Made]:
         groups.setdefault((w, params, a), {})[role] = (sources, values)
     rank = {a: i for i, a in enumerate(order)}
     keys = sorted(groups, key=lambda k: (k[0], str(k[1]), rank.get(k[2], len(rank)), k[2]))
-    return [_made(w, p, a, groups[(w, p, a)]) for w, p, a in keys]
+    named = labels.label_rows(list(dict.fromkeys((w, p) for w, p, _ in keys)))
+    return [_made(w, p, a, groups[(w, p, a)], named[(w, p)]) for w, p, a in keys]
 
 
 Values = dict[str, list[float]]  # alloc_FIELD_kib -> the runs' values
@@ -60,6 +63,7 @@ def _made(
     params: Params,
     allocator: str,
     by_role: dict[str, tuple[tuple[str, ...], Values]],
+    label: str,
 ) -> Made:
     sources, values = by_role.get("measure") or next(iter(by_role.values()))
     runs = len(values["alloc_rss_kib"])
@@ -68,4 +72,4 @@ def _made(
         found = values.get(f"alloc_{f}_kib", [])
         kib[f] = statistics.median(found) if found and len(found) == runs else None
     source = sources[0] if len(sources) == 1 else "mixed"
-    return Made(workload, params, allocator, source, runs, kib)
+    return Made(workload, params, allocator, source, runs, kib, label)

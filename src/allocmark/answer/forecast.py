@@ -74,17 +74,17 @@ class Forecast:
             return out
         first = max(0, self.first_at - self.blocks) * self.block_s
         out += (
-            f"; a block of every undecided row takes {duration(self.block_s)}; a verdict "
+            f"; a block of every undecided row takes {units.duration(self.block_s)}; a verdict "
             f"is possible from {self.first_at} blocks"
         )
-        out += f" ({duration(first)} more)" if first else ""
+        out += f" ({units.duration(first)} more)" if first else ""
         seen = "the noise of 2 blocks (rough)" if self.blocks < 3 else "the noise seen"
         for axis, w in self.waits.items():
             out += f"; at {seen}, {axis}: "
             if w.first_blocks < w.blocks:
                 out += (
                     f"the clearest ratio decided by about {w.first_blocks} blocks "
-                    f"({duration(w.first_seconds)} more), "
+                    f"({units.duration(w.first_seconds)} more), "
                 )
             out += f"every ratio by {self._span(w)}"
             if w.stuck:
@@ -99,7 +99,7 @@ class Forecast:
             return ""
         spread = ", ".join(f"{w.sd:.3f} ({axis})" for axis, w in said)
         needs = [
-            f"about {w.small} blocks for {axis} ({duration(self._until(w.small))} more)"
+            f"about {w.small} blocks for {axis} ({units.duration(self._until(w.small))} more)"
             for axis, w in said
             if w.small is not None
         ]
@@ -116,8 +116,8 @@ class Forecast:
         (block_range), never one figure that the next block moves tenfold; "about 60
         blocks" once the two ends meet. The same seconds as remaining()."""
         if w.low >= w.high or w.high <= w.blocks == w.low:
-            return f"about {w.blocks} blocks ({duration(w.seconds)} more)"
-        low, high = duration(self._until(w.low)), duration(self._until(w.high))
+            return f"about {w.blocks} blocks ({units.duration(w.seconds)} more)"
+        low, high = units.duration(self._until(w.low)), units.duration(self._until(w.high))
         if w.high >= MOST_BLOCKS:
             return f"{w.low} blocks or many more (at least about {low} more)"
         return f"{w.low}–{w.high} blocks (about {low}–{high} more)"
@@ -192,10 +192,12 @@ class Forecast:
         # Every axis it cannot reach, the nearest first; the budget named reaches them all.
         ordered = sorted(over.items(), key=lambda x: x[1])
         total = budget_text(self.spent_s + ahead + ordered[-1][1])
-        reach = " nor ".join(f"{axis} (about {duration(need)} more)" for axis, need in ordered)
+        reach = " nor ".join(
+            f"{axis} (about {units.duration(need)} more)" for axis, need in ordered
+        )
         text = (
             f"the budget cannot reach {reach} after the planned blocks, "
-            f"{duration(max(0.0, left))} left: use --budget {total} or more"
+            f"{units.duration(max(0.0, left))} left: use --budget {total} or more"
         )
         axis = ordered[-1][0]
         w = self.waits.get(axis)
@@ -318,23 +320,12 @@ def _few_quantile(n: int, alpha: float, sequential: bool) -> float:
 
 def budget_text(seconds: float) -> str:
     """A budget that covers `seconds`, as --budget reads it: '45s', '12m', '3.2h'."""
-    return duration(seconds, budget=True)
+    return units.duration(seconds, budget=True)
 
 
 def budget_seconds(seconds: float) -> float:
     """The seconds of budget_text(seconds): what a budget said that way gives."""
     return units.parse_duration(budget_text(seconds), "budget")
-
-
-def duration(seconds: float, budget: bool = False) -> str:
-    """'45 s', '12 min', '3.2 h'; `budget`: rounded up and written as --budget reads it."""
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{math.ceil(seconds)}s" if budget else f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{math.ceil(seconds / 60)}" + ("m" if budget else " min")
-    hours = math.ceil(seconds / 360) / 10 if budget else seconds / 3600
-    return f"{hours:.1f}" + ("h" if budget else " h")
 
 
 @dataclass

@@ -160,13 +160,18 @@ class Matrix:
     tests: tuple[str, ...]  # the catalog's order
     allocators: tuple[str, ...]
     cells: dict[tuple[str, str], Cell]  # (test, allocator)
+    kinds: dict[str, Kind]  # test -> what it checks, as the catalog says
+
+    @property
+    def scores(self) -> tuple[Score, ...]:
+        """Every allocator's score, in the matrix's order."""
+        return tuple(self.score(a) for a in self.allocators)
 
     def score(self, allocator: str) -> Score:
         cells = [c for (_, a), c in self.cells.items() if a == allocator]
-        kinds = tests()
 
         def of(kind: Kind) -> list[Cell]:
-            return [c for c in cells if c.test in kinds and kinds[c.test].kind is kind]
+            return [c for c in cells if self.kinds.get(c.test) is kind]
 
         misuse, contract = of(Kind.MISUSE), of(Kind.CONTRACT)
         return Score(
@@ -194,7 +199,12 @@ def matrix(runs: Sequence[StoredRun], order: Sequence[str] = ()) -> Matrix | Non
     names = {a for _, a in found}
     allocators = [a for a in order if a in names] + sorted(names - set(order))
     ordered = tuple(t for t in known if any((t, a) in found for a in names))
-    return Matrix(ordered, tuple(allocators), {k: Cell(*k, tuple(v)) for k, v in found.items()})
+    return Matrix(
+        ordered,
+        tuple(allocators),
+        {k: Cell(*k, tuple(v)) for k, v in found.items()},
+        {t: known[t].kind for t in ordered},
+    )
 
 
 def stored(store: Store, cid: int, order: Sequence[str] = ()) -> Matrix | None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.answer.analyze import Comparison, Row, row_ratio
-from allocmark.answer.labels import row_key
 from allocmark.answer.recommend import Choice, Position, positions
+from allocmark.labels import row_key
 
 OBJECTIVES = ("time", "rss", "pareto")
 

@@ -23,16 +23,17 @@ from dataclasses import dataclass
 from allocmark import stats
 from allocmark.answer import across, analyze, forecast
 from allocmark.answer.analyze import Cell, Comparison, Row
-from allocmark.answer.labels import row_key
 from allocmark.answer.positions import (
     Choice as Choice,
     Position as Position,
     lower_is_better,
     pooled,
 )
+from allocmark.labels import row_key
 from allocmark.stats import batch
 
 OVERALL = "all workloads"
+FAILED = "its runs failed"  # a position's words for an allocator whose runs failed on a row
 
 
 @dataclass(frozen=True)
@@ -56,16 +57,13 @@ class Answer:
 Duel = Callable[[Choice, Choice, str], "Position | None"]
 
 
-def answers(comp: Comparison) -> list[Answer]:
-    """One answer per row, then one over all rows (when there are several)."""
+def answers(comp: Comparison, found: Sequence[dict[str, Choice | str]] = ()) -> list[Answer]:
+    """One answer per row, then one over all rows (when there are several); `found`:
+    the rows' positions (per_row), when the caller has them."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    return list(analyze.derived(comp, "answers", lambda: _answers(comp)))
-
-
-def _answers(comp: Comparison) -> list[Answer]:
-    assert comp.baseline is not None
-    found, duels = per_row(comp), _row_duels(comp)
+    found = list(found) or per_row(comp)
+    duels = [_RowDuel(comp, row) for row in comp.rows]
     _ahead(
         [
             (d, key)
@@ -81,7 +79,7 @@ def _answers(comp: Comparison) -> list[Answer]:
         overall = overall_positions(comp, found)
         pairs = _needed(overall, comp.baseline, comp.margin)
         _ahead([(d, key) for d in duels for key in pairs])
-        out.append(_answer(OVERALL, comp, overall, _OverallDuel(comp, found), comp.rows))
+        out.append(_answer(OVERALL, comp, overall, _OverallDuel(comp, found, duels), comp.rows))
     return out
 
 
@@ -97,7 +95,7 @@ def _pace(rows: Sequence[Row]) -> tuple[int, float]:
 
 def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
     """positions() of every row: the answer's, the matrix's and the why's."""
-    return analyze.derived(comp, "positions", lambda: [positions(comp, row) for row in comp.rows])
+    return [positions(comp, row) for row in comp.rows]
 
 
 def _answer(
@@ -152,10 +150,10 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
         if role := _role(comp, a):
             out[a] = role
             continue
-        speed, rss_cell = speed_cell(row, a), row.cells["peak_rss_kib"][a]
+        speed, rss_cell = row.speed(a), row.cells["peak_rss_kib"][a]
         failed = next((c.state for c in (speed, rss_cell) if c is not None and c.failures), None)
         if failed:
-            out[a] = f"its runs failed ({failed})"
+            out[a] = f"{FAILED} ({failed})"
             continue
         if a in comp.partial and (why := _partial(comp, row, a)):
             out[a] = why
@@ -181,15 +179,9 @@ def _role(comp: Comparison, a: str) -> str | None:
     return None if role is None else _ROLES.get(role, f"role {role!r}")
 
 
-def speed_cell(row: Row, a: str) -> Cell | None:
-    """The cell that says how fast `a` is: time, or throughput where time is fixed."""
-    time_cell = row.cells["time_s"][a]
-    return row.cells.get("ops_per_s", {}).get(a) if time_cell.fixed else time_cell
-
-
 def _inverted(comp: Comparison, row: Row, a: str) -> bool:
     """Is the speed cell's ratio higher-is-better (a speed-up, a throughput)?"""
-    return comp.speedup or (row.cells["time_s"][a].fixed and speed_cell(row, a) is not None)
+    return comp.speedup or (row.cells["time_s"][a].fixed and row.speed(a) is not None)
 
 
 def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
@@ -199,7 +191,7 @@ def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
         c
         for a in comp.allocators
         if a != comp.baseline
-        for c in (speed_cell(row, a), row.cells["peak_rss_kib"][a])
+        for c in (row.speed(a), row.cells["peak_rss_kib"][a])
         if c is not None and c.ratio is not None
     ]
     judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
@@ -248,8 +240,8 @@ class _RowDuel:
     def cells(self, a: str, b: str, axis: str) -> tuple[Cell | None, Cell | None, bool]:
         if axis == "time":
             return (
-                speed_cell(self.row, a),
-                speed_cell(self.row, b),
+                self.row.speed(a),
+                self.row.speed(b),
                 _inverted(self.comp, self.row, a),
             )
         return self.row.cells["peak_rss_kib"][a], self.row.cells["peak_rss_kib"][b], False
@@ -276,11 +268,6 @@ class _RowDuel:
             self.ratios[key] = paired
         r = self.ratios[key] or stats.ratio_of(ca.summary, cb.summary)
         return None if r is None else lower_is_better(r, invert, self.comp.margin)
-
-
-def _row_duels(comp: Comparison) -> list[_RowDuel]:
-    """Every row's duel, shared by the row's answer and the answer over all rows."""
-    return analyze.derived(comp, "duels", lambda: [_RowDuel(comp, row) for row in comp.rows])
 
 
 def _ahead(wanted: Sequence[tuple[_RowDuel, tuple[str, str, str]]]) -> None:
@@ -352,8 +339,11 @@ class _OverallDuel:
     """a against b over these workloads: the geometric mean of their rows' own duels,
     judged as the positions across workloads are (across.pooled)."""
 
-    def __init__(self, comp: Comparison, per_row: list[dict[str, Choice | str]]) -> None:
-        self.comp, self.per_row, self.duels = comp, per_row, _row_duels(comp)
+    def __init__(
+        self, comp: Comparison, per_row: list[dict[str, Choice | str]], duels: list[_RowDuel]
+    ) -> None:
+        # The rows' duels are the rows' answers' own: a ratio asked by both is made once.
+        self.comp, self.per_row, self.duels = comp, per_row, duels
 
     def __call__(self, a: Choice, b: Choice, axis: str) -> Position | None:
         cells = []

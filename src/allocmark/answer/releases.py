@@ -48,13 +48,6 @@ class Change:
         return self.verdict is not None and self.verdict.differs
 
 
-def series(lin: lineage.Lineage) -> str:
-    """The line a version belongs to: crate builds, Debian's, git revisions."""
-    if lin.origin in ("crate", lineage.GIT):
-        return lin.origin
-    return "Debian, under a newer glibc" if lin.other_glibc else "Debian"
-
-
 # The last comparison's changes: a round of a release-to-release campaign asks for them
 # twice (run/rounds.py's blocks, forecast.py's forecast), each a sequential ratio per
 # change. A Comparison is frozen, and this holds it, so its identity names it.
@@ -95,7 +88,7 @@ def lines(lineages: dict[str, lineage.Lineage]) -> dict[str, dict[str, list[str]
     for family, entries in lineage.families(lineages).items():
         kinds = out.setdefault(family, {})
         for name, lin in entries:
-            kinds.setdefault(series(lin), []).append(name)
+            kinds.setdefault(lin.series, []).append(name)
     return out
 
 

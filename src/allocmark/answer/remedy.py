@@ -11,13 +11,13 @@ difference (why.MOST); one line per workload, allocator and variant.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from allocmark import schemas, tomlfile
-from allocmark.answer import analyze, recommend
+from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison
 from allocmark.answer.why import MOST, Why, explain
 from allocmark.schemas.remedies import RemediesFile, Remedy
@@ -46,20 +46,22 @@ def load(path: Path | None = None) -> list[Remedy]:
     return schemas.validate(RemediesFile, tomlfile.load(path), str(path)).remedy
 
 
-def tries(comp: Comparison) -> list[Try]:
-    """What to try for each explained difference of the comparison (kept with it)."""
-    return analyze.derived(comp, "tries", lambda: _tries(comp, load()))
-
-
-def _tries(comp: Comparison, remedies: list[Remedy]) -> list[Try]:
+def tries(
+    comp: Comparison,
+    found: Sequence[dict[str, recommend.Choice | str]] = (),
+    whys: Sequence[Why] | None = None,
+) -> list[Try]:
+    """What to try for each explained difference of the comparison; `found` (the rows'
+    positions) and `whys` (why.explain's), when the caller has them."""
     if comp.baseline is None:
         return []
-    rows = {
-        (r.workload, r.params): p for r, p in zip(comp.rows, recommend.per_row(comp), strict=True)
-    }
+    found = list(found) or recommend.per_row(comp)
+    whys = explain(comp, found) if whys is None else whys
+    rows = {(r.workload, r.params): p for r, p in zip(comp.rows, found, strict=True)}
+    remedies = load() if whys else []
     out: list[Try] = []
     seen = set()
-    for w in explain(comp):
+    for w in whys:
         owner = w.allocator if w.delta > 0 else comp.baseline
         # A cause the remedy addresses must account for most of the difference.
         named = {f.signal for f in w.factors if f.share is not None and f.share >= MOST}
@@ -70,8 +72,10 @@ def _tries(comp: Comparison, remedies: list[Remedy]) -> list[Try]:
                 if variant == owner or key in seen:
                     continue
                 seen.add(key)
-                found = rows[(w.workload, w.params)].get(variant)
-                position = getattr(found, w.axis) if isinstance(found, recommend.Choice) else None
+                measured = rows[(w.workload, w.params)].get(variant)
+                position = (
+                    getattr(measured, w.axis) if isinstance(measured, recommend.Choice) else None
+                )
                 command = _command(w, comp, owner, variant)
                 out.append(Try(w, owner, comp.baseline, variant, r.says, position, command))
                 break
@@ -85,20 +89,3 @@ def _command(w: Why, comp: Comparison, owner: str, variant: str) -> str:
     if w.workload == COMMAND:
         return f"allocmark try -a {','.join(names)} -- <your command>"
     return f"allocmark run -w {w.workload}{params} -a {','.join(names)}"
-
-
-def as_record(t: Try) -> dict[str, object]:
-    """A remedy as the JSON summary carries it."""
-    p = t.position
-    return {
-        "workload": t.why.workload,
-        "params": json.dumps(dict(t.why.params)),
-        "allocator": t.allocator,
-        "axis": t.why.axis,
-        "try": t.variant,
-        "says": t.says,
-        "measured": None
-        if p is None
-        else {"value": p.value, "low": p.low, "high": p.high, "verdict": p.verdict.value},
-        "command": t.command,
-    }

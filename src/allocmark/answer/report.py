@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allocmark import profile
-from allocmark.answer import aging, analyze, composition, hardening, stored
+from allocmark.answer import aging, analyze, composition, findings, hardening, stored
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredRun
 from allocmark.request import CampaignPlan
@@ -25,7 +25,8 @@ class Report:
     view: str  # "summary" (the comparison), "runs" (every run) or "profile"
     campaign: dict[str, Any]  # id, name, machine, plan, ... as an export shows them
     plan: CampaignPlan  # how the campaign ran, typed
-    comparison: analyze.Comparison | None  # the summary view (and html)
+    comparison: analyze.Comparison  # the summary view's (analyze.NOTHING in the others)
+    findings: findings.Findings  # what the comparison answers (findings.NONE for a CSV)
     allocators: tuple[dict[str, Any], ...]  # provenance rows
     runs: tuple[StoredRun, ...]  # loaded for the runs view and html only
     profiles: tuple[profile.View, ...]  # the profile view
@@ -41,14 +42,17 @@ class Wanted:
     """What a format needs beyond the view's core: a terminal's brief comparison
     (without the secondary groups past 20 rows: stored.comparison), every run (html),
     the RSS series (html, plot files), the tables beyond the comparison (not CSV:
-    reading the allocator statistics of 100,000 runs takes most of a second), what
-    the RSS is made of (not under a terminal's glance, which leaves it to --detail)."""
+    reading the allocator statistics of 100,000 runs takes most of a second), what the
+    comparison answers (findings: not CSV either, their Holm families take as long),
+    what the RSS is made of (not under a terminal's glance, which leaves it to
+    --detail: `made` False reads it only where no matrix is shown)."""
 
     brief: bool = False
     runs: bool = False
     series: bool = False
     extras: bool = True
     made: bool = True
+    findings: bool = True
 
 
 def load(
@@ -57,10 +61,8 @@ def load(
     view: str = "summary",
     speedup: bool = False,
     wanted: Wanted = Wanted(),
-    known: analyze.Comparison | None = None,
 ) -> Report:
-    """The report of campaign `cid` as `view` needs it; `known`: the summary view's
-    comparison, when the caller has already made it."""
+    """The report of campaign `cid` as `view` needs it."""
     if view not in VIEWS:
         raise ValueError(f"view {view!r}")
     if view == "profile" and not store.campaign_plan(cid).sample:
@@ -69,26 +71,22 @@ def load(
         )
     comp = None
     if view == "summary":
-        comp = known or stored.comparison(store, cid, speedup, wanted.brief)
+        signals = wanted.extras or wanted.findings  # the whys' and the spending table's
+        comp = stored.comparison(store, cid, speedup, wanted.brief, signals)
     extras = comp is not None and wanted.extras
+    found = findings.of(comp) if comp is not None and wanted.findings else findings.NONE
+    made = extras and (wanted.made or not found.matrix)
     return Report(
         view=view,
         campaign=store.campaign_info(cid),
         plan=store.campaign_plan(cid),
-        comparison=comp,
+        comparison=comp or analyze.NOTHING,
+        findings=found,
         allocators=tuple(store.allocator_rows(cid)),
         runs=tuple(store.runs(cid)) if view == "runs" or wanted.runs else (),
         profiles=tuple(stored.profiles(store, cid)) if view == "profile" else (),
         series=tuple(store.rss_series(cid)) if comp and wanted.series else (),
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
-        made=tuple(composition.stored(store, cid, comp.allocators))
-        if comp and extras and wanted.made
-        else (),
+        made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
     )
-
-
-def comparison(report: Report) -> analyze.Comparison:
-    if report.comparison is None:
-        raise ValueError("this report was loaded without its comparison")
-    return report.comparison

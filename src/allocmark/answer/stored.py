@@ -22,13 +22,16 @@ from allocmark.answer.analyze import (
     compare,
     margin_of,
 )
-from allocmark.answer.labels import row_key
+from allocmark.labels import row_key
 from allocmark.store import Store
 
 
-def comparison(store: Store, cid: int, speedup: bool = False, brief: bool = False) -> Comparison:
+def comparison(
+    store: Store, cid: int, speedup: bool = False, brief: bool = False, signals: bool = False
+) -> Comparison:
     """The comparison of a stored campaign, baseline first, then the catalog order.
-    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows."""
+    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows;
+    `signals`: with what every run records to explain a difference (the whys')."""
     c = store.campaign(cid)
     rows = store.allocator_rows(cid)  # read once: the order, what each lacks, its version
     names = [r["name"] for r in rows]
@@ -68,7 +71,7 @@ def comparison(store: Store, cid: int, speedup: bool = False, brief: bool = Fals
         lineages=lineages,
         revisions={s.name: s.git for s in specs if s.git},
         cores=int(store.machine_facts(cid).get("cores") or 0),
-        read_signals=lambda: store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS),
+        signals=tuple(store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS)) if signals else (),
     )
 
 

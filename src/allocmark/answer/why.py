@@ -35,11 +35,11 @@ stats.paired_ratio's and stats.holm's.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import analyze, recommend
+from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.model import CellRuns, Params, RunStatus
 
@@ -126,44 +126,40 @@ class Why:
         return any(f.share is not None and f.share >= MOST for f in self.factors)
 
 
-def explain(comp: Comparison) -> list[Why]:
+def explain(comp: Comparison, found: Sequence[dict[str, recommend.Choice | str]] = ()) -> list[Why]:
     """Every decided time and peak RSS difference of the comparison's rows with what
-    moved with it (from comp.signals), in row order."""
-    return [
-        w
-        for row in comp.rows
-        for a in comp.allocators
-        for axis in ("time", "rss")
-        if (w := one(comp, row.label, a, axis)) is not None
-    ]
+    moved with it (from comp.signals), in row order; `found`: the rows' positions
+    (recommend.per_row), when the caller has them."""
+    if comp.baseline is None or not comp.paired or not comp.signals:
+        return []
+    cells = {
+        (c.workload, c.params, c.allocator, c.role): c
+        for c in comp.signals
+        if c.role in ("measure", "why")
+    }
+    positions = list(found) or recommend.per_row(comp)
+    out = []
+    for row, p in zip(comp.rows, positions, strict=True):
+        for a in comp.allocators:
+            for axis in ("time", "rss"):
+                if (w := _one(comp, row, p, cells, a, axis)) is not None:
+                    out.append(w)
+    return out
 
 
-Lookup = Callable[[str, str, str], "Why | None"]  # (row label, allocator, axis)
-
-
-def lookup(comp: Comparison) -> Lookup:
-    """one() of this comparison: what a sentence asks for the few differences it names
-    (a terminal's report explains those, not all of a large campaign's)."""
-    return lambda label, allocator, axis: one(comp, label, allocator, axis)
-
-
-def one(comp: Comparison, label: str, allocator: str, axis: str) -> Why | None:
-    """The why of `allocator`'s decided difference on `axis` ("time", "rss") on the
-    row labelled `label`; None when it is not decided (or cannot be explained: no
-    signals, not paired). Kept by the comparison's identity, as its answers are."""
-    memo: dict[tuple[str, str, str], Why | None] = analyze.derived(comp, "why", dict)
-    key = (label, allocator, axis)
-    if key not in memo:
-        memo[key] = _one(comp, *key)
-    return memo[key]
-
-
-def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
-    rows = analyze.derived(comp, "why/rows", lambda: _rows(comp))
-    if comp.baseline is None or a == comp.baseline or label not in rows:
+def _one(
+    comp: Comparison,
+    row: Row,
+    found: dict[str, recommend.Choice | str],
+    cells: dict[tuple[str, Params, str, str], CellRuns],
+    a: str,
+    axis: str,
+) -> Why | None:
+    """The why of `a`'s decided difference on `axis` ("time", "rss") on `row`; None
+    when it is not decided (or cannot be explained: no signals of its cells)."""
+    assert comp.baseline is not None
+    if a == comp.baseline:
         return None
-    row, found = rows[label]
-    cells = analyze.derived(comp, "why/cells", lambda: _cells(comp))
     base = cells.get((row.workload, row.params, comp.baseline, "measure"))
     mine = cells.get((row.workload, row.params, a, "measure"))
     choice = found.get(a)
@@ -177,29 +173,6 @@ def _one(comp: Comparison, label: str, a: str, axis: str) -> Why | None:
     pb = cells.get((row.workload, row.params, comp.baseline, "why"))
     pa = cells.get((row.workload, row.params, a, "why"))
     return _why(comp, row, a, axis, mine, base, (pa, pb) if pa and pb else None)
-
-
-def signals(comp: Comparison) -> tuple[CellRuns, ...]:
-    """The comparison's signals: as given, or read once when first asked."""
-    if comp.signals or comp.read_signals is None:
-        return comp.signals
-    read = comp.read_signals
-    return analyze.derived(comp, "why/signals", lambda: tuple(read()))
-
-
-def _rows(comp: Comparison) -> dict[str, tuple[Row, dict[str, recommend.Choice | str]]]:
-    if not comp.paired or not signals(comp):
-        return {}
-    return {r.label: (r, p) for r, p in zip(comp.rows, recommend.per_row(comp), strict=True)}
-
-
-def _cells(comp: Comparison) -> dict[tuple[str, Params, str, str], CellRuns]:
-    """The measured cells and the why pass's, by (workload, params, allocator, role)."""
-    return {
-        (c.workload, c.params, c.allocator, c.role): c
-        for c in signals(comp)
-        if c.role in ("measure", "why")
-    }
 
 
 def _fixed(row: Row, a: str, axis: str) -> bool:

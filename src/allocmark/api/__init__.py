@@ -14,7 +14,8 @@ Here: the catalogs' listings, light enough for `allocmark schema`; the campaign 
 (campaigns.py: run, resume, the answers, the verbs' requests) is loaded on first use.
 
 May import: report, verbs, run, dispatchers, answer, store, profile, allocators,
-workloads, native, stats, schemas, model, request, errors, defaults, tomlfile, units, text.
+workloads, native, stats, schemas, model, request, errors, defaults, tomlfile, units, text,
+labels.
 Never: cli.
 """
 
@@ -58,7 +59,6 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
         cost_request as cost_request,
         duration as duration,
         harden_request as harden_request,
-        hardening_costs as hardening_costs,
         race as race,
         regression as regression,
         resume as resume,
@@ -93,32 +93,32 @@ def report(
     view: str = "summary",
     speedup: bool = False,
     detail: bool = True,
-    needs: tuple[str, ...] = ("extras",),
-    known: Comparison | None = None,
+    needs: tuple[str, ...] = ("extras", "findings"),
 ) -> Report:
     """The report of a stored campaign (the newest when `campaign_id` is None), read
     once: the value every format draws (answer/report.py). `detail` False: a terminal's
     glance (a brief comparison; what the RSS is made of is left to --detail where the
     glance shows); `needs`: what the format draws beyond the view ("runs", "series",
-    "extras": answer.report.Wanted); `known`: the summary's comparison, when the
-    caller has made it."""
-    from allocmark.answer import report as reading, stored
-    from allocmark.report import glance
+    "extras", "findings": answer.report.Wanted)."""
+    from allocmark.answer import report as reading
 
     store = reader(db)
     cid = store.campaign(campaign_id).id
-    brief = not detail
-    if view == "summary" and known is None:
-        known = stored.comparison(store, cid, speedup, brief)
-    made = not (brief and known is not None and glance.shown(known))
-    wanted = reading.Wanted(brief, "runs" in needs, "series" in needs, "extras" in needs, made)
-    return reading.load(store, cid, view, speedup, wanted, known)
+    wanted = reading.Wanted(
+        not detail,
+        "runs" in needs,
+        "series" in needs,
+        "extras" in needs,
+        made=detail,
+        findings="findings" in needs,
+    )
+    return reading.load(store, cid, view, speedup, wanted)
 
 
 def metric_key(word: str) -> tuple[str, str]:
     """The metric group `--metric word` names in every verb, and the deprecation line
     of an old spelling ("": none)."""
-    from allocmark.answer import labels
+    from allocmark import labels
 
     return labels.metric_key(word)
 

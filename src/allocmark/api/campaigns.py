@@ -11,17 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import allocators, dispatchers, stats, workloads
+from allocmark import allocators, dispatchers, labels, stats, workloads
 from allocmark.allocators import builder
-from allocmark.answer import analyze, compare, hardening, labels, recommend, stored
-from allocmark.answer.forecast import (
-    Forecast as Forecast,  # an event the caller reads
-    duration as duration,
-)
+from allocmark.answer import analyze, compare, hardening, recommend, stored, tryout
+from allocmark.answer.forecast import Forecast as Forecast  # an event the caller reads
 from allocmark.answer.race import Front, against_default, candidate_count, defaults_family
 from allocmark.errors import UserError
 from allocmark.model import GitBuild, Verified
-from allocmark.report import tryout
 from allocmark.request import (
     CampaignPlan,
     Note as Note,  # the library's own types, for its callers
@@ -35,6 +31,7 @@ from allocmark.run.campaign import (
 )
 from allocmark.run.execute import Executor
 from allocmark.store import Store
+from allocmark.units import duration as duration
 from allocmark.verbs import bisect as bisection, bisect_budget, tune
 
 EXECUTORS = dispatchers.KINDS  # what --executor names: the dispatchers
@@ -302,15 +299,11 @@ def cost_request(battery: Sequence[str], **fields: Any) -> Request | None:
     return Request(suite="hardening", allocators=names, **fields)
 
 
-def command_lines(
-    db: Path, cid: int | None = None
-) -> tuple[list[tryout.TryLine], analyze.Comparison]:
-    """A `try` campaign's report: a line per allocator (hyperfine's way), and the
-    comparison its ratios and verdicts come from."""
+def command_lines(db: Path, cid: int, comp: analyze.Comparison) -> list[tryout.TryLine]:
+    """A `try` campaign's lines, one per allocator (hyperfine's way), their ratios and
+    verdicts from its comparison."""
     store = Store(db, create=False)
-    cid = store.campaign(cid).id
-    comp = stored.comparison(store, cid)
-    return tryout.try_lines(store.cells(cid, analyze.METRIC_NAMES), comp), comp
+    return tryout.try_lines(store.cells(store.campaign(cid).id, analyze.METRIC_NAMES), comp)
 
 
 @dataclass(frozen=True)
@@ -347,11 +340,6 @@ def regression(
     return Regression(
         verdicts, old_set.label, new_set.label, control, compare.summarize(verdicts), bad
     )
-
-
-def hardening_costs(comp: analyze.Comparison) -> list[hardening.Cost]:
-    """What each hardened build costs against its plain build, from a cost campaign."""
-    return hardening.costs(comp)
 
 
 HARDEN_WORKLOAD = hardening.WORKLOAD  # the battery's workload: its failures are its findings

@@ -60,9 +60,9 @@ def report_cmd(
         check_output(output)
     if plots_dir:
         check_directory(plots_dir)
-    needs = ("extras",) if fmt == "table" else render.needs(fmt)
+    needs = render.needs(fmt)
     if plots_dir:
-        needs = (*needs, "series")
+        needs = (*needs, *render.PLOT_NEEDS)
     # One report, read once, for the format and the plot files alike.
     shown = api.report(db, campaign_id, view, speedup, detail or fmt != "table", needs)
     if fmt == "table":

@@ -310,9 +310,9 @@ def try_cmd(
     cid = follow(api.run(req, confirm=progress.ask), db, progress)
     if cid is None:
         return
-    lines, comp = api.command_lines(db, cid)
-    table.try_table(out(), lines, comp)
-    shown = api.report(db, cid, known=comp)
+    shown = api.report(db, cid)
+    comp = shown.comparison
+    table.try_table(out(), api.command_lines(db, cid, comp), comp, shown.findings)
     table.extra(out(), extra.extras(shown))
     if profile:
         emit_table(api.report(db, cid, "profile"), None)

@@ -231,10 +231,10 @@ def tune_cmd(
     cid = follow(api.run(req, selection=api.race(objective, settings)), db)
     if cid is None:
         return
-    comp = api.comparison(db, cid)
-    table.recommendation(out(), comp)
+    shown = api.report(db, cid)
+    table.recommendation(out(), shown.findings)
     front(db, cid)
-    fail_on_failures(comp)
+    fail_on_failures(shown.comparison)
 
 
 @app.command("harden")
@@ -305,6 +305,5 @@ def harden_cmd(
     cost_cid = follow(api.run(more), db)
     if cost_cid is None:
         return
-    comp = api.report(db, cost_cid).comparison
-    if comp is not None:
-        table.extra(out(), [extra.cost_table(api.hardening_costs(comp), comp.margin)])
+    costed = api.report(db, cost_cid)
+    table.extra(out(), [extra.cost_table(costed.findings.costs, costed.comparison.margin)])

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from allocmark import stats, units
 from allocmark.answer.across import Tally
-from allocmark.answer.forecast import duration
+from allocmark.answer.findings import Findings
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.answer.remedy import Try
-from allocmark.answer.why import Factor, Lookup, Why
+from allocmark.answer.why import Factor, Why
 from allocmark.report.fmt import decimals, seconds
 
 
@@ -20,15 +20,34 @@ class Block:
     lines: tuple[str, ...]
 
 
+# The whys a sentence names, by (row label, allocator, axis): Findings.explained
+Whys = Mapping[tuple[str, str, str], Why]
+
+
 def blocks(
-    answers: list[Answer], whys: Lookup | None = None, tries: Sequence[Try] = ()
+    answers: Sequence[Answer], whys: Whys | None = None, tries: Sequence[Try] = ()
 ) -> list[Block]:
     """Over all workloads first (the answer most users want), then each workload."""
-    ordered = sorted(answers, key=lambda a: a.scope != OVERALL)
-    return [Block(a.scope, tuple(_lines(a, whys, tries))) for a in ordered]
+    return [Block(a.scope, tuple(_lines(a, whys, tries))) for a in ordered(answers)]
 
 
-def _lines(a: Answer, whys: Lookup | None, tries: Sequence[Try]) -> list[str]:
+def recommendation(found: Findings) -> list[Block]:
+    """The findings' answers as blocks, each decided difference with its why."""
+    return blocks(found.answers, found.explained, found.tries)
+
+
+def ordered(answers: Sequence[Answer]) -> list[Answer]:
+    """Over all workloads first."""
+    return sorted(answers, key=lambda a: a.scope != OVERALL)
+
+
+def leads(found: Findings) -> list[tuple[str, str]]:
+    """(scope, one-sentence answer): all workloads first, then each workload."""
+    whys = found.explained
+    return [(a.scope, lead(a, whys)) for a in ordered(found.answers)]
+
+
+def _lines(a: Answer, whys: Whys | None, tries: Sequence[Try]) -> list[str]:
     if any(name == a.baseline for name, _ in a.excluded):  # lead() says why no answer
         return [lead(a, whys)] + [f"not recommended: {n}: {why}" for n, why in a.excluded]
     out = [lead(a, whys), _pick("time", a.fastest, a), _pick("memory", a.smallest, a)]
@@ -52,16 +71,16 @@ def _lines(a: Answer, whys: Lookup | None, tries: Sequence[Try]) -> list[str]:
     return out
 
 
-def lead(a: Answer, whys: Lookup | None = None) -> str:
+def lead(a: Answer, whys: Whys | None = None) -> str:
     """The answer in one sentence a user can act on; the lines after it are the detail.
-    Each decided difference of a workload's sentence says why (`whys`: why.lookup's)."""
+    Each decided difference of a workload's sentence says why (`whys`)."""
     f, s = a.fastest, a.smallest
     if broken := [why for name, why in a.excluded if name == a.baseline]:
         # Nothing is measured against a baseline without numbers: no "keep", no "use".
         return f"No answer: the baseline {a.baseline} has no result: {broken[0]}."
 
     def said(c: Choice, axis: str) -> str:
-        return _because(whys(a.scope, c.allocator, axis) if whys else None)
+        return _because(whys.get((a.scope, c.allocator, axis)) if whys else None)
 
     def time(c: Choice) -> str:
         return _time(c.time) + said(c, "time")
@@ -141,7 +160,9 @@ def _undecided(a: Answer) -> str:
     need = [p.blocks_to_decide for found in open_.values() for _, p in found if p.blocks_to_decide]
     if need and a.block_s > 0:
         more = max(0, max(need) - a.blocks) * a.block_s
-        text += f"; about {max(need)} blocks in all (about {duration(more)} more) would decide"
+        text += (
+            f"; about {max(need)} blocks in all (about {units.duration(more)} more) would decide"
+        )
     elif need:
         text += f"; about {max(need)} blocks in all would decide"
     return text

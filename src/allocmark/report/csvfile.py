@@ -7,7 +7,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark.answer.report import Report, comparison as summary
+from allocmark.answer.report import Report
 from allocmark.report import rows
 
 
@@ -16,7 +16,7 @@ def render(report: Report) -> str:
         return text(rows.run_rows(report.runs))
     if report.view == "profile":
         return text(rows.profile_table_rows(report.profiles))
-    return text(rows.summary_rows(summary(report)))
+    return text(rows.summary_rows(report.comparison))
 
 
 def text(table: Sequence[dict[str, Any]]) -> str:

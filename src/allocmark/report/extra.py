@@ -9,8 +9,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allocmark import stats
-from allocmark.answer import aging, analyze, composition, hardening, labels, releases, why
+from allocmark import labels, stats
+from allocmark.answer import aging, analyze, composition, hardening, releases
 from allocmark.answer.report import Report
 from allocmark.model import CellRuns, RunStatus
 from allocmark.report import fmt
@@ -32,23 +32,22 @@ def extras(report: Report, made: bool = True) -> list[Extra]:
     found = []
     if report.battery is not None:
         found += [battery_table(report.battery), score_table(report.battery)]
-    cost = hardening.costs(report.comparison) if report.comparison is not None else []
-    if any(c.label != "geomean" for c in cost) and report.comparison is not None:
-        found.append(cost_table(cost, report.comparison.margin))
-    if report.comparison is not None and (steps := releases_table(report.comparison)):
+    comp, answered = report.comparison, report.findings
+    if any(c.label != "geomean" for c in answered.costs):
+        found.append(cost_table(answered.costs, comp.margin))
+    if steps := releases_table(comp, answered.changes):
         found.append(steps)
     found += aging_tables(report.aging)
     if report.made and made:
         found.append(made_table(report.made))
-    if made and report.comparison is not None and (spent := signals_table(report.comparison)):
+    if made and (spent := signals_table(comp.signals)):
         found.append(spent)
     return found
 
 
-def releases_table(comp: analyze.Comparison) -> Extra | None:
+def releases_table(comp: analyze.Comparison, found: Sequence[releases.Change]) -> Extra | None:
     """A line per consecutive pair of versions (releases.py): per row, the decided
     changes in speed and peak RSS with their intervals; "=" same, "?" undecided."""
-    found = releases.changes(comp)
     if not found:
         return None
     rows = list(dict.fromkeys(c.row for c in found))
@@ -121,10 +120,10 @@ SIGNAL_COLUMNS = {
 }
 
 
-def signals_table(comp: analyze.Comparison) -> Extra | None:
+def signals_table(signals: Sequence[CellRuns]) -> Extra | None:
     """Per cell and allocator, the median over its OK measured runs of each signal
     the answer's why reads (None: no run has them)."""
-    cells = [c for c in why.signals(comp) if c.role == "measure"]
+    cells = [c for c in signals if c.role == "measure"]
     named = labels.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
     rows = tuple(
         (
@@ -159,10 +158,9 @@ def _median_signal(c: CellRuns, column: str, unit: str) -> str:
 def aging_tables(steadies: Sequence[aging.Steady]) -> list[Extra]:
     """Per phased cell: RSS at the end of each phase (MiB) per allocator, the live
     requested MiB beside it, and each allocator's verdict under the table."""
-    named = labels.label_rows(list(dict.fromkeys((s.workload, s.params) for s in steadies)))
     out = []
-    for key, label in named.items():
-        cell = [s for s in steadies if (s.workload, s.params) == key]
+    for label in dict.fromkeys(s.label for s in steadies):
+        cell = [s for s in steadies if s.label == label]
         rows = tuple(
             (
                 str(p + 1),
@@ -205,10 +203,7 @@ def _made_cells(m: composition.Made) -> list[str]:
 
 
 def made_table(made: Sequence[composition.Made]) -> Extra:
-    named = labels.label_rows(list(dict.fromkeys((m.workload, m.params) for m in made)))
-    rows = tuple(
-        (named[(m.workload, m.params)], m.allocator, m.source, *_made_cells(m)) for m in made
-    )
+    rows = tuple((m.label, m.allocator, m.source, *_made_cells(m)) for m in made)
     return Extra(
         "What the RSS is made of at the end of the run (the allocator's statistics, MiB)",
         ("workload", "allocator", "stats", *MADE_COLUMNS.values()),
@@ -237,11 +232,10 @@ _CLASS = {
 
 def battery_table(m: hardening.Matrix) -> Extra:
     """Tests x allocators: what each allocator did about each error."""
-    kinds = hardening.tests()
     rows, classes = [], []
     for t in m.tests:
         cells = [m.cells.get((t, a)) for a in m.allocators]
-        rows.append((t, kinds[t].kind.value, *(c.text if c else "" for c in cells)))
+        rows.append((t, m.kinds[t].value, *(c.text if c else "" for c in cells)))
         classes.append(("", "", *(_cell_class(c) for c in cells)))
     runs = max((len(c.seen) for c in m.cells.values()), default=0)
     return Extra(
@@ -266,11 +260,10 @@ def _cell_class(c: hardening.Cell | None) -> str:
 
 def score_table(m: hardening.Matrix) -> Extra:
     rows = []
-    for a in m.allocators:
-        s = m.score(a)
+    for s in m.scores:
         rows.append(
             (
-                a,
+                s.allocator,
                 f"{s.caught} of {s.misuse}",
                 str(s.corrupted),
                 f"{s.kept} of {s.contract}",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from allocmark.answer.analyze import Comparison
+from allocmark.answer.findings import Findings
 from allocmark.report import fmt, panels, plotly_json as kit, versions
 from allocmark.report.panels import Series
 from allocmark.report.plotly_json import Figure, Json
@@ -21,17 +22,17 @@ from allocmark.report.plotly_json import Figure, Json
 MAX_PANELS = panels.MAX_SCATTER_PANELS
 
 
-def page_figures(comp: Comparison, series: Series = ()) -> list[Figure]:
+def page_figures(comp: Comparison, found: Findings, series: Series = ()) -> list[Figure]:
     """Every figure the comparison has the data for, the answer's picture first."""
     if not comp.rows:
         return []
     made = [
-        time_vs_rss(comp),
-        *why_parts(comp),
+        time_vs_rss(comp, found),
+        *why_parts(comp, found),
         *normalized(comp),
         *scaling(comp),
         *overhead_vs_throughput(comp),
-        *across_versions(comp),
+        *across_versions(comp, found),
         rss_over_time(comp, series),
         distributions(comp),
     ]
@@ -41,12 +42,14 @@ def page_figures(comp: Comparison, series: Series = ()) -> list[Figure]:
 # ---------------------------------------------------------------------------
 # The figures
 # ---------------------------------------------------------------------------
-def time_vs_rss(comp: Comparison) -> Figure | None:
+def time_vs_rss(comp: Comparison, found: Findings) -> Figure | None:
     """Per row, each allocator's speed and peak RSS against the baseline, with their
     95 % intervals: the recommendation's picture; lower left is better."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return None
-    placed = panels.scatter(comp)
+    placed = panels.scatter(comp, found)
+    if not placed:  # a report read without its findings: no positions to place
+        return None
     rows = [row for row, _ in placed]
     base = comp.baseline
     layout, ks = kit.grid([r.label for r in rows], f"peak RSS / {base}", f"time / {base}")
@@ -277,10 +280,10 @@ def overhead_vs_throughput(comp: Comparison) -> list[Figure]:
     return out
 
 
-def why_parts(comp: Comparison) -> list[Figure]:
+def why_parts(comp: Comparison, found: Findings) -> list[Figure]:
     """Each explained difference beside the signals in its units that moved with it."""
     out = []
-    for bars in panels.why_bars(comp):
+    for bars in panels.why_bars(found):
         axis, unit, scale, name = bars.axis, bars.unit, bars.scale, bars.name
         mine, signals = bars.differences, bars.signals
         labels = [kit.text(f"{panels.cut(w.label)}: {w.allocator}") for w in mine]
@@ -345,12 +348,12 @@ def distributions(comp: Comparison) -> Figure | None:
     return Figure("plot-distribution-time", title, tuple(data), layout)
 
 
-def across_versions(comp: Comparison) -> list[Figure]:
+def across_versions(comp: Comparison, found: Findings) -> list[Figure]:
     """Per family with two or more versions: a line of two panels (speed, peak RSS)
     per row, each version against the baseline in version order, the decided changes
     from the version before written above their points (versions.py)."""
     out = []
-    for fam in versions.families(comp):
+    for fam in versions.families(comp, found):
         titles = [
             f"{r.label}: {versions.what(fam, r, m)}" for r in fam.rows for m in versions.METRICS
         ]

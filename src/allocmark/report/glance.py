@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from allocmark.answer.analyze import Comparison
-from allocmark.report import fmt, matrix
+from allocmark.answer.findings import Findings
+from allocmark.report import answer, fmt, matrix
 
 STYLES = {
     matrix.BETTER: "green",
@@ -28,15 +29,11 @@ LABEL = 30  # a row's label at most (ten columns of CELL + 1 leave 29 of 120)
 CELL = 8  # "▲ 1.94×", "? ±12%", "jemalloc": ten allocators fit 120 columns
 
 
-def shown(comp: Comparison) -> bool:
-    """A matrix needs a baseline and something to set against it; else the tables."""
-    # per_row keeps the rows' positions, so the glance that follows reuses them.
-    return len(comp.allocators) > 1 and bool(matrix.matrices(comp))
-
-
-def glance(console: Console, comp: Comparison) -> None:
-    found = matrix.matrices(comp)
-    answers = matrix.leads(comp)
+def glance(console: Console, comp: Comparison, findings: Findings) -> None:
+    """Shown where findings.matrix (a matrix needs a baseline and something to set
+    against it); else the tables."""
+    found = matrix.matrices(comp, findings)
+    answers = answer.leads(findings)
     if answers:
         console.print(Text.assemble(("Answer: ", "bold"), fmt.printable(answers[0][1])))
     # The labels get what ten columns of CELL (and a space each) leave of the width.

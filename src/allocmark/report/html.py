@@ -17,10 +17,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import Comparison
-from allocmark.answer.labels import value_text
-from allocmark.answer.report import Report, comparison as summary
+from allocmark.answer.report import Report
+from allocmark.labels import value_text
 from allocmark.profile import View
 from allocmark.report import answer, extra, figures, fmt, matrix, profile_rows, rows
 from allocmark.report.plotly_json import Figure
@@ -52,18 +51,16 @@ def render(report: Report) -> str:
     if report.view == "profile":
         tables, legend = [_profile_table(v) for v in report.profiles], ""
     else:
-        comp = summary(report)
+        comp, found = report.comparison, report.findings
         tables = [_table(comp, m) for m in comp.metrics] if comp.rows else []
         legend = fmt.legend(comp) if comp.rows else ""
         tables += [_extra(t) for t in extra.extras(report)]
-        recommendation = answer.blocks(
-            recommend.answers(comp), why.lookup(comp), remedy.tries(comp)
-        )
+        recommendation = answer.recommendation(found)
         baseline = comp.baseline or ""
-        why_lines = answer.why_lines(why.explain(comp))
+        why_lines = answer.why_lines(found.whys)
         verdicts = _verdict_counts(comp)
-        matrices, leads = matrix.matrices(comp), matrix.leads(comp)
-        drawn = figures.page_figures(comp, report.series)
+        matrices, leads = matrix.matrices(comp, found), answer.leads(found)
+        drawn = figures.page_figures(comp, found, report.series)
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),

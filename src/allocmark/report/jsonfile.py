@@ -8,8 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from allocmark.answer import aging, recommend, releases, remedy, why
-from allocmark.answer.report import Report, comparison as summary
+from allocmark.answer import aging, releases, remedy
+from allocmark.answer.report import Report
 from allocmark.report import answer, rows
 from allocmark.schemas.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT
 
@@ -27,12 +27,11 @@ def render(report: Report) -> str:
             rows.profile_table_rows(report.profiles),
             {"profiles": views},
         )
-    comp = summary(report)
+    comp, found = report.comparison, report.findings
     # Fields were added (lead, margin, tied_*), none changed: the version stays.
-    whys = why.explain(comp)
+    whys = found.explained
     answers = [
-        _plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, why.lookup(comp))}
-        for a in recommend.answers(comp)
+        _plain_answer(dataclasses.asdict(a)) | {"lead": answer.lead(a, whys)} for a in found.answers
     ]
     made = [
         dataclasses.asdict(m) | {"params": dict(m.params), "rest_kib": m.rest} for m in report.made
@@ -40,8 +39,8 @@ def render(report: Report) -> str:
     memory = {
         "aging": [_steady(s) for s in report.aging],
         "made_of": made,
-        "why": [answer.why_record(w) for w in whys],
-        "try": [remedy.as_record(t) for t in remedy.tries(comp)],
+        "why": [answer.why_record(w) for w in found.whys],
+        "try": [_try(t) for t in found.tries],
         "revisions": {
             a: {
                 "repository": g.repository,
@@ -51,7 +50,7 @@ def render(report: Report) -> str:
             }
             for a, g in comp.revisions.items()
         },
-        "releases": [_change(c) for c in releases.changes(comp)],
+        "releases": [_change(c) for c in found.changes],
     }
     return document(
         SUMMARY_FORMAT,
@@ -74,6 +73,23 @@ def _change(c: releases.Change) -> dict[str, Any]:
         "ratio": None
         if r is None
         else {"value": r.value, "low": r.low, "high": r.high, "alpha": r.alpha},
+    }
+
+
+def _try(t: remedy.Try) -> dict[str, object]:
+    """A remedy as the JSON summary carries it."""
+    p = t.position
+    return {
+        "workload": t.why.workload,
+        "params": json.dumps(dict(t.why.params)),
+        "allocator": t.allocator,
+        "axis": t.why.axis,
+        "try": t.variant,
+        "says": t.says,
+        "measured": None
+        if p is None
+        else {"value": p.value, "low": p.low, "high": p.high, "verdict": p.verdict.value},
+        "command": t.command,
     }
 
 

@@ -4,9 +4,9 @@ a code block is written as `&lt;` (safe), so no stored name becomes markup."""
 
 from __future__ import annotations
 
-from allocmark.answer import recommend, remedy, why
 from allocmark.answer.analyze import Comparison
-from allocmark.answer.report import Report, comparison as summary
+from allocmark.answer.findings import Findings
+from allocmark.answer.report import Report
 from allocmark.errors import UserError
 from allocmark.profile import View
 from allocmark.report import answer, extra, fmt, matrix, profile_rows
@@ -18,7 +18,12 @@ def render(report: Report) -> str:
     if report.view == "profile":
         return safe("\n".join(_profile(v) for v in report.profiles))
     return safe(
-        "\n".join([comparison(summary(report)), *(_extra(t) for t in extra.extras(report))])
+        "\n".join(
+            [
+                comparison(report.comparison, report.findings),
+                *(_extra(t) for t in extra.extras(report)),
+            ]
+        )
     )
 
 
@@ -33,8 +38,8 @@ def safe(text: str) -> str:
     return "\n".join(out)
 
 
-def comparison(comp: Comparison) -> str:
-    out = glance(comp) + recommendation(comp)
+def comparison(comp: Comparison, found: Findings) -> str:
+    out = glance(comp, found) + recommendation(found)
     for metric in comp.metrics if comp.rows else ():
         heads = ["workload", *(fmt.header(comp, a) for a in comp.allocators)]
         out.append(f"### {fmt.TITLES[metric]}\n")
@@ -52,12 +57,12 @@ def comparison(comp: Comparison) -> str:
     return "\n".join(out)
 
 
-def glance(comp: Comparison) -> list[str]:
+def glance(comp: Comparison, findings: Findings) -> list[str]:
     """The answer and the verdict matrices (matrix.py), before every detail."""
-    found = matrix.matrices(comp)
+    found = matrix.matrices(comp, findings)
     if not found:
         return []
-    leads = matrix.leads(comp)
+    leads = answer.leads(findings)
     out = [f"**Answer:** {leads[0][1]}\n"] if leads else []
     for m in found:
         out += [
@@ -75,15 +80,15 @@ def glance(comp: Comparison) -> list[str]:
     return out
 
 
-def recommendation(comp: Comparison) -> list[str]:
+def recommendation(found: Findings) -> list[str]:
     """The answer first (recommend.py), as the HTML report has it."""
-    found = answer.blocks(recommend.answers(comp), why.lookup(comp), remedy.tries(comp))
-    if not found:
+    blocks = answer.recommendation(found)
+    if not blocks:
         return []
     out = ["## Recommendation\n", "_Against the baseline, with 95% intervals._\n"]
-    for block in found:
+    for block in blocks:
         out += [f"**{block.scope}**\n", *(f"- {line}" for line in block.lines), ""]
-    if lines := answer.why_lines(why.explain(comp)):
+    if lines := answer.why_lines(found.whys):
         out += [
             "### Why\n",
             "_Each decided difference: what moved with it, paired by block "

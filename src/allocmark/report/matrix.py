@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import recommend, why
 from allocmark.answer.analyze import Comparison, Row
-from allocmark.report import answer
+from allocmark.answer.findings import Findings
+from allocmark.answer.recommend import FAILED as FAILED_WORDS, Choice, Position
 
 # What each kind of cell looks like: a glyph and a style every format maps.
 BETTER, WORSE, SAME, UNDECIDED, BASE, FAILED, NONE = (
@@ -25,6 +25,7 @@ BETTER, WORSE, SAME, UNDECIDED, BASE, FAILED, NONE = (
     "failed",
     "none",
 )
+RUNS_FAILED = f"{FAILED_WORDS} ("
 GLYPHS = {BETTER: "▲", WORSE: "▼", SAME: "=", UNDECIDED: "?", BASE: "", FAILED: "✗", NONE: "·"}
 ALL = "all (geomean)"
 
@@ -60,27 +61,20 @@ def legend(margin: float, found: list[Matrix], more: str = "--detail: all values
     )
 
 
-def leads(comp: Comparison) -> list[tuple[str, str]]:
-    """(scope, one-sentence answer): all workloads first, then each workload."""
-    found = sorted(recommend.answers(comp), key=lambda a: a.scope != recommend.OVERALL)
-    return [(a.scope, answer.lead(a, why.lookup(comp))) for a in found]
-
-
-def matrices(comp: Comparison) -> list[Matrix]:
+def matrices(comp: Comparison, found: Findings) -> list[Matrix]:
     """The speed matrix and the peak RSS matrix, each where the campaign has one. The
     cells are the answer's own positions (recommend.py): each row's ratios judged as
     one family by Holm (wrong anywhere in the row at most 5 % of the time), the "all"
     row across these workloads (across.py). One promise per cell: a cell and the
     sentence under the matrix never disagree."""
-    if not comp.rows or comp.baseline is None or len(comp.allocators) < 2:
+    if not found.matrix or comp.baseline is None:
         return []
     order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
-    per_row = recommend.per_row(comp)
-    labelled: list[tuple[str, dict[str, recommend.Choice | str], Row | None]] = [
-        (row.label, p, row) for row, p in zip(comp.rows, per_row, strict=True)
+    labelled: list[tuple[str, dict[str, Choice | str], Row | None]] = [
+        (row.label, p, row) for row, p in zip(comp.rows, found.positions, strict=True)
     ]
-    if len(comp.rows) > 1:
-        labelled.append((ALL, recommend.overall_positions(comp, per_row), None))
+    if found.overall:
+        labelled.append((ALL, found.overall, None))
     out = []
     for axis, name in (("time", _speed_name(comp)), ("rss", "peak RSS")):
         rows = tuple(
@@ -104,13 +98,13 @@ def _speed_name(comp: Comparison) -> str:
 
 def _mark(
     comp: Comparison,
-    found: recommend.Choice | str | None,
+    found: Choice | str | None,
     allocator: str,
     axis: str,
     row: Row | None,
 ) -> Mark:
-    if isinstance(found, str) and "its runs failed (" in found:  # "... (crashed 2/3)"
-        return Mark(FAILED, found.split("its runs failed (", 1)[1].split(" ")[0])
+    if isinstance(found, str) and RUNS_FAILED in found:  # "... (crashed 2/3)"
+        return Mark(FAILED, found.split(RUNS_FAILED, 1)[1].split(" ")[0])
     if isinstance(found, str):  # partial where this program may need more: not recommended
         return _partial(comp, row, allocator, axis)
     position = getattr(found, axis) if found is not None else None
@@ -126,20 +120,16 @@ def _partial(comp: Comparison, row: Row | None, allocator: str, axis: str) -> Ma
     cell = (
         None
         if row is None
-        else (
-            row.cells["peak_rss_kib"].get(allocator)
-            if axis == "rss"
-            else recommend.speed_cell(row, allocator)
-        )
+        else (row.cells["peak_rss_kib"].get(allocator) if axis == "rss" else row.speed(allocator))
     )
     if cell is None or cell.ratio is None or cell.verdict is None:
         return Mark(NONE, "†")
     r = cell.ratio  # the factor and the half-width read the same either way up
-    mark = _position_mark(recommend.Position(r.value, r.low, r.high, cell.verdict))
+    mark = _position_mark(Position(r.value, r.low, r.high, cell.verdict))
     return Mark(mark.kind, mark.text + "†")
 
 
-def _position_mark(p: recommend.Position) -> Mark:
+def _position_mark(p: Position) -> Mark:
     """A position (lower is better) as a glyph and a number."""
     if p.verdict is stats.Verdict.SAME:
         return Mark(SAME, "same")

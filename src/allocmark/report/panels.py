@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from allocmark import stats
-from allocmark.answer import recommend, why
 from allocmark.answer.analyze import Comparison, Row
-from allocmark.answer.labels import value_text
+from allocmark.answer.findings import Findings
 from allocmark.answer.positions import Position
+from allocmark.answer.recommend import Choice
+from allocmark.answer.why import Why
+from allocmark.labels import value_text
 from allocmark.model import Params, RssSeries
 
 if TYPE_CHECKING:  # matplotlib's import costs the page half a second: plots.py alone pays it
@@ -136,18 +138,19 @@ def bars(comp: Comparison, metric: str) -> tuple[list[int], dict[str, list[stats
     return shown, ratios
 
 
-def scatter(comp: Comparison) -> list[tuple[Row, list[tuple[str, Position, Position]]]]:
+def scatter(
+    comp: Comparison, findings: Findings
+) -> list[tuple[Row, list[tuple[str, Position, Position]]]]:
     """The first MAX_SCATTER_PANELS rows, each with (allocator, time, peak RSS) of every
-    allocator placed on both axes: the answer's positions (recommend.per_row), made
-    once per comparison for the matrices, the sentences and both drawings."""
-    found = recommend.per_row(comp)[:MAX_SCATTER_PANELS]
+    allocator placed on both axes: the answer's positions, as the matrices have them."""
+    found = findings.positions[:MAX_SCATTER_PANELS]
     return [
         (
             row,
             [
                 (c.allocator, c.time, c.rss)
                 for c in p.values()
-                if isinstance(c, recommend.Choice) and c.time is not None and c.rss is not None
+                if isinstance(c, Choice) and c.time is not None and c.rss is not None
             ],
         )
         for row, p in zip(comp.rows, found, strict=False)
@@ -160,7 +163,7 @@ def shown_ratio(comp: Comparison, row: Row, metric: str, allocator: str) -> stat
     operation), or the throughput's ratio itself when the report shows speed-ups."""
     if metric != "time_s" or not row.cells["time_s"][allocator].fixed:
         return row.cells[metric][allocator].ratio
-    cell = recommend.speed_cell(row, allocator)
+    cell = row.speed(allocator)
     r = cell.ratio if cell is not None else None
     if r is None or comp.speedup or r.value <= 0:
         return r
@@ -201,12 +204,12 @@ class WhyBars:
     unit: str  # of the bars: "s" or "MiB"
     scale: float  # from the differences' units (s, KiB) to the bars'
     name: str  # "time", "peak RSS"
-    differences: list[why.Why]
+    differences: list[Why]
     signals: list[str]  # Factor.words, in the order first met
 
 
-def why_bars(comp: Comparison) -> list[WhyBars]:
-    found = [w for w in why.explain(comp) if w.explained]
+def why_bars(findings: Findings) -> list[WhyBars]:
+    found = [w for w in findings.whys if w.explained]
     out = []
     for axis, unit, scale, name in (
         ("time", "s", 1.0, "time"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -22,6 +22,7 @@ from matplotlib.typing import ColorType
 
 from allocmark.answer import why
 from allocmark.answer.analyze import Comparison
+from allocmark.answer.findings import Findings
 from allocmark.report import fmt, panels, release_plots
 
 plt.rcParams.update(
@@ -40,20 +41,20 @@ Plot = panels.Plot
 Series = panels.Series
 
 
-def all_plots(comp: Comparison, series: Series = ()) -> list[Plot]:
+def all_plots(comp: Comparison, found: Findings, series: Series = ()) -> list[Plot]:
     """Every plot that the comparison (and the runs' RSS series) has the data for."""
     if not comp.rows:  # e.g. only the hardening battery: outcomes, not numbers
         return []
-    makers: list[Callable[[Comparison], list[Plot]]] = [
-        time_vs_rss,
-        overhead_vs_throughput,
-        scaling,
-        normalized,
-        release_plots.across_versions,
-        distributions,
-        why_parts,
+    plots = [
+        *time_vs_rss(comp, found),
+        *overhead_vs_throughput(comp),
+        *scaling(comp),
+        *normalized(comp),
+        *release_plots.across_versions(comp, found),
+        *distributions(comp),
+        *why_parts(comp, found),
+        *rss_over_time(comp, series),
     ]
-    plots = [p for make in makers for p in make(comp)] + rss_over_time(comp, series)
     for p in plots:
         _bounded_text(p.figure)
     return plots
@@ -105,12 +106,14 @@ def _grid(n: int, width: float = 5.0, height: float = 3.8) -> tuple[Figure, list
 # ---------------------------------------------------------------------------
 # The plots
 # ---------------------------------------------------------------------------
-def time_vs_rss(comp: Comparison) -> list[Plot]:
+def time_vs_rss(comp: Comparison, found: Findings) -> list[Plot]:
     """The recommendation's picture: per workload row, each allocator's time and peak
     RSS against the baseline, with their 95 % intervals; lower left is better."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
-    placed = panels.scatter(comp)
+    placed = panels.scatter(comp, found)
+    if not placed:  # a report read without its findings: no positions to place
+        return []
     rows = [row for row, _ in placed]
     fig, axes = _grid(len(rows), width=4.6, height=3.8)
     for ax, (row, points) in zip(axes, placed, strict=True):
@@ -299,12 +302,12 @@ def normalized(comp: Comparison) -> list[Plot]:
     return plots
 
 
-def why_parts(comp: Comparison) -> list[Plot]:
+def why_parts(comp: Comparison, found: Findings) -> list[Plot]:
     """Each explained difference (why.py) beside the signals in its units that moved
     with it: the difference's own bar, then one per signal (seconds of CPU for time,
     KiB at the peak for peak RSS), so that "most of it" can be seen at a glance."""
     plots = []
-    for bars in panels.why_bars(comp):
+    for bars in panels.why_bars(found):
         axis, unit, scale, title = bars.axis, bars.unit, bars.scale, bars.name
         mine, names = bars.differences, bars.signals
         fig, ax = plt.subplots(figsize=(9.0, 1.5 + 0.3 * len(mine) * (1 + len(names)) / 2))

@@ -8,16 +8,17 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 from allocmark.answer.analyze import Comparison, Row
+from allocmark.answer.findings import Findings
 from allocmark.report import panels, versions
 from allocmark.report.panels import Plot
 
 
-def across_versions(comp: Comparison) -> list[Plot]:
+def across_versions(comp: Comparison, found: Findings) -> list[Plot]:
     """Per family with two or more versions in the campaign, a row of two panels
     (speed, peak RSS) per workload row; Debian's builds are a line of their own
     (squares), one that runs under a newer glibc a hollow diamond."""
     plots = []
-    for fam in versions.families(comp):
+    for fam in versions.families(comp, found):
         size = (max(6.0, 0.9 * len(fam.versions)) * 2, 3.0 * len(fam.rows))
         fig, grid = plt.subplots(len(fam.rows), 2, figsize=size, squeeze=False)
         for line, row in zip(grid, fam.rows, strict=True):

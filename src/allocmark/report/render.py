@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from allocmark.answer.report import Report, comparison
+from allocmark.answer.report import Report
 from allocmark.errors import UserError
 from allocmark.report import csvfile, jsonfile, markdown
 
@@ -19,8 +19,15 @@ TEXT_FORMATS = ("md", "csv", "json", "html")
 
 def needs(fmt: str) -> tuple[str, ...]:
     """What the format draws beyond its view (answer.report.Wanted): html every run and
-    the RSS series; every format but CSV the tables beyond the comparison."""
-    return (*(("runs", "series") if fmt == "html" else ()), *(("extras",) if fmt != "csv" else ()))
+    the RSS series; every format but CSV the tables beyond the comparison and what the
+    comparison answers; the terminal's table all but the runs and the series."""
+    if fmt == "csv":
+        return ()
+    return (*(("runs", "series") if fmt == "html" else ()), "extras", "findings")
+
+
+# What the plot files draw beyond the comparison (answer.report.Wanted).
+PLOT_NEEDS = ("series", "findings")
 
 
 def text(report: Report, fmt: str) -> str:
@@ -49,7 +56,7 @@ def plot_files(report: Report, directory: Path) -> list[Path]:
     """Every plot of the campaign's summary as SVG and PNG files in `directory`."""
     from allocmark.report import plots
 
-    figures = plots.all_plots(comparison(report), report.series)
+    figures = plots.all_plots(report.comparison, report.findings, report.series)
     try:
         return plots.save(figures, directory)
     finally:

@@ -10,17 +10,18 @@ from rich.table import Table
 from rich.text import Text
 
 from allocmark import profile, stats
-from allocmark.answer import race, recommend, remedy, why
+from allocmark.answer import race
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
 from allocmark.answer.compare import Summary as CompareSummary, Verdict
+from allocmark.answer.findings import Findings
+from allocmark.answer.tryout import TryLine
 from allocmark.report import answer, extra as extra_, fmt, profile_rows
-from allocmark.report.tryout import TryLine
 from allocmark.text import cell
 
 LONG_LABEL = 24
 
 
-def comparison(console: Console, comp: Comparison) -> None:
+def comparison(console: Console, comp: Comparison, found: Findings) -> None:
     """One table per metric: a row per workload and parameter set, a column per allocator."""
     if not comp.rows:  # e.g. only the hardening battery, which has its own tables
         return
@@ -58,20 +59,20 @@ def comparison(console: Console, comp: Comparison) -> None:
         )
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
-    recommendation(console, comp)
+    recommendation(console, found)
 
 
-def recommendation(console: Console, comp: Comparison) -> None:
+def recommendation(console: Console, found: Findings) -> None:
     """The answer block that ends `run`, `try` and `report` (recommend.py)."""
-    found = answer.blocks(recommend.answers(comp), why.lookup(comp), remedy.tries(comp))
-    if not found:
+    blocks = answer.recommendation(found)
+    if not blocks:
         return
     console.print(Text("Recommendation (against the baseline, 95% intervals)", style="bold"))
-    for block in found:
+    for block in blocks:
         console.print(_t(f"{block.scope}:"), style="bold", highlight=False)
         for line in block.lines:
             console.print(_t(f"  - {line}"), highlight=False)
-    if lines := answer.why_lines(why.explain(comp)):
+    if lines := answer.why_lines(found.whys):
         console.print(
             Text(
                 "Why (each decided difference: what moved with it, paired by "
@@ -288,7 +289,9 @@ def _styled(metric: str, cell: Cell, is_base: bool) -> Text:
     )
 
 
-def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> None:
+def try_table(
+    console: Console, lines: Sequence[TryLine], comp: Comparison, found: Findings
+) -> None:
     baseline = comp.baseline
     table = Table(title="Your command under each allocator", title_justify="left")
     for col in (
@@ -308,7 +311,7 @@ def try_table(console: Console, lines: Sequence[TryLine], comp: Comparison) -> N
     console.print(fmt.legend(comp, fmt.MEANS), style="dim")
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
-    recommendation(console, comp)
+    recommendation(console, found)
 
 
 def _try_cells(line: TryLine, baseline: str | None) -> list[str | Text]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from allocmark.answer.report import Report, comparison
+from allocmark.answer.report import Report
 from allocmark.report import extra, glance, table
 
 
@@ -14,7 +14,7 @@ def draw(console: Console, report: Report, detail: bool = False) -> None:
     if report.view == "profile":
         table.profiles(console, report.profiles)
         return
-    comp = comparison(report)
-    every = detail or not glance.shown(comp)
-    (table.comparison if every else glance.glance)(console, comp)
+    comp, found = report.comparison, report.findings
+    every = detail or not found.matrix
+    (table.comparison if every else glance.glance)(console, comp, found)
     table.extra(console, extra.extras(report, made=every))

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.allocators import lineage
-from allocmark.answer import recommend, releases
+from allocmark.answer import releases
 from allocmark.answer.analyze import Comparison, Row
+from allocmark.answer.findings import Findings
 
 MAX_VERSION_ROWS = 6
 METRICS = ("time_s", "peak_rss_kib")  # speed (time, or throughput where time is fixed), memory
@@ -55,13 +56,12 @@ class Mark:
     worse: bool
 
 
-def families(comp: Comparison) -> list[Family]:
+def families(comp: Comparison, found: Findings) -> list[Family]:
     """Every family with two or more versions in the campaign."""
     if comp.baseline is None:
         return []
     present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
-    steps = releases.changes(comp)
-    decided = {(c.newer, c.row, c.metric != releases.MEMORY): c for c in steps if c.decided}
+    decided = {(c.newer, c.row, c.metric != releases.MEMORY): c for c in found.changes if c.decided}
     return [
         Family(
             name,
@@ -77,12 +77,12 @@ def families(comp: Comparison) -> list[Family]:
 def _cell_ratio(row: Row, metric: str, a: str) -> stats.Ratio | None:
     cell = row.cells[metric].get(a)
     if metric == "time_s" and cell is not None:
-        cell = recommend.speed_cell(row, a)
+        cell = row.speed(a)
     return cell.ratio if cell is not None else None
 
 
 def _x(fam: Family, lin: lineage.Lineage) -> float:
-    shift = 0 if releases.series(lin) in ("crate", lineage.GIT) else DEBIAN_SHIFT
+    shift = 0 if lin.series in ("crate", lineage.GIT) else DEBIAN_SHIFT
     return fam.versions.index(lin.version) + shift
 
 
@@ -93,7 +93,7 @@ def lines(fam: Family, row: Row, metric: str) -> list[Line]:
         xs, ys, below, above = [], [], [], []
         for a, lin in fam.entries:
             r = _cell_ratio(row, metric, a)
-            if r is None or releases.series(lin) != series:
+            if r is None or lin.series != series:
                 continue
             xs.append(_x(fam, lin))
             ys.append(r.value)

@@ -17,6 +17,6 @@ machine.py records what a run ran on.
 Takes: a `Request`, `Workload`s and a `Store`. Gives: stored runs and the events of a
 campaign.
 May import: dispatchers, answer, store, profile, allocators, workloads, native, stats,
-schemas, model, request, errors, defaults, text, tomlfile, units.
+schemas, model, request, errors, defaults, text, tomlfile, units, labels.
 Never: api, cli, verbs.
 """

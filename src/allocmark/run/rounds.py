@@ -9,8 +9,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from allocmark import stats
-from allocmark.answer import analyze, forecast, labels, race, releases, stored
+from allocmark import labels, stats, units
+from allocmark.answer import analyze, forecast, race, releases, stored
 from allocmark.model import Params, RunSpec
 from allocmark.request import CampaignPlan, Note
 from allocmark.run import plan
@@ -50,25 +50,25 @@ class Stretch:
         at = f"the first verdict is expected at {fc.first_verdict_blocks()} blocks"
         if new > FAR_S and not self.yes:
             question = (
-                f"The default budget ({forecast.duration(given)}) ends before any "
-                f"verdict: {at}, about {forecast.duration(fc.spent_s + need)} in all. "
-                f"Stretch the budget to {forecast.duration(new)}?"
+                f"The default budget ({units.duration(given)}) ends before any "
+                f"verdict: {at}, about {units.duration(fc.spent_s + need)} in all. "
+                f"Stretch the budget to {units.duration(new)}?"
             )
             if not (self.confirm and self.confirm(question)):
                 self.declined = True
                 kept = Note(
                     "warning",
-                    f"the default budget ({forecast.duration(given)}) ends "
+                    f"the default budget ({units.duration(given)}) ends "
                     f"before any verdict: {at}, about "
-                    f"{forecast.duration(fc.spent_s + need)} in all; kept (far: more "
-                    f"than {forecast.duration(FAR_S)}): --yes stretches it, or --budget "
+                    f"{units.duration(fc.spent_s + need)} in all; kept (far: more "
+                    f"than {units.duration(FAR_S)}): --yes stretches it, or --budget "
                     f"{forecast.budget_text(new)} sets it",
                 )
                 return [kept], campaign
         stretched = Note(
             "info",
-            f"budget stretched from the default {forecast.duration(given)} to "
-            f"{forecast.duration(new)}: {at} (--budget sets it)",
+            f"budget stretched from the default {units.duration(given)} to "
+            f"{units.duration(new)}: {at} (--budget sets it)",
         )
         return [stretched], store.stretch_budget(cid, new)
 

@@ -9,6 +9,6 @@ takes them, the pasted command; the race's answer is answer's race). They are
 called by `api`, never by the stages below it.
 
 May import: run, dispatchers, answer, store, allocators, stats, schemas, model, request, errors,
-tomlfile.
+tomlfile, units.
 Never: api, cli.
 """

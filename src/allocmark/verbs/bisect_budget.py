@@ -27,8 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from allocmark import stats
-from allocmark.answer import forecast
+from allocmark import stats, units
 from allocmark.stats import fewblock
 
 DEFAULT_BUDGET_S = 600.0
@@ -182,7 +181,7 @@ def outlook(
 
 def minutes(seconds: float) -> str:
     """A forecast's time as every forecast says it (inf: "no time")."""
-    return forecast.duration(seconds) if math.isfinite(seconds) else "no time"
+    return units.duration(seconds) if math.isfinite(seconds) else "no time"
 
 
 def noise_text(start: Measured, alpha: float) -> str:

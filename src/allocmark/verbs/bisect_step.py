@@ -14,8 +14,8 @@ import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from allocmark import dispatchers, stats
-from allocmark.answer import analyze, forecast, stored
+from allocmark import dispatchers, stats, units
+from allocmark.answer import analyze, stored
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, GitBuild, RunSpec, Verified
 from allocmark.request import Note, Prepared, Request
@@ -247,7 +247,7 @@ def what_more(m: budget.Measured, alpha: float, share: Share, clock: budget.Cloc
     if not math.isfinite(total):
         return text
     return f"{text}; the bisect about {budget.minutes(total)} in all: give --budget " + (
-        forecast.duration(total, budget=True)
+        units.duration(total, budget=True)
     )
 
 
