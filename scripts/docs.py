@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("suite", "catalog", "workloads", "settings", "runs")
+KINDS = ("suite", "catalog", "workloads", "settings", "runs", "summary")
 READS = ("report", "allocators", "workloads", "schema")
 BLOCK = re.compile(r"(<!-- output: (.*?) -->\n```text\n)(.*?)(```\n<!-- end output -->)", re.S)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from allocmark.schemas.summary import SummaryExport
 from tests.conftest import cli
 from tests.report.test_html import headless
 
@@ -58,7 +59,9 @@ def test_one_mapping_per_block_is_named_by_system_cpu_and_anonymous_memory(
     assert run.returncode == 0, run.stderr
     report = cli("report", "--db", db, "--format", "json")
     assert report.returncode == 0, report.stderr
-    found = {(w["allocator"], w["axis"]): w for w in json.loads(report.stdout)["why"]}
+    doc = json.loads(report.stdout)
+    SummaryExport.model_validate(doc)  # its whys and tries, as the schema says
+    found = {(w["allocator"], w["axis"]): w for w in doc["why"]}
     assert set(found) == {("mmapper", "time"), ("mmapper", "rss")}
     time, rss = found[("mmapper", "time")], found[("mmapper", "rss")]
     assert time["delta"] > 0 and rss["delta"] > 0

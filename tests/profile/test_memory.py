@@ -16,6 +16,7 @@ from allocmark.errors import StoreError
 from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Verified
 from allocmark.report import extra, plots
 from allocmark.run import execute, machine, who
+from allocmark.schemas.summary import SummaryExport
 from allocmark.store import Store
 from tests.conftest import PYTHON, cli
 from tests.fakes import allocs, specs, stored
@@ -322,6 +323,7 @@ def test_the_aging_suite_prints_a_verdict_per_allocator(tmp_path: Path) -> None:
     md = cli("report", "--db", str(db), "--format", "md").stdout
     assert "### RSS at the end of each phase (MiB), aging" in md and "- bump: grows" in md
     doc = json.loads(cli("report", "--db", str(db), "--format", "json").stdout)
+    SummaryExport.model_validate(doc)  # `allocmark schema summary` says what it holds
     assert {s["allocator"] for s in doc["aging"]} == {"glibc", "bump"}
     assert any(m["allocator"] == "glibc" and m["source"] == "glibc" for m in doc["made_of"])
     with sqlite3.connect(db) as con:

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from allocmark import stats
+from allocmark import schemas, stats
 from allocmark.answer import analyze, findings, tryout
 from allocmark.answer.report import Report
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
 from allocmark.report import csvfile, fmt, jsonfile, markdown, table
 from allocmark.request import CampaignPlan
+from allocmark.schemas.summary import SummaryExport
 from allocmark.store import exchange
 from tests.answer.test_analyze import comparison
 from tests.fakes import stored
@@ -78,6 +79,8 @@ def test_summary_csv_has_one_row_per_cell_and_metric() -> None:
 def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
     doc = json.loads(jsonfile.render(_report(comparison(), campaign={"id": 1})))
     assert (doc["format"], doc["version"]) == (exchange.SUMMARY_FORMAT, exchange.FORMAT_VERSION)
+    SummaryExport.model_validate(doc)
+    assert "allocmark summary export" in json.dumps(schemas.json_schema("summary"))
     runs_path = tmp_path / "runs.json"
     # rusage's faults and switches travel with each run (issue 42: what explains).
     runs = [

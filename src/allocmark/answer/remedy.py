@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from allocmark import schemas, tomlfile
+from allocmark import labels, schemas, tomlfile
 from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison
 from allocmark.answer.why import MOST, Why, explain
@@ -85,7 +85,7 @@ def tries(
 def _command(w: Why, comp: Comparison, owner: str, variant: str) -> str:
     """The run that would measure the variant beside the allocator on this workload."""
     names = dict.fromkeys([comp.baseline or owner, owner, variant])
-    params = "".join(f" -p {k}={v}" for k, v in w.params)
+    params = "".join(f" -p {k}={labels.value_text(v)}" for k, v in w.params)
     if w.workload == COMMAND:
         return f"allocmark try -a {','.join(names)} -- <your command>"
     return f"allocmark run -w {w.workload}{params} -a {','.join(names)}"

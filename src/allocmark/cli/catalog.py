@@ -114,11 +114,12 @@ def schema_cmd(
     kind: Annotated[
         str,
         typer.Argument(
-            help="suite, catalog (allocators), workloads, settings or runs (a runs export)"
+            help="suite, catalog (allocators), workloads, settings, runs (a runs export) "
+            "or summary (a report's JSON)"
         ),
     ],
 ) -> None:
-    """Print the JSON Schema of a suite, catalog, settings file or runs export."""
+    """Print the JSON Schema of a suite, catalog, settings file, runs export or report."""
     from allocmark import api
 
     sys.stdout.write(json.dumps(api.json_schema(kind), indent=2) + "\n")
