@@ -4,11 +4,15 @@ shows, and that no row is left an empty slot."""
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+import re
+from pathlib import Path
 
 import pytest
 
-from allocmark.answer import analyze
-from allocmark.report import figures, panels
+from allocmark.answer import analyze, findings
+from allocmark.report import figures, panels, plots
 from tests.fakes import stored
 
 LARSON = (("duration_ms", 300), ("threads", 2))
@@ -49,3 +53,37 @@ def test_every_row_with_a_ratio_has_its_bar() -> None:
     (trace,) = time_bars.data
     assert trace["x"] == [r.label for r in comp.rows]  # larson too: no empty slot
     assert all(isinstance(y, float) and math.isfinite(y) for y in trace["y"])
+
+
+def _written(directory: Path) -> dict[str, bytes]:
+    """Each file's bytes, an SVG's without its date (the only line that differs)."""
+    return {
+        p.name: re.sub(rb"<dc:date>[^<]*</dc:date>", b"", p.read_bytes())
+        for p in sorted(directory.iterdir())
+    }
+
+
+def test_two_processes_write_the_plot_files_one_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report --plots` draws in two forked processes: the same files, byte for byte
+    (but an SVG's date), in the same order, as one process writes them."""
+    comp = _comparison()
+    found = findings.of(comp)
+    contexts = []
+    real = multiprocessing.get_context
+
+    def spied(method: str) -> object:
+        contexts.append(method)
+        return real(method)
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(multiprocessing, "get_context", spied)
+    listed = plots.write(comp, found, (), tmp_path / "two")
+    assert contexts == ["fork"]
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    alone = plots.write(comp, found, (), tmp_path / "one")
+    assert [p.name for p in listed] == [p.name for p in alone]
+    assert len(listed) >= 8 and {p.suffix for p in listed} == {".svg", ".png"}
+    assert _written(tmp_path / "two") == _written(tmp_path / "one")
+    assert multiprocessing.active_children() == []  # the writers ended with the call

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -41,23 +43,79 @@ Plot = panels.Plot
 Series = panels.Series
 
 
-def all_plots(comp: Comparison, found: Findings, series: Series = ()) -> list[Plot]:
-    """Every plot that the comparison (and the runs' RSS series) has the data for."""
+Maker = Callable[[], list[Plot]]
+
+
+def makers(comp: Comparison, found: Findings, series: Series = ()) -> list[Maker]:
+    """What draws each kind of plot the comparison (and the runs' RSS series) has the
+    data for, in the order the files are listed."""
     if not comp.rows:  # e.g. only the hardening battery: outcomes, not numbers
         return []
-    plots = [
-        *time_vs_rss(comp, found),
-        *overhead_vs_throughput(comp),
-        *scaling(comp),
-        *normalized(comp),
-        *release_plots.across_versions(comp, found),
-        *distributions(comp),
-        *why_parts(comp, found),
-        *rss_over_time(comp, series),
+    return [
+        lambda: time_vs_rss(comp, found),
+        lambda: overhead_vs_throughput(comp),
+        lambda: scaling(comp),
+        lambda: normalized(comp),
+        lambda: release_plots.across_versions(comp, found),
+        lambda: distributions(comp),
+        lambda: why_parts(comp, found),
+        lambda: rss_over_time(comp, series),
     ]
+
+
+def all_plots(comp: Comparison, found: Findings, series: Series = ()) -> list[Plot]:
+    """Every plot that the comparison (and the runs' RSS series) has the data for."""
+    return [p for make in makers(comp, found, series) for p in _drawn(make)]
+
+
+def _drawn(make: Maker) -> list[Plot]:
+    plots = make()
     for p in plots:
         _bounded_text(p.figure)
     return plots
+
+
+# The heaviest kinds first (the answer's scatter, RSS over the run, the distributions,
+# the whys: most of a second each on the quick suite), so that two processes that
+# take the next kind as each finishes end close together.
+HEAVY_FIRST = (0, 7, 5, 6, 1, 3, 2, 4)
+_PENDING: list[Maker] = []  # what a forked writer draws: its parent's, by index
+
+
+def write(comp: Comparison, found: Findings, series: Series, directory: Path) -> list[Path]:
+    """Every plot as SVG and PNG files in `directory`, in makers()' order. Laying out
+    and rendering take seconds: two forked processes (this machine's two cores) each
+    draw and write the next kind of plot until none is left. Forked, they start with
+    the comparison already read (nothing is pickled) and end with the call."""
+    directory.mkdir(parents=True, exist_ok=True)
+    kinds = makers(comp, found, series)
+    if len(kinds) < 2 or (os.cpu_count() or 1) < 2:
+        return [f for i in range(len(kinds)) for f in _write_kind(i, directory, kinds)]
+    _PENDING[:] = kinds
+    try:
+        order = sorted(range(len(kinds)), key=_heavy_first)
+        jobs = [(i, directory) for i in order]
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            done = dict(zip(order, pool.imap(_write_pending, jobs), strict=True))
+    finally:
+        _PENDING.clear()
+    return [f for i in range(len(kinds)) for f in done[i]]
+
+
+def _heavy_first(i: int) -> int:
+    return HEAVY_FIRST.index(i) if i in HEAVY_FIRST else len(HEAVY_FIRST) + i
+
+
+def _write_pending(job: tuple[int, Path]) -> list[Path]:
+    return _write_kind(job[0], job[1], _PENDING)
+
+
+def _write_kind(i: int, directory: Path, kinds: Sequence[Maker]) -> list[Path]:
+    plots = _drawn(kinds[i])
+    try:
+        return save(plots, directory)
+    finally:
+        close(plots)
 
 
 TEXT_MAX = panels.TEXT_MAX

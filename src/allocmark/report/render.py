@@ -56,8 +56,4 @@ def plot_files(report: Report, directory: Path) -> list[Path]:
     """Every plot of the campaign's summary as SVG and PNG files in `directory`."""
     from allocmark.report import plots
 
-    figures = plots.all_plots(report.comparison, report.findings, report.series)
-    try:
-        return plots.save(figures, directory)
-    finally:
-        plots.close(figures)
+    return plots.write(report.comparison, report.findings, report.series, directory)
