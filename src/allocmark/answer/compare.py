@@ -37,7 +37,9 @@ class ResultSet:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Shift:
+    """One cell from the old result set to the new: its change and that change's verdict."""
+
     workload: str
     params: Params
     label: str  # the row's workload and parameters
@@ -97,7 +99,7 @@ def control_of(old: ResultSet, new: ResultSet) -> str | None:
 
 def compare(
     old: ResultSet, new: ResultSet, metric: str = "time_s", margin: float = 0.03
-) -> list[Verdict]:
+) -> list[Shift]:
     """Match cells by allocator, workload and parameters; when each side holds a single
     allocator and they differ, match by workload and parameters alone."""
     column = analyze.METRICS[metric]
@@ -152,7 +154,7 @@ class _Sides:
     old: dict[Key, CellRuns]
     new: dict[Key, CellRuns]
 
-    def ratio(self, key: Key, label: str, allocator: str) -> Verdict:
+    def ratio(self, key: Key, label: str, allocator: str) -> Shift:
         """The cell's ratio new / old (through the control when there is one), unjudged."""
         old, new = (analyze.cell_of(side[key], self.column) for side in (self.old, self.new))
         is_control = key[0] == self.control
@@ -166,11 +168,11 @@ class _Sides:
         if ratio is not None:
             higher = self.metric in analyze.HIGHER_IS_BETTER
             change = (1 / ratio.value - 1) if higher else (ratio.value - 1)
-        return Verdict(
+        return Shift(
             key[1], key[2], label, allocator, old, new, ratio, change, self.metric, None, is_control
         )
 
-    def as_family(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
+    def as_family(self, verdicts: Sequence[Shift]) -> list[Shift]:
         """The verdicts, judged as one family (Holm): a comparison is a gate, and noise
         alone should trip it at most 5 % of the time in all, not in each cell."""
         judged = [v for v in verdicts if v.ratio is not None and not v.control]
@@ -200,22 +202,24 @@ class _Sides:
 
 
 @dataclass(frozen=True)
-class Summary:
+class Shifts:
+    """The shifts counted by verdict, with the worst regression and the control's drift."""
+
     worse: int
     better: int
     same: int
     inconclusive: int
     undecided: int
-    worst: Verdict | None  # the largest significant regression
-    drift: Verdict | None = None  # the control's own change, when there is a control
+    worst: Shift | None  # the largest significant regression
+    drift: Shift | None = None  # the control's own change, when there is a control
 
 
-def summarize(verdicts: Sequence[Verdict]) -> Summary:
+def summarize(verdicts: Sequence[Shift]) -> Shifts:
     regressions = [v for v in verdicts if v.verdict == "worse"]
     worst = max(regressions, key=lambda v: v.change or 0.0, default=None)
     controls = [v for v in verdicts if v.control and v.ratio is not None]
     drift = max(controls, key=lambda v: abs((v.ratio.value if v.ratio else 1) - 1), default=None)
-    return Summary(
+    return Shifts(
         worse=len(regressions),
         better=sum(v.verdict == "better" for v in verdicts),
         same=sum(v.verdict == "same" for v in verdicts),
@@ -226,6 +230,6 @@ def summarize(verdicts: Sequence[Verdict]) -> Summary:
     )
 
 
-def failing(verdicts: Sequence[Verdict], limit: float) -> list[Verdict]:
+def failing(verdicts: Sequence[Shift], limit: float) -> list[Shift]:
     """Significant regressions larger than `limit` (a fraction: 0.05 = 5 %)."""
     return [v for v in verdicts if v.verdict == "worse" and (v.change or 0.0) > limit]

@@ -310,12 +310,12 @@ def command_lines(db: Path, cid: int, comp: analyze.Comparison) -> list[tryout.T
 class Regression:
     """`allocmark compare`: the verdicts of two result sets, their labels and summary."""
 
-    verdicts: list[compare.Verdict]
+    verdicts: list[compare.Shift]
     old_label: str
     new_label: str
     control: str | None  # the allocator both sets share as their baseline
-    summary: compare.Summary
-    failing: list[compare.Verdict]  # significant regressions above the limit
+    summary: compare.Shifts
+    failing: list[compare.Shift]  # significant regressions above the limit
 
 
 def regression(

@@ -10,7 +10,7 @@ from typing import Any
 from allocmark.profile.records import merge, of_stored
 from allocmark.profile.summary import (
     PATHS,
-    Summary,
+    AllocatorProfile,
     count_text,
     summarize,
 )
@@ -19,7 +19,9 @@ from allocmark.profile.summary import (
 # ---------------------------------------------------------------------------
 # Findings: plain sentences computed from the numbers
 # ---------------------------------------------------------------------------
-def findings(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[str]:
+def findings(
+    summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int = 1
+) -> list[str]:
     """Plain sentences from the numbers; counts per run."""
     base = next((s for s in summaries if s.allocator == baseline), None)
     out = []
@@ -28,7 +30,7 @@ def findings(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) 
     return out
 
 
-def _against(s: Summary, base: Summary | None, runs: int) -> list[str]:
+def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> list[str]:
     lines = []
     if s.new + s.reuse:
         lines.append(f"{s.reuse / (s.new + s.reuse):.1%} of allocations reuse an address")
@@ -74,7 +76,7 @@ class View:
     params: tuple[tuple[str, int | str], ...]
     allocators: tuple[str, ...]
     runs: int
-    summaries: tuple[Summary, ...]  # in the order of `allocators`
+    summaries: tuple[AllocatorProfile, ...]  # in the order of `allocators`
     baseline: str | None  # the allocator the others are compared with
     findings: list[str]
     notes: list[str]
@@ -113,7 +115,7 @@ def views(
     return out
 
 
-def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
+def _notes(summaries: Sequence[AllocatorProfile], sample: int) -> list[str]:
     """What the numbers mean and what they cannot show, under the table."""
     notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
     if summaries:
@@ -130,7 +132,7 @@ def _notes(summaries: Sequence[Summary], sample: int) -> list[str]:
     return notes
 
 
-def _memory_note(summaries: Sequence[Summary]) -> str:
+def _memory_note(summaries: Sequence[AllocatorProfile]) -> str:
     interval = max((s.memory.get("track_interval", 0) for s in summaries), default=0)
     if not any("track_interval" in s.memory for s in summaries):
         how = "live requested bytes are exact (recorded by an older shim)"

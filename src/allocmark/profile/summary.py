@@ -71,7 +71,7 @@ class PathStats:
 
 
 @dataclass(frozen=True)
-class Summary:
+class AllocatorProfile:
     """What the report shows for one allocator."""
 
     allocator: str
@@ -103,7 +103,7 @@ def new_and_reuse(pairs: Mapping[str, int]) -> tuple[int, int]:
     return new, pairs.get("calls", 0) - new
 
 
-def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> Summary:
+def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> AllocatorProfile:
     api = prof["api"]
     calls = {name: v.get("calls", 0) for name, v in api.items()}
     split = {a: new_and_reuse(api.get(a, {})) for a in ALLOCATING}
@@ -130,7 +130,7 @@ def summarize(allocator: str, prof: Mapping[str, Any], library: str | None) -> S
     threads = prof.get("threads", {})
     share = threads["alloc_cycles"] / threads["cycles"] if threads.get("cycles") else None
     seen = visibility(library)
-    return Summary(
+    return AllocatorProfile(
         allocator=allocator,
         paths=paths,
         calls=calls,
@@ -203,7 +203,7 @@ def count_text(v: float) -> str:
     return f"{v:,.0f}" if v >= 10 or v == int(v) else f"{v:.1f}"
 
 
-def usable_at_peak(s: Summary) -> float:
+def usable_at_peak(s: AllocatorProfile) -> float:
     """Live usable bytes at the peak: the requested ones times the usable/requested
     ratio of the sampled allocations (usable sizes are only asked on those)."""
     m = s.memory

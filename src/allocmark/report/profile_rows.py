@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from allocmark.profile import PATHS, SYSCALLS, Summary, count_text, live_margin, usable_at_peak
+from allocmark.profile import (
+    PATHS,
+    SYSCALLS,
+    AllocatorProfile,
+    count_text,
+    live_margin,
+    usable_at_peak,
+)
 from allocmark.report import fmt
 
 Row = tuple[str, str, list[str]]  # section, label, a cell per allocator
 
 
-def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> list[Row]:
+def rows(summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int = 1) -> list[Row]:
     """The report's rows; counts are per run (mean over `runs` runs)."""
     base = next((s for s in summaries if s.allocator == baseline), None)
     out: list[Row] = []
@@ -69,7 +76,7 @@ def rows(summaries: Sequence[Summary], baseline: str | None, runs: int = 1) -> l
     return out
 
 
-def _calls_split(s: Summary, runs: int) -> str:
+def _calls_split(s: AllocatorProfile, runs: int) -> str:
     n = s.calls.get("malloc", 0)
     if not n:
         return "0"
@@ -77,7 +84,7 @@ def _calls_split(s: Summary, runs: int) -> str:
     return f"{count_text(n / runs)} ({mn / n:.0%} / {1 - mn / n:.0%})"
 
 
-def _sizes(s: Summary) -> str:
+def _sizes(s: AllocatorProfile) -> str:
     total = sum(s.malloc_sizes)
     top = sorted(range(len(s.malloc_sizes)), key=lambda k: -s.malloc_sizes[k])[:2]
     shares = (
@@ -86,7 +93,7 @@ def _sizes(s: Summary) -> str:
     return ", ".join(shares) if total else "-"
 
 
-def _cycles(s: Summary, base: Summary | None, p: str) -> str:
+def _cycles(s: AllocatorProfile, base: AllocatorProfile | None, p: str) -> str:
     st = s.paths[p]
     if st.median is None:
         return "-"
@@ -97,7 +104,7 @@ def _cycles(s: Summary, base: Summary | None, p: str) -> str:
     return text
 
 
-def _sys(s: Summary, name: str, runs: int) -> str:
+def _sys(s: AllocatorProfile, name: str, runs: int) -> str:
     d = s.syscalls.get(name, {})
     n = d.get("in_calls", 0)
     return f"{count_text(n / runs)} ({d.get('in_cycles', 0) / n:,.0f})" if n else "0"
@@ -107,17 +114,17 @@ def _pair(d: Mapping[str, int], a: str, b: str, runs: int) -> str:
     return f"{count_text(d.get(a, 0) / runs)} / {count_text(d.get(b, 0) / runs)}"
 
 
-def _live(s: Summary) -> str:
+def _live(s: AllocatorProfile) -> str:
     margin = live_margin(s.memory)
     text = fmt.size_bytes(s.memory.get("peak_requested", 0))
     return f"{text} ±{margin:.1%}" if margin else text
 
 
-def _internal(s: Summary) -> str:
+def _internal(s: AllocatorProfile) -> str:
     usable, req = usable_at_peak(s), s.memory.get("peak_requested", 0)
     return f"{fmt.size_bytes(usable - req)} ({(usable - req) / usable:.1%})" if usable else "-"
 
 
-def _rest(s: Summary) -> str:
+def _rest(s: AllocatorProfile) -> str:
     rss = s.memory.get("rss_at_peak_kib", 0) * 1024
     return fmt.size_bytes(rss - usable_at_peak(s)) if rss else "-"

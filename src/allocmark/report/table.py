@@ -12,7 +12,7 @@ from rich.text import Text
 from allocmark import profile, stats
 from allocmark.answer import race
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
-from allocmark.answer.compare import Summary as CompareSummary, Verdict
+from allocmark.answer.compare import Shift, Shifts
 from allocmark.answer.findings import Findings
 from allocmark.answer.tryout import TryLine
 from allocmark.report import answer, extra as extra_, fmt, profile_rows
@@ -366,7 +366,7 @@ def _plain_verdict(metric: str, c: Cell) -> str:
 
 def verdicts(
     console: Console,
-    items: Sequence[Verdict],
+    items: Sequence[Shift],
     metric: str,
     old_label: str,
     new_label: str,
@@ -397,13 +397,13 @@ def _median_text(metric: str, c: Cell) -> str:
     return f"{fmt.quantity(metric, c.summary.median)} {fmt.spread(c.summary)}"
 
 
-def _ratio_text(v: Verdict) -> str:
+def _ratio_text(v: Shift) -> str:
     if v.ratio is None:
         return ""
     return f"{v.ratio.value:.3f} {fmt.ratio_interval(v.ratio)}".strip()
 
 
-def _verdict_text(v: Verdict) -> str:
+def _verdict_text(v: Shift) -> str:
     if v.control:
         drift = f" (drift {v.ratio.value - 1:+.1%})" if v.ratio is not None else ""
         return f"[dim]control{drift}[/]"
@@ -415,7 +415,7 @@ def _verdict_text(v: Verdict) -> str:
     return v.verdict
 
 
-def verdict_summary(s: CompareSummary, metric: str, control: str | None, margin: float) -> str:
+def verdict_summary(s: Shifts, metric: str, control: str | None, margin: float) -> str:
     memory = metric in MEMORY
     worse, better = ("larger", "smaller") if memory else ("slower", "faster")
     parts = [

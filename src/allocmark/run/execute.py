@@ -339,17 +339,17 @@ def _identity(
     itself, libam_who's reports or a native workload's record (`said`), only
     cross-checks it: a disagreement leaves the run unverified too. `seen`: what must
     serve malloc in the process (_expected_in_process)."""
-    verdict = image.verdict(seen, o.images, o.watch_errno)
-    if verdict.problem:
-        return verdict.problem, verdict.served
-    if spec.result_fd and who.real(said) != who.real(verdict.served):
+    found = image.verification(seen, o.images, o.watch_errno)
+    if found.problem:
+        return found.problem, found.served
+    if spec.result_fd and who.real(said) != who.real(found.served):
         return (
             f"the workload reported malloc served by {said or 'nothing'}; the launcher read "
-            f"{verdict.served}"
-        ), verdict.served
-    if _who_checked(spec) and (problem := who.disagreement(o.who, verdict.bindings)):
-        return problem, verdict.served
-    return None, verdict.served
+            f"{found.served}"
+        ), found.served
+    if _who_checked(spec) and (problem := who.disagreement(o.who, found.bindings)):
+        return problem, found.served
+    return None, found.served
 
 
 def _wall(spec: RunSpec, o: launch.Outcome) -> float:

@@ -151,7 +151,7 @@ def unread(images: Sequence[Image]) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verification:
     """What the readings say: why the run cannot be verified ("" when it can), the
     object that served malloc in the program's first image, and every image's binding."""
 
@@ -160,12 +160,14 @@ class Verdict:
     bindings: tuple[Binding, ...]
 
 
-def verdict(expected: str | None, images: Sequence[Image], watch_errno: int | None) -> Verdict:
+def verification(
+    expected: str | None, images: Sequence[Image], watch_errno: int | None
+) -> Verification:
     """Every image of the program must have bound malloc to `expected`."""
     if watch_errno is None:
-        return Verdict("the launcher did not read the program's images", None, ())
+        return Verification("the launcher did not read the program's images", None, ())
     if watch_errno:
-        return Verdict(
+        return Verification(
             f"the launcher could not watch the program ({os.strerror(watch_errno)}): "
             "what served malloc was not read from outside it",
             None,
@@ -173,10 +175,10 @@ def verdict(expected: str | None, images: Sequence[Image], watch_errno: int | No
         )
     bindings = tuple(bind(i) for i in images if not i.launcher)
     if not bindings:
-        return Verdict("the launcher read no image of the program", None, ())
+        return Verification("the launcher read no image of the program", None, ())
     served = bindings[0].served
     if lost := unread(images):
-        return Verdict(
+        return Verification(
             f"process {lost[0]} ended without a reading after an exec (killed by a "
             "signal?): what served its malloc is unknown",
             served,
@@ -185,14 +187,14 @@ def verdict(expected: str | None, images: Sequence[Image], watch_errno: int | No
     for b in bindings:
         where = f"{b.image.exe} (pid {b.image.pid})"
         if b.served is None:
-            return Verdict(
+            return Verification(
                 f"what served malloc in {where} cannot be told: {b.why_unknown}", served, bindings
             )
         if _real(b.served) != _real(expected or ""):
-            return Verdict(
+            return Verification(
                 f"malloc in {where} was served by {b.served}, not by {expected} "
                 "(as the launcher read it)",
                 b.served,
                 bindings,
             )
-    return Verdict("", served, bindings)
+    return Verification("", served, bindings)

@@ -53,12 +53,12 @@ class SuiteFile(BaseModel):
         default_factory=lambda: ["all"],
         description='allocator names, or "all": every usable entry and variant',
     )
-    blocks: int | None = Field(None, ge=1, description="blocks every cell gets at least (3)")
+    blocks: int | None = Field(None, ge=1, description="blocks every row gets at least (3)")
     max_blocks: int | None = Field(
         None,
         ge=1,
         le=1_000_000,
-        description="blocks a cell gets at most (default 1000: the budget is the limit); "
+        description="blocks a row gets at most (default 1000: the budget is the limit); "
         "equal to blocks for exactly that many, judged by the exact test",
     )
     repetitions: int | None = Field(
