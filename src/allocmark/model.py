@@ -337,6 +337,21 @@ class Campaign:
     done: int
 
 
+@dataclass(frozen=True)
+class StoredAllocator:
+    """One allocator of a campaign as stored: what it was verified as."""
+
+    name: str
+    status: str  # Status's value
+    library: str | None  # the preloaded library (None: glibc's own malloc)
+    sha256: str | None
+    version: str | None
+    reason: str | None  # why it is not usable
+    lacks: tuple[str, ...]  # functions it leaves to glibc (a partial allocator)
+    env: dict[str, str]  # set for its runs
+    served: tuple[tuple[str, str | None], ...]  # function -> the object that served it
+
+
 class StoredRun(NamedTuple):
     """One finished run as read back for analysis.
 

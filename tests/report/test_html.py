@@ -14,7 +14,7 @@ import pytest
 
 from allocmark.answer import analyze, findings
 from allocmark.answer.report import Report
-from allocmark.model import StoredRun, Verified
+from allocmark.model import StoredAllocator, StoredRun, Verified
 from allocmark.report import html
 from allocmark.request import CampaignPlan
 from tests.conftest import cli
@@ -38,7 +38,7 @@ def _page(comp: analyze.Comparison, runs: list[StoredRun], name: str = "c") -> s
         "machine": {"hostname": name},
     }
     allocators = tuple(
-        {"name": a, "status": "ok", "env_json": json.dumps({"X": name}), "lacks_json": "[]"}
+        StoredAllocator(a, "ok", None, None, None, None, (), {"X": name}, ())
         for a in comp.allocators
     )
     return html.render(
@@ -256,9 +256,7 @@ def _quick_shaped_page(tmp_path: Path) -> Path:
         "planned": len(runs),
         "machine": {},
     }
-    allocators = tuple(
-        {"name": a, "status": "ok", "env_json": "{}", "lacks_json": "[]"} for a in QUICK
-    )
+    allocators = tuple(StoredAllocator(a, "ok", None, None, None, None, (), {}, ()) for a in QUICK)
     page = tmp_path / "quick.html"
     page.write_text(
         html.render(

@@ -11,7 +11,7 @@ from typing import Any
 from allocmark import profile
 from allocmark.answer import aging, analyze, composition, findings, hardening, stored
 from allocmark.errors import UserError
-from allocmark.model import Params, RssSeries, StoredRun
+from allocmark.model import Params, RssSeries, StoredAllocator, StoredRun
 from allocmark.request import CampaignPlan
 from allocmark.store import Store
 
@@ -27,7 +27,7 @@ class Report:
     plan: CampaignPlan  # how the campaign ran, typed
     comparison: analyze.Comparison  # the summary view's (analyze.NOTHING in the others)
     findings: findings.Findings  # what the comparison answers (findings.NONE for a CSV)
-    allocators: tuple[dict[str, Any], ...]  # provenance rows
+    allocators: tuple[StoredAllocator, ...]  # provenance: what each was verified as
     runs: tuple[StoredRun, ...]  # loaded for the runs view and html only
     profiles: tuple[profile.View, ...]  # the profile view
     # (allocator, workload, params, RSS over time) of each OK run: html and plot files
@@ -82,7 +82,7 @@ def load(
         plan=store.campaign_plan(cid),
         comparison=comp or analyze.NOTHING,
         findings=found,
-        allocators=tuple(store.allocator_rows(cid)),
+        allocators=tuple(store.allocators(cid)),
         runs=tuple(store.runs(cid)) if view == "runs" or wanted.runs else (),
         profiles=tuple(stored.profiles(store, cid)) if view == "profile" else (),
         series=tuple(store.rss_series(cid)) if comp and wanted.series else (),

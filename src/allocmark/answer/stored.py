@@ -6,7 +6,6 @@ them."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from allocmark import profile, stats
 from allocmark.allocators import lineage
@@ -33,8 +32,8 @@ def comparison(
     `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows;
     `signals`: with what every run records to explain a difference (the whys')."""
     c = store.campaign(cid)
-    rows = store.allocator_rows(cid)  # read once: the order, what each lacks, its version
-    names = [r["name"] for r in rows]
+    rows = store.allocators(cid)  # read once: the order, what each lacks, its version
+    names = [r.name for r in rows]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     plan = store.campaign_plan(cid)
     fixed = dict(plan.fixed_time)
@@ -57,9 +56,9 @@ def comparison(
         sequential=plan.sequential,
         finished=c.status == "finished",
     )
-    lacks = {r["name"]: tuple(_json_list(r.get("lacks_json"))) for r in rows}
+    lacks = {r.name: r.lacks for r in rows}
     specs = [s for s, _ in store.allocator_specs(cid)]
-    stated = {r["name"]: r.get("version") for r in rows}
+    stated = {r.name: r.version for r in rows}
     lineages = {s.name: lin for s in specs if (lin := lineage.of(s, stated.get(s.name)))}
     return dataclasses.replace(
         comp,
@@ -89,14 +88,6 @@ def _calls(
     return out
 
 
-def _json_list(text: object) -> list[str]:
-    try:
-        value = json.loads(str(text)) if text else []
-    except ValueError:
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
 def _noise(store: Store, cid: int) -> Noise:
     runs, rerun, attempts = store.metric_tally(cid, "noise_reruns")
     calib = store.calibrations(cid)
@@ -106,12 +97,9 @@ def _noise(store: Store, cid: int) -> Noise:
 def profiles(store: Store, cid: int) -> list[profile.View]:
     """The profiler's view of a stored campaign, baseline first."""
     c = store.campaign(cid)
-    rows = store.allocator_rows(cid)
-    names = [r["name"] for r in rows]
+    rows = store.allocators(cid)
+    names = [r.name for r in rows]
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     # glibc has no preloaded library: the object that served its malloc is libc.
-    libraries = {
-        r["name"]: r["library"] or dict(json.loads(r["served_json"] or "[]")).get("malloc")
-        for r in rows
-    }
+    libraries = {r.name: r.library or dict(r.served).get("malloc") for r in rows}
     return profile.views(store.profiles(cid), libraries, ordered, c.baseline)

@@ -217,7 +217,7 @@ def tuned(db: Path, cid: int | None = None) -> list[Front]:
     store = Store(db, create=False)
     cid = store.campaign(cid).id
     comp = stored.comparison(store, cid)
-    library = {r["name"]: r.get("library") or "" for r in store.allocator_rows(cid)}
+    library = {r.name: r.library or "" for r in store.allocators(cid)}
     specs = {spec.name: spec for spec, _ in store.allocator_specs(cid)}
     argv = {
         (s.allocator, s.workload, json.dumps(s.params)): s.argv
@@ -369,7 +369,7 @@ def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Ver
     return Planned(
         cid,
         store.path,
-        len(store.allocator_rows(cid)),
+        len(store.allocators(cid)),
         n,
         measured,
         max(0, c.planned - measured),

@@ -20,6 +20,7 @@ from markupsafe import Markup
 from allocmark.answer.analyze import Comparison
 from allocmark.answer.report import Report
 from allocmark.labels import value_text
+from allocmark.model import StoredAllocator
 from allocmark.profile import View
 from allocmark.report import answer, extra, figures, fmt, matrix, profile_rows, rows
 from allocmark.report.plotly_json import Figure
@@ -139,16 +140,15 @@ def _verdict_counts(comp: Comparison) -> list[dict[str, Any]]:
 VERDICT_WORDS = ("faster", "slower", "smaller", "larger", "same", "inconclusive")
 
 
-def _allocator(row: dict[str, Any]) -> dict[str, Any]:
-    env = json.loads(row.get("env_json") or "{}")
+def _allocator(a: StoredAllocator) -> dict[str, Any]:
     return {
-        "name": row["name"],
-        "status": row["status"],
-        "version": row.get("version") or "",
-        "library": row.get("library") or "",
-        "sha256": row.get("sha256") or "",
-        "env": " ".join(f"{k}={v}" for k, v in env.items()),
-        "lacks": ", ".join(json.loads(row.get("lacks_json") or "[]")),
+        "name": a.name,
+        "status": a.status,
+        "version": a.version or "",
+        "library": a.library or "",
+        "sha256": a.sha256 or "",
+        "env": " ".join(f"{k}={v}" for k, v in a.env.items()),
+        "lacks": ", ".join(a.lacks),
     }
 
 

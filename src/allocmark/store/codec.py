@@ -10,13 +10,23 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from allocmark.errors import StoreError
-from allocmark.model import AllocatorSpec, AppRun, RunSpec, RunStatus, Verified, Workload
+from allocmark.model import (
+    AllocatorSpec,
+    AppRun,
+    RunSpec,
+    RunStatus,
+    StoredAllocator,
+    Verified,
+    Workload,
+)
 from allocmark.schemas import stored
+
+T = TypeVar("T")
 
 
 def json_or_none(row: tuple[Any, ...] | None) -> object:
@@ -151,31 +161,32 @@ def allocator_spec(text: object) -> AllocatorSpec:
         raise damaged(text) from None
 
 
-def checked_allocator(row: dict[str, Any]) -> dict[str, Any]:
-    """An allocators row with every column of the type it is written with, its JSON
-    columns of their shapes (allocator_row): a report reads them as such."""
-    checks: dict[str, Callable[[Any], object]] = {
-        "name": text,
-        "status": text,
-        "spec_json": text,
-        "library": text_or_none,
-        "sha256": text_or_none,
-        "version": text_or_none,
-        "reason": text_or_none,
-        "lacks_json": lambda v: strings(v or "[]"),
-        "env_json": _text_map,
-        "served_json": lambda v: pairs_or_none(v or "[]"),
-    }
-    for key, check in checks.items():
+def stored_allocator(row: dict[str, Any]) -> StoredAllocator:
+    """An allocators row as the record it was written from, every column checked to be
+    of the type it is written with, its JSON columns of their shapes (allocator_row)."""
+
+    def column(key: str, check: Callable[[object], T]) -> T:
         try:
-            check(row.get(key))
+            return check(row.get(key))
         except StoreError:
             raise StoreError(
                 f"the results database's allocators.{key} of {str(row.get('name'))[:40]!r} "
                 f"holds a damaged value ({str(row.get(key))[:60]!r}): it was edited or "
                 "corrupted; restore it from a copy"
             ) from None
-    return row
+
+    column("spec_json", text)
+    return StoredAllocator(
+        name=column("name", text),
+        status=column("status", text),
+        library=column("library", text_or_none),
+        sha256=column("sha256", text_or_none),
+        version=column("version", text_or_none),
+        reason=column("reason", text_or_none),
+        lacks=column("lacks_json", lambda v: strings(v or "[]")),
+        env=column("env_json", _text_map),
+        served=column("served_json", lambda v: pairs_or_none(v or "[]")),
+    )
 
 
 def _text_map(value: object) -> dict[str, str]:

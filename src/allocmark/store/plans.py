@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from allocmark.model import AllocatorSpec, Machine, RunSpec, Verified, Workload
+from allocmark.model import AllocatorSpec, Machine, RunSpec, StoredAllocator, Verified, Workload
 from allocmark.request import CampaignPlan
 from allocmark.store import campaign_plan as campaign_plan_json, codec, owner, seal
 from allocmark.store.base import Base
@@ -133,7 +132,8 @@ class Plans(Base):
         )
         return [(codec.allocator_spec(text), codec.text_or_none(sha)) for text, sha in rows]
 
-    def allocator_rows(self, cid: int) -> list[dict[str, Any]]:
+    def allocators(self, cid: int) -> list[StoredAllocator]:
+        """The campaign's allocators as verified, in the order they were stored."""
         cur = self.db.execute("SELECT * FROM allocators WHERE campaign_id=? ORDER BY rowid", (cid,))
         names = [d[0] for d in cur.description]
-        return [codec.checked_allocator(dict(zip(names, r, strict=True))) for r in cur.fetchall()]
+        return [codec.stored_allocator(dict(zip(names, r, strict=True))) for r in cur.fetchall()]
