@@ -87,3 +87,27 @@ def test_a_matrix_is_shown_exactly_where_the_findings_say_so() -> None:
         assert found.matrix == bool(matrix.matrices(comp, found)), comp.allocators
         seen.append(found.matrix)
     assert seen == [True, True, False, False, False, False]
+
+
+def test_a_glance_explains_what_its_sentences_name_and_reads_no_more() -> None:
+    """A terminal's glance (brief) shows the matrix and one sentence per row: only the
+    differences those sentences name are explained, and where they name none the
+    runs' signals are not read at all; without a matrix, every difference is."""
+    picked = _comparison(
+        _runs("glibc", 0.9, 0.4, 8000, 2000, 5000),
+        _runs("quick", 0.9, 0.1, 8000, 2000, 1000),
+        _runs("padder", 0.9, 0.4, 13000, 2000, 5000),
+    )
+    every = findings.of(picked)
+    brief = findings.of(picked, brief=True)
+    assert {(w.allocator, w.axis) for w in every.whys} >= {("quick", "time"), ("padder", "rss")}
+    assert brief.brief and {(w.allocator, w.axis) for w in brief.whys} == {("quick", "time")}
+    assert findings.named(brief) == {(picked.rows[0].label, "quick", a) for a in ("time", "rss")}
+    assert findings.signals_wanted(findings.judged(picked), brief=True)
+    kept = _planted()  # slower and larger only: "keep glibc" names no allocator
+    assert not findings.signals_wanted(findings.judged(kept), brief=True)
+    assert findings.signals_wanted(findings.judged(kept), brief=False)
+    unmatched = analyze.compare(
+        [stored("glibc", 1.0, rep=b) for b in range(3)], ["glibc"], "glibc"
+    )  # one allocator: nothing set against the baseline, so no why to read signals for
+    assert not findings.signals_wanted(findings.judged(unmatched), brief=False)

@@ -7,6 +7,7 @@ every format draws it and none asks answer/ again."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +30,9 @@ class Findings:
     # Some row sets a non-baseline allocator against the baseline: a verdict matrix has
     # a cell to show (report/matrix.py draws it; a terminal shows it instead of tables).
     matrix: bool = False
+    # A glance's (of()'s `brief`): `whys` holds the differences the answers' sentences
+    # name, not every one (and `tries` what those call for).
+    brief: bool = False
 
     @property
     def explained(self) -> Mapping[tuple[str, str, str], Why]:
@@ -36,27 +40,66 @@ class Findings:
         return {(w.label, w.allocator, w.axis): w for w in self.whys}
 
 
-NONE = Findings((), {}, (), (), (), (), (), False)
+NONE = Findings((), {}, (), (), (), (), (), False, False)
 
 
-def of(comp: Comparison) -> Findings:
-    """The comparison's findings (whys only where it carries its signals)."""
+def of(comp: Comparison, brief: bool = False) -> Findings:
+    """The comparison's findings (whys only where it carries its signals). `brief`: a
+    glance's, the matrix and its sentences: where there is a matrix to show, only the
+    differences those sentences name are explained (every one of a campaign of 100 rows
+    of 10 allocators takes seconds); where there is none, every one, as the tables
+    shown instead say them all."""
+    return explained(judged(comp), comp, brief)
+
+
+def judged(comp: Comparison) -> Findings:
+    """The comparison's answers, without their whys (explained() adds them): what says
+    whether a glance needs the runs' signals at all (signals_wanted)."""
     if not comp.rows:
         return NONE
     found = recommend.per_row(comp)
     judged = comp.baseline is not None and len(comp.allocators) > 1
-    whys = why.explain(comp, found)
     overall = recommend.overall_positions(comp, found) if judged and len(comp.rows) > 1 else {}
     return Findings(
         positions=tuple(found),
         overall=overall,
         answers=tuple(recommend.answers(comp, found)),
-        whys=tuple(whys),
-        tries=tuple(remedy.tries(comp, found, whys)),
+        whys=(),
+        tries=(),
         changes=tuple(releases.changes(comp)),
         costs=tuple(hardening.costs(comp)),
         matrix=judged and _measured(comp, found, overall),
     )
+
+
+def explained(found: Findings, comp: Comparison, brief: bool = False) -> Findings:
+    """`found` (judged(comp)) with the whys of its differences and what they call for."""
+    if found is NONE:
+        return NONE
+    brief = brief and found.matrix
+    positions = list(found.positions)
+    whys = why.explain(comp, positions, named(found) if brief else None)
+    tries = remedy.tries(comp, positions, whys)
+    return dataclasses.replace(found, whys=tuple(whys), tries=tuple(tries), brief=brief)
+
+
+def signals_wanted(found: Findings, brief: bool) -> bool:
+    """Whether explained() reads the runs' signals: every why does, a glance's only
+    those its sentences name (none, where no answer picks an allocator); nothing is
+    explained without an answer (no baseline, or nothing set against it)."""
+    return bool(found.answers) and (not (brief and found.matrix) or bool(named(found)))
+
+
+def named(found: Findings) -> set[tuple[str, str, str]]:
+    """The differences an answer's sentence names (report/answer.lead): its fastest's
+    and its smallest's, on both axes."""
+    return {
+        (a.scope, c.allocator, axis)
+        for a in found.answers
+        for c in (a.fastest, a.smallest)
+        if c is not None
+        for axis in ("time", "rss")
+    }
 
 
 def _measured(

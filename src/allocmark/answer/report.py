@@ -69,13 +69,11 @@ def load(
         raise UserError(
             f"campaign {cid} was not profiled; use `allocmark profile` or `allocmark run --profile`"
         )
-    comp = None
+    comp, found, glance = None, findings.NONE, False
     if view == "summary":
-        signals = wanted.extras or wanted.findings  # the whys' and the spending table's
-        comp = stored.comparison(store, cid, speedup, wanted.brief, signals)
+        comp, found, glance = _summary(store, cid, speedup, wanted)
     extras = comp is not None and wanted.extras
-    found = findings.of(comp) if comp is not None and wanted.findings else findings.NONE
-    made = extras and (wanted.made or not found.matrix)
+    made = extras and (wanted.made or not glance)
     return Report(
         view=view,
         campaign=store.campaign_info(cid),
@@ -90,3 +88,20 @@ def load(
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
     )
+
+
+def _summary(
+    store: Store, cid: int, speedup: bool, wanted: Wanted
+) -> tuple[analyze.Comparison, findings.Findings, bool]:
+    """The comparison, what it answers, and whether a glance shows it as a matrix."""
+    comp = stored.comparison(store, cid, speedup, wanted.brief)
+    judged = findings.judged(comp) if wanted.findings or wanted.extras else findings.NONE
+    glance = wanted.brief and judged.matrix  # a terminal's matrix, the tables left out
+    # The runs' signals (a second of reading over 100,000 runs): for the whys, and for
+    # the table of what each run spent, which a glance leaves to --detail.
+    if (wanted.extras and not glance) or (
+        wanted.findings and findings.signals_wanted(judged, wanted.brief)
+    ):
+        comp = stored.with_signals(store, cid, comp)
+    found = findings.explained(judged, comp, wanted.brief) if wanted.findings else findings.NONE
+    return comp, found, glance

@@ -25,12 +25,10 @@ from allocmark.labels import row_key
 from allocmark.store import Store
 
 
-def comparison(
-    store: Store, cid: int, speedup: bool = False, brief: bool = False, signals: bool = False
-) -> Comparison:
+def comparison(store: Store, cid: int, speedup: bool = False, brief: bool = False) -> Comparison:
     """The comparison of a stored campaign, baseline first, then the catalog order.
-    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows;
-    `signals`: with what every run records to explain a difference (the whys')."""
+    `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows; the
+    runs' signals are with_signals()'."""
     c = store.campaign(cid)
     rows = store.allocators(cid)  # read once: the order, what each lacks, its version
     names = [r.name for r in rows]
@@ -70,8 +68,13 @@ def comparison(
         lineages=lineages,
         revisions={s.name: s.git for s in specs if s.git},
         cores=int(store.machine_facts(cid).get("cores") or 0),
-        signals=tuple(store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS)) if signals else (),
     )
+
+
+def with_signals(store: Store, cid: int, comp: Comparison) -> Comparison:
+    """`comp` with what every run records to explain a difference (the whys')."""
+    cells = store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS)
+    return dataclasses.replace(comp, signals=tuple(cells))
 
 
 def _calls(

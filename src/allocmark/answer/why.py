@@ -35,7 +35,7 @@ stats.paired_ratio's and stats.holm's.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
@@ -126,10 +126,15 @@ class Why:
         return any(f.share is not None and f.share >= MOST for f in self.factors)
 
 
-def explain(comp: Comparison, found: Sequence[dict[str, recommend.Choice | str]] = ()) -> list[Why]:
+def explain(
+    comp: Comparison,
+    found: Sequence[dict[str, recommend.Choice | str]] = (),
+    only: Collection[tuple[str, str, str]] | None = None,
+) -> list[Why]:
     """Every decided time and peak RSS difference of the comparison's rows with what
     moved with it (from comp.signals), in row order; `found`: the rows' positions
-    (recommend.per_row), when the caller has them."""
+    (recommend.per_row), when the caller has them; `only`: just these (row label,
+    allocator, axis)."""
     if comp.baseline is None or not comp.paired or not comp.signals:
         return []
     cells = {
@@ -142,6 +147,8 @@ def explain(comp: Comparison, found: Sequence[dict[str, recommend.Choice | str]]
     for row, p in zip(comp.rows, positions, strict=True):
         for a in comp.allocators:
             for axis in ("time", "rss"):
+                if only is not None and (row.label, a, axis) not in only:
+                    continue
                 if (w := _one(comp, row, p, cells, a, axis)) is not None:
                     out.append(w)
     return out
