@@ -119,6 +119,12 @@ def test_freed_pages_kept_name_the_setting_that_returns_them() -> None:
     )
     assert t.position is not None and t.position.value < 1.03
     assert "; measured here: peak RSS" in answer.try_line(t)
+    flagged = [
+        [r._replace(params=(("release", False), ("threads", 1))) for r in runs]
+        for runs in (base, big)
+    ]
+    (t,) = remedy.tries(_comparison(*flagged))  # a bool as the docs and --help write it
+    assert " -p release=false -p threads=1 -a " in t.command
 
 
 def test_no_setting_is_named_for_a_cause_that_is_not_most_of_it() -> None:
