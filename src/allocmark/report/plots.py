@@ -141,7 +141,8 @@ def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
             path = directory / f"{p.name}.{ext}"
             # Each figure is laid out once (tight_layout, legends included): a "tight"
             # bounding box would draw it twice more per file.
-            p.figure.savefig(path)
+            # No date in an SVG's metadata: the same report writes the same file.
+            p.figure.savefig(path, metadata={"Date": None} if ext == "svg" else None)
             written.append(path)
     return written
 
