@@ -63,7 +63,7 @@ def judged(comp: Comparison) -> Findings:
     return Findings(
         positions=tuple(found),
         overall=overall,
-        answers=tuple(recommend.answers(comp, found)),
+        answers=tuple(recommend.answers(comp, found, overall)),
         whys=(),
         tries=(),
         changes=tuple(releases.changes(comp)),

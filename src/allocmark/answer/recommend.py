@@ -57,9 +57,14 @@ class Answer:
 Duel = Callable[[Choice, Choice, str], "Position | None"]
 
 
-def answers(comp: Comparison, found: Sequence[dict[str, Choice | str]] = ()) -> list[Answer]:
-    """One answer per row, then one over all rows (when there are several); `found`:
-    the rows' positions (per_row), when the caller has them."""
+def answers(
+    comp: Comparison,
+    found: Sequence[dict[str, Choice | str]] = (),
+    overall: dict[str, Choice | str] | None = None,
+) -> list[Answer]:
+    """One answer per row, then one over all rows (when there are several); `found`
+    (the rows' positions, per_row) and `overall` (overall_positions), when the caller
+    has them."""
     if comp.baseline is None or len(comp.allocators) < 2:
         return []
     found = list(found) or per_row(comp)
@@ -76,7 +81,7 @@ def answers(comp: Comparison, found: Sequence[dict[str, Choice | str]] = ()) -> 
         for row, p, d in zip(comp.rows, found, duels, strict=True)
     ]
     if len(comp.rows) > 1:
-        overall = overall_positions(comp, found)
+        overall = overall or overall_positions(comp, found)
         pairs = _needed(overall, comp.baseline, comp.margin)
         _ahead([(d, key) for d in duels for key in pairs])
         out.append(_answer(OVERALL, comp, overall, _OverallDuel(comp, found, duels), comp.rows))
