@@ -892,7 +892,7 @@ def test_plot_files_beside_a_csv_have_every_figure(good_db: Path, tmp_path: Path
 
 
 def test_a_100000_character_name_is_cut_in_the_plots(good_db: Path, tmp_path: Path) -> None:
-    from allocmark.report.panels import TEXT_MAX
+    from allocmark.report.chart import TEXT_MAX
 
     db, html, plots = _long_name(good_db, tmp_path), tmp_path / "long.html", tmp_path / "plots"
     r = cli("report", "--db", str(db), "--format", "html", "-o", str(html), "--plots", str(plots))

@@ -135,7 +135,7 @@ def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
 
 
 def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> None:
-    from allocmark.report import plots
+    from allocmark.report import charts, plots
 
     comp = _comparison(
         _runs("glibc", 1.0, 10000),
@@ -143,7 +143,7 @@ def test_the_time_against_rss_picture_has_a_point_per_allocator_and_row() -> Non
         _runs("glibc", 1.0, 10000, workload="larson"),
         _runs("fast", 0.7, 9000, workload="larson"),
     )
-    (scatter,) = plots.time_vs_rss(comp, findings.of(comp))
+    (scatter,) = plots.drawn(charts.time_vs_rss(comp, findings.of(comp)))
     try:
         axes = [ax for ax in scatter.figure.axes if ax.get_visible()]
         assert [ax.get_title() for ax in axes] == ["churn", "larson"]
@@ -262,7 +262,7 @@ def test_a_debugging_allocator_is_never_recommended_however_fast() -> None:
 
 def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> None:
     from allocmark.allocators import lineage
-    from allocmark.report import plots, release_plots
+    from allocmark.report import plots, versions
 
     names = {"jemalloc@5.3.0": 0.8, "jemalloc@4.5.0": 0.9, "jemalloc": 0.85, "jemalloc@5.1.0": 0.7}
     comp = _comparison(
@@ -275,7 +275,7 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
             "jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2"),
         },
     )
-    (plot,) = release_plots.across_versions(comp, findings.of(comp))
+    (plot,) = plots.drawn(versions.charts(comp, findings.of(comp)))
     try:
         assert plot.name == "versions-jemalloc"
         time_ax = plot.figure.axes[0]
@@ -290,7 +290,7 @@ def test_versions_of_a_family_are_drawn_in_version_order_with_debian_apart() -> 
     one_version = dataclasses.replace(
         comp, lineages={"jemalloc": lineage.Lineage("jemalloc", "5.3.0", "libjemalloc2")}
     )
-    assert release_plots.across_versions(one_version, findings.of(one_version)) == []
+    assert versions.charts(one_version, findings.of(one_version)) == []
 
 
 def test_a_version_is_the_number_its_build_states() -> None:

@@ -141,12 +141,12 @@ def test_detail_shows_what_each_run_spent() -> None:
     comp = _comparison(
         _runs("glibc", 0.9, 0.1, 8000, 2000, 1000), _runs("mmapper", 0.9, 0.4, 8000, 2000, 5000)
     )
-    table = extra.signals_table(comp.signals)
+    table = extra.signals_table(comp)
     assert table is not None and table.heads[2:5] == ("user CPU", "system CPU", "minor faults")
     rows = {r[1]: r for r in table.rows}
     assert rows["mmapper"][3].endswith(" ms") and 390 < float(rows["mmapper"][3][:-3]) < 410
     assert 4900 <= int(rows["mmapper"][4]) <= 5100 and rows["glibc"][9] == "7.8 MiB"
-    assert extra.signals_table(()) is None
+    assert extra.signals_table(dataclasses.replace(comp, signals=())) is None
 
 
 def test_smaps_near_the_peak_counts_only_where_it_was_read_near_it() -> None:

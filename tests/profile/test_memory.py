@@ -14,7 +14,7 @@ from allocmark import workloads
 from allocmark.answer import aging, analyze, composition
 from allocmark.errors import StoreError
 from allocmark.model import RssSeries, RunResult, RunSpec, RunStatus, Verified
-from allocmark.report import extra, plots
+from allocmark.report import charts, extra, plots
 from allocmark.run import execute, machine, who
 from allocmark.schemas.summary import SummaryExport
 from allocmark.store import Store
@@ -346,13 +346,13 @@ def test_rss_over_time_plots_a_line_per_allocator() -> None:
         for a in ("glibc", "jemalloc")
         for k in (1000, 1200)
     ]
-    found = plots.rss_over_time(comp, series)
+    found = plots.drawn(charts.rss_over_time(comp, series))
     try:
         assert [p.name for p in found] == ["rss-over-time"]
         assert len(found[0].figure.axes[0].get_lines()) == 2
     finally:
         plots.close(found)
-    assert plots.rss_over_time(comp, []) == []
+    assert charts.rss_over_time(comp, []) == []
 
 
 def test_extra_tables_show_phases_and_what_the_rss_is_made_of() -> None:

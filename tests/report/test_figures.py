@@ -1,4 +1,4 @@
-"""The figures both drawings share (panels.py): what a bar of a row of fixed duration
+"""The charts both drawings translate (charts.py): what a bar of a row of fixed duration
 shows, and that no row is left an empty slot."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from allocmark.answer import analyze, findings
-from allocmark.report import figures, panels, plots
+from allocmark.report import charts, figures, plots
 from tests.fakes import stored
 
 LARSON = (("duration_ms", 300), ("threads", 2))
@@ -39,7 +39,7 @@ def test_a_row_of_fixed_duration_shows_its_time_per_operation() -> None:
     comp = _comparison()
     larson = next(r for r in comp.rows if r.workload == "larson")
     throughput = larson.cells["ops_per_s"]["mimalloc"].ratio
-    shown = panels.shown_ratio(comp, larson, "time_s", "mimalloc")
+    shown = charts.shown_ratio(comp, larson, "time_s", "mimalloc")
     assert throughput is not None and shown is not None
     assert shown.value == pytest.approx(1 / throughput.value)
     assert (shown.low, shown.high) == pytest.approx((1 / throughput.high, 1 / throughput.low))
@@ -48,7 +48,8 @@ def test_a_row_of_fixed_duration_shows_its_time_per_operation() -> None:
 
 def test_every_row_with_a_ratio_has_its_bar() -> None:
     comp = _comparison()
-    (time_bars,) = [f for f in figures.normalized(comp) if f.id == "plot-normalized-time_s"]
+    drawn = figures.page(charts.normalized(comp))
+    (time_bars,) = [f for f in drawn if f.id == "plot-normalized-time_s"]
     (trace,) = time_bars.data
     assert trace["x"] == [r.label for r in comp.rows]  # larson too: no empty slot
     assert all(isinstance(y, float) and math.isfinite(y) for y in trace["y"])
@@ -74,10 +75,10 @@ def test_two_processes_write_the_plot_files_one_would(
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(multiprocessing, "get_context", spied)
-    listed = plots.write(comp, found, (), tmp_path / "two")
+    listed = plots.write(charts.every(comp, found), tmp_path / "two")
     assert contexts == ["fork"]
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    alone = plots.write(comp, found, (), tmp_path / "one")
+    alone = plots.write(charts.every(comp, found), tmp_path / "one")
     assert [p.name for p in listed] == [p.name for p in alone]
     assert len(listed) >= 8 and {p.suffix for p in listed} == {".svg", ".png"}
     assert _written(tmp_path / "two") == _written(tmp_path / "one")

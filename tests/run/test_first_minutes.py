@@ -14,7 +14,7 @@ from allocmark import stats, workloads
 from allocmark.answer import analyze, findings, forecast, stored as stored_answer
 from allocmark.errors import UserError
 from allocmark.model import RunResult, RunSpec, RunStatus, Workload
-from allocmark.report import plots
+from allocmark.report import charts, plots
 from allocmark.request import CampaignPlan, Note, Precision
 from allocmark.run import firstrun, machine, rounds, start, suites
 from allocmark.stats import fewblock
@@ -235,7 +235,7 @@ def test_the_scaling_plot_marks_the_points_past_the_cores(tmp_path: Path) -> Non
         for rep in range(3)
     ]
     comp = dataclasses.replace(analyze.compare(runs, ["b", "a"], "b"), cores=2)
-    every = plots.all_plots(comp, findings.of(comp))  # as `report --plots` draws and saves them
+    every = plots.drawn(charts.every(comp, findings.of(comp)))  # as `report --plots` draws and saves them
     [plot] = [p for p in every if p.name == "scaling-xthread"]
     try:
         assert tmp_path / "scaling-xthread.png" in plots.save(every, tmp_path)
@@ -252,7 +252,7 @@ def test_the_scaling_plot_marks_the_points_past_the_cores(tmp_path: Path) -> Non
     finally:
         plots.close(every)
     unmarked = dataclasses.replace(comp, cores=8)
-    [plot] = plots.scaling(unmarked)
+    [plot] = plots.drawn(charts.scaling(unmarked))
     try:
         assert "cores" not in plot.title and not plot.figure.axes[0].patches
     finally:

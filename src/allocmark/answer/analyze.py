@@ -106,11 +106,14 @@ class Row:
     label: str
     cells: dict[str, dict[str, Cell]]  # metric -> allocator -> cell
     final: bool = False  # its budget ended it undecided: the final look (stats.SPLIT)
+    # Per allocator, the cell that says how fast it is: its time, or its throughput
+    # where time is fixed (None: a fixed time without a throughput). Made with the row.
+    speeds: dict[str, Cell | None] = dataclasses.field(init=False, repr=False, compare=False)
 
-    def speed(self, a: str) -> Cell | None:
-        """The cell that says how fast `a` is: time, or throughput where time is fixed."""
-        time_cell = self.cells["time_s"][a]
-        return self.cells.get("ops_per_s", {}).get(a) if time_cell.fixed else time_cell
+    def __post_init__(self) -> None:
+        ops = self.cells.get("ops_per_s", {})
+        speeds = {a: ops.get(a) if c.fixed else c for a, c in self.cells["time_s"].items()}
+        object.__setattr__(self, "speeds", speeds)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from allocmark.allocators import lineage
 from allocmark.answer import hardening, recommend, releases, remedy, why
 from allocmark.answer.analyze import Comparison
 from allocmark.answer.recommend import Answer, Choice
@@ -27,6 +28,9 @@ class Findings:
     tries: tuple[Try, ...]
     changes: tuple[releases.Change, ...]
     costs: tuple[hardening.Cost, ...]
+    # Each family with two or more versions among the allocators: its (allocator,
+    # lineage) in version order, as the release changes compare them.
+    families: tuple[tuple[str, tuple[tuple[str, lineage.Lineage], ...]], ...] = ()
     # Some row sets a non-baseline allocator against the baseline: a verdict matrix has
     # a cell to show (report/matrix.py draws it; a terminal shows it instead of tables).
     matrix: bool = False
@@ -40,7 +44,7 @@ class Findings:
         return {(w.label, w.allocator, w.axis): w for w in self.whys}
 
 
-NONE = Findings((), {}, (), (), (), (), (), False, False)
+NONE = Findings((), {}, (), (), (), (), ())
 
 
 def of(comp: Comparison, brief: bool = False) -> Findings:
@@ -58,6 +62,7 @@ def judged(comp: Comparison) -> Findings:
     if not comp.rows:
         return NONE
     found = recommend.per_row(comp)
+    present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
     judged = comp.baseline is not None and len(comp.allocators) > 1
     overall = recommend.overall_positions(comp, found) if judged and len(comp.rows) > 1 else {}
     return Findings(
@@ -68,6 +73,7 @@ def judged(comp: Comparison) -> Findings:
         tries=(),
         changes=tuple(releases.changes(comp)),
         costs=tuple(hardening.costs(comp)),
+        families=tuple((name, tuple(e)) for name, e in lineage.families(present).items()),
         matrix=judged and _measured(comp, found, overall),
     )
 
@@ -114,7 +120,7 @@ def _measured(
             if isinstance(v, Choice) and (v.time is not None or v.rss is not None):
                 return True
             if isinstance(v, str) and row is not None and recommend.FAILED not in v:
-                cells = (row.speed(a), row.cells["peak_rss_kib"].get(a))
+                cells = (row.speeds[a], row.cells["peak_rss_kib"].get(a))
                 if any(c is not None and c.ratio and c.verdict for c in cells):
                     return True
     return False

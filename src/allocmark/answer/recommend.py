@@ -155,7 +155,7 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
         if role := _role(comp, a):
             out[a] = role
             continue
-        speed, rss_cell = row.speed(a), row.cells["peak_rss_kib"][a]
+        speed, rss_cell = row.speeds[a], row.cells["peak_rss_kib"][a]
         failed = next((c.state for c in (speed, rss_cell) if c is not None and c.failures), None)
         if failed:
             out[a] = f"{FAILED} ({failed})"
@@ -186,7 +186,7 @@ def _role(comp: Comparison, a: str) -> str | None:
 
 def _inverted(comp: Comparison, row: Row, a: str) -> bool:
     """Is the speed cell's ratio higher-is-better (a speed-up, a throughput)?"""
-    return comp.speedup or (row.cells["time_s"][a].fixed and row.speed(a) is not None)
+    return comp.speedup or (row.cells["time_s"][a].fixed and row.speeds[a] is not None)
 
 
 def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
@@ -196,7 +196,7 @@ def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
         c
         for a in comp.allocators
         if a != comp.baseline
-        for c in (row.speed(a), row.cells["peak_rss_kib"][a])
+        for c in (row.speeds[a], row.cells["peak_rss_kib"][a])
         if c is not None and c.ratio is not None
     ]
     judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
@@ -245,8 +245,8 @@ class _RowDuel:
     def cells(self, a: str, b: str, axis: str) -> tuple[Cell | None, Cell | None, bool]:
         if axis == "time":
             return (
-                self.row.speed(a),
-                self.row.speed(b),
+                self.row.speeds[a],
+                self.row.speeds[b],
                 _inverted(self.comp, self.row, a),
             )
         return self.row.cells["peak_rss_kib"][a], self.row.cells["peak_rss_kib"][b], False

@@ -35,6 +35,9 @@ class Report:
     aging: tuple[aging.Steady, ...] = ()  # phased workloads' steady state (summary view)
     made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
     battery: hardening.Matrix | None = None  # the hardening battery's outcomes (summary view)
+    # "row: allocator (crashed 2/3)" for each cell whose runs failed (not the hardening
+    # battery's: its crashes are its findings): no number, and the command exits 1.
+    failed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ def load(
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
+        failed=tuple(analyze.failed_cells(comp, skip=hardening.WORKLOAD)) if comp else (),
     )
 
 

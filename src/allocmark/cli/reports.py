@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
+from allocmark.cli import show
 from allocmark.cli.app import DbOpt, DetailOpt, MetricOpt, app, err, out
-from allocmark.cli.show import (
-    check_directory,
-    check_output,
-    emit,
-    emit_table,
-    fail_on_failures,
-    front,
-    writing,
-)
+from allocmark.cli.show import check_directory, check_output
 from allocmark.defaults import DEFAULT_DB
 from allocmark.errors import UserError
 
@@ -46,7 +39,6 @@ def report_cmd(
     detail: DetailOpt = False,
 ) -> None:
     """Show or export the report of a stored campaign."""
-    from allocmark import api
     from allocmark.report import render
 
     if fmt not in ("table", *render.TEXT_FORMATS):
@@ -60,23 +52,7 @@ def report_cmd(
         check_output(output)
     if plots_dir:
         check_directory(plots_dir)
-    needs = render.needs(fmt)
-    if plots_dir:
-        needs = (*needs, *render.PLOT_NEEDS)
-    # One report, read once, for the format and the plot files alike.
-    shown = api.report(db, campaign_id, view, speedup, detail or fmt != "table", needs)
-    if fmt == "table":
-        emit_table(shown, output, detail)
-        if view == "summary" and (p := shown.plan.precision) and p.race and not output:
-            front(db, shown.campaign["id"])  # a `tune` campaign: its answer again
-    else:
-        emit(render.text(shown, fmt), output)
-    if plots_dir:
-        with writing(plots_dir):
-            files = render.plot_files(shown, plots_dir)
-        err().print(f"wrote {len(files)} plot files to {plots_dir}")
-    if fmt == "table" and view == "summary":
-        fail_on_failures(shown.comparison)
+    show.show_report(db, campaign_id, view, fmt, output, plots_dir, speedup, detail)
 
 
 @app.command("compare")

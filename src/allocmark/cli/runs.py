@@ -153,10 +153,10 @@ def run_cmd(
     if cid is None:
         return
     shown = api.report(db, cid, detail=detail)
-    emit_table(shown, None, detail)
+    emit_table(shown, detail)
     if shown.plan.sample:
-        emit_table(api.report(db, cid, "profile"), None)
-    fail_on_failures(shown.comparison)
+        emit_table(api.report(db, cid, "profile"))
+    fail_on_failures(shown.failed)
 
 
 @app.command("profile")
@@ -201,8 +201,8 @@ def profile_cmd(
     cid = follow(api.run(req), db)
     if cid is None:
         return
-    emit_table(api.report(db, cid, "profile"), None)
-    fail_on_failures(api.comparison(db, cid))
+    emit_table(api.report(db, cid, "profile"))
+    fail_on_failures(api.failed_cells(api.comparison(db, cid)))
 
 
 @app.command("try")
@@ -315,7 +315,7 @@ def try_cmd(
     table.try_table(out(), api.command_lines(db, cid, comp), comp, shown.findings)
     table.extra(out(), extra.extras(shown))
     if profile:
-        emit_table(api.report(db, cid, "profile"), None)
+        emit_table(api.report(db, cid, "profile"))
     if export_json:
         from allocmark.report import render
 
@@ -323,7 +323,7 @@ def try_cmd(
             export_json.write_text(render.text(shown, "json"))
         err().print(f"wrote {export_json}")
     # As hyperfine: a command that failed is an error for scripts, -i or not.
-    fail_on_failures(shown.comparison)
+    fail_on_failures(shown.failed)
 
 
 def _check_resume(resume: bool, take_over: bool, given: list[str]) -> None:

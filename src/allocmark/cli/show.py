@@ -4,15 +4,61 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from allocmark.cli.app import err, out
 
 if TYPE_CHECKING:
-    from allocmark import api
     from allocmark.api import Report
+
+
+def show_report(
+    db: Path,
+    campaign_id: int | None,
+    view: str,
+    fmt: str,
+    output: Path | None,
+    plots_dir: Path | None,
+    speedup: bool = False,
+    detail: bool = False,
+) -> None:
+    """The report command: the campaign's report read once, drawn in its format (the
+    terminal's, or a file format on stdout or -o), its plot files written, and exit
+    status 1 when a cell the terminal shows failed (the table says why)."""
+    from rich.console import Console
+
+    from allocmark import api
+    from allocmark.report import render, terminal
+    from allocmark.text import printable
+
+    needs = render.needs(fmt) + (render.PLOT_NEEDS if plots_dir else ())
+    shown = api.report(db, campaign_id, view, speedup, detail or fmt != "table", needs)
+    race = view == "summary" and (p := shown.plan.precision) is not None and p.race
+    # A `tune` campaign's terminal report ends on its answer again: the fronts.
+    fronts = api.tuned(db, shown.campaign["id"]) if fmt == "table" and race and not output else []
+    with contextlib.ExitStack() as stack:
+        if output:
+            stack.enter_context(writing(output))
+            output.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "table":
+            f = stack.enter_context(output.open("w")) if output else None
+            console = Console(file=f, width=160, no_color=True, highlight=False) if f else out()
+            terminal.draw(console, shown, detail, fronts)
+        elif output:
+            output.write_text(render.text(shown, fmt))
+        else:  # a stored message must not drive the terminal; -o keeps the data as stored
+            text = render.text(shown, fmt)
+            sys.stdout.write("\n".join(printable(line) for line in text.split("\n")))
+    if output:
+        err().print(f"wrote {output}")
+    if plots_dir:
+        with writing(plots_dir):
+            files = render.plot_files(shown, plots_dir)
+        err().print(f"wrote {len(files)} plot files to {plots_dir}")
+    if fmt == "table" and view == "summary":
+        fail_on_failures(shown.failed)
 
 
 def front(db: Path, cid: int) -> None:
@@ -23,34 +69,18 @@ def front(db: Path, cid: int) -> None:
     table.tune_front(out(), api.tuned(db, cid))
 
 
-def emit_table(report: Report, output: Path | None, detail: bool = False) -> None:
-    """The terminal's report (report/terminal.py) on stdout or (-o) in a file as plain
-    text."""
-    from rich.console import Console
-
+def emit_table(report: Report, detail: bool = False) -> None:
+    """The terminal's report (report/terminal.py) on stdout."""
     from allocmark.report import terminal
 
-    with contextlib.ExitStack() as stack:
-        console = out()
-        if output:
-            stack.enter_context(writing(output))
-            output.parent.mkdir(parents=True, exist_ok=True)
-            f = stack.enter_context(output.open("w"))
-            console = Console(file=f, width=160, no_color=True, highlight=False)
-        terminal.draw(console, report, detail)
-    if output:
-        err().print(f"wrote {output}")
+    terminal.draw(out(), report, detail)
 
 
-def fail_on_failures(comp: api.Comparison | None) -> None:
-    """After the output: cells whose runs failed make the exit status 1 (as hyperfine's
-    does for a failing command), naming them; the table above says why."""
-    from allocmark import api
+def fail_on_failures(failed: Sequence[str]) -> None:
+    """After the output: cells whose runs failed (Report.failed) make the exit status 1
+    (as hyperfine's does for a failing command), naming them; the table above says why."""
     from allocmark.errors import AllocmarkError
 
-    if comp is None:
-        return
-    failed = api.failed_cells(comp)
     if failed:
         shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
         raise AllocmarkError(
@@ -93,15 +123,3 @@ def writing(path: Path) -> Iterator[None]:
         raise UserError(
             f"{path}: cannot write: {e.strerror or e}; give a path on a writable disk"
         ) from None
-
-
-def emit(text: str, output: Path | None) -> None:
-    from allocmark.text import printable
-
-    if output:
-        with writing(output):
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(text)
-        err().print(f"wrote {output}")
-    else:  # a stored message must not drive the terminal; -o keeps the data as stored
-        sys.stdout.write("\n".join(printable(line) for line in text.split("\n")))

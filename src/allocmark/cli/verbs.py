@@ -234,7 +234,7 @@ def tune_cmd(
     shown = api.report(db, cid)
     table.recommendation(out(), shown.findings)
     front(db, cid)
-    fail_on_failures(shown.comparison)
+    fail_on_failures(shown.failed)
 
 
 @app.command("harden")

@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from allocmark import labels, stats
+from allocmark import stats
 from allocmark.answer import aging, analyze, composition, hardening, releases
 from allocmark.answer.report import Report
 from allocmark.model import CellRuns, RunStatus
@@ -40,7 +40,7 @@ def extras(report: Report, made: bool = True) -> list[Extra]:
     found += aging_tables(report.aging)
     if report.made and made:
         found.append(made_table(report.made))
-    if made and (spent := signals_table(comp.signals)):
+    if made and (spent := signals_table(comp)):
         found.append(spent)
     return found
 
@@ -120,14 +120,15 @@ SIGNAL_COLUMNS = {
 }
 
 
-def signals_table(signals: Sequence[CellRuns]) -> Extra | None:
+def signals_table(comp: analyze.Comparison) -> Extra | None:
     """Per cell and allocator, the median over its OK measured runs of each signal
-    the answer's why reads (None: no run has them)."""
-    cells = [c for c in signals if c.role == "measure"]
-    named = labels.label_rows(list(dict.fromkeys((c.workload, c.params) for c in cells)))
+    the answer's why reads (None: no run has them); a row named as the comparison
+    names it."""
+    cells = [c for c in comp.signals if c.role == "measure"]
+    named = {(r.workload, r.params): r.label for r in comp.rows}
     rows = tuple(
         (
-            named[(c.workload, c.params)],
+            named.get((c.workload, c.params), c.workload),
             c.allocator,
             *(_median_signal(c, k, unit) for k, (_, unit) in SIGNAL_COLUMNS.items()),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from allocmark import stats, units
 from allocmark.answer.analyze import MEMORY, Cell, Comparison
@@ -21,27 +21,6 @@ TITLES = {
         "allocator calls, or an application's requests)"
     ),
 }
-
-
-# One colour per allocator, by its place in the comparison, in every figure of every
-# format (Plotly's and matplotlib's defaults alike); past ten, the second half is darker.
-COLOURS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    "#0b3c5d", "#a34700", "#17601a", "#7c1516", "#4b2c6b",
-    "#4a2c24", "#8a2f6e", "#3d3d3d", "#6b6c0f", "#0b6a75",
-)  # fmt: skip
-# The signals of a why figure: not allocators, so colours of their own.
-SIGNAL_COLOURS = (
-    "#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854",
-    "#ffd92f", "#e5c494", "#b3b3b3", "#1b9e77", "#d95f02",
-)  # fmt: skip
-
-
-def colour(allocators: Sequence[str], allocator: str) -> str:
-    """The allocator's colour: the same in every figure of a report."""
-    i = allocators.index(allocator) if allocator in allocators else len(allocators)
-    return COLOURS[i % len(COLOURS)]
 
 
 def number(text: str) -> float | None:

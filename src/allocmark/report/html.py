@@ -22,8 +22,8 @@ from allocmark.answer.report import Report
 from allocmark.labels import value_text
 from allocmark.model import StoredAllocator
 from allocmark.profile import View
-from allocmark.report import answer, extra, figures, fmt, matrix, profile_rows, rows
-from allocmark.report.plotly_json import Figure
+from allocmark.report import answer, charts, extra, figures, fmt, matrix, profile_rows, rows
+from allocmark.report.figures import Figure
 
 MAX_RAW_RUNS = 1000  # beyond this the page points to the CSV export
 # The runs' columns a reader compares; the export (--runs) has every metric and label.
@@ -61,7 +61,7 @@ def render(report: Report) -> str:
         why_lines = answer.why_lines(found.whys)
         verdicts = _verdict_counts(comp)
         matrices, leads = matrix.matrices(comp, found), answer.leads(found)
-        drawn = figures.page_figures(comp, found, report.series)
+        drawn = figures.page(charts.every(comp, found, report.series))
     return env.get_template("report.html.j2").render(
         title=f"allocmark: {campaign.get('name', '')} (campaign {campaign.get('id', '?')})",
         created=_when(campaign.get("created")),

@@ -120,7 +120,7 @@ def _partial(comp: Comparison, row: Row | None, allocator: str, axis: str) -> Ma
     cell = (
         None
         if row is None
-        else (row.cells["peak_rss_kib"].get(allocator) if axis == "rss" else row.speed(allocator))
+        else (row.cells["peak_rss_kib"].get(allocator) if axis == "rss" else row.speeds[allocator])
     )
     if cell is None or cell.ratio is None or cell.verdict is None:
         return Mark(NONE, "†")

@@ -1,6 +1,6 @@
 """A campaign's report (answer.report.Report, read once) in any file format: each
 format's module draws it (markdown, csvfile, jsonfile, html; the terminal's is
-table.py); plot files are plots.py's."""
+table.py); plot files are plots.py's; both draw charts.py's charts."""
 
 from __future__ import annotations
 
@@ -54,6 +54,6 @@ def _html(report: Report) -> str:
 
 def plot_files(report: Report, directory: Path) -> list[Path]:
     """Every plot of the campaign's summary as SVG and PNG files in `directory`."""
-    from allocmark.report import plots
+    from allocmark.report import charts, plots
 
-    return plots.write(report.comparison, report.findings, report.series, directory)
+    return plots.write(charts.every(report.comparison, report.findings, report.series), directory)

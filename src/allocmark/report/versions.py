@@ -1,8 +1,7 @@
-"""What a figure of a family's versions shows, for both drawings (release_plots.py,
-matplotlib; figures.py, Plotly): each version's speed and peak RSS against the
-baseline in version order, a line per series (crate builds, Debian's, git
-revisions), and the decided release-to-release changes (answer/releases.py) above
-their points."""
+"""The charts of a family's versions (chart.py's model, drawn by both figures.py and
+plots.py): each version's speed and peak RSS against the baseline in version order,
+a line per series (crate builds, Debian's, git revisions), and the decided
+release-to-release changes (answer/releases.py) written above their points."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from allocmark.allocators import lineage
 from allocmark.answer import releases
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.answer.findings import Findings
+from allocmark.report.chart import Chart, Mark, Panel, Trace, Whiskers, cut, slug
 
 MAX_VERSION_ROWS = 6
 METRICS = ("time_s", "peak_rss_kib")  # speed (time, or throughput where time is fixed), memory
@@ -39,45 +39,27 @@ class Family:
     changes: dict[tuple[str, str, bool], releases.Change]  # (newer, row, speed?): decided
 
 
-@dataclass(frozen=True)
-class Line:
-    series: str
-    xs: tuple[float, ...]
-    ys: tuple[float, ...]
-    below: tuple[float, ...]  # whisker lengths (0: too few blocks bound nothing)
-    above: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Mark:
-    x: float
-    y: float
-    text: str  # "+12%"
-    worse: bool
-
-
 def families(comp: Comparison, found: Findings) -> list[Family]:
-    """Every family with two or more versions in the campaign."""
+    """Every family with two or more versions in the campaign (found.families)."""
     if comp.baseline is None:
         return []
-    present = {a: lin for a, lin in comp.lineages.items() if a in comp.allocators}
     decided = {(c.newer, c.row, c.metric != releases.MEMORY): c for c in found.changes if c.decided}
     return [
         Family(
             name,
-            tuple(entries),
+            entries,
             tuple(dict.fromkeys(lin.version for _, lin in entries)),
             tuple(comp.rows[:MAX_VERSION_ROWS]),
             decided,
         )
-        for name, entries in lineage.families(present).items()
+        for name, entries in found.families
     ]
 
 
 def _cell_ratio(row: Row, metric: str, a: str) -> stats.Ratio | None:
     cell = row.cells[metric].get(a)
     if metric == "time_s" and cell is not None:
-        cell = row.speed(a)
+        cell = row.speeds[a]
     return cell.ratio if cell is not None else None
 
 
@@ -86,10 +68,37 @@ def _x(fam: Family, lin: lineage.Lineage) -> float:
     return fam.versions.index(lin.version) + shift
 
 
-def lines(fam: Family, row: Row, metric: str) -> list[Line]:
+def charts(comp: Comparison, found: Findings) -> list[Chart]:
+    """Per family with two or more versions in the campaign, a line of two panels
+    (speed, peak RSS) per row (the first MAX_VERSION_ROWS); Debian's builds are a line
+    of their own (squares), one that runs under a newer glibc hollow diamonds."""
+    out = []
+    for fam in families(comp, found):
+        ticks = tuple(float(i) for i in range(len(fam.versions)))
+        names = tuple(cut(v) for v in fam.versions)
+        panels = [
+            Panel(
+                cut(f"{row.label}: {what(fam, row, metric)}"),
+                tuple(traces(fam, row, metric)),
+                y_title=f"/ {cut(comp.baseline or '')}",
+                ticks=ticks,
+                tick_text=names,
+                ones="y",
+                marks=tuple(marks(fam, row, metric)),
+            )
+            for row in fam.rows
+            for metric in METRICS
+        ]
+        size = (max(6.0, 0.9 * len(fam.versions)), 3.0)
+        name = f"versions-{slug(fam.name)}"
+        out.append(Chart(name, title(fam, comp), tuple(panels), columns=2, size=size))
+    return out
+
+
+def traces(fam: Family, row: Row, metric: str) -> list[Trace]:
     """A line per series that has a number on the row."""
     out = []
-    for series in SERIES:
+    for series, (marker, colour, hollow) in SERIES.items():
         xs, ys, below, above = [], [], [], []
         for a, lin in fam.entries:
             r = _cell_ratio(row, metric, a)
@@ -101,7 +110,18 @@ def lines(fam: Family, row: Row, metric: str) -> list[Line]:
             below.append(r.value - r.low if bounded else 0.0)
             above.append(r.high - r.value if bounded else 0.0)
         if xs:
-            out.append(Line(series, tuple(xs), tuple(ys), tuple(below), tuple(above)))
+            out.append(
+                Trace(
+                    series,
+                    colour,
+                    tuple(xs),
+                    tuple(ys),
+                    "points" if hollow else "lines",
+                    marker=marker,
+                    hollow=(hollow,) * len(xs),
+                    y_err=Whiskers(tuple(below), tuple(above)),
+                )
+            )
     return out
 
 
