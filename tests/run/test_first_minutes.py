@@ -235,7 +235,7 @@ def test_the_scaling_plot_marks_the_points_past_the_cores(tmp_path: Path) -> Non
         for rep in range(3)
     ]
     comp = dataclasses.replace(analyze.compare(runs, ["b", "a"], "b"), cores=2)
-    every = plots.drawn(charts.every(comp, findings.of(comp)))  # as `report --plots` draws and saves them
+    every = plots.drawn(charts.every(comp, findings.of(comp)))  # as `report --plots` draws them
     [plot] = [p for p in every if p.name == "scaling-xthread"]
     try:
         assert tmp_path / "scaling-xthread.png" in plots.save(every, tmp_path)
