@@ -242,6 +242,25 @@ def test_5_a_database_through_a_link_into_the_program_s_reach_is_refused(tmp_pat
     assert not (shared / "l.db").exists()
 
 
+def test_5_a_library_in_the_program_s_reach_is_refused_before_anything_is_stored(
+    tmp_path: Path,
+) -> None:
+    """An allocator library in a directory anyone may write (the measured program could
+    swap it under its stored sha256) is refused before the campaign is stored: the
+    database keeps the campaigns it had, no more."""
+    db = tmp_path / "results" / "l.db"
+    assert _try(db, "-a", "glibc", "--", "true").returncode == 0
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    library = shared / "libjemalloc.so.2"
+    library.write_bytes(Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2").read_bytes())
+    r = _try(db, "-a", "glibc", "-a", f"mine={library}", "--", "true")
+    assert r.returncode == 2 and "(an allocator's library) can be changed by" in r.stderr, r.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM campaigns").fetchone()[0] == 1
+
+
 # -- 6: peak RSS of the whole tree -----------------------------------------------------
 HIDE = """
 import os, time

@@ -5,6 +5,7 @@ a campaign needs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -79,35 +80,31 @@ def run(
     campaign's untrusted code runs under an identity of its own (runas.campaign). A dry
     run (req.dry_run) checks the request as far as its first build and yields what it
     would run (Dry), storing nothing."""
-    if req.dry_run:
+    # A dry run builds and runs nothing: it needs no identity of its own.
+    with runas.campaign() if not req.dry_run else contextlib.nullcontext():
         _check(req)
         notes: list[Note] = []
-        found = start.dry(req, selection, notes)
-        yield from notes
-        yield found
-        return
-    with runas.campaign():
-        _check(req)
+        if req.dry_run:
+            found = start.dry(req, selection, notes)
+            yield from notes
+            yield found
+            return
         new = not req.db.exists()
         store = Store(req.db)
-        notes = []
         try:
             started = start.planned(store, req, selection, notes)
-            usable = list(started.prepared.usable)
-            _guard_libraries(req.db, usable)
         except BaseException:
             if new:  # a refused command leaves no file behind
                 _discard_if_empty(store)
             raise
+        usable = list(started.prepared.usable)
         yield from notes
         yield _planned(store, started.cid, started.campaign, usable)
-        yield from _execute(store, started.cid, started.campaign, usable, req, executor, confirm)
-
-
-def _guard_libraries(db: Path, verified: Sequence[Verified]) -> None:
-    """Every library a run loads out of the program's reach, as the store is: a library
-    it could write would be swapped under the stored sha256 (run/runas.py)."""
-    runas.guard(db, [v.library for v in verified if v.library])
+        stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
+        yield from campaign.execute(
+            store, started.cid, started.campaign, usable, req, executor, stretch
+        )
+        yield Finished(started.cid)
 
 
 BisectEvent = bisection.Event  # what `allocmark bisect` says, step by step
@@ -189,11 +186,13 @@ def resume(
         planned = resumed.check_signed(store, cid, yes)  # before anything stored runs
         verified = resumed.reverify(store, cid)
         resumed.check_resume(store, cid, verified, planned)
-        _guard_libraries(db, verified)
+        runas.guard(db, [v.library for v in verified if v.library])  # as start.planned
         store.claim(cid, take_over)
         cplan = store.campaign_plan(cid)
         yield _planned(store, cid, cplan, verified)
-        yield from _execute(store, cid, cplan, verified, req, None, confirm)
+        stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
+        yield from campaign.execute(store, cid, cplan, verified, req, stretch=stretch)
+        yield Finished(cid)
 
 
 def run_to_end(
@@ -392,21 +391,3 @@ def _estimate(store: Store, cid: int) -> float | None:
     if not all(s.workload in typical for s in pending):
         return None
     return sum(typical[s.workload] for s in pending)
-
-
-def _execute(
-    store: Store,
-    cid: int,
-    cplan: CampaignPlan,
-    verified: list[Verified],
-    req: Request,
-    executor: Executor | None,
-    confirm: rounds.Confirm | None = None,
-) -> Iterator[Event]:
-    dispatcher = dispatchers.dispatcher(req.dispatcher, req.scheduler, verified, executor)
-    try:
-        stretch = rounds.Stretch(yes=req.yes, confirm=confirm)
-        yield from campaign.steps(store, cid, cplan, dispatcher, verified, stretch)
-    finally:
-        dispatchers.close(dispatcher)
-    yield Finished(cid)

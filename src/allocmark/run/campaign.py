@@ -12,12 +12,14 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
+from allocmark import dispatchers
 from allocmark.answer import analyze, forecast, stored
 from allocmark.dispatchers import Calibrated, Dispatcher, Done
 from allocmark.errors import AllocmarkError
 from allocmark.model import RunResult, RunSpec, Verified
-from allocmark.request import CampaignPlan, Note
+from allocmark.request import CampaignPlan, Note, Request
 from allocmark.run import whypass
+from allocmark.run.execute import Executor
 from allocmark.run.firstrun import CommandFails, FirstRun
 from allocmark.run.rounds import Stretch, foresee, more_runs, run_costs
 from allocmark.run.setupruns import Checks, block_of, with_overhead
@@ -46,6 +48,25 @@ class RoundDone:
 
 Progress = RunDone | RoundDone | forecast.Forecast | Note
 FORESEEN = 2  # the first blocks after which a forecast is said: time, then noise too
+
+
+def execute(
+    store: Store,
+    cid: int,
+    campaign: CampaignPlan,
+    verified: Sequence[Verified],
+    req: Request,
+    executor: Executor | None = None,
+    stretch: Stretch | None = None,
+) -> Iterator[Progress]:
+    """steps() on the dispatcher `req` names (--executor, --scheduler), closed after
+    (its workers' processes end with it); `executor` replaces the real child processes
+    of the local one (tests)."""
+    dispatcher = dispatchers.dispatcher(req.dispatcher, req.scheduler, verified, executor)
+    try:
+        yield from steps(store, cid, campaign, dispatcher, verified, stretch)
+    finally:
+        dispatchers.close(dispatcher)
 
 
 def steps(

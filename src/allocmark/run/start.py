@@ -27,7 +27,7 @@ from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, AppRun, Params, Verified, Workload
 from allocmark.request import CampaignPlan, Note, Precision, Prepared, Request
-from allocmark.run import machine, plan, suites
+from allocmark.run import machine, plan, runas, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store, owner, seal
 
@@ -141,6 +141,9 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
     plan.check_glibc(rows, prepared.usable)
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
+    # Every library a run loads out of the program's reach, as the store is (a library
+    # it could write would be swapped under the stored sha256): refused before storing.
+    runas.guard(req.db, [v.library for v in prepared.usable if v.library])
     if len(prepared.usable) < 2 and precision is not None:
         # One allocator: no ratio to decide, so no blocks to add: the blocks asked for.
         precision, n = None, req.min_blocks or suite.blocks
