@@ -119,7 +119,7 @@ def time_vs_rss(comp: Comparison, found: Findings) -> list[Chart]:
                 continue
             t, r = c.time, c.rss
             tip = (
-                f"{row.label}\ntime ×{t.value:.3f} [{t.low:.3f}–{t.high:.3f}]\n"
+                f"{cut(row.label)}\ntime ×{t.value:.3f} [{t.low:.3f}–{t.high:.3f}]\n"
                 f"peak RSS ×{r.value:.3f} [{r.low:.3f}–{r.high:.3f}]"
             )
             traces.append(
@@ -130,7 +130,7 @@ def time_vs_rss(comp: Comparison, found: Findings) -> list[Chart]:
                     (t.value,),
                     x_err=_around([r.value], [r.low], [r.high]),
                     y_err=_around([t.value], [t.low], [t.high]),
-                    tips=(cut(tip),),
+                    tips=(tip,),
                 )
             )
         x, y = f"peak RSS / {cut(base)}", f"time / {cut(base)}"

@@ -77,7 +77,7 @@ def _xs(xs: Sequence[float] | Sequence[str]) -> Json:
         return {"x": [_text(str(x)) for x in xs]}
     nums = [float(x) for x in xs]
     steps = {round(b - a, 9) for a, b in itertools.pairwise(nums)}
-    if len(nums) > 2 and len(steps) == 1:
+    if len(nums) > 2 and len(steps) == 1 and 0 not in steps:
         return {"x0": _num(nums[0]), "dx": _num(nums[1] - nums[0])}
     return {"x": _nums(nums)}
 

@@ -153,4 +153,4 @@ def title(fam: Family, comp: Comparison) -> str:
         if len(comp.rows) > len(fam.rows)
         else ""
     )
-    return f"{fam.name} by version, against {comp.baseline}; 95% intervals{more}"
+    return f"{cut(fam.name)} by version, against {cut(comp.baseline or '')}; 95% intervals{more}"
