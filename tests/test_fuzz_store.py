@@ -116,7 +116,12 @@ def _craft(
     edits: list[tuple[int, object, bool, bool]],
 ) -> bool:
     """A copy of `base` with `edits` applied: each picks a column, a value, whether every
-    row or the first, and whether to delete that row instead. False: SQLite refused."""
+    row or the first, and whether to delete that row instead. False: SQLite refused.
+    Every example reuses the path: the one before's file, write-ahead log and its index
+    go first (an example it left a traceback in still holds them open), so that no
+    example reads another's."""
+    for old in (to, to.with_name(f"{to.name}-wal"), to.with_name(f"{to.name}-shm")):
+        old.unlink(missing_ok=True)
     to.write_bytes(base.read_bytes())
     with contextlib.closing(sqlite3.connect(to)) as con:
         con.execute("UPDATE campaigns SET status='interrupted', owner_json=NULL")
@@ -204,6 +209,18 @@ NAMED = {
     ),
     "a 100,000-deep spec_json": ([f"UPDATE allocators SET spec_json='{DEEP}'"], ["report"]),
     "wall_s 9e999": (["UPDATE runs SET wall_s=9e999"], ["compare"]),
+    "noise re-runs of -9e999 (their tally)": (
+        ["INSERT OR REPLACE INTO metrics SELECT id, 'noise_reruns', -9e999 FROM runs"],
+        ["report"],
+    ),
+    "a kept tally of the noise re-runs of -Infinity": (
+        [
+            "INSERT OR REPLACE INTO cell_cache SELECT campaign_id, "
+            '\'["tally", "noise_reruns", "measure"]\', count(*) || \':\' || max(id), '
+            '\'{"format": 2, "rows": [[1, 1, -Infinity]]}\' FROM runs GROUP BY campaign_id'
+        ],
+        ["report", "--format", "json"],
+    ),
     "a 100,000-deep owner_json": (
         [f"UPDATE campaigns SET owner_json='{DEEP}'"],
         ["run", "--resume"],

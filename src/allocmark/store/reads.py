@@ -337,7 +337,13 @@ class Reads(Cache):
                 "WHERE r.campaign_id = ? AND r.role = ?",
                 (name, cid, role),
             ).fetchone()
-            return [[int(row[0]), int(row[1]), float(row[2])]]
+            return [[int(row[0]), int(row[1]), codec.number(row[2])]]
 
-        (kept,) = self._kept_rows(cid, json.dumps(["tally", name, role]), tally)
-        return int(kept[0]), int(kept[1]), float(kept[2])
+        kept = self._kept_rows(cid, json.dumps(["tally", name, role]), tally)
+        # As computed or as kept (a database from elsewhere keeps what it likes): counts
+        # and a finite sum, or the database is damaged.
+        try:
+            ((runs, above, total),) = kept
+            return codec.integer(runs, 0), codec.integer(above, 0), codec.number(total)
+        except (TypeError, ValueError):
+            raise codec.damaged(kept) from None
