@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from allocmark.answer import analyze, findings
-from allocmark.report import charts, figures, plots
+from allocmark.report import chart, charts, figures, plots
 from tests.fakes import stored
 
 LARSON = (("duration_ms", 300), ("threads", 2))
@@ -83,3 +83,24 @@ def test_two_processes_write_the_plot_files_one_would(
     assert len(listed) >= 8 and {p.suffix for p in listed} == {".svg", ".png"}
     assert _written(tmp_path / "two") == _written(tmp_path / "one")
     assert multiprocessing.active_children() == []  # the writers ended with the call
+
+
+def test_a_chart_of_the_first_rows_says_how_many_it_leaves_out() -> None:
+    """Past MAX_PANELS rows a chart draws the first ones, and its title counts them
+    against the comparison's rows."""
+    runs = [
+        stored(a, wall * (1 + rep % 3 / 100), params=(("count", c),), rep=rep)
+        for c in range(chart.MAX_PANELS + 1)
+        for rep in range(4)
+        for a, wall in (("glibc", 1.0), ("mimalloc", 0.8))
+    ]
+    comp = analyze.compare(runs, ["glibc", "mimalloc"], "glibc")
+    assert len(comp.rows) == 13
+    for made in (charts.distributions(comp), charts.time_vs_rss(comp, findings.of(comp))):
+        (drawn,) = made
+        assert len(drawn.panels) == 12 and drawn.title.endswith("(first 12 of 13 rows)")
+    few = analyze.compare(
+        [r for r in runs if dict(r.params)["count"] < 2], ["glibc", "mimalloc"], "glibc"
+    )
+    (drawn,) = charts.distributions(few)
+    assert "first" not in drawn.title and len(drawn.panels) == 2

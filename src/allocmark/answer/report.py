@@ -90,8 +90,14 @@ def load(
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
-        failed=tuple(analyze.failed_cells(comp, skip=hardening.WORKLOAD)) if comp else (),
+        failed=failed(comp) if comp else (),
     )
+
+
+def failed(comp: analyze.Comparison) -> tuple[str, ...]:
+    """The cells whose runs failed, each "row: allocator (state)", but the hardening
+    battery's (its crashes are its findings): each makes a verb's exit status 1."""
+    return tuple(analyze.failed_cells(comp, skip=hardening.WORKLOAD))
 
 
 def _summary(

@@ -130,12 +130,11 @@ def unfinished(db: Path) -> Campaign:
 
 
 def failed_cells(comp: Comparison) -> list[str]:
-    """The cells whose runs failed, each "row: allocator (state)" (not the hardening
-    battery's: its crashes are its findings): each makes a verb's exit status 1. Here,
-    not with the campaigns side: a report reads it."""
-    from allocmark.answer import analyze, hardening
+    """The cells whose runs failed (answer/report.py's `failed`, as Report.failed holds
+    them): each makes a verb's exit status 1."""
+    from allocmark.answer import report as reading
 
-    return analyze.failed_cells(comp, skip=hardening.WORKLOAD)
+    return list(reading.failed(comp))
 
 
 def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list[Verified]:

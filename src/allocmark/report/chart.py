@@ -96,6 +96,11 @@ class Chart:
         return any(t.style in ("bars", "hbars") for p in self.panels for t in p.traces)
 
     @property
+    def across(self) -> bool:
+        """Its bars are horizontal: a line of bars per difference (the whys)."""
+        return any(t.style == "hbars" for p in self.panels for t in p.traces)
+
+    @property
     def weight(self) -> int:
         """What drawing it costs, roughly: the points it draws."""
         return sum(len(t.ys) * (3 if t.band else 1) + 20 for p in self.panels for t in p.traces)

@@ -39,7 +39,7 @@ def figure(chart: Chart) -> Figure:
     data: list[Json] = []
     if chart.bars:
         (panel,) = chart.panels
-        layout = _bars_layout(panel)
+        layout = _bars_layout(panel, chart.across)
         data = [_bar(t) for t in panel.traces]
     else:
         layout = _grid(chart.panels, chart.columns)
@@ -165,8 +165,7 @@ def _bar(t: Trace) -> Json:
     return bar
 
 
-def _bars_layout(panel: Panel) -> Json:
-    across = any(t.style == "hbars" for t in panel.traces)
+def _bars_layout(panel: Panel, across: bool) -> Json:
     if across:  # a line of bars per difference, a bar per trace
         n = len(panel.traces[0].xs) if panel.traces else 0
         layout = _base(120 + 22 * n * len(panel.traces) // 2 + 60)
@@ -185,12 +184,13 @@ def _bars_layout(panel: Panel) -> Json:
     return layout
 
 
-def _grid(panels: Sequence[Panel], columns: int = COLUMNS, height: int = PANEL_PX) -> Json:
+def _grid(panels: Sequence[Panel], columns: int = COLUMNS) -> Json:
     """A layout of one panel per title, `columns` to a line, each with its own axes:
     in pixels, room above a panel for its title, below it for the axis's."""
     n = len(panels)
     cols = max(1, min(columns, n))
     lines = math.ceil(n / cols)
+    height = PANEL_PX
     layout: Json = _base(height * lines + 80)
     for i, panel in enumerate(panels):
         line, col = divmod(i, cols)

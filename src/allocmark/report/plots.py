@@ -121,7 +121,7 @@ def close(plots: Sequence[Plot]) -> None:
 # A chart drawn
 # ---------------------------------------------------------------------------
 def draw(chart: Chart) -> Plot:
-    fig = _bars(chart.panels[0], chart.title) if chart.bars else _panels(chart)
+    fig = _bars(chart.panels[0], chart.title, chart.across) if chart.bars else _panels(chart)
     _bounded_text(fig)
     return Plot(chart.name, chart.title, fig)
 
@@ -225,10 +225,9 @@ def _past_cores(ax: Axes, cores: int, most: float) -> None:
     )
 
 
-def _bars(panel: Panel, title: str) -> Figure:
+def _bars(panel: Panel, title: str, across: bool) -> Figure:
     """Bars grouped by their x: a row's ratios (vertical) or a difference and the
     signals beside it (horizontal)."""
-    across = any(t.style == "hbars" for t in panel.traces)
     n, k = len(panel.traces[0].xs), len(panel.traces)
     size = (9.0, 1.5 + 0.3 * n * k / 2) if across else (min(18.0, max(6.0, 0.12 * n * k)), 5.0)
     fig, ax = plt.subplots(figsize=size)
