@@ -9,13 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from allocmark import store
 from allocmark.errors import StoreError
 from allocmark.model import RunResult, RunStatus
 from allocmark.request import CampaignPlan
 from allocmark.run import machine
-from allocmark.store import Store, base, owner, schema
+from allocmark.store import Store, base, cache, owner, schema
 from tests.fakes import allocs as fake_allocs, specs
 
 
@@ -361,6 +362,21 @@ def test_the_cell_cache_keeps_numbers_exactly_and_reads_no_other_format(tmp_path
         )
     with pytest.raises(StoreError):
         _cells(s, cid)
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.floats(allow_nan=False))),
+    st.lists(st.one_of(st.integers(), st.text(), st.none())),
+)
+def test_a_kept_column_of_numbers_reads_back_as_it_was_and_other_values_are_kept_as_they_are(
+    numbers: list[float | None], other: list[object]
+) -> None:
+    packed = cache._pack(numbers)
+    assert isinstance(packed, dict)  # packed as bytes, with the places of the missing
+    assert cache._unpacked(json.loads(json.dumps(packed))) == numbers
+    assert [type(v) for v in cache._unpacked(packed)] == [type(v) for v in numbers]
+    if not all(v is None for v in other):  # an int is not widened to a float
+        assert cache._pack(other) is other
 
 
 def test_a_metric_tally_is_kept_until_the_campaign_gains_a_run(tmp_path: Path) -> None:
