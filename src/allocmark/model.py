@@ -202,6 +202,17 @@ class Verified:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """What a campaign will run on, and what it could not use (allocators/prepare.py)."""
+
+    usable: tuple[Verified, ...]
+    unusable: tuple[Verified, ...]
+    baseline: str | None
+    left_out: tuple[tuple[str, str], ...] = ()  # tune: (candidate, why), before the race
+    unbuilt: tuple[str, ...] = ()  # revisions that did not build: why, with their log's end
+
+
+@dataclass(frozen=True)
 class Param:
     """A typed workload parameter."""
 

@@ -1,7 +1,7 @@
 """What a campaign is asked (Request: from the command line to the plan) and how it
 is planned and stored (CampaignPlan with its Precision and Creator), with the notes
-and the prepared allocators the way there yields: plain, frozen, comparable, as in
-model.py, whose types they use."""
+the way there yields: plain, frozen, comparable, as in model.py, whose types they
+use (what the allocators are prepared into, `Prepared`, is model.py's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from allocmark.defaults import DEFAULT_DB
-from allocmark.model import GitBuild, Verified
+from allocmark.model import GitBuild
 
 
 @dataclass(frozen=True)
@@ -51,16 +51,6 @@ class Note:
 
     level: str  # "info" or "warning"
     text: str
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a campaign will run on, and what it could not use."""
-
-    usable: tuple[Verified, ...]
-    unusable: tuple[Verified, ...]
-    baseline: str | None
-    left_out: tuple[tuple[str, str], ...] = ()  # tune: (candidate, why), before the race
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,18 @@ cache, so a second run of the suite takes seconds."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from allocmark import allocators
-from allocmark.allocators import builder, debian, lineage
+from allocmark import allocators, workloads
+from allocmark.allocators import builder, debian, lineage, prepare
+from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Status, Verified
+from allocmark.run import plan
 from tests.conftest import cli
 
 BINARY = "mimalloc-deb@3.0.1"  # trixie's libmimalloc3, built for glibc 2.34: loads here
@@ -98,6 +101,21 @@ def test_a_program_built_for_a_newer_glibc_is_refused_naming_the_file() -> None:
     assert why and f"GLIBC_{'.'.join(map(str, need))}" in why and "glibc@2.31" in why
     assert debian.refusal(ruby, "glibc@2.41", "2.41") is None
     assert debian.glibc_needed("/etc/os-release") == ((0,), "")  # not ELF: nothing asked
+
+
+def test_a_campaign_s_programs_are_checked_against_each_entry_s_glibc() -> None:
+    """The rows' programs (not allocmark's own) are checked as the allocators are
+    prepared: an entry of an older glibc than a program needs is refused before any run."""
+    if not os.path.exists("/usr/bin/ruby"):
+        pytest.fail("ruby is needed (make setup-apps installs it)")
+    catalog = workloads.load_catalog()
+    rows = [(w, tuple((p.name, p.default) for p in w.params)) for w in catalog.values()]
+    rows = [r for r in rows if r[0].name in ("ruby", "churn")]
+    programs = plan.programs(rows)
+    assert programs == [shutil.which("ruby")]  # churn is allocmark's own: no check
+    with pytest.raises(UserError, match=r"ruby.* needs GLIBC_2\.3[4-9].*glibc@2\.31"):
+        prepare.check_glibc(programs, [spec("glibc"), spec("glibc@2.31")])
+    prepare.check_glibc(programs, [spec("glibc"), spec(GLIBC)])  # 2.41 runs it
 
 
 @pytest.fixture(scope="module", params=[BINARY, SOURCE, GLIBC])

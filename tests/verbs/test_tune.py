@@ -270,7 +270,7 @@ def test_the_shipped_checks_see_what_real_allocators_take(installed: dict[str, V
 
 
 def test_a_partial_allocator_is_warned_of_once_with_its_candidates() -> None:
-    from allocmark.request import Prepared
+    from allocmark.model import Prepared
 
     base = Verified(JEMALLOC, Status.OK, lacks=("pvalloc",), reason="lacks pvalloc")
     usable = [

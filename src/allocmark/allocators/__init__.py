@@ -5,14 +5,16 @@ selection.py resolves a command line's names (`FAMILY@*`, `NAME=/lib.so`, revisi
 of a repository); verification.py runs the probe under each and gives `Verified`;
 builder.py builds entries from their crates.io sys crates; debian.py fetches (and
 builds) them from Debian's other releases, and glibc itself; git.py builds revisions
-of the user's repository (one library per commit, cached); lineage.py orders a
-family's versions.
+of the user's repository (one library per commit, cached); prepare.py makes a
+campaign's allocators ready in one call (built, verified, checked against the
+programs it runs); lineage.py orders a family's versions.
 
 May import: model, schemas, native, tomlfile, errors, text.
 Never: answer, api, cli, dispatchers, profile, report, run, store, verbs, workloads.
 """
 
 from allocmark.allocators.catalog import builtin_catalog, load_catalog
+from allocmark.allocators.prepare import prepared
 from allocmark.allocators.selection import (
     baseline_name,
     parse_selection,
@@ -40,6 +42,7 @@ __all__ = [
     "dpkg_version",
     "load_catalog",
     "parse_selection",
+    "prepared",
     "select",
     "selected",
     "to_build",

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from allocmark import native, text, workloads
-from allocmark.allocators import debian
 from allocmark.defaults import CONFIRM_RUNS
 from allocmark.errors import UserError
 from allocmark.model import AppRun, Params, RunSpec, Verified, Workload
@@ -122,17 +121,14 @@ def installed(
     return keep, list(notes.values())
 
 
-def check_glibc(row_list: Sequence[tuple[Workload, Params]], usable: Sequence[Verified]) -> None:
-    """A program built for a newer glibc than an entry's (glibc@2.31) cannot run under
-    it: refused before any run, naming the file that needs what. allocmark's own
-    programs need no check: the probe, built as they are, verified the entry."""
-    for v in usable:
-        if not (glibc := v.spec.glibc_version):
-            continue
-        for w, params in row_list:
-            program = shutil.which(workloads.expand(w, params)[0]) if w.kind != "native" else None
-            if program and (why := debian.refusal(program, v.spec.name, glibc)):
-                raise UserError(why)
+def programs(row_list: Sequence[tuple[Workload, Params]]) -> list[str]:
+    """The files the rows run, where a row runs a program of this system (what an
+    entry of another glibc is checked against, allocators/prepare.py). allocmark's own
+    programs need no check: the probe, built as they are, verifies the entry."""
+    found = (
+        shutil.which(workloads.expand(w, params)[0]) for w, params in row_list if w.kind != "native"
+    )
+    return list(dict.fromkeys(p for p in found if p))
 
 
 def _check_overrides(

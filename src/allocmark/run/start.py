@@ -1,7 +1,8 @@
 """Request -> plan, in one call: what a `Request` means on this machine (its suite
-and rows; the allocators it names, built and verified; the candidates its
-selection makes of them), made once into a `CampaignPlan`, and the campaign stored
-to run it with the runs of its first blocks.
+and rows; the allocators it names and the candidates its selection makes of them,
+built and verified in one call, allocators/prepare.py, once every decision here is
+made), made once into a `CampaignPlan`, and the campaign stored to run it with the
+runs of its first blocks.
 
 `api.run` calls `planned` once, then hands the plan to the loop (campaign.py). What
 `tune` races is a `Selection` handed in (verbs/tune.py: each allocator with each of
@@ -19,14 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from allocmark import allocators, text, workloads
-from allocmark.allocators import builder, git, lineage
+from allocmark import text, workloads
+from allocmark.allocators import lineage, prepare
 from allocmark.allocators.selection import selected
 from allocmark.answer import race, releases
 from allocmark.defaults import DEFAULT_MAX_BLOCKS, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, AppRun, Params, Verified, Workload
-from allocmark.request import CampaignPlan, Note, Precision, Prepared, Request
+from allocmark.model import AllocatorSpec, AppRun, Params, Prepared, Verified, Workload
+from allocmark.request import CampaignPlan, Note, Precision, Request
 from allocmark.run import machine, plan, runas, suites
 from allocmark.stats import fewblock
 from allocmark.store import Store, owner, seal
@@ -87,6 +88,7 @@ class Design:
     rows: list[tuple[Workload, Params]]
     specs: list[AllocatorSpec]
     explicit: bool
+    to_build: tuple[str, ...]  # of the specs, what the first use builds
     precision: Precision | None
     blocks: int
 
@@ -112,12 +114,13 @@ def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
     specs, explicit = selection.candidates(
         *selected(named, req.catalogs, req.build), bool(req.allocators)
     )
+    to_build = prepare.first_builds(specs)
     precision = (
         None if req.sample else _precision(req, suite, selection.race, _question(suite, specs))
     )
     n = planned_blocks(req.min_blocks or suite.blocks, precision)
     plan.check_size(len(specs), len(rows), n, req.yes)  # before building anything
-    return Design(suite, rows, specs, explicit, precision, n)
+    return Design(suite, rows, specs, explicit, to_build, precision, n)
 
 
 def dry(req: Request, selection: Selection, notes: list[Note]) -> Dry:
@@ -126,7 +129,7 @@ def dry(req: Request, selection: Selection, notes: list[Note]) -> Dry:
     return Dry(
         d.suite.name,
         tuple(s.name for s in d.specs),
-        tuple(s.name for s in d.specs if (s.recipe and not builder.is_built(s)) or s.git),
+        d.to_build,
         len(d.rows),
         d.blocks,
         len(d.specs) * len(d.rows) * d.blocks,
@@ -137,8 +140,11 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
     """The campaign `req` asks for, stored and ready to execute, and its allocators."""
     d = design(req, selection, notes)
     suite, rows, precision, n = d.suite, d.rows, d.precision, d.blocks
-    prepared = prepare(built(d.specs, notes), d.explicit)
-    plan.check_glibc(rows, prepared.usable)
+    # Every decision of run/ is made: the allocators are built and verified in one go.
+    prepared = prepare.prepared(
+        d.specs, d.explicit, plan.programs(rows), lambda m: notes.append(Note("info", m))
+    )
+    notes += [Note("warning", f"skipped: {why}") for why in prepared.unbuilt]
     notes += unusable_notes(prepared)
     prepared = selection.taken(prepared, notes)
     # Every library a run loads out of the program's reach, as the store is (a library
@@ -229,19 +235,6 @@ def _campaign_plan(
         why="off" if req.sample else req.why,
         left_out=prepared.left_out,
     )
-
-
-def prepare(specs: Sequence[AllocatorSpec], explicit: bool) -> Prepared:
-    """Verify every allocator; one named explicitly must be usable."""
-    verified = allocators.verify_all(specs)
-    bad = [v for v in verified if not v.usable]
-    if explicit and bad:
-        v = bad[0]
-        raise UserError(f"allocator {v.spec.name!r} is {v.status.value}: {v.reason}")
-    usable = [v for v in verified if v.usable]
-    if not usable:
-        raise UserError("no usable allocator; `allocmark allocators` lists why and how to fix")
-    return Prepared(tuple(usable), tuple(bad), allocators.baseline_name(usable))
 
 
 def planned_blocks(n: int, precision: Precision | None) -> int:
@@ -370,35 +363,6 @@ def _precision(
         stretch=default,
         question=question,
     )
-
-
-def built(specs: list[AllocatorSpec], notes: list[Note]) -> list[AllocatorSpec]:
-    """Builds the recipe entries among `specs` that the cache lacks (first use), and
-    the revisions of repositories; a revision that does not build is left out with the
-    end of its log (as `git bisect skip`), unless none builds."""
-    out = []
-    for spec in specs:
-        if spec.recipe and not builder.is_built(spec):
-            builder.build(spec, say=lambda m: notes.append(Note("info", f"{m} (first use)")))
-        if spec.git is not None:
-            try:
-                revision(spec, notes)
-            except git.BuildFailed as e:
-                notes.append(Note("warning", f"skipped: {e}"))
-                continue
-        out.append(spec)
-    if specs and not out:
-        raise UserError("no revision built: " + "; ".join(n.text for n in notes[-3:]))
-    return out
-
-
-def revision(spec: AllocatorSpec, notes: list[Note]) -> git.Built:
-    """`spec`'s library built (or found in the cache), under the campaign's identity:
-    a repository's build is its code."""
-    done = git.build(spec, lambda m: notes.append(Note("info", m)))
-    if not done.cached:
-        notes.append(Note("info", f"built {spec.name} in {done.seconds:.1f} s"))
-    return done
 
 
 def unusable_notes(prepared: Prepared) -> list[Note]:

@@ -51,11 +51,10 @@ from pathlib import Path
 from typing import overload
 
 from allocmark import stats
-from allocmark.allocators import git
+from allocmark.allocators import git, prepare
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Git
 from allocmark.request import Note
-from allocmark.run import start
 from allocmark.store import Store
 from allocmark.verbs import bisect_budget as budget
 from allocmark.verbs.bisect_step import (
@@ -132,7 +131,7 @@ def _run(q: Question) -> Iterator[Event]:
     for spec, which in ((good, "GOOD"), (bad, "BAD")):
         notes: list[Note] = []
         try:
-            start.revision(spec, notes)
+            prepare.revision(spec, _told(notes))
         except git.BuildFailed as e:
             raise UserError(f"{which} must build: {e}") from None
         yield from notes
@@ -169,7 +168,7 @@ def _run(q: Question) -> Iterator[Event]:
         cand = specs[i]
         notes = []
         try:
-            start.revision(cand, notes)
+            prepare.revision(cand, _told(notes))
         except git.BuildFailed as e:
             skipped.add(i)
             yield from notes
@@ -384,3 +383,8 @@ def _name(repository: str) -> str:
 
 def _label(describe: str) -> str:
     return git.label_text(describe)
+
+
+def _told(notes: list[Note]) -> prepare.Say:
+    """A build's messages, as the notes a step yields."""
+    return lambda m: notes.append(Note("info", m))

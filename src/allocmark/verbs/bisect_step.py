@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from allocmark import dispatchers, stats, units
 from allocmark.answer import analyze, stored
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, GitBuild, RunSpec, Verified
-from allocmark.request import Note, Prepared, Request
+from allocmark.model import AllocatorSpec, GitBuild, Prepared, RunSpec, Verified
+from allocmark.request import Note, Request
 from allocmark.run import campaign, start
 from allocmark.stats import fewblock
 from allocmark.store import Store

@@ -30,8 +30,8 @@ from allocmark import schemas, tomlfile
 from allocmark.allocators import catalog, debian
 from allocmark.answer.race import OBJECTIVES, default_of
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Verified, preload_list
-from allocmark.request import Note, Prepared
+from allocmark.model import AllocatorSpec, Prepared, Verified, preload_list
+from allocmark.request import Note
 from allocmark.schemas.settings import Check, Family, SettingsFile, ShownBy, Style
 
 _ENV = {
