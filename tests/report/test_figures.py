@@ -3,6 +3,7 @@ shows, and that no row is left an empty slot."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from allocmark.answer import analyze, findings
+from allocmark.answer import analyze, findings, why
 from allocmark.report import chart, charts, figures, plots
 from tests.fakes import stored
 
@@ -104,3 +105,32 @@ def test_a_chart_of_the_first_rows_says_how_many_it_leaves_out() -> None:
     )
     (drawn,) = charts.distributions(few)
     assert "first" not in drawn.title and len(drawn.panels) == 2
+
+
+def test_the_why_chart_names_every_row_apart_where_a_cut_name_would_read_alike() -> None:
+    """Two rows whose names differ only past the bar's room are named by what varies
+    between them alone; a name that fits is the report's own."""
+    params = [
+        (("count", 50000), ("size_min", 16), ("size_max", 1024), ("threads", t)) for t in (1, 4)
+    ]
+    factor = why.Factor("user_s", "user CPU", "s", 0.1, 1.2, 1.1, 1.3, 0.9)
+    whys = tuple(
+        why.Why(label.split()[0], p, label, "scudo", "time", 0.1 * (i + 1), (factor,), ("user_s",))
+        for i, (p, label) in enumerate(
+            [
+                (params[0], "churn count=50000 size_min=16 size_max=1024 threads=1"),
+                (params[1], "churn count=50000 size_min=16 size_max=1024 threads=4"),
+                ((("threads", 2),), "larson threads=2"),
+            ]
+        )
+    )
+    comp = _comparison()
+    found = dataclasses.replace(findings.NONE, whys=whys)
+    (drawn,) = charts.why_parts(comp, found)
+    names = drawn.panels[0].traces[0].xs
+    assert len(set(names)) == 3, names
+    assert "larson threads=2: scudo" in names  # fits: the report's own name
+    assert {n for n in names if "threads=4" in n or "threads=1" in n} == {
+        "churn threads=4: scudo",
+        "churn threads=1: scudo",
+    }

@@ -18,7 +18,8 @@ from allocmark import stats
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.answer.findings import Findings
 from allocmark.answer.recommend import Choice
-from allocmark.labels import value_text
+from allocmark.answer.why import Why
+from allocmark.labels import label_rows, value_text
 from allocmark.model import Params, RssSeries
 from allocmark.report import versions
 from allocmark.report.chart import (
@@ -337,7 +338,7 @@ def why_parts(comp: Comparison, found: Findings) -> list[Chart]:
             continue
         signals = dict.fromkeys(f.words for w in mine for f in w.factors if f.share is not None)
         labels = tuple(
-            textwrap.shorten(w.label, 34, placeholder="…") + f": {cut(w.allocator)}" for w in mine
+            f"{row}: {cut(w.allocator)}" for w, row in zip(mine, _why_rows(mine), strict=True)
         )
         deltas = tuple(w.delta * scale for w in mine)
         traces = [Trace("the difference", "#444444", labels, deltas, "hbars")]
@@ -351,6 +352,22 @@ def why_parts(comp: Comparison, found: Findings) -> list[Chart]:
         title = f"Why: each decided {name} difference and what accounts for it"
         out.append(Chart(f"why-{axis}", title, (Panel("", tuple(traces), x),)))
     return out
+
+
+WHY_ROW = 34  # characters of a row's name beside a why's bar
+
+
+def _why_rows(whys: Sequence[Why]) -> list[str]:
+    """Each why's row, named as the report names it where that fits, else by the
+    parameters that vary among these rows alone: cutting a long name could leave two
+    rows reading alike ("churn count=50000 size_min=16…" twice)."""
+    among = label_rows(list(dict.fromkeys((w.workload, w.params) for w in whys)))
+    return [
+        w.label
+        if len(w.label) <= WHY_ROW
+        else textwrap.shorten(among[(w.workload, w.params)], WHY_ROW, placeholder="…")
+        for w in whys
+    ]
 
 
 def distributions(comp: Comparison) -> list[Chart]:
