@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from allocmark.allocators import lineage
 from allocmark.answer import hardening, recommend, releases, remedy, why
 from allocmark.answer.analyze import Comparison
-from allocmark.answer.recommend import Answer, Choice
+from allocmark.answer.recommend import Answer, Choice, Excluded
 from allocmark.answer.remedy import Try
 from allocmark.answer.why import Why
 
 
 @dataclass(frozen=True)
 class Findings:
-    positions: tuple[dict[str, Choice | str], ...]  # per row of the comparison, in its order
-    overall: dict[str, Choice | str]  # over all rows (empty with one row or no baseline)
+    positions: tuple[dict[str, Choice | Excluded], ...]  # per row of the comparison, in its order
+    overall: dict[str, Choice | Excluded]  # over all rows (empty with one row or no baseline)
     answers: tuple[Answer, ...]  # one per row, then OVERALL
     whys: tuple[Why, ...]  # every decided difference explained, in row order
     tries: tuple[Try, ...]
@@ -109,7 +109,9 @@ def named(found: Findings) -> set[tuple[str, str, str]]:
 
 
 def _measured(
-    comp: Comparison, found: list[dict[str, Choice | str]], overall: dict[str, Choice | str]
+    comp: Comparison,
+    found: list[dict[str, Choice | Excluded]],
+    overall: dict[str, Choice | Excluded],
 ) -> bool:
     """Has some non-baseline allocator a position (or, not recommended, a ratio of its
     own) on some row?"""
@@ -119,7 +121,7 @@ def _measured(
                 continue
             if isinstance(v, Choice) and (v.time is not None or v.rss is not None):
                 return True
-            if isinstance(v, str) and row is not None and recommend.FAILED not in v:
+            if isinstance(v, Excluded) and row is not None and not v.failed:
                 cells = (row.speeds[a], row.cells["peak_rss_kib"].get(a))
                 if any(c is not None and c.ratio and c.verdict for c in cells):
                     return True

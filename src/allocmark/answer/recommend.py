@@ -37,6 +37,16 @@ FAILED = "its runs failed"  # a position's words for an allocator whose runs fai
 
 
 @dataclass(frozen=True)
+class Excluded:
+    """Why an allocator has no position to recommend on a row (or over all rows): a
+    role, partial for this program, or its runs failed (`failed`: the cell's state,
+    "crashed 2/3"; "" for the other reasons)."""
+
+    why: str
+    failed: str = ""
+
+
+@dataclass(frozen=True)
 class Answer:
     scope: str  # a row's label, or OVERALL
     baseline: str
@@ -59,8 +69,8 @@ Duel = Callable[[Choice, Choice, str], "Position | None"]
 
 def answers(
     comp: Comparison,
-    found: Sequence[dict[str, Choice | str]] = (),
-    overall: dict[str, Choice | str] | None = None,
+    found: Sequence[dict[str, Choice | Excluded]] = (),
+    overall: dict[str, Choice | Excluded] | None = None,
 ) -> list[Answer]:
     """One answer per row, then one over all rows (when there are several); `found`
     (the rows' positions, per_row) and `overall` (overall_positions), when the caller
@@ -98,7 +108,7 @@ def _pace(rows: Sequence[Row]) -> tuple[int, float]:
     return blocks, cost
 
 
-def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
+def per_row(comp: Comparison) -> list[dict[str, Choice | Excluded]]:
     """positions() of every row: the answer's, the matrix's and the why's."""
     return [positions(comp, row) for row in comp.rows]
 
@@ -106,13 +116,13 @@ def per_row(comp: Comparison) -> list[dict[str, Choice | str]]:
 def _answer(
     scope: str,
     comp: Comparison,
-    positions: dict[str, Choice | str],
+    positions: dict[str, Choice | Excluded],
     duel: Duel,
     rows: Sequence[Row],
 ) -> Answer:
     assert comp.baseline is not None
     blocks, block_s = _pace(rows)
-    excluded = [(a, why) for a, why in positions.items() if isinstance(why, str)]
+    excluded = [(a, e.why) for a, e in positions.items() if isinstance(e, Excluded)]
     usable = [c for c in positions.values() if isinstance(c, Choice)]
     duels = _Duels(duel, comp.margin, comp.baseline)
     front = _front(usable, duels)
@@ -144,24 +154,24 @@ def _open(c: Choice) -> bool:
     return any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
 
 
-def positions(comp: Comparison, row: Row) -> dict[str, Choice | str]:
+def positions(comp: Comparison, row: Row) -> dict[str, Choice | Excluded]:
     """Each allocator's time and peak RSS against the baseline on `row`, or why it
     has none to recommend (its runs failed; partial for this program). The row's
     ratios to the baseline are judged as one family by Holm: it is wrong anywhere at
     most 5 % of the time."""
-    out: dict[str, Choice | str] = {}
+    out: dict[str, Choice | Excluded] = {}
     family = _family(comp, row)
     for a in comp.allocators:
         if role := _role(comp, a):
-            out[a] = role
+            out[a] = Excluded(role)
             continue
         speed, rss_cell = row.speeds[a], row.cells["peak_rss_kib"][a]
         failed = next((c.state for c in (speed, rss_cell) if c is not None and c.failures), None)
         if failed:
-            out[a] = f"{FAILED} ({failed})"
+            out[a] = Excluded(f"{FAILED} ({failed})", failed)
             continue
         if a in comp.partial and (why := _partial(comp, row, a)):
-            out[a] = why
+            out[a] = Excluded(why)
             continue
         base = a == comp.baseline
         out[a] = Choice(
@@ -285,7 +295,7 @@ def _ahead(wanted: Sequence[tuple[_RowDuel, tuple[str, str, str]]]) -> None:
 
 
 def _needed(
-    positions: dict[str, Choice | str], baseline: str, margin: float
+    positions: dict[str, Choice | Excluded], baseline: str, margin: float
 ) -> list[tuple[str, str, str]]:
     """The duels an answer will likely ask for, as _front and _best ask them: a against
     b (not the baseline: against it the duel is a's position) where the estimates differ
@@ -345,7 +355,7 @@ class _OverallDuel:
     judged as the positions across workloads are (across.pooled)."""
 
     def __init__(
-        self, comp: Comparison, per_row: list[dict[str, Choice | str]], duels: list[_RowDuel]
+        self, comp: Comparison, per_row: list[dict[str, Choice | Excluded]], duels: list[_RowDuel]
     ) -> None:
         # The rows' duels are the rows' answers' own: a ratio asked by both is made once.
         self.comp, self.per_row, self.duels = comp, per_row, duels
@@ -374,19 +384,19 @@ def _blocks_to_decide(r: stats.Ratio, margin: float) -> int | None:
 
 
 def overall_positions(
-    comp: Comparison, per_row: list[dict[str, Choice | str]]
-) -> dict[str, Choice | str]:
+    comp: Comparison, per_row: list[dict[str, Choice | Excluded]]
+) -> dict[str, Choice | Excluded]:
     """Over these workloads: each allocator's rows' positions pooled (across.pooled),
     the non-baseline means judged together (their count is the family's size)."""
-    out: dict[str, Choice | str] = {}
+    out: dict[str, Choice | Excluded] = {}
     judged = [a for a in comp.allocators if a != comp.baseline and not _role(comp, a)]
     family = 2 * max(len(judged), 1)
     for a in comp.allocators:
         if role := _role(comp, a):
-            out[a] = role
+            out[a] = Excluded(role)
             continue
-        if failed := next((p[a] for p in per_row if isinstance(p[a], str)), None):
-            out[a] = f"on some workloads: {failed}"
+        if e := next((x for p in per_row if isinstance(x := p[a], Excluded)), None):
+            out[a] = Excluded(f"on some workloads: {e.why}", e.failed)
             continue
         if a == comp.baseline:
             same = Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
@@ -398,7 +408,7 @@ def overall_positions(
 
 
 def _across(
-    per_row: list[dict[str, Choice | str]], a: str, axis: str, margin: float, family: int
+    per_row: list[dict[str, Choice | Excluded]], a: str, axis: str, margin: float, family: int
 ) -> Position | None:
     positions = [getattr(p[a], axis) for p in per_row if isinstance(p[a], Choice)]
     if all(p is None for p in positions):

@@ -48,7 +48,7 @@ def load(path: Path | None = None) -> list[Remedy]:
 
 def tries(
     comp: Comparison,
-    found: Sequence[dict[str, recommend.Choice | str]] = (),
+    found: Sequence[dict[str, recommend.Choice | recommend.Excluded]] = (),
     whys: Sequence[Why] | None = None,
 ) -> list[Try]:
     """What to try for each explained difference of the comparison; `found` (the rows'

@@ -128,7 +128,7 @@ class Why:
 
 def explain(
     comp: Comparison,
-    found: Sequence[dict[str, recommend.Choice | str]] = (),
+    found: Sequence[dict[str, recommend.Choice | recommend.Excluded]] = (),
     only: Collection[tuple[str, str, str]] | None = None,
 ) -> list[Why]:
     """Every decided time and peak RSS difference of the comparison's rows with what
@@ -157,7 +157,7 @@ def explain(
 def _one(
     comp: Comparison,
     row: Row,
-    found: dict[str, recommend.Choice | str],
+    found: dict[str, recommend.Choice | recommend.Excluded],
     cells: dict[tuple[str, Params, str, str], CellRuns],
     a: str,
     axis: str,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from allocmark import stats
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.answer.findings import Findings
-from allocmark.answer.recommend import FAILED as FAILED_WORDS, Choice, Position
+from allocmark.answer.recommend import Choice, Excluded, Position
 
 # What each kind of cell looks like: a glyph and a style every format maps.
 BETTER, WORSE, SAME, UNDECIDED, BASE, FAILED, NONE = (
@@ -25,7 +25,6 @@ BETTER, WORSE, SAME, UNDECIDED, BASE, FAILED, NONE = (
     "failed",
     "none",
 )
-RUNS_FAILED = f"{FAILED_WORDS} ("
 GLYPHS = {BETTER: "▲", WORSE: "▼", SAME: "=", UNDECIDED: "?", BASE: "", FAILED: "✗", NONE: "·"}
 ALL = "all (geomean)"
 
@@ -70,7 +69,7 @@ def matrices(comp: Comparison, found: Findings) -> list[Matrix]:
     if not found.matrix or comp.baseline is None:
         return []
     order = (comp.baseline, *(a for a in comp.allocators if a != comp.baseline))
-    labelled: list[tuple[str, dict[str, Choice | str], Row | None]] = [
+    labelled: list[tuple[str, dict[str, Choice | Excluded], Row | None]] = [
         (row.label, p, row) for row, p in zip(comp.rows, found.positions, strict=True)
     ]
     if found.overall:
@@ -98,14 +97,14 @@ def _speed_name(comp: Comparison) -> str:
 
 def _mark(
     comp: Comparison,
-    found: Choice | str | None,
+    found: Choice | Excluded | None,
     allocator: str,
     axis: str,
     row: Row | None,
 ) -> Mark:
-    if isinstance(found, str) and RUNS_FAILED in found:  # "... (crashed 2/3)"
-        return Mark(FAILED, found.split(RUNS_FAILED, 1)[1].split(" ")[0])
-    if isinstance(found, str):  # partial where this program may need more: not recommended
+    if isinstance(found, Excluded) and found.failed:  # "crashed 2/3"
+        return Mark(FAILED, found.failed.split(" ")[0])
+    if isinstance(found, Excluded):  # partial where this program may need more, a role
         return _partial(comp, row, allocator, axis)
     position = getattr(found, axis) if found is not None else None
     if position is None:
