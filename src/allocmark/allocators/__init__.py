@@ -14,7 +14,6 @@ Never: answer, api, cli, dispatchers, profile, report, run, store, verbs, worklo
 """
 
 from allocmark.allocators.catalog import builtin_catalog, load_catalog
-from allocmark.allocators.prepare import prepared
 from allocmark.allocators.selection import (
     baseline_name,
     parse_selection,
@@ -42,7 +41,6 @@ __all__ = [
     "dpkg_version",
     "load_catalog",
     "parse_selection",
-    "prepared",
     "select",
     "selected",
     "to_build",
