@@ -221,7 +221,7 @@ def _read_profile(path: Path) -> list[dict[str, Any]] | str:
 def _who_checked(spec: RunSpec) -> bool:
     """Programs that do not report their own malloc run with libam_who, except the
     measured runs of a campaign (its pages would count in their peak RSS): a
-    verification run of their cell carries it (dispatchers.checked)."""
+    verification run of their row carries it (dispatchers.checked)."""
     return spec.expect_malloc is not None and not spec.result_fd and spec.role != "measure"
 
 

@@ -288,7 +288,7 @@ def ordered(names: Sequence[str], lines: Lines, rng: random.Random) -> list[str]
 
 def differs(spec: RunSpec, catalog: Mapping[str, Workload], a: Verified) -> str | None:
     """How a stored run of a catalog workload differs from what the catalog makes of
-    its cell today (None: it does not), so that a resume never runs a command the
+    its row today (None: it does not), so that a resume never runs a command the
     database alone decided. The user's own command is checked against the campaign's
     (`catalog` holds it as workload "command"); a workload `catalog` lacks, like one
     that differs."""

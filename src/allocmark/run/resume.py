@@ -62,7 +62,7 @@ def check_resume(
     store: Store, cid: int, verified: Sequence[Verified], planned: Sequence[RunSpec]
 ) -> None:
     """A resume runs what the database says, so it checks what that is. Each pending run
-    must be what the catalog (or the campaign's own command) makes of its cell, a run of
+    must be what the catalog (or the campaign's own command) makes of its row, a run of
     a workload neither knows is refused, and all runs of a cell share one command.
     `planned`: the whole plan, as check_signed read it."""
     pending = store.pending(cid)

@@ -202,7 +202,7 @@ def _open_baseline(comp: analyze.Comparison) -> Wanted:
     none of its cells failed), and how many of how many ratios are undecided."""
     open_rows: dict[Key, bool] = {}
     undecided = ratios = 0
-    for r in comp.rows:  # a cell run on several machines (a cluster) is open if any part is
+    for r in comp.rows:  # a row run on several machines (a cluster) is open if any part is
         key = (r.workload, plan.planned_params(r.params))
         verdicts = analyze.decisions(r, comp.baseline, comp.margin)
         ratios += len(verdicts)

@@ -1,6 +1,6 @@
 """The set-up runs a campaign plans before its measured ones: the verification runs
 of applications and commands (what serves malloc, checked once per allocator and
-cell) and the baseline runs whose RSS the overhead ratio subtracts."""
+row) and the baseline runs whose RSS the overhead ratio subtracts."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from allocmark.store import Store
 
 
 def block_of(spec: RunSpec) -> tuple[str, str, int]:
-    """The block a run belongs to: its cell (workload, parameters) and repetition."""
+    """The block a run belongs to: its row (workload, parameters) and repetition."""
     return spec.workload, json.dumps(spec.params), spec.rep
 
 
 class Checks:
     """The verification runs of applications and commands (role "verify": one per
-    allocator and cell, before its measured runs, with libam_who in every process) and
+    allocator and row, before its measured runs, with libam_who in every process) and
     what they found. Measured runs they cover carry no verifier, so that the peak RSS
     is the program's own; each is stored as verified by its check, or unverified."""
 

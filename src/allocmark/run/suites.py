@@ -32,14 +32,14 @@ class Suite:
     source: str  # file it came from, for error messages
     description: str
     allocators: tuple[str, ...]  # ("all",) = every usable catalog entry and variant
-    blocks: int  # every cell gets at least
+    blocks: int  # every row gets at least
     timeout: float
     seed: int
     entries: tuple[SuiteEntry, ...]
     budget_s: float = DEFAULT_BUDGET_S  # more blocks while the campaign's time lasts
     budget_given: bool = False  # budget_s is the file's own, not DEFAULT_BUDGET_S
     margin: float = stats.DEFAULT_MARGIN  # ... until every ratio is decided: same within ±this
-    max_blocks: int | None = None  # a cell gets at most (None: the default)
+    max_blocks: int | None = None  # a row gets at most (None: the default)
     expected_s: float = 0.0  # how long it took as it is where it was sized (0: not said)
     question: str = "baseline"  # request.Precision.question
     deprecated: tuple[str, ...] = ()  # keys of the file under a former name, each a warning
