@@ -241,3 +241,56 @@ def test_a_worker_runs_each_campaign_as_an_identity_of_its_own(
     for campaign in ("a", "a", "b", "b", "a"):
         dask._own_identity(campaign)
     assert len(fresh) == 3  # a, then b, then a again: a campaign's batches share one
+
+
+def test_a_campaign_s_identity_is_let_go_on_the_workers_when_it_ends(
+    cluster: LocalCluster,
+) -> None:
+    """A worker held the ended campaign's identity until another campaign's batch came:
+    closing the dispatcher now sweeps it and lets it go on every worker holding it,
+    and a process the campaign's code left behind there ends with it."""
+    from allocmark.dispatchers import dask
+
+    def held() -> tuple[list[str], int | None]:
+        from allocmark.dispatchers import dask
+        from allocmark.native import identity
+
+        return list(dask._CAMPAIGN), identity._held[0].who.uid if identity._held else None
+
+    def left_behind(campaign: str) -> int:
+        """As a batch of `campaign` would: its identity claimed, a process left under it."""
+        from allocmark.dispatchers import dask
+        from allocmark.native import identity
+
+        dask._own_identity(campaign)
+        who = identity.current()
+        assert who is not None
+        return subprocess.Popen(["sleep", "600"], user=who.uid, group=who.gid).pid
+
+    d = dask.Dask(cluster.scheduler_address, [])
+    other = dask.Dask(cluster.scheduler_address, [])
+    with Client(cluster.scheduler_address) as c:
+        c.wait_for_workers(2)  # a test before may have killed one: its nanny restarts it
+        workers = list(c.scheduler_info()["workers"])
+        pid = c.run(left_behind, d.origin.campaign, workers=workers[:1])[workers[0]]
+        c.run(left_behind, other.origin.campaign, workers=workers[1:])
+        before = c.run(held)
+        assert before[workers[0]][0] == [d.origin.campaign] and before[workers[0]][1]
+        d.close()
+        after = c.run(held)
+        assert after[workers[0]] == ([], None)  # swept and let go
+        assert after[workers[1]] == before[workers[1]]  # another campaign's: kept
+        other.close()
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """A process that is there and not a zombie (a worker reaps its children late)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

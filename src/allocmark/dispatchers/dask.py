@@ -1,18 +1,19 @@
 """Campaigns on a Dask distributed cluster.
 
 Each batch (a block, or a set-up run) is one task with resource `bench=1`, so a
-worker started with `--resources bench=1` runs one benchmark at a time, and the
-runs of a block, whose ratios are paired, share a machine and a moment. A worker
-verifies every allocator itself (paths and builds differ between hosts) and
-sends its machine facts with each run; each campaign's runs on a worker go as a
-transient identity of that campaign's own (the one before swept and let go), as
-they do here. Dask re-queues the tasks of a worker
-that dies; a batch that keeps losing its workers comes back as nothing, so its
-runs stay pending for `--resume`, never dropped and never stored as numbers.
+worker started with `--resources bench=1` runs one benchmark at a time, and the runs
+of a block, whose ratios are paired, share a machine and a moment. A worker verifies
+every allocator itself (paths and builds differ between hosts) and sends its machine
+facts with each run; each campaign's runs on a worker go as a transient identity of
+that campaign's own, swept and let go when the campaign ends (and by a worker that
+gets another campaign's batch first), as they do here. Dask re-queues the tasks of a
+worker that dies; a batch that keeps losing its workers comes back as nothing, so
+its runs stay pending for `--resume`, never dropped and never stored as numbers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
@@ -93,6 +94,12 @@ class Dask:
             yield from events
 
     def close(self) -> None:
+        """The campaign's identity let go on every worker that holds it (its processes
+        swept), then the connection closed: nothing the campaign's code started waits
+        for the next campaign's first batch to end. A worker that cannot be asked (gone)
+        sweeps it at its next campaign, or as it exits (identity's atexit)."""
+        with contextlib.suppress(Exception):  # the campaign is over: never its failure
+            self.client.run(_let_go, self.origin.campaign, on_error="ignore")
         self.client.close()
 
 
@@ -125,6 +132,13 @@ def _own_identity(campaign: str) -> None:
     if [campaign] != _CAMPAIGN:
         identity.fresh()
         _CAMPAIGN[:] = [campaign]
+
+
+def _let_go(campaign: str) -> None:
+    """The campaign has ended: the identity this worker holds for it is swept and let go."""
+    if [campaign] == _CAMPAIGN:
+        identity.release()
+        _CAMPAIGN.clear()
 
 
 def _on_worker(batch: Batch, origin: _Origin) -> list[Event]:
