@@ -216,6 +216,14 @@ def test_a_revision_that_does_not_build_is_listed_with_its_log_and_skipped(
     with sqlite3.connect(db) as con:
         names = [n for (n,) in con.execute("SELECT name FROM allocators")]
     assert sorted(names) == sorted(f"tiny@{repo.commits[i]}"[:45] for i in (7, 9))
+    # None builds: refused with what each said, and nothing stored
+    alone = _db(place, "none.db")
+    done = cli(
+        "run", "-a", f"tiny@git:{repo.path}#{repo.commits[8]}", *HOW, *CELL, "--db", str(alone)
+    )
+    assert done.returncode == 2, done.stderr
+    assert "no revision built: tiny@" in done.stderr and "this does not compile" in done.stderr
+    assert not alone.exists()
 
 
 def test_the_build_runs_as_the_measured_user_and_stays_in_its_checkout(
