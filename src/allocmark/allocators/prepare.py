@@ -44,7 +44,12 @@ def prepared(
 def first_builds(specs: Sequence[AllocatorSpec]) -> tuple[str, ...]:
     """Of `specs`, those `prepared` builds: a recipe entry the cache lacks (its first
     use), every revision of a repository (built, or found in the cache by commit)."""
-    return tuple(s.name for s in specs if (s.recipe and not builder.is_built(s)) or s.git)
+    return tuple(s.name for s in specs if _first_use(s) or s.git)
+
+
+def _first_use(spec: AllocatorSpec) -> bool:
+    """A recipe entry whose library the cache lacks: built as it is first used."""
+    return spec.recipe is not None and not builder.is_built(spec)
 
 
 def _built(specs: Sequence[AllocatorSpec], say: Say) -> tuple[list[AllocatorSpec], tuple[str, ...]]:
@@ -53,7 +58,7 @@ def _built(specs: Sequence[AllocatorSpec], say: Say) -> tuple[list[AllocatorSpec
     out: list[AllocatorSpec] = []
     unbuilt: list[str] = []
     for spec in specs:
-        if spec.recipe and not builder.is_built(spec):
+        if _first_use(spec):
             builder.build(spec, say=lambda m: say(f"{m} (first use)"))
         if spec.git is not None:
             try:
