@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import json
@@ -24,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import allocmark
-from allocmark import native
+from allocmark import files, native
 from allocmark.allocators import debian
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Recipe
+from allocmark.native import identity
 from allocmark.schemas.catalog import Backend
 
 LIB_NAME = "libam_preload.so"
@@ -166,21 +166,16 @@ def cargo() -> str:
 
 @contextlib.contextmanager
 def build_lock() -> Iterator[None]:
-    """Held while a build uses the shared work and target directories."""
-    # Two allocmark processes (e.g. parallel test runs) share the target dir.
-    path = native.cache_root() / "build.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    """Held while a build installs into the cache (two allocmark processes, e.g.
+    parallel test runs, may build the same entry)."""
+    with files.locked(files.directory(native.cache_root(), parents=True) / "build.lock"):
+        yield
 
 
-def project(recipe: Recipe) -> tuple[Path, dict[str, str]]:
-    """A fresh Cargo project for `recipe` and the environment to build it in."""
-    work = native.cache_root() / "work" / recipe.backend
+def project(recipe: Recipe, work: Path | None = None) -> tuple[Path, dict[str, str]]:
+    """A fresh Cargo project for `recipe` in `work` (default: the cache's work
+    directory, for bench/) and the minimal environment to build it in."""
+    work = work or native.cache_root() / "work" / recipe.backend
     _prepare_project(work, recipe)
     return work, _build_env(work, recipe)
 
@@ -190,29 +185,38 @@ def cargo_command(recipe: Recipe, *extra: str) -> list[str]:
 
 
 def _build_locked(name: str, recipe: Recipe, out: Path) -> Built:
-    work, env = project(recipe)
-    log = work / "build.log"
-    start = time.monotonic()
-    with log.open("w") as f:
-        proc = subprocess.run(
-            cargo_command(recipe),
-            cwd=work,
-            env=env,
-            stdout=f,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-    seconds = time.monotonic() - start
-    if proc.returncode != 0:
-        raise UserError(_failure(name, recipe, log, proc.returncode))
-    return _install(name, recipe, work, out, env, seconds)
+    """cargo's build, as untrusted code runs (a crate's build script and the C it
+    compiles are the crate's code): through the one door, as the campaign's identity,
+    in a private directory it owns (the project, cargo's own home and its target
+    directory: nothing is shared with another build), the library copied out."""
+    with identity.home("allocmark-cargo-") as home:
+        work, env = project(recipe, home / "work")
+        env |= {"HOME": str(home), "TMPDIR": str(home), "CARGO_HOME": str(home / "cargo")}
+        env["CARGO_TARGET_DIR"] = str(home / "target")
+        identity.give(home)
+        if recipe.needs_source:
+            env["AM_SYS_SOURCE"] = str(_crate_source(work, recipe, env))
+        log = home.parent / "build.log"  # root's: the build writes it through its descriptor
+        start = time.monotonic()
+        with files.writing(log, 0o600, "the build's log", binary=True) as f:
+            done = identity.contained(
+                cargo_command(recipe), env, BUILD_TIMEOUT_S, cwd=work, stdout=f.fileno()
+            )
+        seconds = time.monotonic() - start
+        if done.code != 0:
+            kept = files.directory(native.cache_root() / "logs", parents=True) / f"{name}.log"
+            files.copy(log, kept)  # the build's directory goes: its log stays
+            raise UserError(_failure(name, recipe, kept, done.code))
+        return _install(name, recipe, home, out, env, seconds)
+
+
+BUILD_TIMEOUT_S = 3600.0  # Google's TCMalloc (abseil and all) takes minutes
 
 
 def _prepare_project(work: Path, recipe: Recipe) -> None:
-    if work.exists():
-        shutil.rmtree(work)
-    shutil.copytree(sources_dir(), work)
-    (work / "Cargo.toml").write_text(cargo_toml(recipe))
+    files.remove_tree(work)
+    files.copy_tree(sources_dir(), work)
+    files.write(work / "Cargo.toml", cargo_toml(recipe))
 
 
 def cargo_toml(recipe: Recipe) -> str:
@@ -258,38 +262,79 @@ def _features(recipe: Recipe) -> str:
 
 
 def _build_env(work: Path, recipe: Recipe) -> dict[str, str]:
-    env = dict(os.environ) | dict(recipe.build_env)
-    # rustc and cargo's helpers live beside cargo.
-    env["PATH"] = os.path.dirname(cargo()) + os.pathsep + env.get("PATH", "")
+    """The minimal environment (native/identity.py), the recipe's own variables, and
+    the toolchain first on PATH."""
+    tools = toolchain()
+    env = identity.environment(recipe.build_env)
+    env["PATH"] = f"{tools / 'bin'}{os.pathsep}{env.get('PATH', os.defpath)}"
+    env["RUSTC"] = str(tools / "bin" / "rustc")
     env["CARGO_TARGET_DIR"] = str(native.cache_root() / "target")
     env["AM_ALLOCATOR_VERSION"] = recipe.upstream_version
-    env.pop("LD_PRELOAD", None)
-    if recipe.needs_source:
-        env["AM_SYS_SOURCE"] = str(_crate_source(work, recipe, env))
     return env
 
 
-def _crate_source(work: Path, recipe: Recipe, env: dict[str, str]) -> Path:
-    """Where cargo unpacked the sys crate (build.rs compiles C from it)."""
-    proc = subprocess.run(
-        ["cargo", "metadata", "--format-version", "1"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+def toolchain() -> Path:
+    """The Rust toolchain (its sysroot: bin/cargo, bin/rustc, lib/) where the build's
+    identity can run it: rustup keeps it in root's home, which no other identity may
+    enter, so as root it is mirrored once into the cache (hard links where the disk
+    allows, copies elsewhere; its documentation left out)."""
+    sysroot = _sysroot()
+    if os.geteuid() != 0 or identity.chosen() is None:
+        return sysroot
+    key = hashlib.sha256(
+        f"{sysroot}\n{native.tool_version('rustc', {'PATH': str(sysroot / 'bin')})}".encode()
     )
-    if proc.returncode != 0:
-        raise UserError(f"cargo metadata for {recipe.crate} failed: {proc.stderr.strip()[-500:]}")
-    for package in json.loads(proc.stdout)["packages"]:
+    mirror = native.cache_root() / "toolchain" / key.hexdigest()[:16]
+    if not (mirror / "bin" / "cargo").is_file():
+        files.directory(mirror.parent, parents=True)
+        with files.locked(mirror.parent / "mirror.lock"):
+            if not (mirror / "bin" / "cargo").is_file():
+                files.link_tree(sysroot, mirror, skip=("share",))
+    return mirror
+
+
+@functools.cache
+def _sysroot() -> Path:
+    """rustc's sysroot, found through cargo on PATH (or rustup's default place)."""
+    rustc = Path(cargo()).with_name("rustc")
+    try:
+        proc = subprocess.run(
+            [str(rustc), "--print", "sysroot"], capture_output=True, text=True, check=False
+        )
+    except OSError as e:
+        raise UserError(f"{rustc} cannot run ({e.strerror or e}): install Rust again") from None
+    root = Path(proc.stdout.strip())
+    if proc.returncode != 0 or not (root / "bin" / "cargo").is_file():
+        raise UserError(
+            f"{rustc} --print sysroot gave no toolchain with cargo ({proc.stderr.strip()[-300:]}); "
+            "install Rust (rustup, or `apt-get install cargo`)"
+        )
+    return root
+
+
+def _crate_source(work: Path, recipe: Recipe, env: dict[str, str]) -> Path:
+    """Where cargo unpacked the sys crate (build.rs compiles C from it): `cargo
+    metadata` resolves and downloads, through the door as the build does."""
+    done = identity.contained(
+        ["cargo", "metadata", "--format-version", "1"], env, BUILD_TIMEOUT_S, cwd=work
+    )
+    if done.code != 0:
+        said = done.stderr.decode(errors="replace").strip()[-500:]
+        raise UserError(f"cargo metadata for {recipe.crate} failed: {said}")
+    for package in json.loads(done.stdout)["packages"]:
         if package["name"] == recipe.crate:
             return Path(package["manifest_path"]).parent
     raise UserError(f"cargo metadata does not list {recipe.crate}")
 
 
-def _failure(name: str, recipe: Recipe, log: Path, code: int) -> str:
+def _failure(name: str, recipe: Recipe, log: Path, code: int | None) -> str:
     lines = log.read_text(errors="replace").splitlines()
     tail = "\n".join("  " + line for line in lines[-_LOG_TAIL:])
+    if code is None:
+        return (
+            f"building {name} ({recipe.crate} {recipe.crate_version}) took more than "
+            f"{BUILD_TIMEOUT_S:.0f} s. Last lines of {log}:\n{tail}"
+        )
     return (
         f"building {name} ({recipe.crate} {recipe.crate_version}) failed: cargo exited "
         f"with {code}. Last lines of {log}:\n{tail}"
@@ -297,18 +342,20 @@ def _failure(name: str, recipe: Recipe, log: Path, code: int) -> str:
 
 
 def _install(
-    name: str, recipe: Recipe, work: Path, out: Path, env: dict[str, str], seconds: float
+    name: str, recipe: Recipe, home: Path, out: Path, env: dict[str, str], seconds: float
 ) -> Built:
-    built = native.cache_root() / "target" / "release" / LIB_NAME
-    out.mkdir(parents=True, exist_ok=True)
+    """The built library copied out of the build's directory (a file the build's
+    identity made, opened with no link followed) into the cache, with its provenance."""
+    built = home / "target" / "release" / LIB_NAME
+    files.directory(out, parents=True)
     tmp = out / (LIB_NAME + ".tmp")
-    shutil.copyfile(built, tmp)
+    files.copy(built, tmp, owner=identity.owner())
     provenance = {
         "name": name,
         "family": recipe.family,
         "upstream_version": recipe.upstream_version,
         "crate": recipe.crate,
-        "crate_version": _locked_version(work, recipe.crate),
+        "crate_version": _locked_version(home / "work", recipe.crate),
         "crate_requirement": recipe.crate_version,
         "source_only": recipe.source_only,
         "features": list(recipe.crate_features),
@@ -321,9 +368,9 @@ def _install(
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sha256": native.sha256_file(tmp),
     }
-    (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    shutil.copyfile(work / "build.log", out / "build.log")
-    os.replace(tmp, out / LIB_NAME)  # the library appears only once complete
+    files.write(out / "provenance.json", json.dumps(provenance, indent=2) + "\n")
+    files.copy(home.parent / "build.log", out / "build.log")
+    files.rename(tmp, out / LIB_NAME)  # the library appears only once complete
     _drop_older_builds(out)
     return Built(out / LIB_NAME, provenance, rebuilt=True)
 
@@ -333,7 +380,7 @@ def _drop_older_builds(out: Path) -> None:
     name = out.name.rsplit("-", 1)[0]
     for other in out.parent.iterdir():
         if other != out and other.is_dir() and other.name.rsplit("-", 1)[0] == name:
-            shutil.rmtree(other, ignore_errors=True)
+            files.remove_tree(other)
 
 
 def _locked_version(work: Path, crate: str) -> str | None:

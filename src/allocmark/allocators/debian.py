@@ -23,16 +23,16 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import allocmark
-from allocmark import native
+from allocmark import files, native
 from allocmark.errors import UserError
 from allocmark.model import Debian, Recipe
+from allocmark.native import identity
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 MIRROR = "http://deb.debian.org/debian"
@@ -78,12 +78,12 @@ class Apt:
         if not force and stamp.is_file() and time.time() - stamp.stat().st_mtime < FRESH_S:
             return
         for sub in ("lists/partial", "cache/archives/partial"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            files.directory(self.root / sub, parents=True)
         line = f"[signed-by={KEYRING}] {MIRROR} {self.release} main"
-        (self.root / "sources.list").write_text(f"deb {line}\ndeb-src {line}\n")
+        files.write(self.root / "sources.list", f"deb {line}\ndeb-src {line}\n")
         say(f"reading Debian {self.release}'s package lists")
         self._run(["apt-get", *self.options(), "update"], "apt-get update", self.root)
-        stamp.touch()
+        files.write(stamp, "")
 
     def newest(self, name: str, wanted: str, exact: str, source: bool) -> str:
         """The release's newest Debian version of `name` whose upstream is `wanted`."""
@@ -107,7 +107,7 @@ class Apt:
     def download(self, args: list[str], into: Path) -> str:
         """Run a download in `into`; what apt said when it failed (files it could
         fetch and check stay there)."""
-        into.mkdir(parents=True, exist_ok=True)
+        files.directory(into, parents=True)
         proc = subprocess.run(
             ["apt-get", *self.options(), *args],
             cwd=into,
@@ -149,8 +149,7 @@ def _fetch(apt: Apt, recipe: Recipe, work: Path, say: Say) -> tuple[Path, dict[s
     deb = _origin(recipe)
     name = deb.source or deb.package
     version = apt.newest(name, recipe.upstream_version, deb.debian_version, bool(deb.source))
-    if work.exists():
-        shutil.rmtree(work)
+    files.remove_tree(work)
     facts: dict[str, Any] = {"release": deb.release, "debian_version": version}
     if deb.source:
         return _source(apt, deb, version, work, say), facts | {"source": deb.source}
@@ -181,25 +180,24 @@ def _origin(recipe: Recipe) -> Debian:
 
 def _source(apt: Apt, deb: Debian, version: str, work: Path, say: Say) -> Path:
     say(f"fetching source {deb.source} {version} from Debian {deb.release}")
-    files = work / "src"
-    problem = apt.download(["source", "--download-only", f"{deb.source}={version}"], files)
-    dsc = sorted(files.glob("*.dsc"))
+    fetched = work / "src"
+    problem = apt.download(["source", "--download-only", f"{deb.source}={version}"], fetched)
+    dsc = sorted(fetched.glob("*.dsc"))
     tree = work / "tree"
     if dsc and not problem:
         _checked(["dpkg-source", "--no-check", "-x", str(dsc[0]), str(tree)], "dpkg-source -x")
-        (work / "patches").write_text("applied")
+        files.write(work / "patches", "applied")
         return tree
-    orig = sorted(files.glob("*.orig.tar.*"))
+    orig = sorted(fetched.glob("*.orig.tar.*"))
     if not orig:
         raise UserError(
             f"Debian {deb.release} did not serve source {deb.source} {version}: {problem[-400:]}"
         )
     # Only the upstream tarball: apt checked it against the signed Sources index.
-    (work / "patches").write_text("not served: upstream tarball only")
-    with tarfile.open(orig[0]) as tar:
-        tar.extractall(work / "orig", filter="data")
+    files.write(work / "patches", "not served: upstream tarball only")
+    files.extract(orig[0], work / "orig")
     tops = [p for p in (work / "orig").iterdir() if p.is_dir()]
-    os.replace(tops[0] if len(tops) == 1 else work / "orig", tree)
+    files.rename(tops[0] if len(tops) == 1 else work / "orig", tree)
     return tree
 
 
@@ -220,9 +218,8 @@ def build_source(recipe: Recipe, tree: Path, log: Path, say: Say) -> tuple[Path,
             raise UserError(
                 f"{recipe.family}: build.files: {name!r} is not one of allocmark's files in {ours}"
             )
-        shutil.copy(ours / name, tree / name)
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env |= {
+        files.copy(ours / name, tree / name)
+    env = {
         "JOBS": str(os.cpu_count() or 1),
         "AM_FILES": str(ours),
         "CFLAGS": "-O2 -g0",
@@ -231,29 +228,46 @@ def build_source(recipe: Recipe, tree: Path, log: Path, say: Say) -> tuple[Path,
         "LC_ALL": "C",
     }
     start = time.monotonic()
-    with log.open("w") as f:
-        for command in deb.build:
-            say(f"  {command}")
-            f.write(f"$ {command}\n")
-            f.flush()
-            argv = ["bash", "-euo", "pipefail", "-c", command]
-            proc = subprocess.run(
-                argv, cwd=tree, env=env, stdout=f, stderr=subprocess.STDOUT, check=False
-            )
-            if proc.returncode != 0:
-                lines = log.read_text(errors="replace").splitlines()[-_LOG_TAIL:]
-                tail = "\n".join("  " + line for line in lines)
-                raise UserError(
-                    f"building {recipe.family}@{recipe.upstream_version} from "
-                    f"{deb.source}: `{command}` exited with {proc.returncode}. "
-                    f"Last lines of {log}:\n{tail}"
-                )
+    # A package's build runs its makefiles and scripts: untrusted code, through the one
+    # door as the campaign's identity, in the tree handed to it, with a home of its own.
+    with identity.home("allocmark-deb-") as home:
+        identity.give(tree)
+        env = identity.environment(env) | {"HOME": str(home), "TMPDIR": str(home)}
+        failed: tuple[str, int | None] | None = None
+        with files.writing(log, 0o644, "the build's log", binary=True) as f:
+            for command in deb.build:
+                say(f"  {command}")
+                f.write(f"$ {command}\n".encode())
+                f.flush()
+                argv = ["bash", "-euo", "pipefail", "-c", command]
+                done = identity.contained(argv, env, BUILD_TIMEOUT_S, cwd=tree, stdout=f.fileno())
+                if done.code != 0:
+                    failed = (command, done.code)
+                    break
+    if failed:
+        raise _build_failed(recipe, deb, *failed, log)
     made = (tree / deb.output).resolve()
     if not made.is_file() or not made.is_relative_to(tree.resolve()):
         raise UserError(
             f"building {recipe.family}@{recipe.upstream_version} made no {deb.output}; see {log}"
         )
     return made, time.monotonic() - start
+
+
+BUILD_TIMEOUT_S = 3600.0  # a C library from its sources: minutes
+
+
+def _build_failed(
+    recipe: Recipe, deb: Debian, command: str, code: int | None, log: Path
+) -> UserError:
+    """A failed build command, with the end of its log."""
+    how = "ran past its timeout" if code is None else f"exited with {code}"
+    lines = log.read_text(errors="replace").splitlines()[-_LOG_TAIL:]
+    tail = "\n".join("  " + line for line in lines)
+    return UserError(
+        f"building {recipe.family}@{recipe.upstream_version} from "
+        f"{deb.source}: `{command}` {how}. Last lines of {log}:\n{tail}"
+    )
 
 
 def member(recipe: Recipe, tree: Path, patterns: tuple[str, ...] = ()) -> Path:
@@ -433,22 +447,20 @@ def install(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> di
         made, built_s = build_source(recipe, tree, work / "build.log", say)
         facts |= source_facts(work) | {
             "build": list(deb.build),
-            "cc": native.tool_version("cc", dict(os.environ)),
+            "cc": native.tool_version("cc", identity.environment()),
         }
     elif deb.is_glibc:
         made = glibc_tree(tree)
     else:
         made = member(recipe, tree)
-    out.mkdir(parents=True, exist_ok=True)
+    files.directory(out, parents=True)
     for companion in deb.companions:  # before the library, which marks a finished build
         found = member(recipe, tree, (companion,))
-        shutil.copyfile(found, out / Path(companion).name)
+        files.copy(found, out / Path(companion).name)
     if deb.is_glibc:
         # The whole unpacked C library stays; lib/ is the folder of its loader.
-        shutil.rmtree(out / "root", ignore_errors=True)
-        os.replace(tree, out / "root")
-        (out / "lib").unlink(missing_ok=True)
-        (out / "lib").symlink_to(Path("root") / made.relative_to(tree))
+        files.rename(tree, out / "root")
+        files.link(Path("root") / made.relative_to(tree), out / "lib")
     provenance = {
         "name": name,
         "family": recipe.family,
@@ -462,11 +474,11 @@ def install(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> di
     }
     if not deb.is_glibc:
         tmp = out / (library.name + ".tmp")
-        shutil.copyfile(made, tmp)
+        files.copy(made, tmp, owner=identity.owner() if deb.source else None)
         provenance["library_sha256"] = native.sha256_file(tmp)
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-        os.replace(tmp, library)  # the library appears only once complete
+        files.write(out / "provenance.json", json.dumps(provenance, indent=2) + "\n")
+        files.rename(tmp, library)  # the library appears only once complete
     else:
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
+        files.write(out / "provenance.json", json.dumps(provenance, indent=2) + "\n")
+    files.remove_tree(work)
     return provenance

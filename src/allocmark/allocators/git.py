@@ -17,8 +17,6 @@ cached: its error carries the end of its log.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -26,13 +24,12 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocmark import native
+from allocmark import files, native
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Env, Git, GitBuild
 from allocmark.native import identity
@@ -45,7 +42,6 @@ GIT_TIMEOUT_S = 600.0
 GIT_MESSAGE = 2000  # characters of git's own message shown with a failure
 _LABEL = re.compile(r"[^A-Za-z0-9_.+-]")
 Say = Callable[[str], None]
-User = tuple[int, int] | None  # uid, gid the build runs as (None: allocmark's own)
 
 
 class BuildFailed(UserError):
@@ -184,10 +180,9 @@ def refreshed(repository: str) -> Path:
 
 @functools.cache
 def _refreshed(repository: str, cache: Path) -> Path:
-    root = _root(repository)
-    root.mkdir(parents=True, exist_ok=True)
+    root = files.directory(_root(repository), parents=True)
     mirror = root / "mirror.git"
-    with _locked(root / "mirror.lock"):
+    with files.locked(root / "mirror.lock"):
         if (mirror / "HEAD").is_file():
             _git(
                 ["fetch", "--quiet", "--prune", "--tags", "origin"],
@@ -196,13 +191,13 @@ def _refreshed(repository: str, cache: Path) -> Path:
             )
         else:
             tmp = root / f"mirror.{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
+            files.remove_tree(tmp)
             _git(
                 ["clone", "--quiet", "--mirror", "--", repository, str(tmp)],
                 root,
                 f"cannot read the repository {repository}",
             )
-            os.replace(tmp, mirror)
+            files.rename(tmp, mirror)
     for d in (root, root.parent):
         d.chmod(0o755)  # the build's user clones from it
     return mirror
@@ -286,16 +281,6 @@ def _git(args: list[str], cwd: Path, what: str) -> str:
     return proc.stdout.strip()
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def recipe_key(origin: Git) -> str:
     """The commit and the recipe: what decides the library."""
     b = origin.build
@@ -326,44 +311,40 @@ class Built:
 def build(spec: AllocatorSpec, say: Say = lambda _: None) -> Built:
     """The library of `spec`'s commit, from the cache or built now (BuildFailed), the
     build run as untrusted code (native/identity.py)."""
-    who = identity.chosen()
-    user: User = (who.uid, who.gid) if who else None
     origin = spec.git
     if origin is None:
         raise ValueError(f"{spec.name} is not built from a repository")
     out = build_dir(origin)
     if is_built(spec):
         return Built(library_path(origin), 0.0, True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(out.parent / f"{out.name}.lock"):
+    files.directory(out.parent, parents=True)
+    with files.locked(out.parent / f"{out.name}.lock"):
         if is_built(spec):
             return Built(library_path(origin), 0.0, True)
         say(f"building {spec.name} ({origin.commit[:12]}): {origin.build.build}")
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="allocmark-git-") as tmp:
-            lib = _build_in(spec, origin, Path(tmp), user)
+        with identity.home("allocmark-git-") as home:
+            lib = _build_in(spec, origin, home)
             seconds = time.monotonic() - started
-            _install(spec, origin, lib, Path(tmp) / "build.log", seconds, user)
+            _install(spec, origin, lib, home.parent / "build.log", seconds)
     return Built(library_path(origin), seconds, False)
 
 
-def _build_in(spec: AllocatorSpec, origin: Git, tmp: Path, user: User) -> Path:
-    src = tmp / "src"
+def _build_in(spec: AllocatorSpec, origin: Git, home: Path) -> Path:
+    """The revision checked out in the build's own directory (`home`, the identity's,
+    its HOME and TMPDIR too) and built there; the log stays root's, beside it (the
+    build writes it through the descriptor it inherits): it cannot swap it for a link
+    to what only root may read."""
+    src = home / "src"
     mirror = refreshed(origin.repository)
     _git(
         ["clone", "--quiet", "--shared", "--no-checkout", "--", str(mirror), str(src)],
-        tmp,
+        home,
         f"cannot check out {spec.name}",
     )
     _git(["checkout", "--quiet", "--detach", origin.commit], src, f"cannot check out {spec.name}")
-    # tmp and the log stay root's (the build writes the log through the descriptor it
-    # inherits): it cannot swap them for links to what only root may read.
-    log, home = tmp / "build.log", tmp / "home"
-    home.mkdir()
-    if user is not None:
-        tmp.chmod(0o755)
-        for path in (home, src, *src.rglob("*")):
-            os.lchown(path, *user)
+    identity.give(home)
+    log = home.parent / "build.log"
     code = _run_build(origin.build, src, home, log)
     tail = _tail(log)
     if code is None:
@@ -375,11 +356,12 @@ def _build_in(spec: AllocatorSpec, origin: Git, tmp: Path, user: User) -> Path:
 
 def _run_build(b: GitBuild, src: Path, home: Path, log: Path) -> int | None:
     """The build command, as untrusted code runs (native/identity.py): as the campaign's
-    identity, through the launcher, every process it started (a daemon it left behind
-    too) ended when it ends. The identity has already been handed the checkout."""
+    identity, through the door, every process it started (a daemon it left behind too)
+    ended when it ends, with a HOME and a TMPDIR of its own. The identity has already
+    been handed the checkout."""
     env = identity.environment(b.env)
-    env = {"HOME": str(home), "GIT_TERMINAL_PROMPT": "0"} | env
-    with open(log, "ab") as f:
+    env = {"HOME": str(home), "TMPDIR": str(home), "GIT_TERMINAL_PROMPT": "0"} | env
+    with files.writing(log, 0o600, "the build's log", binary=True) as f:
         done = identity.contained(
             ["sh", "-c", b.build], env, b.timeout_s, cwd=src, stdout=f.fileno()
         )
@@ -400,17 +382,6 @@ def _output(spec: AllocatorSpec, src: Path, output: str, tail: Sequence[str]) ->
     return Path(real)
 
 
-def _copy(spec: AllocatorSpec, origin: Git, lib: Path, target: Path, user: User) -> None:
-    fd = os.open(lib, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as src, open(target, "wb") as dst:
-        # Something the build left running could swap a directory on the path after the
-        # check: what was opened must be a file of the build's own user.
-        st = os.fstat(src.fileno())
-        if user is not None and st.st_uid != user[0]:
-            raise BuildFailed(spec, f"{origin.build.output!r} is not a file the build made", [])
-        shutil.copyfileobj(src, dst)
-
-
 def _tail(log: Path) -> list[str]:
     try:
         text = log.read_bytes()[-8192:].decode("utf-8", "replace")
@@ -422,21 +393,23 @@ def _tail(log: Path) -> list[str]:
     ]
 
 
-def _install(
-    spec: AllocatorSpec, origin: Git, lib: Path, log: Path, seconds: float, user: User
-) -> None:
+def _install(spec: AllocatorSpec, origin: Git, lib: Path, log: Path, seconds: float) -> None:
+    """The library (a file the build's identity made, opened with no link followed:
+    something the build left running could swap a directory on the path after the
+    check) copied into the cache with its log and provenance, in one step."""
     out = build_dir(origin)
     tmp = out.with_name(f"{out.name}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        _copy(spec, origin, lib, tmp / library_path(origin).name, user)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    files.remove_tree(tmp)
+    files.directory(tmp)
     target = tmp / library_path(origin).name
-    target.chmod(0o644)
-    shutil.copyfile(log, tmp / "build.log")
+    try:
+        files.copy(lib, target, owner=identity.owner())
+    except UserError:
+        files.remove_tree(tmp)
+        raise BuildFailed(
+            spec, f"{origin.build.output!r} is not a file the build made", []
+        ) from None
+    files.copy(log, tmp / "build.log")
     facts = {
         "repository": origin.repository,
         "commit": origin.commit,
@@ -446,10 +419,7 @@ def _install(
         "env": dict(origin.build.env),
         "seconds": round(seconds, 3),
         "built_at": time.time(),
-        "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
+        "sha256": native.sha256_file(str(target)),
     }
-    (tmp / "provenance.json").write_text(json.dumps(facts, indent=1))
-    for path in (tmp, *tmp.iterdir()):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    files.write(tmp / "provenance.json", json.dumps(facts, indent=1))
+    files.rename(tmp, out)

@@ -142,12 +142,15 @@ def verified(names: Sequence[str] | None, catalogs: Sequence[Path] = ()) -> list
     verified on this machine."""
     # Here, not at the top: `allocmark schema` needs none of the catalog's machinery.
     from allocmark import allocators
+    from allocmark.native import identity
 
-    if names:
-        return allocators.verify_all(allocators.selected(names, catalogs)[0])
-    return allocators.verify_all(
-        [s for s in allocators.load_catalog(list(catalogs)) if not s.hidden]
+    specs = (
+        allocators.selected(names, catalogs)[0]
+        if names
+        else [s for s in allocators.load_catalog(list(catalogs)) if not s.hidden]
     )
+    with identity.campaign():  # the probes load each library: its constructors run
+        return allocators.verify_all(specs)
 
 
 def to_build(
@@ -162,12 +165,16 @@ def to_build(
 def build(
     spec: AllocatorSpec, force: bool = False, say: Callable[[str], None] = lambda _: None
 ) -> tuple[Built, Verified]:
-    """Build (or fetch) `spec` unless cached, then verify it; UserError if it fails."""
+    """Build (or fetch) `spec` unless cached, then verify it; UserError if it fails. The
+    build and the probe run as an identity of their own (native/identity.py), let go
+    when both are done."""
     from allocmark import allocators
     from allocmark.allocators import builder
+    from allocmark.native import identity
 
-    built = builder.build(spec, force=force, say=say)
-    return built, allocators.verify(spec)
+    with identity.campaign():
+        built = builder.build(spec, force=force, say=say)
+        return built, allocators.verify(spec)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from allocmark import allocators, dispatchers, labels, stats, workloads
+from allocmark import allocators, dispatchers, files, labels, stats, workloads
 from allocmark.allocators import builder
 from allocmark.answer import analyze, compare, hardening, recommend, stored, tryout
 from allocmark.answer.forecast import Forecast as Forecast  # an event the caller reads
@@ -162,8 +162,7 @@ def _discard_if_empty(store: Store) -> None:
     if store.campaigns():
         return
     store.close()
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{store.path}{suffix}").unlink(missing_ok=True)
+    files.discard(store.path)
 
 
 def resume(

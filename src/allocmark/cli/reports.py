@@ -49,9 +49,9 @@ def report_cmd(
         raise UserError("--runs lists every run as csv or json: add --format csv (or json)")
     view = "profile" if profiles else "runs" if runs else "summary"
     if output:
-        check_output(output)
+        check_output(output, db=db)
     if plots_dir:
-        check_directory(plots_dir)
+        check_directory(plots_dir, db=db)
     show.show_report(db, campaign_id, view, fmt, output, plots_dir, speedup, detail)
 
 

@@ -281,7 +281,7 @@ def try_cmd(
     if prepare is not None and not prepare.strip():
         raise UserError("--prepare '' runs nothing; give a shell command, e.g. --prepare sync")
     if export_json:
-        check_output(export_json, "--export-json")
+        check_output(export_json, "--export-json", db)
     req = api.Request(
         command=tuple(command),
         env=tuple(env or ()),
@@ -317,10 +317,11 @@ def try_cmd(
     if profile:
         emit_table(api.report(db, cid, "profile"))
     if export_json:
+        from allocmark import files
         from allocmark.report import render
 
         with writing(export_json):
-            export_json.write_text(render.text(shown, "json"))
+            files.write(export_json, render.text(shown, "json"), what="--export-json")
         err().print(f"wrote {export_json}")
     # As hyperfine: a command that failed is an error for scripts, -i or not.
     fail_on_failures(shown.failed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ def show_report(
     status 1 when a cell the terminal shows failed (the table says why)."""
     from rich.console import Console
 
-    from allocmark import api
+    from allocmark import api, files
     from allocmark.report import render, terminal
     from allocmark.text import printable
 
@@ -41,13 +42,12 @@ def show_report(
     with contextlib.ExitStack() as stack:
         if output:
             stack.enter_context(writing(output))
-            output.parent.mkdir(parents=True, exist_ok=True)
         if fmt == "table":
-            f = stack.enter_context(output.open("w")) if output else None
+            f = stack.enter_context(files.writing(output)) if output else None
             console = Console(file=f, width=160, no_color=True, highlight=False) if f else out()
             terminal.draw(console, shown, detail, fronts)
         elif output:
-            output.write_text(render.text(shown, fmt))
+            files.write(output, render.text(shown, fmt))
         else:  # a stored message must not drive the terminal; -o keeps the data as stored
             text = render.text(shown, fmt)
             sys.stdout.write("\n".join(printable(line) for line in text.split("\n")))
@@ -55,8 +55,8 @@ def show_report(
         err().print(f"wrote {output}")
     if plots_dir:
         with writing(plots_dir):
-            files = render.plot_files(shown, plots_dir)
-        err().print(f"wrote {len(files)} plot files to {plots_dir}")
+            made = render.plot_files(shown, plots_dir)
+        err().print(f"wrote {len(made)} plot files to {plots_dir}")
     if fmt == "table" and view == "summary":
         fail_on_failures(shown.failed)
 
@@ -90,26 +90,27 @@ def fail_on_failures(failed: Sequence[str]) -> None:
         )
 
 
-def check_output(path: Path, what: str = "-o") -> None:
-    """Before a report is drawn: a path it cannot be written to, said at once (not
-    after seconds of drawing)."""
-    from allocmark.errors import UserError
+def check_output(path: Path, what: str = "-o", db: Path | None = None) -> None:
+    """Before any work: a path the output cannot be written to (files.py: never the
+    database `db`, never through a link, never in a directory untrusted code or
+    others may change, never a directory made for it), said at once."""
+    from allocmark import files
 
-    if path.is_dir():
-        raise UserError(f"{what} {path}: is a directory; give a file name, e.g. {path}/report")
-    parent = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("/"))
-    if not parent.is_dir():
-        raise UserError(f"{what} {path}: {parent} is not a directory; give another path")
+    if db is not None:
+        files.protect(db)
+    files.check(path, what)
 
 
-def check_directory(path: Path, what: str = "--plots") -> None:
-    from allocmark.errors import UserError
+def check_directory(path: Path, what: str = "--plots", db: Path | None = None) -> None:
+    """--plots DIR: an existing directory, or one made in a directory that exists."""
+    from allocmark import files
 
-    if path.exists() and not path.is_dir():
-        raise UserError(
-            f"{what} {path}: is a file, not a directory; give a directory (made if missing)"
-        )
-    check_output(path / "x", what)
+    if db is not None:
+        files.protect(db)
+    if os.path.lexists(path):
+        files.directory(path, what=what)  # refuses a link, a file, a place others may change
+    else:
+        files.check(path, what)
 
 
 @contextlib.contextmanager

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import stat
 import subprocess
 from pathlib import Path
 
 import allocmark
+from allocmark import files
 from allocmark.errors import AllocmarkError
 
 PACKAGE_PREFIX = "@allocmark/"  # catalog paths into the installed package
@@ -47,13 +47,10 @@ def staged(path: Path, relative: str) -> Path:
     key = hashlib.sha256(f"{path}:{st.st_ino}:{st.st_mtime_ns}:{st.st_size}".encode())
     copy = cache_root() / "package" / key.hexdigest()[:16] / relative
     if not copy.is_file():
-        copy.parent.mkdir(parents=True, exist_ok=True)
+        files.directory(copy.parent, parents=True)
         for d in (copy.parent, copy.parent.parent, copy.parent.parent.parent):
             d.chmod(0o755)
-        tmp = copy.with_name(f".{copy.name}.{os.getpid()}")
-        shutil.copyfile(path, tmp)
-        tmp.chmod(0o755)
-        os.replace(tmp, copy)  # atomic: another allocmark sees all of it or nothing
+        files.copy(path, copy, 0o755)  # renamed in whole: another allocmark sees all or nothing
     return copy
 
 

@@ -35,14 +35,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocmark import native
-from allocmark.defaults import RUN_AS_ENV
+from allocmark import files, native
+from allocmark.defaults import RUN_AS_ENV, TRANSIENT_BASE, TRANSIENT_COUNT
 from allocmark.errors import UserError
 from allocmark.native import records
 
 ENV = RUN_AS_ENV  # what `allocmark --run-as USER` sets
-TRANSIENT_BASE = 0x5A000000  # far above any range a distribution or container hands out
-TRANSIENT_COUNT = 1 << 20
 IDS = Path("/run/allocmark/ids")  # root's: one lock file per transient uid in use
 TRANSIENT = "transient"  # what _chosen says when the campaign's own identity is due
 
@@ -119,11 +117,62 @@ def fresh() -> None:
 
 
 def release() -> None:
-    """Kill every process of the transient identity, then let the uid go."""
+    """Kill every process of the transient identity, remove what it left in the
+    world-writable directories, then let the uid go (its lock file removed)."""
     while _held:
         held = _held.pop()
-        sweep(held.who)
-        os.close(held.lock)
+        _let_go(held.who, held.lock)
+
+
+def _let_go(who: RunAs, lock: int) -> None:
+    """`who`'s processes killed and leftovers removed, then its lock file, while held:
+    a claim checks that the file it locked is still the one at that name."""
+    sweep(who)
+    _sweep_files(who.uid)
+    with contextlib.suppress(OSError):
+        files.remove(IDS / str(who.uid))
+    os.close(lock)
+
+
+# Where any user may create files: what a campaign's program left there under its
+# identity (a directory, a link for a later export to follow) goes with the identity.
+SHARED_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+
+
+def _sweep_files(uid: int) -> None:
+    for top in SHARED_DIRS:
+        with contextlib.suppress(OSError), os.scandir(top) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        files.remove_tree(Path(entry.path))
+                    else:
+                        files.remove(Path(entry.path))
+
+
+def sweep_stale() -> int:
+    """The uids of campaigns that died (a lock file no allocmark holds): their
+    processes killed, their leftovers and lock files removed. How many there were."""
+    if os.geteuid() != 0 or not IDS.is_dir():
+        return 0
+    n = 0
+    for entry in os.listdir(IDS):
+        if not entry.isdigit() or not transient(RunAs("", int(entry), int(entry))):
+            continue
+        try:
+            fd = files.lock(IDS / entry)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)  # a live campaign's
+            continue
+        _let_go(RunAs(f"uid {entry}", int(entry), int(entry)), fd)
+        n += 1
+    return n
 
 
 atexit.register(release)
@@ -141,15 +190,19 @@ def campaign() -> Iterator[None]:
 
 def _claim() -> _Held:
     """A uid from the transient range that no passwd or group entry names and no other
-    allocmark holds; whatever a dead campaign left running under it is killed first."""
+    allocmark holds; what dead campaigns left (processes, files, their uids' lock
+    files) is swept first."""
     _ids_dir()
+    sweep_stale()
     for _ in range(64):
         uid = TRANSIENT_BASE + secrets.randbelow(TRANSIENT_COUNT)
         if _named(uid):
             continue
-        fd = os.open(IDS / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = files.lock(IDS / str(uid))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not _still_named(fd, IDS / str(uid)):
+                raise BlockingIOError  # let go and removed meanwhile: not a claim
         except BlockingIOError:
             os.close(fd)
             continue
@@ -159,12 +212,19 @@ def _claim() -> _Held:
     raise UserError(f"no free transient uid in {IDS}: too many campaigns at once")
 
 
+def _still_named(fd: int, path: Path) -> bool:
+    """Whether the locked file is the one at `path` (a release unlinks it after)."""
+    try:
+        a, b = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _ids_dir() -> None:
     """IDS, root's alone: a directory others could write would let them hold uids."""
-    for d, mode in ((IDS.parent, 0o755), (IDS, 0o700)):
-        with contextlib.suppress(FileExistsError):
-            d.mkdir(mode=mode)
-            d.chmod(mode)  # whatever the umask
+    files.directory(IDS.parent, 0o755, parents=True)
+    files.directory(IDS, 0o700)
     for d in (IDS, IDS.parent):
         st = os.lstat(d)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
@@ -220,6 +280,76 @@ def environment(additions: Mapping[str, str] | Sequence[tuple[str, str]] = ()) -
     return env | dict(additions)
 
 
+def start(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    status_fd: int,
+    options: Sequence[str] = (),
+    cwd: Path | None = None,
+    stdout: int = subprocess.DEVNULL,
+    stderr: int = subprocess.DEVNULL,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """THE door: every piece of untrusted code allocmark runs (a measured run, a
+    service's server and client, an allocator's probe, a build, `--prepare`, tune's
+    settings display) starts here, and nowhere else (tests/test_doors.py reads the
+    code for any other process start). It runs `argv` through the static launcher
+    am_run (`options` are its own: --steps, --memory-limit), as the campaign's
+    identity (`chosen`), in a session of its own, every process it starts ended with
+    it; am_run writes its "run" record on `status_fd`. `env` must give the command a
+    HOME and a TMPDIR of its own (a run's directory, a build's); LD_PRELOAD in it
+    reaches the command only, never the launcher."""
+    if "HOME" not in env or "TMPDIR" not in env:
+        raise ValueError("untrusted code gets a HOME and a TMPDIR of its own")
+    env = {k: v for k, v in env.items() if k != "AM_RUN_USER"}
+    if "LD_PRELOAD" in env:
+        env["AM_RUN_LD_PRELOAD"] = env.pop("LD_PRELOAD")
+    user = chosen()
+    if user is not None:
+        env["AM_RUN_USER"] = user.env
+    return subprocess.Popen(
+        [str(native.program("am_run")), str(status_fd), *options, *argv],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,  # its own process group: a timeout ends all of it
+        pass_fds=(status_fd, *pass_fds),
+    )
+
+
+@contextlib.contextmanager
+def home(prefix: str = "allocmark-home-") -> Iterator[Path]:
+    """A private directory the identity owns, for a command's HOME and TMPDIR (0700:
+    no other identity can reach it; /tmp here is root's): removed with all it holds."""
+    with files.scratch(prefix) as tmp:
+        own = files.directory(tmp / "home", 0o700)
+        user = chosen()
+        if user is not None:
+            tmp.chmod(0o711)  # passable, not listable
+            os.chown(own, user.uid, user.gid)
+        yield own
+
+
+def give(tree: Path) -> None:
+    """`tree` and all it holds made the identity's (a build's checkout or project): no
+    link in it is followed."""
+    user = chosen()
+    if user is None:
+        return
+    os.lchown(tree, user.uid, user.gid)
+    for root, dirs, names in os.walk(tree):
+        for name in (*dirs, *names):
+            os.lchown(os.path.join(root, name), user.uid, user.gid)
+
+
+def owner() -> int:
+    """The uid of files untrusted code makes (a build's output must be one of them)."""
+    user = chosen()
+    return user.uid if user is not None else os.geteuid()
+
+
 @dataclass(frozen=True)
 class Contained:
     """How a contained command ended: its exit code (-N: killed by signal N; None: it
@@ -237,28 +367,24 @@ def contained(
     cwd: Path | None = None,
     stdout: int | None = subprocess.PIPE,
 ) -> Contained:
-    """`argv` run through the launcher as the untrusted identity (none: allocmark's
-    own), every process it starts ended with it. LD_PRELOAD and AM_RUN_GLIBC in `env`
-    reach the command only, never the launcher; stderr is merged into `stdout` when
-    that is a file."""
-    env = {k: v for k, v in env.items() if k != "AM_RUN_USER"}
-    if "LD_PRELOAD" in env:
-        env["AM_RUN_LD_PRELOAD"] = env.pop("LD_PRELOAD")
-    env["AM_RUN_SAMPLE_US"] = "0"
-    user = chosen()
-    if user is not None:
-        env["AM_RUN_USER"] = user.env
+    """`argv` run through the door (`start`) as the untrusted identity (none:
+    allocmark's own), every process it starts ended with it, swept after; stderr is
+    merged into `stdout` when that is a file. Without a HOME of its own in `env`, the
+    command gets a private one (also its TMPDIR) for its length; a TMPDIR missing
+    beside a HOME is that HOME."""
+    if "HOME" not in env:
+        with home() as own:
+            return contained(argv, {**env, "HOME": str(own)}, timeout, cwd, stdout)
+    env = {"TMPDIR": env["HOME"], **env, "AM_RUN_SAMPLE_US": "0"}
     status_r, status_w = os.pipe()
     try:
-        proc = subprocess.Popen(
-            [str(native.program("am_run")), str(status_w), *argv],
-            env=env,
+        proc = start(
+            argv,
+            env,
+            status_w,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
+            stdout=subprocess.PIPE if stdout is None else stdout,
             stderr=subprocess.PIPE if stdout == subprocess.PIPE else subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=(status_w,),
         )
     except OSError:
         os.close(status_r)
@@ -280,12 +406,12 @@ def contained(
     finally:
         with os.fdopen(status_r, "rb") as f:
             record = f.read(1 << 16)
-        sweep(user)
-    code = None if ended else _code(proc.returncode, record)
+        sweep(chosen())
+    code = None if ended else exit_code(proc.returncode, record)
     return Contained(code, out or b"", err or b"")
 
 
-def _code(launcher: int, record: bytes) -> int:
+def exit_code(launcher: int, record: bytes) -> int:
     """The command's exit code (-N: signal N) from the launcher's "run" record."""
     if launcher != 0:
         return -signal.SIGKILL if launcher < 0 else 127

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 
+from allocmark import files
 from allocmark.report.chart import TEXT_MAX, Chart, Panel, Trace, Whiskers, cut
 
 plt.rcParams.update(
@@ -59,7 +60,7 @@ def write(charts: Sequence[Chart], directory: Path) -> list[Path]:
     each draw and write the next chart, the heaviest first, until none is left.
     Forked, they start with the charts already made (nothing is pickled) and end with
     the call."""
-    directory.mkdir(parents=True, exist_ok=True)
+    files.directory(directory, what="--plots")  # DIR alone: never the directories above
     if len(charts) < 2 or (os.cpu_count() or 1) < 2:
         return [f for c in charts for f in _write_one(c, directory)]
     _PENDING[:] = charts
@@ -99,7 +100,7 @@ def _bounded_text(fig: Figure) -> None:
 
 
 def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+    files.directory(directory, what="--plots")
     written = []
     for p in plots:
         for ext in ("svg", "png"):
@@ -107,7 +108,8 @@ def save(plots: Sequence[Plot], directory: Path) -> list[Path]:
             # Each figure is laid out once (tight_layout, legends included): a "tight"
             # bounding box would draw it twice more per file.
             # No date in an SVG's metadata: the same report writes the same file.
-            p.figure.savefig(path, metadata={"Date": None} if ext == "svg" else None)
+            with files.writing(path, what="--plots", binary=True) as f:
+                p.figure.savefig(f, format=ext, metadata={"Date": None} if ext == "svg" else None)
             written.append(path)
     return written
 

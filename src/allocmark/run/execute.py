@@ -26,14 +26,13 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from allocmark import native, profile, workloads
+from allocmark import files, native, profile, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.native import identity, records
 from allocmark.run import image, launch, machine, runas, service, who
@@ -160,8 +159,8 @@ def run(spec: RunSpec) -> RunResult:
 
 def _run(spec: RunSpec) -> RunResult:
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="allocmark-run-") as tmp:
-        room = launch.Room(Path(tmp), runas.chosen())
+    with files.scratch("allocmark-run-") as tmp:
+        room = launch.Room(tmp, runas.chosen())
         if spec.app.prepare and (failed := _prepare(spec, room)):
             return RunResult(RunStatus.FAILED, started=started, detail=failed)
         started = time.time()

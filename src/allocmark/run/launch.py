@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from allocmark import native
+from allocmark import files
 from allocmark.model import RssSeries, RunSpec, RunStatus
-from allocmark.native import records
+from allocmark.native import identity, records
 from allocmark.run import capture, image, runas, who
 from allocmark.store import owner
 from allocmark.text import printable
@@ -55,11 +55,10 @@ class Room:
     profiler's records; the first two and the last are the measured program's user's."""
 
     def __init__(self, root: Path, user: runas.RunAs | None = None) -> None:
-        self.work, self.who = root / "work", root / "who"
-        self.work.mkdir()
-        self.who.mkdir()
+        self.work = files.directory(root / "work", 0o700)
+        self.who = files.directory(root / "who", 0o700)
         self.profile = root / "profile"  # the profiler's records (AM_PROF_OUT)
-        self.profile.touch()
+        files.write(self.profile, b"", 0o600)
         runas.hand_over(user, self.work, self.who, self.profile)
 
     def fill(self, argv: tuple[str, ...], port: int = 0) -> list[str]:
@@ -92,8 +91,6 @@ class Launched:
         out: int = err if merged else subprocess.DEVNULL
         if not merged and keep(spec, "stdout") == capture.PARSED_KEEP:
             out = self.streams.pipe("stdout", capture.PARSED_KEEP)
-        if user := runas.chosen():
-            env["AM_RUN_USER"] = user.env
         # The launcher's own knobs, from allocmark's environment (tests and benches turn
         # sampling off): am_run reads and removes them, the program never sees them.
         env |= {k: v for k, v in os.environ.items() if k in LAUNCHER_KNOBS}
@@ -101,15 +98,14 @@ class Launched:
         if spec.memory_limit:
             steps = ["--memory-limit", str(spec.memory_limit), *steps]
         try:
-            # Own session = own process group, so a timeout can kill all of it.
-            self.proc = subprocess.Popen(
-                [str(native.program("am_run")), str(ours["status"]), *steps, *argv],
-                env=env,
-                stdin=subprocess.DEVNULL,
+            self.proc = identity.start(
+                argv,
+                env,
+                ours["status"],
+                steps,
                 stdout=out,
                 stderr=err,
-                start_new_session=True,
-                pass_fds=tuple(ours.values()),
+                pass_fds=tuple(v for k, v in ours.items() if k != "status"),
             )
         except OSError:
             self.streams.close()

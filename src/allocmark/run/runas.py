@@ -75,17 +75,22 @@ def reachable(user: RunAs, path: Path) -> Path | None:
     return None
 
 
-def _groups(user: RunAs) -> set[int]:
-    """The groups the launcher leaves the program: its primary group only (am_run.c)."""
-    return {user.gid}
+def _is(user: RunAs, uid: int, group: bool = False) -> bool:
+    """Whether `uid` (or a gid: the launcher leaves the program its primary group only,
+    am_run.c) is `user`'s; for a campaign's transient identity, whether it is any
+    campaign's: another live campaign's program may change what its uid owns, and no
+    campaign's data may be where another's program can reach it."""
+    if transient(user):
+        return transient(RunAs("", uid, uid))
+    return uid == (user.gid if group else user.uid)
 
 
 def _allows(user: RunAs, st: os.stat_result, bits: tuple[int, int, int]) -> bool:
     """Whether the file's mode grants `user` the access whose owner/group/other bits
     are `bits`."""
-    if st.st_uid == user.uid:
+    if _is(user, st.st_uid):
         return bool(st.st_mode & bits[0])
-    if st.st_gid in _groups(user):
+    if _is(user, st.st_gid, group=True):
         return bool(st.st_mode & bits[1])
     return bool(st.st_mode & bits[2])
 
@@ -105,8 +110,8 @@ def can_replace(user: RunAs, path: Path) -> bool:
     rename it away in a directory it can write (which the sticky bit forbids for others'
     files)?"""
     st = path.lstat()
-    if st.st_uid == user.uid or path.parent == path:
-        return st.st_uid == user.uid
+    if _is(user, st.st_uid) or path.parent == path:
+        return _is(user, st.st_uid)
     parent = path.parent.stat()
     sticky = bool(parent.st_mode & stat.S_ISVTX)
     return _allows(user, parent, _WRITE) and not sticky

@@ -8,14 +8,12 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from allocmark.model import RunSpec, RunStatus, Service
 from allocmark.native import identity
-from allocmark.run import capture, launch, runas, who
+from allocmark.run import capture, launch, who
 
 STOP_GRACE = 10.0  # seconds a server gets to shut down cleanly before SIGKILL
 
@@ -52,7 +50,7 @@ def _drive(
         why = f"the server did not listen on 127.0.0.1:{port} within {service.ready_timeout:g} s"
         return launch.Outcome({}, verdict=(RunStatus.FAILED, why))
     pid = _server_pid(server.proc.pid, room.who)
-    client = _client(room.fill(service.client, port), deadline)
+    client = _client(room.fill(service.client, port), room, deadline)
     if server.exited():  # it died under load: judged on its own status
         return launch.Outcome({}, stdout=client.stdout, server_quit=True)
     hwm = _vmhwm(pid)
@@ -107,27 +105,20 @@ def _vmhwm(pid: int | None) -> int | None:
     return None
 
 
-def _client(argv: list[str], deadline: float) -> launch.Outcome:
-    """The client, without the allocator under test, its output kept for the parsers."""
+def _client(argv: list[str], room: launch.Room, deadline: float) -> launch.Outcome:
+    """The client, without the allocator under test, its output kept for the parsers:
+    part of the workload, it goes through the door as the server does, as its identity."""
     started = time.monotonic()
     streams = capture.Streams()
     ends = [
         streams.pipe("stdout", capture.PARSED_KEEP),
         streams.pipe("stderr", capture.PARSED_KEEP),
+        streams.pipe("status", capture.PARSED_KEEP),
     ]
-    user = runas.chosen()  # the client is part of the workload: it runs as the server does
-    as_user: dict[str, Any] = (
-        {"user": user.uid, "group": user.gid, "extra_groups": []} if user else {}
-    )
+    env = {"HOME": str(room.work), "TMPDIR": str(room.work)} | identity.environment()
     try:
-        proc = subprocess.Popen(
-            argv,
-            env=identity.environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=ends[0],
-            stderr=ends[1],
-            start_new_session=True,
-            **as_user,
+        proc = identity.start(
+            argv, env | {"AM_RUN_SAMPLE_US": "0"}, ends[2], stdout=ends[0], stderr=ends[1]
         )
     except OSError as e:
         streams.close()
@@ -141,9 +132,10 @@ def _client(argv: list[str], deadline: float) -> launch.Outcome:
         timed_out = streams.pump(pidfd, deadline)
     finally:
         launch.kill_group(proc.pid)
-        code = proc.wait()
+        launcher = proc.wait()
         streams.drain()
         os.close(pidfd)
+    code = identity.exit_code(launcher, streams.kept["status"].data())
     if timed_out:
         return launch.Outcome({}, timed_out=True)
     outcome = launch.Outcome(

@@ -11,7 +11,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from allocmark import units
+from allocmark import files, units
 from allocmark.errors import StoreError
 from allocmark.model import Campaign, Machine
 from allocmark.request import CampaignPlan
@@ -80,9 +80,11 @@ class Base:
         self.readonly = not create and not (
             os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
         )
+        files.protect(path)  # no output of this process ever goes over it
         if not self.readonly:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            files.directory(path.parent, parents=True, what="--db")
             _create_private(path)
+            files.protect(path)
         try:
             self.db = self._connect()
             self.db.execute("PRAGMA foreign_keys = ON")
@@ -213,11 +215,7 @@ def _create_private(path: Path) -> None:
     """A new database is made 0600 before SQLite opens it (SQLite gives its -wal and
     -shm files the database's mode): it holds every stored command and environment."""
     try:
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-    except FileExistsError:
-        return
+        files.create(path, 0o600)
     except IsADirectoryError:
         return  # the caller's check says "is a directory"
     except OSError as e:  # the place, not SQLite: say so (SQLite said "unable to open")
@@ -225,7 +223,6 @@ def _create_private(path: Path) -> None:
             f"{path}: cannot create the results database there ({e.strerror or e}); "
             "give --db a path in a directory you can write, e.g. results/allocmark.db"
         ) from None
-    os.close(fd)
 
 
 def _campaign(r: tuple[Any, ...]) -> Campaign:

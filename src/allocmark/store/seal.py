@@ -33,6 +33,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from allocmark import files
 from allocmark.model import RunSpec
 from allocmark.schemas import stored
 
@@ -77,16 +78,13 @@ def _hex(text: bytes) -> bool:
 def _make(path: Path) -> None:
     """Write a new key under a temporary name, then link it into place: two processes
     making one at once both end up with the one that was linked first."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    files.directory(path.parent, 0o700, parents=True, what="the signing key")
     tmp = path.with_name(f".{KEY_NAME}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    files.write(tmp, secrets.token_hex(32) + "\n", 0o600, "the signing key")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
+        files.publish(tmp, path)
     finally:
-        tmp.unlink()
+        files.remove(tmp)
 
 
 def new_plan_id() -> str:

@@ -55,6 +55,7 @@ from allocmark.allocators import git, prepare
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Git
 from allocmark.request import Note
+from allocmark.run import runas
 from allocmark.store import Store
 from allocmark.verbs import bisect_budget as budget
 from allocmark.verbs.bisect_step import (
@@ -131,7 +132,8 @@ def _run(q: Question) -> Iterator[Event]:
     for spec, which in ((good, "GOOD"), (bad, "BAD")):
         notes: list[Note] = []
         try:
-            prepare.revision(spec, _told(notes))
+            with runas.campaign():  # a build is untrusted code: an identity of its own
+                prepare.revision(spec, _told(notes))
         except git.BuildFailed as e:
             raise UserError(f"{which} must build: {e}") from None
         yield from notes

@@ -19,7 +19,7 @@ from allocmark.answer import analyze, stored
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, GitBuild, Prepared, RunSpec, Verified
 from allocmark.request import Note, Request
-from allocmark.run import campaign, start
+from allocmark.run import campaign, runas, start
 from allocmark.stats import fewblock
 from allocmark.store import Store
 from allocmark.verbs import bisect_budget as budget
@@ -91,7 +91,22 @@ def decide(
 ) -> Generator[Note | Step, None, Step]:
     """One decision's campaign, a block at a time until decided, its share of the
     budget spent (the default budget stretched when the forecast fits), or at
-    q.max_blocks."""
+    q.max_blocks; as every campaign, under an identity of its own (its builds too)."""
+    with runas.campaign():
+        return (yield from _decide(store, q, specs, number, alpha, clock, share, up, confirm))
+
+
+def _decide(
+    store: Store,
+    q: Question,
+    specs: list[AllocatorSpec],
+    number: int,
+    alpha: float,
+    clock: budget.Clock,
+    share: Share,
+    up: bool,
+    confirm: bool,
+) -> Generator[Note | Step, None, Step]:
     began = time.monotonic()
     notes: list[Note] = []
     req = dataclasses.replace(

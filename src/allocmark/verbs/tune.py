@@ -20,7 +20,6 @@ import functools
 import os
 import re
 import shlex
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +30,7 @@ from allocmark.allocators import catalog, debian
 from allocmark.answer.race import OBJECTIVES, default_of
 from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, Prepared, Verified, preload_list
+from allocmark.native import identity
 from allocmark.request import Note
 from allocmark.schemas.settings import Check, Family, SettingsFile, ShownBy, Style
 
@@ -39,6 +39,7 @@ _ENV = {
     Style.MALLOC_CONF: "MALLOC_CONF",
     Style.OPTIONS: "SCUDO_OPTIONS",
 }
+SHOWN_TIMEOUT_S = 30.0  # for `shown_by`'s command to show the settings
 _JOIN = {Style.TUNABLES: (":", "="), Style.MALLOC_CONF: (",", ":"), Style.OPTIONS: (":", "=")}
 
 
@@ -218,27 +219,26 @@ def settings_shown(v: Verified, family: Family) -> Shown | None:
     show = family.shown_by
     if show is None:
         return None
-    env = os.environ | v.child_env()
+    env = identity.environment(v.child_env())
     for key, value in show.set.items():
         env = _set(env, family.style, key, value, family.variable)
-    # Under another glibc (glibc@2.41) its own loader lists its tunables, and any other
-    # command runs under that glibc as the runs do.
+    # Under another glibc (glibc@2.41) its own loader lists its tunables; any other
+    # command runs under that glibc as the runs do (the launcher, AM_RUN_GLIBC).
     other = env.get("AM_RUN_GLIBC")
     loader = os.path.join(other, debian.LOADER) if other else _loader()
     argv = [loader if a == "{ld.so}" else a for a in show.command]
-    if other and argv[0] != loader:
-        argv = debian.under(argv, env)
+    if argv[0] == loader:
+        env.pop("AM_RUN_GLIBC", None)
+    # The allocator's constructors run here: untrusted code, through the one door.
     try:
-        done = subprocess.run(
-            argv, env=env, capture_output=True, text=True, errors="replace", timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        done = identity.contained(argv, env, SHOWN_TIMEOUT_S)
+    except OSError:
         return None
+    if done.code is None:
+        return None
+    out = (done.stdout + done.stderr).decode(errors="replace")
     pattern = re.compile(show.lines)
-    return Shown(
-        done.returncode,
-        tuple(line for line in (done.stdout + done.stderr).splitlines() if pattern.search(line)),
-    )
+    return Shown(done.code, tuple(line for line in out.splitlines() if pattern.search(line)))
 
 
 @functools.cache

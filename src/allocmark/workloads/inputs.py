@@ -10,15 +10,14 @@ half-written input is never used.
 
 from __future__ import annotations
 
-import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
-from allocmark import native
+from allocmark import files, native
 from allocmark.errors import UserError
 
 VERSION = 1  # bump when any generator's output changes
@@ -49,22 +48,21 @@ _WORDS = (
 )
 
 
-def text(scale: int, out: Path) -> None:
+def text(scale: int, f: IO[bytes]) -> None:
     """`scale` MiB of word salad with a skewed word frequency (compressible like prose)."""
     vocab = np.array([w.encode() for w in _WORDS.split()], dtype=object)
     want, start = scale << 20, 0
-    with out.open("wb") as f:
-        while want > 0:
-            u = _uniform(start, 65536)
-            words = vocab[(u * u * len(vocab)).astype(np.int64)]
-            lines = [b" ".join(words[i : i + 12]) for i in range(0, len(words), 12)]
-            chunk = b"\n".join(lines)[:want] + b"\n"
-            f.write(chunk)
-            want -= len(chunk)
-            start += 65536
+    while want > 0:
+        u = _uniform(start, 65536)
+        words = vocab[(u * u * len(vocab)).astype(np.int64)]
+        lines = [b" ".join(words[i : i + 12]) for i in range(0, len(words), 12)]
+        chunk = b"\n".join(lines)[:want] + b"\n"
+        f.write(chunk)
+        want -= len(chunk)
+        start += 65536
 
 
-def sql(scale: int, out: Path) -> None:
+def sql(scale: int, f: IO[bytes]) -> None:
     """A SQLite session: inserts, an index, updates, deletes, joins, all in memory."""
     users, orders = 4000 * scale, 12000 * scale
     u = _uniform(1, users * 3)
@@ -96,10 +94,10 @@ def sql(scale: int, out: Path) -> None:
         "SELECT count(*), max(length(items)) FROM summary;\n"
         "VACUUM;\n"
     )
-    out.write_text("".join(parts))
+    f.write("".join(parts).encode())
 
 
-def c_source(scale: int, out: Path) -> None:
+def c_source(scale: int, f: IO[bytes]) -> None:
     """A C file of 40 x scale functions, each with loops, a switch and a table:
     cc1 at -O2 allocates for every statement, basic block and pass."""
     parts = [
@@ -126,10 +124,10 @@ def c_source(scale: int, out: Path) -> None:
             f"  for (struct am_rec *p = r; p; p = p->next) acc += p->key * {k};\n"
             f"  return acc;\n}}\n"
         )
-    out.write_text("".join(parts))
+    f.write("".join(parts).encode())
 
 
-def image(scale: int, out: Path) -> None:
+def image(scale: int, f: IO[bytes]) -> None:
     """A (1024 x scale)-square colour PPM: gradients, rings and noise. Integer
     arithmetic only, so that no platform's float rounding changes a pixel."""
     side = 1024 * scale
@@ -137,29 +135,27 @@ def image(scale: int, out: Path) -> None:
     noise = (_mix(4, side * side) % np.uint64(64)).astype(np.int64).reshape(side, side)
     rings = ((x - side // 2) ** 2 + (y - side // 2) ** 2) // (side // 32) % 160
     rgb = np.stack([x * 200 // side + noise, rings + noise // 2, y * 150 // side + rings // 2], -1)
-    with out.open("wb") as f:
-        f.write(f"P6\n{side} {side}\n255\n".encode())
-        f.write(np.clip(rgb, 0, 255).astype(np.uint8).tobytes())
+    f.write(f"P6\n{side} {side}\n255\n".encode())
+    f.write(np.clip(rgb, 0, 255).astype(np.uint8).tobytes())
 
 
 FRAME_W, FRAME_H = 640, 360  # the x264 workload's --input-res
 
 
-def frames(scale: int, out: Path) -> None:
+def frames(scale: int, f: IO[bytes]) -> None:
     """20 x scale raw YUV 4:2:0 frames: a moving disc and gradient over noise."""
     y, x = np.mgrid[0:FRAME_H, 0:FRAME_W].astype(np.int64)
-    with out.open("wb") as f:
-        for t in range(20 * scale):
-            noise = _mix(5 + t * FRAME_W * FRAME_H, FRAME_W * FRAME_H) % np.uint64(24)
-            disc = (x - 8 * t % FRAME_W) ** 2 + (y - FRAME_H // 2) ** 2 < 3600
-            luma = (x + 3 * t) % 256 // 2 + 60 * disc
-            luma = luma + noise.reshape(FRAME_H, FRAME_W).astype(np.int64)
-            f.write(np.clip(luma, 0, 255).astype(np.uint8).tobytes())
-            chroma = np.full((FRAME_H // 2, FRAME_W // 2), 128 + t % 32, dtype=np.uint8)
-            f.write(chroma.tobytes() * 2)  # U and V planes
+    for t in range(20 * scale):
+        noise = _mix(5 + t * FRAME_W * FRAME_H, FRAME_W * FRAME_H) % np.uint64(24)
+        disc = (x - 8 * t % FRAME_W) ** 2 + (y - FRAME_H // 2) ** 2 < 3600
+        luma = (x + 3 * t) % 256 // 2 + 60 * disc
+        luma = luma + noise.reshape(FRAME_H, FRAME_W).astype(np.int64)
+        f.write(np.clip(luma, 0, 255).astype(np.uint8).tobytes())
+        chroma = np.full((FRAME_H // 2, FRAME_W // 2), 128 + t % 32, dtype=np.uint8)
+        f.write(chroma.tobytes() * 2)  # U and V planes
 
 
-GENERATORS: dict[str, tuple[Callable[[int, Path], None], str]] = {
+GENERATORS: dict[str, tuple[Callable[[int, IO[bytes]], None], str]] = {
     "text": (text, "txt"),
     "sql": (sql, "sql"),
     "c_source": (c_source, "c"),
@@ -186,14 +182,7 @@ def ensure(generator: str, scale: int) -> Path:
         if not path.stat().st_mode & stat.S_IROTH:  # made private by an earlier allocmark
             path.chmod(READABLE)
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        make(scale, Path(tmp))
-        os.chmod(tmp, READABLE)
-        os.replace(tmp, path)  # atomic: readers see all of it or nothing
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    files.directory(path.parent, parents=True)
+    with files.writing(path, READABLE, "the input", binary=True) as f:
+        make(scale, f)  # renamed in whole: readers see all of it or nothing
     return path
