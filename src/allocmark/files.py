@@ -106,33 +106,69 @@ def _refuse(path: Path, what: str, why: str) -> Refused:
 
 @contextlib.contextmanager
 def _opened(directory: Path, what: str, target: Path) -> Iterator[int]:
-    """The directory's descriptor, reached along its real path with no link followed,
-    each component checked: nobody else may change it or replace a directory above."""
-    real = Path(os.path.realpath(directory))
-    fd, here = os.open("/", _DIR), Path("/")
+    """The directory's descriptor, reached from / one component at a time with no
+    link followed by the kernel: a link on the way is read and walked here, and every
+    directory passed through (the one holding a link too) is checked: nobody else may
+    change it or replace what it holds."""
+    fd = _walk(Path(os.path.abspath(directory)), what, target)
     try:
-        for part in real.parts[1:]:
-            if why := _replaceable(os.fstat(fd)):
-                raise _refuse(target, what, f"{here}: {why}")
-            here = here / part
-            try:
-                nxt = os.open(part, _DIR, dir_fd=fd)
-            except FileNotFoundError:
-                raise Refused(
-                    f"{what} {target}: the directory {real} does not exist; make it first "
-                    "(allocmark creates no directory for an output)"
-                ) from None
-            except (NotADirectoryError, OSError) as e:
-                raise _refuse(
-                    target, what, f"{real} cannot be opened ({e.strerror or e})"
-                ) from None
-            os.close(fd)
-            fd = nxt
         if why := _writable_by_others(os.fstat(fd)):
-            raise _refuse(target, what, f"{real}: {why}")
+            raise _refuse(target, what, f"{directory}: {why}")
         yield fd
     finally:
         os.close(fd)
+
+
+_HOPS = 40  # links followed on one path, as the kernel's ELOOP limit
+
+
+def _walk(path: Path, what: str, target: Path) -> int:
+    stack = [os.open("/", _DIR)]  # the directories passed through, for ".."
+    names = [Path("/")]
+    parts, hops = list(path.parts[1:]), 0
+    try:
+        while parts:
+            part = parts.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop())
+                    names.pop()
+                continue
+            here = names[-1]
+            if why := _replaceable(os.fstat(stack[-1])):
+                raise _refuse(target, what, f"{here}: {why}")
+            try:
+                st = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                raise Refused(
+                    f"{what} {target}: the directory {here / part} does not exist; make it "
+                    "first (allocmark creates no directory for an output)"
+                ) from None
+            if stat.S_ISLNK(st.st_mode):
+                if _hostile(st.st_uid):
+                    raise _refuse(target, what, f"{here / part}: a link of uid {st.st_uid}")
+                hops += 1
+                if hops > _HOPS:
+                    raise _refuse(target, what, f"{path}: too many links")
+                link = Path(os.readlink(part, dir_fd=stack[-1]))
+                if link.is_absolute():
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                        names.pop()
+                parts = [*link.parts[1 if link.is_absolute() else 0 :], *parts]
+                continue
+            try:
+                stack.append(os.open(part, _DIR, dir_fd=stack[-1]))
+            except OSError as e:
+                raise _refuse(target, what, f"{here / part}: {e.strerror or e}") from None
+            names.append(here / part)
+        fd = stack.pop()
+        return fd
+    finally:
+        for d in stack:
+            os.close(d)
 
 
 def _check_target(fd: int, name: str, target: Path, what: str) -> None:

@@ -67,8 +67,13 @@ def _built(specs: Sequence[AllocatorSpec], say: Say) -> tuple[list[AllocatorSpec
                 unbuilt.append(str(e))
                 continue
         out.append(spec)
-    if specs and not out:
-        raise UserError("no revision built: " + "; ".join(unbuilt[-3:]))
+    named = [s for s in specs if s.git is not None]
+    if named and not any(s.git is not None for s in out):
+        # The revisions are what was asked: the other allocators alone answer nothing of it.
+        raise UserError(
+            f"no revision built (of {len(named)}), so nothing of the repository can be "
+            "compared; fix the --build command or the revisions: " + "; ".join(unbuilt[-3:])
+        )
     return out, tuple(unbuilt)
 
 

@@ -1,0 +1,249 @@
+"""Issue 65's findings, each written as the attack, through the CLI as a user runs it,
+as root (docs/security.md: the two doors). Untrusted: the measured command, an
+allocator library, a repository's build, a database from elsewhere. Each failed on
+7832cb9; the doors themselves are tests/test_doors.py."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.allocators import tinyrepo
+from tests.conftest import FORWARDING, PYTHON, build_so, cli, readable, writable_by_all
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the boundary is drawn when allocmark is root"),
+]
+
+QUICK = ("-n", "2", "--max-blocks", "2")
+OTHER_CAMPAIGN = 0x5A000000 + 77  # a uid of the transient range: another campaign's
+
+
+def _try(
+    db: Path, *rest: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return cli("try", *QUICK, "--db", str(db), *rest, env=env)
+
+
+EVIL = """
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+@FORWARDING@
+__attribute__((constructor)) static void am_evil(void) {
+  char line[64];
+  int fd = open("@LOG@", O_WRONLY | O_APPEND);
+  int len = snprintf(line, sizeof line, "%ld\\n", (long)geteuid());
+  if (fd >= 0 && write(fd, line, (size_t)len) == len) close(fd);
+}
+"""
+
+
+def _evil(tmp_path: Path, log: Path) -> Path:
+    log.touch()
+    log.chmod(0o666)
+    source = EVIL.replace("@FORWARDING@", FORWARDING).replace("@LOG@", str(log))
+    return build_so(tmp_path, "evil", source)
+
+
+# -- untrusted code outside the door -------------------------------------------------------
+def test_tune_s_settings_display_never_runs_the_library_as_root(tmp_path: Path) -> None:
+    """`tune -a mimalloc=./evil.so`: the display of the settings ran the library's
+    constructors as root (10 times at 7832cb9)."""
+    log = writable_by_all(tmp_path / "out") / "euids"
+    so = _evil(tmp_path, log)
+    r = cli(
+        "tune", "-a", f"mimalloc={so}", "-n", "1", "--max-blocks", "1", "--budget", "20s",
+        "--db", str(tmp_path / "t.db"), "--", "true",
+    )  # fmt: skip
+    euids = log.read_text().split()
+    assert "Traceback" not in r.stderr, r.stderr
+    assert euids and "0" not in euids, euids
+
+
+def test_each_bisect_decision_runs_as_an_identity_of_its_own(tmp_path: Path) -> None:
+    """Each decision of a bisect is a campaign: at 7832cb9 they shared one uid claimed
+    lazily, so one decision's program could reach the next's."""
+    place = readable(tmp_path)
+    repo = tinyrepo.make(place / "repo", slow=None, fat=2, broken=None, last=3)
+    out = writable_by_all(place / "out")
+    script = place / "who.py"
+    script.write_text(
+        f"import os\nopen('{out}/' + str(os.getuid()) + '.' + str(os.getpid()), 'w').close()\n"
+        "b = bytearray(1 << 20)\n"
+    )
+    r = cli(
+        "bisect", "--repo", str(repo.path), "--build", tinyrepo.BUILD,
+        "--library", tinyrepo.OUTPUT, "--metric", "rss", "--max-blocks", "6",
+        "--db", str(place / "b.db"), repo.commits[0], repo.commits[-1], "--", PYTHON, str(script),
+        env={"ALLOCMARK_CACHE": str(place / "cache")}, timeout=600,
+    )  # fmt: skip
+    assert "Traceback" not in r.stderr, r.stderr
+    with sqlite3.connect(place / "b.db") as con:
+        campaigns = con.execute("SELECT count(*) FROM campaigns").fetchone()[0]
+    uids = {p.name.split(".")[0] for p in out.iterdir()}
+    assert campaigns >= 2, r.stdout + r.stderr
+    assert "0" not in uids and len(uids) >= campaigns, (uids, campaigns)
+
+
+def test_a_build_gets_a_home_and_a_tmpdir_of_its_own(tmp_path: Path) -> None:
+    """jemalloc's autogen.sh failed under the campaign's identity: no TMPDIR of its own
+    (config.guess: "cannot create a temporary directory in /tmp"); nor may a build see
+    root's environment."""
+    place = readable(tmp_path)
+    repo = tinyrepo.make(place / "repo", slow=None, fat=None, broken=None, last=1)
+    build = (
+        'test -n "$TMPDIR" && test -w "$TMPDIR" && test "$HOME" != /root && '
+        'test -z "$AM_TEST_SECRET_TOKEN" && t=$(mktemp) && rm "$t" && ' + tinyrepo.BUILD
+    )
+    r = _try(
+        place / "b.db", "-a", f"tiny@git:{repo.path}#HEAD", "--build", build,
+        "--library", tinyrepo.OUTPUT, "--", "true",
+        env={"ALLOCMARK_CACHE": str(place / "cache"), "AM_TEST_SECRET_TOKEN": "hunter2"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "skipped" not in r.stderr, r.stderr
+
+
+def test_a_campaign_whose_every_revision_is_skipped_is_refused(tmp_path: Path) -> None:
+    """Every revision named failed to build (jemalloc 3.6.0, 4.0.0 and 5.2.0 without a
+    TMPDIR): the campaign ran glibc, named beside them, alone and exited 0."""
+    place = readable(tmp_path)
+    repo = tinyrepo.make(place / "repo", slow=None, fat=None, broken=None, last=1)
+    r = _try(
+        place / "s.db", "-a", f"glibc,tiny@git:{repo.path}#HEAD,HEAD~1",
+        "--build", "echo no TMPDIR >&2; exit 3", "--library", tinyrepo.OUTPUT, "--", "true",
+        env={"ALLOCMARK_CACHE": str(place / "cache")},
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no revision built" in r.stderr and "no TMPDIR" in r.stderr, r.stderr
+    assert not (place / "s.db").exists()
+
+
+# -- files written through the program's hands, or over the user's data --------------------
+@pytest.fixture(scope="module")
+def done_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = readable(tmp_path_factory.mktemp("done")) / "done.db"
+    r = _try(db, "-a", "glibc,glibc:arena2", "--", "true")
+    assert r.returncode == 0, r.stderr
+    return db
+
+
+def _planted(tmp_path: Path) -> tuple[Path, Path]:
+    """What a campaign's program leaves in a world-writable place while its campaign
+    lives: a directory of its uid with a link to a root-only file."""
+    secret = tmp_path / "secret"
+    secret.write_text("root-only\n")
+    secret.chmod(0o600)
+    shared = writable_by_all(tmp_path / "shared")
+    planted = shared / "D"
+    planted.mkdir(mode=0o700)
+    (planted / "report.json").symlink_to(secret)
+    (planted / "plots").symlink_to(tmp_path / "root-only-dir")
+    (tmp_path / "root-only-dir").mkdir(mode=0o700)
+    for p in (planted / "report.json", planted / "plots", planted):
+        os.lchown(p, OTHER_CAMPAIGN, OTHER_CAMPAIGN)
+    return planted, secret
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("report", "--format", "json", "-o", "{D}/report.json"),
+        ("report", "--format", "json", "-o", "{D}/new.json"),
+        ("report", "--plots", "{D}/plots"),
+        ("report", "--plots", "{D}/fresh"),
+    ],
+)
+def test_an_export_never_follows_the_program_s_link_nor_writes_in_its_directory(
+    done_db: Path, tmp_path: Path, how: tuple[str, ...]
+) -> None:
+    planted, secret = _planted(tmp_path)
+    args = [a.replace("{D}", str(planted)) for a in how]
+    r = cli(args[0], "--db", str(done_db), *args[1:])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert secret.read_text() == "root-only\n"
+    assert list((tmp_path / "root-only-dir").iterdir()) == []
+    assert sorted(p.name for p in planted.iterdir()) == ["plots", "report.json"]
+
+
+def test_try_s_export_never_follows_the_program_s_link(tmp_path: Path) -> None:
+    planted, secret = _planted(tmp_path)
+    r = _try(tmp_path / "x.db", "--export-json", str(planted / "report.json"), "--", "true")
+    assert r.returncode == 2, r.stderr
+    assert secret.read_text() == "root-only\n"
+
+
+def test_a_csv_export_sourced_by_a_shell_runs_nothing(tmp_path: Path) -> None:
+    """The program's stderr went raw into the CSV: `$(id > …)` ran as uid 0 when the
+    file was sourced."""
+    out = writable_by_all(tmp_path / "out")
+    mark = tmp_path / "ran"
+    said = f"=cmd|' /C calc'!A0\n$(id > {mark})\n`id > {mark}`\n\\\"; id > {mark}; \"\n"
+    script = tmp_path / "say.py"
+    script.write_text(f"import sys\nsys.stderr.write({said!r})\nsys.exit(3)\n")
+    db = tmp_path / "c.db"
+    r = _try(db, "-i", "--", PYTHON, str(script))
+    assert "Traceback" not in r.stderr, r.stderr
+    csv_file = out.parent / "runs.csv"
+    r = cli("report", "--db", str(db), "--runs", "--format", "csv", "-o", str(csv_file))
+    assert r.returncode == 0, r.stderr
+    assert "id > " in csv_file.read_text()  # the words are kept, as data
+    subprocess.run(["sh", str(csv_file)], cwd=tmp_path, capture_output=True, check=False)
+    subprocess.run(["bash", str(csv_file)], cwd=tmp_path, capture_output=True, check=False)
+    assert not mark.exists()
+    assert "\n=cmd" not in csv_file.read_text() and ',"=cmd' not in csv_file.read_text()
+
+
+def test_an_export_never_writes_over_the_results(done_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "keep.db"
+    db.write_bytes(done_db.read_bytes())
+    for fmt in ("md", "json", "table"):
+        r = cli("report", "--db", str(db), "--format", fmt, "-o", str(db))
+        assert r.returncode == 2 and "results database" in r.stderr, r.stderr
+    for suffix in ("-wal", "-shm"):
+        r = cli("report", "--db", str(db), "-o", f"{db}{suffix}")
+        assert r.returncode == 2, r.stderr
+    other = tmp_path / "other.db"  # another results database: not written over either
+    other.write_bytes(done_db.read_bytes())
+    r = cli("report", "--db", str(db), "--format", "md", "-o", str(other))
+    assert r.returncode == 2, r.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] > 0
+    assert other.read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+def test_try_s_export_never_writes_over_its_own_database(done_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    db.write_bytes(done_db.read_bytes())
+    before = db.read_bytes()
+    r = _try(db, "-a", "glibc", "--export-json", str(db), "--", "true")
+    assert r.returncode == 2 and "results database" in r.stderr, r.stderr
+    assert db.read_bytes() == before  # refused before anything ran
+
+
+def test_an_output_never_creates_directories(done_db: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    r = cli("report", "--db", str(done_db), "-o", str(missing / "dir" / "x.txt"))
+    assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
+    assert not missing.exists()
+
+
+def test_another_live_campaign_s_directory_is_refused(tmp_path: Path) -> None:
+    """The guard checked this campaign's uid only: a directory another campaign's
+    transient uid owns passed, and its program swapped the database."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, OTHER_CAMPAIGN, OTHER_CAMPAIGN)
+    r = _try(theirs / "t.db", "-a", "glibc", "--", "true")
+    assert r.returncode == 2 and "can be changed by" in r.stderr, r.stderr
+    assert not (theirs / "t.db").exists()
+    st = theirs.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o755
