@@ -161,12 +161,17 @@ static long am_run_uid = -1;                   // the identity the program runs 
 // A SIGCONT says the launcher was stopped -- unless the program sent it: any process of
 // the launcher's session may send SIGCONT whatever its uid, so one from the run's own
 // identity is the program's word, not a stop the launcher saw (nothing of that
-// identity may stop the launcher: SIGSTOP needs the launcher's uid).
+// identity may stop the launcher: SIGSTOP needs the launcher's uid). The sender's uid
+// is the kernel's for kill() (SI_USER) and tgkill() (SI_TKILL); sigqueue() and
+// rt_sigqueueinfo() (SI_QUEUE and the other codes below 0) carry what the sender
+// wrote, so such a SIGCONT says nothing of a stop whoever it claims to be from.
 static void am_on_continue(int sig, siginfo_t *info, void *ctx) {
   (void)sig;
   (void)ctx;
-  if (am_run_uid >= 0 && info && info->si_code == SI_USER && (long)info->si_uid == am_run_uid)
-    return;
+  if (am_run_uid >= 0 && info && info->si_code <= 0) {
+    if (info->si_code != SI_USER && info->si_code != SI_TKILL) return;
+    if ((long)info->si_uid == am_run_uid) return;
+  }
   am_continued = 1;
 }
 

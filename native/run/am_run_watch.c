@@ -404,6 +404,42 @@ static void am_write_all(int fd, const char *s, size_t n) {
   }
 }
 
+// Whether `pid`, stopped at its exit_group, is all that is left of the run: one thread
+// (a stopped exit_group has not ended the others yet), no child of its own, and the
+// launcher's only child (the launcher is a subreaper: whatever the run started and left
+// is its child). /proc's children lists need CONFIG_PROC_CHILDREN: unreadable, it is
+// not known to be alone.
+static int am_children(pid_t pid, char *buf, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, buf, n - 1);
+  close(fd);
+  if (got < 0) return -1;
+  buf[got] = 0;
+  return (int)got;
+}
+
+static int am_alone(pid_t pid) {
+  static char buf[4096];
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  buf[got] = 0;
+  const char *threads = strstr(buf, "\nThreads:");
+  if (!threads || strtol(threads + 9, NULL, 10) != 1) return 0;
+  if (am_children(pid, buf, sizeof buf) != 0) return 0;  // a child of its own
+  if (am_children(getpid(), buf, sizeof buf) < 0) return 0;
+  char mine[24];
+  snprintf(mine, sizeof mine, "%d ", (int)pid);
+  return strcmp(buf, mine) == 0;  // the launcher's one child is the run's main process
+}
+
 // One stopped call: read its image, record it, let the call go on.
 void am_watch_serve(int status_fd, pid_t main_pid) {
   static struct seccomp_notif req;
@@ -415,6 +451,9 @@ void am_watch_serve(int status_fd, pid_t main_pid) {
   const char *at =
       req.data.nr == (x86_64 ? SYS_exit_group : AM_I386_EXIT_GROUP) ? "exit" : "exec";
   pid_t pid = (pid_t)req.pid;
+  // The time of the main image's exit read leaves the run's wall time only when
+  // nothing of the run could work meanwhile (am_alone); else it is the run's.
+  int alone = pid == main_pid && strcmp(at, "exit") == 0 && am_alone(main_pid);
   int again = 0;
   if (am_is_launcher(pid)) am_launcher_image(pid, at);
   else if ((again = strcmp(at, "exec") == 0 && am_unchanged(pid, am_image_key(pid))))
@@ -444,7 +483,7 @@ void am_watch_serve(int status_fd, pid_t main_pid) {
   }  // ENOENT: it was killed meanwhile
   int64_t spent = am_now_ns() - t0;
   am_watch_ns += spent;
-  if (pid == main_pid && strcmp(at, "exit") == 0) am_watch_main_exit_ns = spent;
+  if (alone) am_watch_main_exit_ns = spent;
 }
 
 void am_watch_write(int status_fd) {

@@ -6,6 +6,7 @@ a campaign needs."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -82,8 +83,10 @@ def run(
     would run (Dry), storing nothing."""
     # A dry run builds and runs nothing: it needs no identity of its own.
     with runas.campaign() if not req.dry_run else contextlib.nullcontext():
-        _check(req)
+        req = _check(req)
         notes: list[Note] = []
+        if req.command:  # which file runs, as the caller's shell would find it
+            notes.append(Note("info", f"the command runs {req.command[0]}"))
         if req.dry_run:
             found = start.dry(req, selection, notes)
             yield from notes
@@ -129,7 +132,7 @@ def bisect(
     step a campaign stored in req.db. `req` gives the workload (or command), its
     parameters, timeout and database, and its budget (None: the default, stretched
     when the forecast of a small change needs it; 0: none)."""
-    _check(req)
+    req = _check(req)
     if req.allocators:
         raise UserError("bisect builds its own allocators from the repository: drop -a")
     if not 0 < error_rate < 1:
@@ -343,7 +346,9 @@ def regression(
 HARDEN_WORKLOAD = hardening.WORKLOAD  # the battery's workload: its failures are its findings
 
 
-def _check(req: Request) -> None:
+def _check(req: Request) -> Request:
+    """`req` checked before anything is made or run; its command's first word as the
+    file it runs (run/runas.py: `program`)."""
     if req.dispatcher not in EXECUTORS:
         raise UserError(f"--executor {req.dispatcher!r}: choose {' or '.join(EXECUTORS)}")
     if req.dispatcher == "dask" and not req.scheduler:
@@ -355,7 +360,9 @@ def _check(req: Request) -> None:
         raise UserError("give either a command or workloads/a suite, not both")
     if req.command:
         workloads.check_command(req.command)  # before any file is made or run started
+        req = dataclasses.replace(req, command=(runas.program(req.command[0]), *req.command[1:]))
     runas.guard(req.db)  # the measured program must not reach the store (run/runas.py)
+    return req
 
 
 def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Verified]) -> Planned:

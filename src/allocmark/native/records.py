@@ -52,7 +52,7 @@ FILE_LIMIT = 16 << 20  # bytes of one record file read at the most
 def read_file(path: Path, what: str, limit: int = FILE_LIMIT) -> bytes:
     """A record file the measured program could have touched (its identity owns the
     directory), read as untrusted: never through a link, a regular file only (a FIFO
-    would block for ever), at most `limit` bytes. A bad one is a RecordError that names
+    would block for ever) of one name (a hard link is refused), at most `limit` bytes. A bad one is a RecordError that names
     the file by its name alone, never by what it points to or holds."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -63,6 +63,8 @@ def read_file(path: Path, what: str, limit: int = FILE_LIMIT) -> bytes:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise RecordError(f"{what} {path.name} is not a regular file")
+        if st.st_nlink != 1:  # one file under many names would be read many times
+            raise RecordError(f"{what} {path.name} is a hard link ({st.st_nlink} names)")
         text = f.read(limit + 1)
     if len(text) > limit:
         raise RecordError(f"{what} {path.name} is larger than {limit >> 20} MiB")

@@ -162,7 +162,9 @@ def _run(spec: RunSpec) -> RunResult:
     with files.scratch("allocmark-run-") as tmp:
         room = launch.Room(tmp, runas.chosen())
         if spec.app.prepare and (failed := _prepare(spec, room)):
-            return RunResult(RunStatus.FAILED, started=started, detail=failed)
+            return RunResult(
+                RunStatus.FAILED, started=started, detail=failed, labels={"stage": "prepare"}
+            )
         started = time.time()
         try:
             outcome = (

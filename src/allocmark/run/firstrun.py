@@ -7,6 +7,7 @@ import shlex
 from allocmark.errors import UserError
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.request import CampaignPlan
+from allocmark.run import runas
 from allocmark.store import Store
 from allocmark.text import printable
 
@@ -40,6 +41,8 @@ class FirstRun:
         line = shlex.join(spec.argv)
         # its own lines, each made printable: the program's text cannot drive the terminal
         tail = [printable(x) for x in result.detail.splitlines()[-TAIL_LINES:]] or ["no detail"]
+        if result.labels.get("stage") == "prepare":
+            raise CommandFails(self._prepare(spec, tail))
         if result.status is RunStatus.TIMEOUT:
             fix = (
                 f"It ran past its timeout ({spec.timeout:g} s a run): give it more with "
@@ -53,4 +56,21 @@ class FirstRun:
             f"Nothing else was run: under every allocator it would fail the same way. {fix}, "
             "or add -i (`allocmark try -i`) to run it under every allocator anyway (this run "
             f"is kept in {self.db})."
+        )
+
+    def _prepare(self, spec: RunSpec, tail: list[str]) -> str:
+        """--prepare failed before the first run: its words, as whom it ran, the fix."""
+        who = runas.chosen()
+        as_whom = (
+            f"It runs as {who.name}, the campaign's identity (never root): what only root may "
+            "read or write is closed to it; prepare in a place every user can reach, or pass "
+            "--run-as root. "
+            if who is not None
+            else ""
+        )
+        return (
+            f"--prepare {printable(shlex.join(spec.app.prepare))} failed before the first run "
+            f"of the command, under {self.baseline}:\n  " + "\n  ".join(tail) + "\n"
+            f"Nothing else was run. {as_whom}Fix --prepare (it must exit 0), or add -i to run "
+            f"on anyway (this run is kept in {self.db})."
         )

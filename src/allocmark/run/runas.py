@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -127,6 +128,47 @@ def can_read(user: RunAs, path: Path) -> bool:
         return _allows(user, path.stat(), _READ)
     except OSError:
         return False
+
+
+def program(name: str) -> str:
+    """The file a command's name runs, found as the caller's shell finds it (their
+    PATH, their working directory), as an absolute path; and refused if the measured
+    program's identity cannot run that exact file (the launcher's own PATH search
+    would silently run another: /usr/bin/python3 for root's pyenv python3)."""
+    found = shutil.which(name) if "/" not in name else name
+    path = os.path.abspath(found or name)
+    user = chosen()
+    if user is not None and (why := cannot_run(user, Path(path))):
+        raise UserError(
+            f"{name} is {path}, which {user.name}, the identity the measured program runs "
+            f"as, cannot run: {why}. Install it where every user can read it, or pass "
+            "--run-as root (or --run-as a user who can run it)"
+        )
+    return path
+
+
+def cannot_run(user: RunAs, path: Path, depth: int = 0) -> str:
+    """Why `user` cannot execute `path` ("" if it can): a directory above it it may not
+    search, the file's mode, or a script's interpreter, in turn."""
+    real = Path(os.path.realpath(path))
+    try:
+        for above in reversed(real.parents):
+            if not _allows(user, above.stat(), _SEARCH):
+                return f"{above} is closed to it"
+        st = real.stat()
+        if not _allows(user, st, _SEARCH):
+            return f"{real} is not executable by it"
+        with open(real, "rb") as f:
+            head = f.read(256)
+    except OSError as e:
+        return f"{real}: {e.strerror or e}"
+    if head.startswith(b"#!") and depth < 4:
+        if not _allows(user, st, _READ):
+            return f"{real} is a script it cannot read"
+        words = head[2:].split(b"\n")[0].split()
+        if words:
+            return cannot_run(user, Path(os.fsdecode(words[0])), depth + 1)
+    return ""
 
 
 def hand_over(user: RunAs | None, *paths: Path) -> None:

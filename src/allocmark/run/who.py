@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,9 +36,7 @@ def read(directory: Path) -> list[Report]:
     The directory is the program's: every file in it is read as untrusted (no link
     followed, regular files only, bounded; records.read_file), and a bad one is a
     RecordError that fails the run, never the campaign. At most FILES files."""
-    names = sorted(os.listdir(directory))
-    if len(names) > FILES:
-        raise records.RecordError(f"libam_who's directory holds {len(names)} files")
+    names = _names(directory)
     return [
         r
         for name in names
@@ -46,6 +45,25 @@ def read(directory: Path) -> list[Report]:
 
 
 FILES = 10_000  # a run's processes, at the most, that libam_who reports
+TOTAL = 64 << 20  # bytes of libam_who's files of one run read at the most
+
+
+def _names(directory: Path) -> list[str]:
+    """The directory's file names, once it is known to hold at most FILES files of at
+    most TOTAL bytes in all (what allocmark reads of it is bounded whatever the
+    program puts there)."""
+    names = sorted(os.listdir(directory))
+    if len(names) > FILES:
+        raise records.RecordError(f"libam_who's directory holds {len(names)} files")
+    total = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            total += os.lstat(directory / name).st_size
+    if total > TOTAL:
+        raise records.RecordError(
+            f"libam_who's directory holds {total >> 20} MiB (at most {TOTAL >> 20} MiB is read)"
+        )
+    return names
 
 
 CALLS = "calls."  # files of "calls" records, one per process
@@ -104,7 +122,7 @@ def calls(directory: Path) -> list[str]:
 def _lines(directory: Path, prefix: str, kind: str) -> list[dict[str, Any]]:
     """The fields of every `kind` record in the files named PREFIX.PID."""
     found = []
-    for f in sorted(directory.glob(f"{prefix}*"))[:FILES]:
+    for f in [directory / n for n in _names(directory) if n.startswith(prefix)]:
         text = records.read_file(f, "libam_who's report")
         whole = text[: text.rfind(b"\n") + 1]  # a process killed mid-line: its last is cut
         found += [r.fields for r in records.parse(whole, f.name) if r.kind == kind]

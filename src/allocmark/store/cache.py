@@ -104,4 +104,6 @@ def _unpacked(x: Any) -> Any:
     values = cast(list[float | None], data.tolist())
     for i in x["none"]:
         values[i] = None
+    if not all(v is None or math.isfinite(v) for v in values):
+        raise ValueError("a kept number is not finite")  # a crafted cache: damaged
     return values

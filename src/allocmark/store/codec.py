@@ -9,7 +9,7 @@ import functools
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -58,11 +58,16 @@ def floats(text: str | None) -> tuple[float | None, ...]:
         return ()
     parts = text.split(",")
     try:
-        if "" not in parts:  # the usual case: every run has the value
-            return tuple(map(float, parts))
-        return tuple(float(x) if x else None for x in parts)
+        found = (
+            tuple(map(float, parts))  # the usual case: every run has the value
+            if "" not in parts
+            else tuple(float(x) if x else None for x in parts)
+        )
     except ValueError:  # text in a numeric column: edited or corrupted
         raise damaged(text) from None
+    if not all(x is None or math.isfinite(x) for x in found):
+        raise damaged(text)  # Inf or NaN: no run measures that
+    return found
 
 
 def params(text: str) -> tuple[tuple[str, int | str], ...]:
@@ -184,16 +189,22 @@ def stored_allocator(row: dict[str, Any]) -> StoredAllocator:
         version=column("version", text_or_none),
         reason=column("reason", text_or_none),
         lacks=column("lacks_json", lambda v: strings(v or "[]")),
-        env=column("env_json", _text_map),
+        env=column("env_json", text_map),
         served=column("served_json", lambda v: pairs_or_none(v or "[]")),
     )
 
 
-def _text_map(value: object) -> dict[str, str]:
+def text_map(value: object) -> dict[str, str]:
+    """A JSON column of an object of strings (a run's labels, an environment)."""
     found = mapping(value or "{}")
     if not all(isinstance(v, str) for v in found.values()):
         raise damaged(value)
     return found
+
+
+def numbers(values: Mapping[str, object]) -> dict[str, float]:
+    """A run's metrics: each a finite number."""
+    return {k: number(v) for k, v in values.items()}
 
 
 def pairs_or_none(value: object) -> tuple[tuple[str, str | None], ...]:

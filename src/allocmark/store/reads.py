@@ -69,27 +69,27 @@ class Reads(Cache):
         labels: dict[str, dict[str, str]] = {}
         return [
             StoredRun(
-                seq=r[1],
-                allocator=r[2],
-                workload=r[3],
+                seq=codec.integer(r[1]),
+                allocator=codec.text(r[2]),
+                workload=codec.text(r[3]),
                 params=params.get(r[4]) or params.setdefault(r[4], codec.params(r[4])),
-                rep=r[5],
+                rep=codec.integer(r[5]),
                 status=codec.status(r[6]),
-                wall_s=r[7],
-                user_s=r[8],
-                sys_s=r[9],
-                maxrss_kib=r[10],
-                metrics=values.get(r[0], {}),
-                detail=r[11] or "",
+                wall_s=codec.number(r[7] or 0),
+                user_s=codec.number(r[8] or 0),
+                sys_s=codec.number(r[9] or 0),
+                maxrss_kib=codec.integer(r[10] or 0),
+                metrics=codec.numbers(values.get(r[0], {})),
+                detail=codec.text(r[11] or ""),
                 partial=bool(r[12]),
-                role=r[13],
+                role=codec.text(r[13]),
                 labels=labels[r[14]]
                 if r[14] in labels
-                else labels.setdefault(r[14], codec.loads(r[14])),
-                minflt=r[15] or 0,
-                majflt=r[16] or 0,
-                nvcsw=r[17] or 0,
-                nivcsw=r[18] or 0,
+                else labels.setdefault(r[14], codec.text_map(r[14])),
+                minflt=codec.integer(r[15] or 0),
+                majflt=codec.integer(r[16] or 0),
+                nvcsw=codec.integer(r[17] or 0),
+                nivcsw=codec.integer(r[18] or 0),
             )
             for r in rows
         ]
