@@ -247,3 +247,184 @@ def test_another_live_campaign_s_directory_is_refused(tmp_path: Path) -> None:
     assert not (theirs / "t.db").exists()
     st = theirs.stat()
     assert stat.S_IMODE(st.st_mode) == 0o755
+
+
+# -- the measured program is the user's, or a clear refusal ---------------------------------
+def test_a_command_the_identity_cannot_run_is_refused_not_swapped(tmp_path: Path) -> None:
+    """root's pyenv python3 (a directory the campaign's identity cannot enter) first on
+    PATH: the launcher's own PATH search ran /usr/bin/python3 instead, silently."""
+    out = writable_by_all(tmp_path / "out")
+    closed, other = tmp_path / "closed", tmp_path / "other"
+    for d, mode, word in ((closed, 0o700, "mine"), (other, 0o755, "another")):
+        d.mkdir()
+        d.chmod(mode)
+        prog = d / "am-test-prog"
+        prog.write_text(f"#!/bin/sh\necho {word} > {out}/ran.$$\n")
+        prog.chmod(0o755)
+    path = f"{closed}:{other}:{os.environ['PATH']}"
+    r = _try(tmp_path / "p.db", "-a", "glibc", "--", "am-test-prog", env={"PATH": path})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{closed}/am-test-prog" in r.stderr and "--run-as" in r.stderr, r.stderr
+    assert list(out.iterdir()) == []  # nothing ran, neither file
+    r = _try(
+        tmp_path / "q.db", "-a", "glibc", "--", "am-test-prog", env={"PATH": f"{other}:{path}"}
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"the command runs {other}/am-test-prog" in r.stderr + r.stdout
+
+
+def test_a_failing_prepare_is_said_as_prepare_and_as_whom_it_ran(tmp_path: Path) -> None:
+    """`--prepare 'echo x >> /root/log'` failed (the identity cannot write there) and was
+    reported as the command failing on its first run: "Fix the command"."""
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    r = _try(tmp_path / "p.db", "-a", "glibc", "--prepare", f"echo x >> {closed}/log", "--", "true")
+    assert r.returncode == 2, r.stderr
+    assert "--prepare" in r.stderr and "campaign's identity" in r.stderr, r.stderr
+    assert "--run-as root" in r.stderr and "Fix the command" not in r.stderr, r.stderr
+
+
+# -- numbers the program cannot steer --------------------------------------------------------
+STEER = """
+import ctypes, os, sys, time
+out, depth = sys.argv[1], sys.argv[2]
+with open(f"{out}/start", "w") as f:
+    f.write(repr(time.time()))
+deep = depth
+os.makedirs(deep, exist_ok=True)
+name = os.path.join(deep, "f")
+fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+os.ftruncate(fd, 60000 * 8192)
+libc = ctypes.CDLL(None)
+libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
+    ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+for i in range(60000):  # PROT_READ, MAP_SHARED; every other page: no two merge
+    libc.mmap(None, 4096, 1, 1, fd, i * 8192)
+if os.fork() == 0:  # a worker that goes on while the main process exits
+    while True:
+        with open(f"{out}/last.{os.getpid()}", "w") as f:
+            f.write(repr(time.time()))
+        time.sleep(0.005)
+time.sleep(0.05)
+os._exit(0)  # with every mapping in place: the launcher reads them all at the exit
+"""
+
+
+def test_the_exit_read_is_never_taken_from_a_run_whose_processes_work(tmp_path: Path) -> None:
+    """60,000 mappings under a long path and a worker forked before exiting: the
+    launcher's exit read (seconds) was taken from wall_s while the worker worked."""
+    out = writable_by_all(tmp_path / "out")
+    deep = writable_by_all(tmp_path / "deep") / "/".join(["d" * 250] * 15)
+    script = tmp_path / "steer.py"
+    script.write_text(STEER)
+    db = tmp_path / "s.db"
+    r = cli(
+        "try", "-n", "1", "--max-blocks", "1", "-a", "glibc", "--db", str(db),
+        "--", PYTHON, str(script), str(out), str(deep), timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(db) as con:
+        walls = [w for (w,) in con.execute("SELECT wall_s FROM runs WHERE role='measure'")]
+    start = float((out / "start").read_text())
+    worked = max(float(p.read_text() or 0) for p in out.glob("last.*")) - start
+    assert walls and min(walls) >= worked - 0.25, (walls, worked)
+
+
+HARDLINK = """
+import os, sys
+who = os.environ.get("AM_WHO_DIR")
+if who:
+    line = b'{"am":"calls","v":1,"fn":"valloc"}\\n'
+    with open(os.path.join(who, "calls.1"), "wb") as f:
+        f.write(line * (int(sys.argv[1]) // len(line)))
+    for i in range(int(sys.argv[2])):
+        os.link(os.path.join(who, "calls.1"), os.path.join(who, f"calls.{i + 2}"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("size", "links", "said"), [(4 << 20, 8, "hard link"), (15 << 20, 0, "MiB")]
+)
+def test_the_who_directory_is_read_once_and_bounded(
+    tmp_path: Path, size: int, links: int, said: str
+) -> None:
+    """Hard links to one 16 MiB record file: allocmark's time and memory grew per link
+    (16 links: 90 s, 2.1 GB); and many large files were read whole."""
+    script = tmp_path / "links.py"
+    script.write_text(HARDLINK)
+    db = tmp_path / "h.db"
+    if not links:  # five large files, no link: 75 MiB in all
+        script.write_text(
+            HARDLINK.replace("range(int(sys.argv[2]))", "range(0)")
+            + (
+                "if who:\n    import shutil\n    for i in range(4):\n        shutil.copy("
+                "os.path.join(who, 'calls.1'), os.path.join(who, f'calls.{i + 9}'))\n"
+            )
+        )
+    r = cli("try", "-i", *QUICK, "--db", str(db), "--", PYTHON, str(script), str(size), str(links))
+    assert "Traceback" not in r.stderr, r.stderr
+    with sqlite3.connect(db) as con:
+        verify = con.execute("SELECT status, detail FROM runs WHERE role='verify'").fetchall()
+    assert verify and all(s == "unverified" and said in d for s, d in verify), verify
+
+
+SIGNALS = """
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def parent(pid):
+    stat = open(f"/proc/{pid}/stat").read()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+launcher = os.getppid()
+while launcher > 1 and open(f"/proc/{launcher}/comm").read().strip() != "am_run":
+    launcher = parent(launcher)
+how = sys.argv[1]
+if how == "sigqueue":
+    libc.sigqueue(launcher, signal.SIGCONT, ctypes.c_void_p(0))
+elif how == "tgkill":
+    libc.syscall(234, launcher, launcher, signal.SIGCONT)  # SYS_tgkill
+else:  # rt_sigqueueinfo with a forged sender: root
+    info = (ctypes.c_int * 32)()
+    info[0], info[2] = signal.SIGCONT, -1  # si_signo, si_code = SI_QUEUE
+    info[4], info[5] = 1, 0  # si_pid 1, si_uid 0: claims to be root's init
+    libc.syscall(129, launcher, signal.SIGCONT, info)  # SYS_rt_sigqueueinfo
+"""
+
+
+@pytest.mark.parametrize("how", ["sigqueue", "tgkill", "forged"])
+def test_a_sigcont_sent_any_way_by_the_program_does_not_mark_its_runs(
+    tmp_path: Path, how: str
+) -> None:
+    script = tmp_path / "cont.py"
+    script.write_text(SIGNALS)
+    db = tmp_path / "c.db"
+    r = _try(db, "-a", "glibc", "--", PYTHON, str(script), how)
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(db) as con:
+        runs = con.execute("SELECT status, detail FROM runs").fetchall()
+    assert runs and all(status == "ok" for status, _ in runs), runs
+
+
+# -- crafted databases through every verb ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("edit", "verb"),
+    [
+        ("UPDATE runs SET labels_json='[1,2]'", ("report", "--runs", "--format", "csv")),
+        ("UPDATE runs SET labels_json='[1,2]'", ("report", "--runs", "--format", "json")),
+        ("UPDATE runs SET wall_s=9e999", ("compare",)),
+    ],
+)
+def test_a_crafted_value_is_a_clear_error_in_every_verb(
+    done_db: Path, tmp_path: Path, edit: str, verb: tuple[str, ...]
+) -> None:
+    db = tmp_path / "c.db"
+    db.write_bytes(done_db.read_bytes())
+    with sqlite3.connect(db) as con:
+        con.execute(edit)
+        con.execute("DELETE FROM cell_cache")
+    other = tmp_path / "o.db"
+    r0 = _try(other, "-a", "glibc,glibc:arena2", "--", "true")
+    assert r0.returncode == 0, r0.stderr
+    args = [*verb, str(db), str(other)] if verb == ("compare",) else [*verb, "--db", str(db)]
+    r = cli(*args)
+    assert "Traceback" not in r.stderr and r.returncode == 2, r.stderr
+    assert "damaged value" in r.stderr, r.stderr
