@@ -92,6 +92,35 @@ def test_each_bisect_decision_runs_as_an_identity_of_its_own(tmp_path: Path) -> 
     assert "0" not in uids and len(uids) >= campaigns, (uids, campaigns)
 
 
+def test_a_crate_s_build_never_runs_as_root(tmp_path: Path) -> None:
+    """`cargo build` (a crate's build script, the C compiler it drives) ran as root with
+    root's environment. The recipe's CC, a wrapper, says whom it ran as."""
+    place = readable(tmp_path)
+    log = writable_by_all(place / "out") / "euids"
+    log.touch()
+    log.chmod(0o666)
+    wrapper = place / "cc-wrapper"
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$(id -u) ${{AM_TEST_SECRET_TOKEN:-none}}" >> {log}\nexec cc "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    catalog = place / "mine.toml"
+    catalog.write_text(
+        '[recipe.mymi]\ncrate = "libmimalloc-sys"\nbackend = "mimalloc"\n'
+        f'build_env = {{ CC = "{wrapper}" }}\n'
+        '[recipe.mymi.version]\n"2.1.7" = { crate_version = "=0.1.39" }\n'
+    )
+    r = cli(
+        "alloc", "build", "mymi@2.1.7", "--catalog", str(catalog),
+        env={"ALLOCMARK_CACHE": str(place / "cache"), "AM_TEST_SECRET_TOKEN": "hunter2"},
+        timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = log.read_text().split("\n")
+    assert [x for x in said if x] and all(x.split()[0] != "0" for x in said if x), said
+    assert "hunter2" not in log.read_text()
+
+
 def test_a_build_gets_a_home_and_a_tmpdir_of_its_own(tmp_path: Path) -> None:
     """jemalloc's autogen.sh failed under the campaign's identity: no TMPDIR of its own
     (config.guess: "cannot create a temporary directory in /tmp"); nor may a build see

@@ -33,8 +33,6 @@ TRUSTED_STARTS = {
     "started as the identity it kills (the door's own sweep)",
     ("native/identity.py", "start"): "THE door",
     ("run/execute.py", "calibrate"): "am_run --calibrate, allocmark's own fixed loop, no input",
-    ("native/__init__.py", "tool_version"): "`cc/rustc/cargo --version` for a build's "
-    "provenance: installed tools, no input",
     ("allocators/builder.py", "_sysroot"): "`rustc --print sysroot`: the installed "
     "toolchain says where it is",
     ("allocators/git.py", "line"): "git merge-base on the cache's mirror: git reads a "

@@ -189,7 +189,7 @@ def _build_locked(name: str, recipe: Recipe, out: Path) -> Built:
     compiles are the crate's code): through the one door, as the campaign's identity,
     in a private directory it owns (the project, cargo's own home and its target
     directory: nothing is shared with another build), the library copied out."""
-    with identity.home("allocmark-cargo-") as home:
+    with identity.home("allocmark-cargo-", handed=False) as home:
         work, env = project(recipe, home / "work")
         env |= {"HOME": str(home), "TMPDIR": str(home), "CARGO_HOME": str(home / "cargo")}
         env["CARGO_TARGET_DIR"] = str(home / "target")
@@ -282,7 +282,7 @@ def toolchain() -> Path:
     if os.geteuid() != 0 or identity.chosen() is None:
         return sysroot
     key = hashlib.sha256(
-        f"{sysroot}\n{native.tool_version('rustc', {'PATH': str(sysroot / 'bin')})}".encode()
+        f"{sysroot}\n{identity.version('rustc', {'PATH': str(sysroot / 'bin')})}".encode()
     )
     mirror = native.cache_root() / "toolchain" / key.hexdigest()[:16]
     if not (mirror / "bin" / "cargo").is_file():
@@ -360,9 +360,9 @@ def _install(
         "source_only": recipe.source_only,
         "features": list(recipe.crate_features),
         "build_env": dict(recipe.build_env),
-        "rustc": native.tool_version("rustc", env),
-        "cargo": native.tool_version("cargo", env),
-        "cc": native.tool_version(env.get("CC", "cc"), env),
+        "rustc": identity.version("rustc", env),
+        "cargo": identity.version("cargo", env),
+        "cc": identity.version(env.get("CC", "cc"), env),
         "profile": "release, opt-level 3, panic=abort, -Wl,-z,defs",
         "build_seconds": round(seconds, 1),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

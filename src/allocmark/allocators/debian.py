@@ -447,7 +447,7 @@ def install(name: str, recipe: Recipe, out: Path, library: Path, say: Say) -> di
         made, built_s = build_source(recipe, tree, work / "build.log", say)
         facts |= source_facts(work) | {
             "build": list(deb.build),
-            "cc": native.tool_version("cc", identity.environment()),
+            "cc": identity.version("cc", identity.environment()),
         }
     elif deb.is_glibc:
         made = glibc_tree(tree)

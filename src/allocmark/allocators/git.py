@@ -323,7 +323,7 @@ def build(spec: AllocatorSpec, say: Say = lambda _: None) -> Built:
             return Built(library_path(origin), 0.0, True)
         say(f"building {spec.name} ({origin.commit[:12]}): {origin.build.build}")
         started = time.monotonic()
-        with identity.home("allocmark-git-") as home:
+        with identity.home("allocmark-git-", handed=False) as home:
             lib = _build_in(spec, origin, home)
             seconds = time.monotonic() - started
             _install(spec, origin, lib, home.parent / "build.log", seconds)

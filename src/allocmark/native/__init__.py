@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import allocmark
@@ -106,14 +105,3 @@ def cache_root() -> Path:
         return Path("/var/cache/allocmark")
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(xdg) / "allocmark"
-
-
-def tool_version(tool: str, env: dict[str, str]) -> str | None:
-    """The first line `TOOL --version` prints (None: it cannot say)."""
-    try:
-        proc = subprocess.run(
-            [tool, "--version"], env=env, capture_output=True, text=True, check=False
-        )
-    except OSError:
-        return None
-    return proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout else None

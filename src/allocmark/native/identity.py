@@ -320,16 +320,29 @@ def start(
 
 
 @contextlib.contextmanager
-def home(prefix: str = "allocmark-home-") -> Iterator[Path]:
-    """A private directory the identity owns, for a command's HOME and TMPDIR (0700:
-    no other identity can reach it; /tmp here is root's): removed with all it holds."""
+def home(prefix: str = "allocmark-home-", handed: bool = True) -> Iterator[Path]:
+    """A private directory for a command's HOME and TMPDIR, removed with all it holds
+    (0700, in a scratch directory others may pass but not list: no other identity can
+    reach it), the identity's at once or, not `handed`, once the caller has filled it
+    and given it (`give`): a build's checkout or project."""
     with files.scratch(prefix) as tmp:
         own = files.directory(tmp / "home", 0o700)
-        user = chosen()
-        if user is not None:
+        if chosen() is not None:
             tmp.chmod(0o711)  # passable, not listable
-            os.chown(own, user.uid, user.gid)
+            if handed:
+                give(own)
         yield own
+
+
+def version(tool: str, env: Mapping[str, str]) -> str | None:
+    """The first line `TOOL --version` prints (None: it cannot say), for a build's
+    provenance: through the door, since a recipe's CC is the user's to name."""
+    try:
+        done = contained([tool, "--version"], env, 60)
+    except OSError:
+        return None
+    lines = done.stdout.decode(errors="replace").splitlines()
+    return lines[0] if done.code == 0 and lines else None
 
 
 def give(tree: Path) -> None:

@@ -52,8 +52,9 @@ FILE_LIMIT = 16 << 20  # bytes of one record file read at the most
 def read_file(path: Path, what: str, limit: int = FILE_LIMIT) -> bytes:
     """A record file the measured program could have touched (its identity owns the
     directory), read as untrusted: never through a link, a regular file only (a FIFO
-    would block for ever) of one name (a hard link is refused), at most `limit` bytes. A bad one is a RecordError that names
-    the file by its name alone, never by what it points to or holds."""
+    would block for ever) of one name (a hard link is refused), at most `limit` bytes.
+    A bad one is a RecordError that names the file by its name alone, never by what it
+    points to or holds."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:

@@ -5,9 +5,9 @@ allocator's statistics and the partial allocator's missing functions it called."
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
