@@ -457,3 +457,34 @@ def test_a_crafted_value_is_a_clear_error_in_every_verb(
     r = cli(*args)
     assert "Traceback" not in r.stderr and r.returncode == 2, r.stderr
     assert "damaged value" in r.stderr, r.stderr
+
+
+# -- a dry run checks what a real run checks -----------------------------------------------
+NOT_MALLOC = "int am_nothing(void) { return 0; }\n"
+
+
+def test_a_dry_run_checks_what_a_real_run_checks(done_db: Path, tmp_path: Path) -> None:
+    so = build_so(tmp_path, "nomalloc", NOT_MALLOC)
+    text = tmp_path / "notes.db"
+    text.write_text("not a database\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anybody may swap the library
+    lib = shared / "libjemalloc.so.2"
+    lib.write_bytes(Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2").read_bytes())
+    db = tmp_path / "d.db"
+    for args, said in (
+        (["-a", f"mine={so}"], "mine"),  # does not serve malloc
+        (["-a", f"je={lib}"], "can be changed by"),  # in the program's reach
+        (["--db", str(text)], "not a usable SQLite results database"),
+        (["--db", str(done_db), "--export-json", str(done_db)], "results database"),
+        (["--export-json", str(tmp_path / "nonexistent" / "x.json")], "does not exist"),
+    ):
+        r = cli("try", "--dry-run", "--db", str(db), *args, "--", "true")
+        assert r.returncode == 2 and said in r.stderr, (args, r.stdout + r.stderr)
+        assert "Traceback" not in r.stderr
+    assert not db.exists()
+    assert text.read_text() == "not a database\n"
+    r = cli("try", "--dry-run", "--db", str(db), "-a", "glibc,jemalloc", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert not db.exists()

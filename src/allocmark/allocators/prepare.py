@@ -17,7 +17,7 @@ from allocmark.allocators import builder, debian, git
 from allocmark.allocators.selection import baseline_name
 from allocmark.allocators.verification import verify_all
 from allocmark.errors import UserError
-from allocmark.model import AllocatorSpec, Prepared
+from allocmark.model import AllocatorSpec, Prepared, Verified
 
 Say = Callable[[str], None]  # what a build tells as it goes
 
@@ -29,13 +29,34 @@ def prepared(
     then an error); `programs`: the files the campaign runs (each checked against an
     entry's glibc)."""
     usable_specs, unbuilt = _built(specs, say)
-    verified = verify_all(usable_specs)
+    return _judged(verify_all(usable_specs), explicit, programs, unbuilt)
+
+
+def checked(
+    specs: Sequence[AllocatorSpec], explicit: bool, programs: Sequence[str]
+) -> Prepared:
+    """What `prepared` checks, nothing built (a dry run): every allocator whose
+    library is there verified by the probe (it serves malloc), judged as a campaign
+    judges it; what the first use would build is left to that build."""
+    ready = [s for s in specs if not (_first_use(s) or s.git)]
+    return _judged(verify_all(ready), explicit, programs, (), len(ready) < len(specs))
+
+
+def _judged(
+    verified: Sequence[Verified],
+    explicit: bool,
+    programs: Sequence[str],
+    unbuilt: tuple[str, ...],
+    to_build: bool = False,
+) -> Prepared:
+    """The verified allocators a campaign runs on: an unusable one the user named is an
+    error, and so is none usable (unless some are still to be built)."""
     bad = [v for v in verified if not v.usable]
     if explicit and bad:
         v = bad[0]
         raise UserError(f"allocator {v.spec.name!r} is {v.status.value}: {v.reason}")
     usable = [v for v in verified if v.usable]
-    if not usable:
+    if not usable and not to_build:
         raise UserError("no usable allocator; `allocmark allocators` lists why and how to fix")
     check_glibc(programs, [v.spec for v in usable])
     return Prepared(tuple(usable), tuple(bad), baseline_name(usable), unbuilt=unbuilt)

@@ -5,7 +5,6 @@ a campaign needs."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -81,8 +80,9 @@ def run(
     campaign's untrusted code runs under an identity of its own (runas.campaign). A dry
     run (req.dry_run) checks the request as far as its first build and yields what it
     would run (Dry), storing nothing."""
-    # A dry run builds and runs nothing: it needs no identity of its own.
-    with runas.campaign() if not req.dry_run else contextlib.nullcontext():
+    # A dry run builds nothing and runs no measured program, but it probes every
+    # allocator as a real run does: an identity of its own too.
+    with runas.campaign():
         req = _check(req)
         notes: list[Note] = []
         if req.command:  # which file runs, as the caller's shell would find it

@@ -124,8 +124,17 @@ def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
 
 
 def dry(req: Request, selection: Selection, notes: list[Note]) -> Dry:
-    """The campaign `req` would run, checked as a real one is up to its first build."""
+    """The campaign `req` would run, checked as a real one is before it starts: its
+    suite, rows and size; every allocator whose library is there verified by the probe
+    (it serves malloc: the probe runs under the campaign's identity, as a real run's);
+    every library and the database out of the program's reach; an existing database
+    usable. Only what the first use builds is left unchecked (it is named)."""
     d = design(req, selection, notes)
+    checked = prepare.checked(d.specs, d.explicit, plan.programs(d.rows))
+    notes += unusable_notes(checked)
+    runas.guard(req.db, [v.library for v in checked.usable if v.library])
+    if req.db.exists():
+        Store(req.db, create=False).close()  # a usable results database, opened read-only
     return Dry(
         d.suite.name,
         tuple(s.name for s in d.specs),
