@@ -30,8 +30,9 @@ test: setup setup-apps lint
 
 # The fault battery (also part of `make test`, with fewer trials), printing its figures.
 faults: setup
-	AM_FAULT_TRIALS=100 AM_FUZZ_EXAMPLES=1000 AM_FUZZ_DBS=1000 $(BIN)/python -m pytest -q -s \
-	  tests/test_faults.py tests/test_trust.py tests/test_boundary.py tests/test_fuzz_store.py
+	AM_FAULT_TRIALS=100 AM_FUZZ_EXAMPLES=1000 AM_FUZZ_DBS=1000 AM_FUZZ_COLUMNS=all \
+	  $(BIN)/python -m pytest -q -s tests/test_faults.py tests/test_trust.py tests/test_boundary.py \
+	  tests/test_boundary_doors.py tests/test_fuzz_store.py tests/test_fuzz_columns.py
 
 # The whole suite 5 times in a row beside a CPU-busy process it starts and stops itself;
 # prints `passed N of 5`. A failure there is a bug to fix, never a re-run.

@@ -488,3 +488,32 @@ def test_a_dry_run_checks_what_a_real_run_checks(done_db: Path, tmp_path: Path) 
     r = cli("try", "--dry-run", "--db", str(db), "-a", "glibc,jemalloc", "--", "true")
     assert r.returncode == 0, r.stderr
     assert not db.exists()
+
+
+# -- what a dead campaign left ------------------------------------------------------------
+def test_what_a_dead_campaign_s_identity_left_is_swept(tmp_path: Path) -> None:
+    """A campaign killed with -9 leaves its uid's lock file, its processes and what its
+    program put in the world-writable directories: the next campaign sweeps them."""
+    dead = 0x5A000000 + 4242
+    ids = Path("/run/allocmark/ids")
+    ids.mkdir(parents=True, exist_ok=True)
+    (ids / str(dead)).touch()
+    left = Path("/var/tmp") / f"am-test-left-{os.getpid()}"
+    left.mkdir()
+    (left / "report.json").symlink_to("/etc/shadow")
+    os.lchown(left / "report.json", dead, dead)
+    os.chown(left, dead, dead)
+    sleeper = subprocess.Popen(
+        ["sleep", "300"], user=dead, group=dead, extra_groups=[], start_new_session=True
+    )
+    try:
+        r = _try(tmp_path / "s.db", "-a", "glibc", "--", "true")
+        assert r.returncode == 0, r.stderr
+        assert sleeper.wait(timeout=30) == -9  # killed by the sweep
+        assert not left.exists() and not (ids / str(dead)).exists()
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
+        if left.exists():
+            subprocess.run(["rm", "-rf", str(left)], check=False)

@@ -643,10 +643,14 @@ def test_hostile_values_in_a_database_are_shown_as_text(good_db: Path, tmp_path:
         r = cli(*args)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         assert "\x1b" not in r.stdout  # the escape is printed, not obeyed
-    kept = tmp_path / "runs.csv"  # a file keeps the data as stored
+    kept = tmp_path / "runs.csv"  # a CSV file keeps the text inert: controls as \xNN
     r = cli("report", "--db", str(db), "--runs", "--format", "csv", "-o", str(kept))
     assert r.returncode == 0, r.stderr
-    assert "\x1b]0;TITLE" in kept.read_text()
+    assert "\\x1b]0;TITLE" in kept.read_text() and "\x1b" not in kept.read_text()
+    exact = tmp_path / "runs.json"  # the JSON export keeps the data as stored
+    r = cli("report", "--db", str(db), "--runs", "--format", "json", "-o", str(exact))
+    assert r.returncode == 0, r.stderr
+    assert "\\u001b]0;TITLE" in exact.read_text()
     table = cli("report", "--db", str(db)).stdout  # headers fold to the cells' width
     assert "[/]\\x1b" in table and "[31mred" in table and "\x1b" not in table
 

@@ -159,6 +159,8 @@ def _walk(path: Path, what: str, target: Path) -> int:
                         names.pop()
                 parts = [*link.parts[1 if link.is_absolute() else 0 :], *parts]
                 continue
+            if not stat.S_ISDIR(st.st_mode):
+                raise Refused(f"{what} {target}: {here / part} is not a directory")
             try:
                 stack.append(os.open(part, _DIR, dir_fd=stack[-1]))
             except OSError as e:
@@ -186,6 +188,8 @@ def _check_target(fd: int, name: str, target: Path, what: str) -> None:
         raise Refused(f"{what} {target}: is a symbolic link; give the file it names, or another")
     if stat.S_ISDIR(st.st_mode):
         raise Refused(f"{what} {target}: is a directory; give a file name, e.g. {target}/report")
+    if stat.S_ISCHR(st.st_mode):
+        return  # a device the user names (/dev/null): written as it is, never renamed over
     if not stat.S_ISREG(st.st_mode):
         raise Refused(
             f"{what} {target}: not a regular file; leave out the option to write to the terminal"
@@ -233,6 +237,11 @@ def _writing(path: Path, mode: int, what: str, binary: bool) -> Iterator[IO]:  #
     path = Path(os.path.abspath(path))
     with _opened(path.parent, what, path) as d:
         _check_target(d, path.name, path, what)
+        if _device(d, path.name):
+            fd = os.open(path.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d)
+            with os.fdopen(fd, "wb" if binary else "w") as f:
+                yield f
+            return
         tmp = f".{path.name[:64]}.{secrets.token_hex(6)}.tmp"
         fd = os.open(tmp, _NEW, mode, dir_fd=d)
         try:
@@ -245,6 +254,14 @@ def _writing(path: Path, mode: int, what: str, binary: bool) -> Iterator[IO]:  #
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=d)
             raise
+
+
+def _device(fd: int, name: str) -> bool:
+    """Whether the name in the directory is a character device (/dev/null, /dev/full)."""
+    try:
+        return stat.S_ISCHR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def write(path: Path, data: str | bytes, mode: int = 0o644, what: str = "-o") -> None:

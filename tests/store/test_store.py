@@ -342,12 +342,12 @@ def test_the_cell_cache_keeps_numbers_exactly_and_reads_no_other_format(tmp_path
     s, cid = new(tmp_path / "k.db", n=4)
     allocs = {v.spec.name: v for v in fake_allocs("a", "b")}
     for spec in specs(4):
-        wall = 1 / 3 + spec.seq * 1e-17 if spec.seq != 2 else float("inf")
+        wall = 1 / 3 + spec.seq * 1e-17 if spec.seq != 2 else 1e308
         s.record(cid, spec, RunResult(RunStatus.OK, wall_s=wall), allocs[spec.allocator])
     s.set_status(cid, "finished")
     computed = _cells(s, cid)
     assert _cells(s, cid) == computed  # from the packed cache: the same floats
-    assert float("inf") in computed[("a", "measure")] + computed[("b", "measure")]
+    assert 1e308 in computed[("a", "measure")] + computed[("b", "measure")]
     ops = {c.allocator: c.columns["ops"] for c in s.cells(cid, ("ops",))}
     assert ops == {"a": (None, None), "b": (None, None)}  # no run has it: None kept
     stored = json.loads(s.db.execute("SELECT rows_json FROM cell_cache").fetchone()[0])
@@ -365,7 +365,7 @@ def test_the_cell_cache_keeps_numbers_exactly_and_reads_no_other_format(tmp_path
 
 
 @given(
-    st.lists(st.one_of(st.none(), st.floats(allow_nan=False))),
+    st.lists(st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False))),
     st.lists(st.one_of(st.integers(), st.text(), st.none())),
 )
 def test_a_kept_column_of_numbers_reads_back_as_it_was_and_other_values_are_kept_as_they_are(
@@ -377,6 +377,9 @@ def test_a_kept_column_of_numbers_reads_back_as_it_was_and_other_values_are_kept
     assert [type(v) for v in cache._unpacked(packed)] == [type(v) for v in numbers]
     if not all(v is None for v in other):  # an int is not widened to a float
         assert cache._pack(other) is other
+    if numbers:  # a kept number that is not finite is a crafted cache: damaged
+        with pytest.raises(ValueError):
+            cache._unpacked(cache._pack([*numbers, float("inf")]))
 
 
 def test_a_metric_tally_is_kept_until_the_campaign_gains_a_run(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ of the user's repository (one library per commit, cached); prepare.py makes a
 campaign's allocators ready in one call (built, verified, checked against the
 programs it runs); lineage.py orders a family's versions.
 
-May import: model, schemas, native, tomlfile, errors, text.
+May import: model, schemas, native, tomlfile, errors, text, files.
 Never: answer, api, cli, dispatchers, profile, report, run, store, verbs, workloads.
 """
 

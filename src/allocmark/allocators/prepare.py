@@ -32,9 +32,7 @@ def prepared(
     return _judged(verify_all(usable_specs), explicit, programs, unbuilt)
 
 
-def checked(
-    specs: Sequence[AllocatorSpec], explicit: bool, programs: Sequence[str]
-) -> Prepared:
+def checked(specs: Sequence[AllocatorSpec], explicit: bool, programs: Sequence[str]) -> Prepared:
     """What `prepared` checks, nothing built (a dry run): every allocator whose
     library is there verified by the probe (it serves malloc), judged as a campaign
     judges it; what the first use would build is left to that build."""
@@ -92,8 +90,8 @@ def _built(specs: Sequence[AllocatorSpec], say: Say) -> tuple[list[AllocatorSpec
     if named and not any(s.git is not None for s in out):
         # The revisions are what was asked: the other allocators alone answer nothing of it.
         raise UserError(
-            f"no revision built (of {len(named)}), so nothing of the repository can be "
-            "compared; fix the --build command or the revisions: " + "; ".join(unbuilt[-3:])
+            "no revision built: " + "; ".join(unbuilt[-3:]) + f"\n(none of {len(named)}: "
+            "nothing of the repository can be compared; fix --build or the revisions)"
         )
     return out, tuple(unbuilt)
 

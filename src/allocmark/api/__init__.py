@@ -15,7 +15,7 @@ Here: the catalogs' listings, light enough for `allocmark schema`; the campaign 
 
 May import: report, verbs, run, dispatchers, answer, store, profile, allocators,
 workloads, native, stats, schemas, model, request, errors, defaults, tomlfile, units, text,
-labels.
+labels, files.
 Never: cli.
 """
 

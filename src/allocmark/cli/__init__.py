@@ -5,7 +5,7 @@ harden; reports.py: report, compare; catalog.py: the listings) over the shared a
 with what they print in show.py (a report) and progress.py (a running campaign); each
 verb imports the stack it uses when it runs, so that `allocmark --help` starts at once.
 
-May import: api, report, model, errors, defaults, units, text, interrupts.
+May import: api, report, model, errors, defaults, units, text, interrupts, files.
 Never: allocators, answer, dispatchers, native, profile, run, schemas, stats, store,
 tomlfile, verbs, workloads.
 """

@@ -104,11 +104,16 @@ def check_output(path: Path, what: str = "-o", db: Path | None = None) -> None:
 def check_directory(path: Path, what: str = "--plots", db: Path | None = None) -> None:
     """--plots DIR: an existing directory, or one made in a directory that exists."""
     from allocmark import files
+    from allocmark.errors import UserError
 
     if db is not None:
         files.protect(db)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise UserError(
+            f"{what} {path}: is a file, not a directory; give a directory (made if missing)"
+        )
     if os.path.lexists(path):
-        files.directory(path, what=what)  # refuses a link, a file, a place others may change
+        files.directory(path, what=what)  # refuses a link, a place others may change
     else:
         files.check(path, what)
 

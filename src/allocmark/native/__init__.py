@@ -5,7 +5,7 @@ the native tools' versions, (records.py) the one reader of what native programs
 write, and (identity.py) the identity untrusted code runs as and the way it is run
 there. Every stage below the CLI may import it.
 
-May import: errors, defaults.
+May import: errors, defaults, files.
 Never: allocators, answer, api, cli, dispatchers, profile, report, run, store, verbs,
 workloads.
 """

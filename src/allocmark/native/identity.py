@@ -371,6 +371,7 @@ class Contained:
     code: int | None
     stdout: bytes
     stderr: bytes
+    exec_errno: int = 0  # the command could not be started (ENOENT, EACCES): 127 as a shell
 
 
 def contained(
@@ -421,7 +422,16 @@ def contained(
             record = f.read(1 << 16)
         sweep(chosen())
     code = None if ended else exit_code(proc.returncode, record)
-    return Contained(code, out or b"", err or b"")
+    return Contained(code, out or b"", err or b"", _exec_errno(record) if code == 127 else 0)
+
+
+def _exec_errno(record: bytes) -> int:
+    """The launcher's "run" record's exec_errno (0: the command started)."""
+    try:
+        found = records.only(records.parse(record, "the launcher's pipe"), "run", "the launcher")
+        return int(found.get("exec_errno", 0))
+    except (records.RecordError, TypeError, ValueError):
+        return 0
 
 
 def exit_code(launcher: int, record: bytes) -> int:

@@ -13,6 +13,6 @@ into the page's Plotly JSON (drawn by vendor/'s plotly.js), plots.py into files.
 render.py is one call per file format; fmt.py formats numbers.
 
 May import: answer, stats, profile, allocators, schemas, model, request, errors, text,
-units, labels.
+units, labels, files.
 Never: api, cli, verbs, dispatchers, run, store.
 """

@@ -18,6 +18,6 @@ what a run ran on.
 Takes: a `Request`, `Workload`s and a `Store`. Gives: stored runs and the events of a
 campaign.
 May import: dispatchers, answer, store, profile, allocators, workloads, native, stats,
-schemas, model, request, errors, defaults, text, tomlfile, units, labels.
+schemas, model, request, errors, defaults, text, tomlfile, units, labels, files.
 Never: api, cli, verbs.
 """

@@ -13,7 +13,7 @@ One database class, `Store`, made of one part per concern, each a short module:
 The parts build on base.py (reads.py through cache.py) and use each other's
 helpers (codec, campaign_plan, owner, seal), never this package's `Store`.
 
-May import: schemas, stats, model, request, errors, interrupts, units.
+May import: schemas, stats, model, request, errors, interrupts, units, files.
 Never: answer, api, cli, dispatchers, report, run, verbs.
 """
 

@@ -28,18 +28,22 @@ class Cache(Base):
         return f"{n}:{last}"
 
     def _kept_rows(
-        self, cid: int, query: str, compute: Callable[[], list[Any]]
+        self, cid: int, query: str, compute: Callable[[], list[Any]], shape: Shape
     ) -> list[Sequence[Any]]:
         """`compute()`'s rows, or the rows kept for `query` while the campaign has no
-        new run."""
+        new run; either way each of `shape` (a database from elsewhere may hold any
+        value in any column, and any rows in its cache): a StoreError if not."""
         mark = self._fingerprint(cid)
         rows = self._cached(cid, query, mark)
         if rows is None:
             rows = compute()
+            _check(rows, shape, query)
             # A running campaign reads its cells every precision round and gains runs
             # in between: caching them then would only write what the next round drops.
             if self.campaign(cid).status != "running":
                 self._keep(cid, query, mark, rows)
+        else:
+            _check(rows, shape, query)
         return rows
 
     def _cached(self, cid: int, query: str, mark: str) -> list[Sequence[Any]] | None:
@@ -68,6 +72,38 @@ class Cache(Base):
                 )
         except sqlite3.OperationalError:
             pass
+
+
+FLOATS = "a list of finite numbers or None"  # a column of a run's values, in a Shape
+ANY = "any value"
+Shape = tuple[object, ...]  # per column: a type, a tuple of types, FLOATS or ANY
+
+
+def _fits(value: Any, kind: object) -> bool:
+    if kind is ANY:
+        return True
+    if kind is FLOATS:
+        return isinstance(value, list) and all(
+            v is None
+            or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v))
+            for v in value
+        )
+    if kind is float:
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    return isinstance(value, kind) and not isinstance(value, bool)  # type: ignore[arg-type]
+
+
+def _check(rows: Any, shape: Shape, query: str) -> None:
+    """Rows of `shape`, or the database is damaged (it was edited or crafted)."""
+    if not isinstance(rows, list) or not all(
+        isinstance(r, list | tuple)
+        and len(r) == len(shape)
+        and all(_fits(v, k) for v, k in zip(r, shape, strict=True))
+        for r in rows
+    ):
+        raise codec.damaged(f"rows of {query}")
 
 
 PACKED = 2  # rows whose number columns are {"d": base64 float64, "none": [indices]}

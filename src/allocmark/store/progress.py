@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 
 from allocmark.errors import StoreError
@@ -69,9 +70,10 @@ class Progress(Base):
                     json.dumps(result.labels),
                 ),
             )
+            # Only a finite number is a measurement (a reader refuses any other as damaged).
             self.db.executemany(
                 "INSERT INTO metrics VALUES (?,?,?)",
-                [(cur.lastrowid, k, v) for k, v in result.metrics.items()],
+                [(cur.lastrowid, k, v) for k, v in result.metrics.items() if math.isfinite(v)],
             )
             if result.profile is not None:
                 self.db.execute(

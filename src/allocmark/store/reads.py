@@ -11,7 +11,7 @@ from typing import Any
 from allocmark.errors import StoreError
 from allocmark.model import CellRuns, Params, RssSeries, StoredRun
 from allocmark.store import codec
-from allocmark.store.cache import Cache
+from allocmark.store.cache import ANY, FLOATS, Cache
 
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 # Faults and context switches are rusage's, of the run's whole tree.
@@ -116,7 +116,10 @@ class Reads(Cache):
             raise ValueError(f"columns must be among {CELL_COLUMNS}")
         query = json.dumps(["sparse" if sparse else "floats", list(metrics), list(columns)])
         read = self._sparse_rows if sparse else self._cell_rows
-        rows = self._kept_rows(cid, query, lambda: read(cid, metrics, columns))
+        values_shape = (FLOATS,) * (len(columns) + len(metrics) * (not sparse))
+        shape = (str, str, str, str, (int, type(None)), str, (int, type(None)), *values_shape)
+        shape += (str,) if sparse else ()
+        rows = self._kept_rows(cid, query, lambda: read(cid, metrics, columns), shape)
         hosts = self._hosts({r[6] for r in rows})
 
         def values(r: Sequence[Any]) -> dict[str, tuple[float | None, ...]]:
@@ -260,6 +263,7 @@ class Reads(Cache):
                 "AND m.name LIKE 'phase\\_%' ESCAPE '\\' ORDER BY r.seq",
                 (cid,),
             ).fetchall(),
+            (int, str, str, str, str, float),
         )
         runs: dict[int, tuple[str, str, Params, dict[str, float]]] = {}
         for rid, a, w, pj, name, value in rows:
@@ -274,12 +278,17 @@ class Reads(Cache):
         statistics: their sources and {alloc_* metric: the runs' values}."""
         # Grouped by SQLite, and kept like the cells: a campaign of native runs has
         # statistics in every run.
-        rows = self._kept_rows(cid, '["alloc_stats"]', lambda: self._alloc_stat_rows(cid))
+        rows = self._kept_rows(
+            cid,
+            '["alloc_stats"]',
+            lambda: self._alloc_stat_rows(cid),
+            (str, str, str, str, str, str, ANY, ANY),
+        )
         cells: dict[tuple[str, str, str, str], tuple[set[str], dict[str, list[float]]]] = {}
         for a, w, pj, role, name, values, low, high in rows:
             sources, metrics = cells.setdefault((a, w, pj, role), (set(), {}))
             sources |= {str(low or "?"), str(high or "?")}
-            metrics[name] = [float(v) for v in str(values).split(",")]
+            metrics[name] = [x for x in codec.floats(values) if x is not None]
         return [
             (a, w, codec.params(pj), role, tuple(sorted(src)), m)
             for (a, w, pj, role), (src, m) in cells.items()
@@ -339,11 +348,10 @@ class Reads(Cache):
             ).fetchone()
             return [[int(row[0]), int(row[1]), codec.number(row[2])]]
 
-        kept = self._kept_rows(cid, json.dumps(["tally", name, role]), tally)
-        # As computed or as kept (a database from elsewhere keeps what it likes): counts
-        # and a finite sum, or the database is damaged.
-        try:
-            ((runs, above, total),) = kept
-            return codec.integer(runs, 0), codec.integer(above, 0), codec.number(total)
-        except (TypeError, ValueError):
-            raise codec.damaged(kept) from None
+        kept = self._kept_rows(cid, json.dumps(["tally", name, role]), tally, (int, int, float))
+        # As computed or as kept (a database from elsewhere keeps what it likes): one row
+        # of counts and a finite sum, or the database is damaged.
+        if len(kept) != 1:
+            raise codec.damaged(kept)
+        ((runs, above, total),) = kept
+        return codec.integer(runs, 0), codec.integer(above, 0), codec.number(total)

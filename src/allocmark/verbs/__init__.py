@@ -5,10 +5,12 @@ it against its parent, each decision a campaign of its own that bisect_step.py r
 until decided; bisect_budget.py
 shares a bisect's time among its decisions and forecasts each from the noise measured;
 tune.py races an allocator's settings (which settings exist, whether the allocator
-takes them, the pasted command; the race's answer is answer's race). They are
-called by `api`, never by the stages below it.
+takes them, the pasted command; the race's answer is answer's race). Whatever runs
+an allocator or a build here goes through the one door (native/identity.py), each
+bisect decision under an identity of its own. They are called by `api`, never by the
+stages below it.
 
 May import: run, dispatchers, answer, store, allocators, stats, schemas, model, request, errors,
-tomlfile, units.
+tomlfile, units, native, files.
 Never: api, cli.
 """

@@ -234,8 +234,8 @@ def settings_shown(v: Verified, family: Family) -> Shown | None:
         done = identity.contained(argv, env, SHOWN_TIMEOUT_S)
     except OSError:
         return None
-    if done.code is None:
-        return None
+    if done.code is None or done.exec_errno:
+        return None  # it could not be started, or did not end
     out = (done.stdout + done.stderr).decode(errors="replace")
     pattern = re.compile(show.lines)
     return Shown(done.code, tuple(line for line in out.splitlines() if pattern.search(line)))

@@ -4,7 +4,7 @@ Takes the workload catalog (catalog/workloads.toml and the user's files) and a
 suite's parameters; gives `Workload`s and the argv, environment and output parsers
 of each cell (catalog.py), and the generated inputs applications read (inputs.py).
 
-May import: model, schemas, tomlfile, errors, native, text.
+May import: model, schemas, tomlfile, errors, native, text, files.
 Never: allocators, answer, api, cli, dispatchers, profile, report, run, store, verbs.
 """
 
