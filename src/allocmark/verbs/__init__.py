@@ -6,7 +6,7 @@ until decided; bisect_budget.py
 shares a bisect's time among its decisions and forecasts each from the noise measured;
 tune.py races an allocator's settings (which settings exist, whether the allocator
 takes them, the pasted command; the race's answer is answer's race). Whatever runs
-an allocator or a build here goes through the one door (native/identity.py), each
+an allocator or a build here goes through the one door (the native identity's), each
 bisect decision under an identity of its own. They are called by `api`, never by the
 stages below it.
 
