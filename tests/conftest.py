@@ -108,3 +108,13 @@ def verified_catalog() -> list[Verified]:
 def installed(verified_catalog: list[Verified]) -> dict[str, Verified]:
     """Usable catalog allocators on this machine, by name."""
     return {v.spec.name: v for v in verified_catalog if v.usable}
+
+
+@pytest.fixture(scope="module")
+def finished_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished `try` campaign of two allocators, for the boundary tests to copy."""
+    db = readable(tmp_path_factory.mktemp("done")) / "done.db"
+    r = cli("try", "-n", "2", "--max-blocks", "2", "--db", str(db), "-a", "glibc,glibc:arena2",
+            "--", "true")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return db

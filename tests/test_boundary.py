@@ -79,14 +79,6 @@ def test_1_an_allocator_constructor_never_runs_as_root(tmp_path: Path) -> None:
 
 
 # -- 2: --resume runs an unapproved command when nothing is pending --------------------
-@pytest.fixture(scope="module")
-def finished_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = readable(tmp_path_factory.mktemp("done")) / "done.db"
-    r = _try(db, "-a", "glibc,glibc:arena2", "--", "true")
-    assert r.returncode == 0, r.stderr
-    return db
-
-
 def _copy(db: Path, to: Path, *statements: str) -> Path:
     to.write_bytes(db.read_bytes())
     with sqlite3.connect(to) as con:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.allocators import tinyrepo
-from tests.conftest import FORWARDING, PYTHON, build_so, cli, readable, writable_by_all
+from tests.conftest import PYTHON, build_so, cli, readable, writable_by_all
+from tests.test_boundary import CONT, _evil as evil_library
 
 pytestmark = [
     pytest.mark.integration,
@@ -31,33 +32,14 @@ def _try(
     return cli("try", *QUICK, "--db", str(db), *rest, env=env)
 
 
-EVIL = """
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
-@FORWARDING@
-__attribute__((constructor)) static void am_evil(void) {
-  char line[64];
-  int fd = open("@LOG@", O_WRONLY | O_APPEND);
-  int len = snprintf(line, sizeof line, "%ld\\n", (long)geteuid());
-  if (fd >= 0 && write(fd, line, (size_t)len) == len) close(fd);
-}
-"""
-
-
-def _evil(tmp_path: Path, log: Path) -> Path:
-    log.touch()
-    log.chmod(0o666)
-    source = EVIL.replace("@FORWARDING@", FORWARDING).replace("@LOG@", str(log))
-    return build_so(tmp_path, "evil", source)
-
-
 # -- untrusted code outside the door -------------------------------------------------------
 def test_tune_s_settings_display_never_runs_the_library_as_root(tmp_path: Path) -> None:
     """`tune -a mimalloc=./evil.so`: the display of the settings ran the library's
     constructors as root (10 times at 7832cb9)."""
     log = writable_by_all(tmp_path / "out") / "euids"
-    so = _evil(tmp_path, log)
+    log.touch()
+    log.chmod(0o666)
+    so = evil_library(tmp_path, log, tmp_path / "out" / "rooted")
     r = cli(
         "tune", "-a", f"mimalloc={so}", "-n", "1", "--max-blocks", "1", "--budget", "20s",
         "--db", str(tmp_path / "t.db"), "--", "true",
@@ -65,6 +47,7 @@ def test_tune_s_settings_display_never_runs_the_library_as_root(tmp_path: Path) 
     euids = log.read_text().split()
     assert "Traceback" not in r.stderr, r.stderr
     assert euids and "0" not in euids, euids
+    assert not (tmp_path / "out" / "rooted").exists()
 
 
 def test_each_bisect_decision_runs_as_an_identity_of_its_own(tmp_path: Path) -> None:
@@ -156,14 +139,6 @@ def test_a_campaign_whose_every_revision_is_skipped_is_refused(tmp_path: Path) -
 
 
 # -- files written through the program's hands, or over the user's data --------------------
-@pytest.fixture(scope="module")
-def done_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = readable(tmp_path_factory.mktemp("done")) / "done.db"
-    r = _try(db, "-a", "glibc,glibc:arena2", "--", "true")
-    assert r.returncode == 0, r.stderr
-    return db
-
-
 def _planted(tmp_path: Path) -> tuple[Path, Path]:
     """What a campaign's program leaves in a world-writable place while its campaign
     lives: a directory of its uid with a link to a root-only file."""
@@ -191,11 +166,11 @@ def _planted(tmp_path: Path) -> tuple[Path, Path]:
     ],
 )
 def test_an_export_never_follows_the_program_s_link_nor_writes_in_its_directory(
-    done_db: Path, tmp_path: Path, how: tuple[str, ...]
+    finished_db: Path, tmp_path: Path, how: tuple[str, ...]
 ) -> None:
     planted, secret = _planted(tmp_path)
     args = [a.replace("{D}", str(planted)) for a in how]
-    r = cli(args[0], "--db", str(done_db), *args[1:])
+    r = cli(args[0], "--db", str(finished_db), *args[1:])
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert secret.read_text() == "root-only\n"
     assert list((tmp_path / "root-only-dir").iterdir()) == []
@@ -230,9 +205,9 @@ def test_a_csv_export_sourced_by_a_shell_runs_nothing(tmp_path: Path) -> None:
     assert "\n=cmd" not in csv_file.read_text() and ',"=cmd' not in csv_file.read_text()
 
 
-def test_an_export_never_writes_over_the_results(done_db: Path, tmp_path: Path) -> None:
+def test_an_export_never_writes_over_the_results(finished_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "keep.db"
-    db.write_bytes(done_db.read_bytes())
+    db.write_bytes(finished_db.read_bytes())
     for fmt in ("md", "json", "table"):
         r = cli("report", "--db", str(db), "--format", fmt, "-o", str(db))
         assert r.returncode == 2 and "results database" in r.stderr, r.stderr
@@ -240,7 +215,7 @@ def test_an_export_never_writes_over_the_results(done_db: Path, tmp_path: Path) 
         r = cli("report", "--db", str(db), "-o", f"{db}{suffix}")
         assert r.returncode == 2, r.stderr
     other = tmp_path / "other.db"  # another results database: not written over either
-    other.write_bytes(done_db.read_bytes())
+    other.write_bytes(finished_db.read_bytes())
     r = cli("report", "--db", str(db), "--format", "md", "-o", str(other))
     assert r.returncode == 2, r.stderr
     with sqlite3.connect(db) as con:
@@ -249,18 +224,18 @@ def test_an_export_never_writes_over_the_results(done_db: Path, tmp_path: Path) 
     assert other.read_bytes()[:16] == b"SQLite format 3\x00"
 
 
-def test_try_s_export_never_writes_over_its_own_database(done_db: Path, tmp_path: Path) -> None:
+def test_try_s_export_never_writes_over_its_own_database(finished_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "x.db"
-    db.write_bytes(done_db.read_bytes())
+    db.write_bytes(finished_db.read_bytes())
     before = db.read_bytes()
     r = _try(db, "-a", "glibc", "--export-json", str(db), "--", "true")
     assert r.returncode == 2 and "results database" in r.stderr, r.stderr
     assert db.read_bytes() == before  # refused before anything ran
 
 
-def test_an_output_never_creates_directories(done_db: Path, tmp_path: Path) -> None:
+def test_an_output_never_creates_directories(finished_db: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent"
-    r = cli("report", "--db", str(done_db), "-o", str(missing / "dir" / "x.txt"))
+    r = cli("report", "--db", str(finished_db), "-o", str(missing / "dir" / "x.txt"))
     assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr
     assert not missing.exists()
 
@@ -397,15 +372,12 @@ def test_the_who_directory_is_read_once_and_bounded(
     assert verify and all(s == "unverified" and said in d for s, d in verify), verify
 
 
-SIGNALS = """
-import ctypes, os, signal, sys
+# test_boundary's program that finds its launcher, then sends SIGCONT another way
+SIGNALS = (
+    CONT.split("os.kill(")[0]
+    + """
+import ctypes, sys
 libc = ctypes.CDLL(None, use_errno=True)
-def parent(pid):
-    stat = open(f"/proc/{pid}/stat").read()
-    return int(stat[stat.rindex(")") + 2:].split()[1])
-launcher = os.getppid()
-while launcher > 1 and open(f"/proc/{launcher}/comm").read().strip() != "am_run":
-    launcher = parent(launcher)
 how = sys.argv[1]
 if how == "sigqueue":
     libc.sigqueue(launcher, signal.SIGCONT, ctypes.c_void_p(0))
@@ -417,6 +389,7 @@ else:  # rt_sigqueueinfo with a forged sender: root
     info[4], info[5] = 1, 0  # si_pid 1, si_uid 0: claims to be root's init
     libc.syscall(129, launcher, signal.SIGCONT, info)  # SYS_rt_sigqueueinfo
 """
+)
 
 
 @pytest.mark.parametrize("how", ["sigqueue", "tgkill", "forged"])
@@ -443,10 +416,10 @@ def test_a_sigcont_sent_any_way_by_the_program_does_not_mark_its_runs(
     ],
 )
 def test_a_crafted_value_is_a_clear_error_in_every_verb(
-    done_db: Path, tmp_path: Path, edit: str, verb: tuple[str, ...]
+    finished_db: Path, tmp_path: Path, edit: str, verb: tuple[str, ...]
 ) -> None:
     db = tmp_path / "c.db"
-    db.write_bytes(done_db.read_bytes())
+    db.write_bytes(finished_db.read_bytes())
     with sqlite3.connect(db) as con:
         con.execute(edit)
         con.execute("DELETE FROM cell_cache")
@@ -463,7 +436,7 @@ def test_a_crafted_value_is_a_clear_error_in_every_verb(
 NOT_MALLOC = "int am_nothing(void) { return 0; }\n"
 
 
-def test_a_dry_run_checks_what_a_real_run_checks(done_db: Path, tmp_path: Path) -> None:
+def test_a_dry_run_checks_what_a_real_run_checks(finished_db: Path, tmp_path: Path) -> None:
     so = build_so(tmp_path, "nomalloc", NOT_MALLOC)
     text = tmp_path / "notes.db"
     text.write_text("not a database\n")
@@ -477,7 +450,7 @@ def test_a_dry_run_checks_what_a_real_run_checks(done_db: Path, tmp_path: Path) 
         (["-a", f"mine={so}"], "mine"),  # does not serve malloc
         (["-a", f"je={lib}"], "can be changed by"),  # in the program's reach
         (["--db", str(text)], "not a usable SQLite results database"),
-        (["--db", str(done_db), "--export-json", str(done_db)], "results database"),
+        (["--db", str(finished_db), "--export-json", str(finished_db)], "results database"),
         (["--export-json", str(tmp_path / "nonexistent" / "x.json")], "does not exist"),
     ):
         r = cli("try", "--dry-run", "--db", str(db), *args, "--", "true")
@@ -517,3 +490,17 @@ def test_what_a_dead_campaign_s_identity_left_is_swept(tmp_path: Path) -> None:
             sleeper.wait()
         if left.exists():
             subprocess.run(["rm", "-rf", str(left)], check=False)
+
+
+def test_a_stored_name_is_never_a_link_in_markdown(finished_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    db.write_bytes(finished_db.read_bytes())
+    evil = "[click](javascript:alert(1))"
+    with sqlite3.connect(db) as con:
+        for table, column in (("allocators", "name"), ("runs", "allocator"), ("plan", "allocator")):
+            con.execute(f"UPDATE {table} SET {column}=? WHERE {column}='glibc:arena2'", (evil,))
+    out = tmp_path / "r.md"
+    r = cli("report", "--db", str(db), "--format", "md", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "javascript:alert(1)" in text and "](javascript" not in text

@@ -124,17 +124,23 @@ def test_every_process_start_outside_the_door_is_justified() -> None:
 def test_the_process_start_test_fails_on_a_new_start(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The test above, on a copy of the package with one more subprocess.run (tune's
     display as it was at 7832cb9): it finds it."""
+    added = (
+        "\n\ndef shown(argv, env):\n    import subprocess\n"
+        "    return subprocess.run(argv, env=env, check=False)\n"
+    )
+    monkeypatch.setattr(f"{__name__}.PACKAGE", _copy_with(tmp_path, "verbs/tune.py", added))
+    assert ("verbs/tune.py", "shown") in process_starts()
+
+
+def _copy_with(tmp_path: Path, module: str, added: str) -> Path:
+    """A copy of the package with `added` at the end of `module`."""
     import shutil
 
     copy = tmp_path / "allocmark"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    target = copy / "verbs" / "tune.py"
-    target.write_text(
-        target.read_text() + "\n\ndef shown(argv, env):\n    import subprocess\n"
-        "    return subprocess.run(argv, env=env, check=False)\n"
-    )
-    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
-    assert ("verbs/tune.py", "shown") in process_starts()
+    target = copy / module
+    target.write_text(target.read_text() + added)
+    return copy
 
 
 # -- the door for written files -----------------------------------------------------------
@@ -228,11 +234,6 @@ def test_every_file_written_outside_the_door_is_justified() -> None:
     ],
 )
 def test_the_file_test_fails_on_a_new_write(tmp_path: Path, monkeypatch, line: str) -> None:  # type: ignore[no-untyped-def]
-    import shutil
-
-    copy = tmp_path / "allocmark"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    target = copy / "cli" / "show.py"
-    target.write_text(target.read_text() + f"\n\ndef export():\n    {line}\n")
-    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    added = f"\n\ndef export():\n    {line}\n"
+    monkeypatch.setattr(f"{__name__}.PACKAGE", _copy_with(tmp_path, "cli/show.py", added))
     assert ("cli/show.py", "export") in file_writes()

@@ -409,9 +409,7 @@ static void am_write_all(int fd, const char *s, size_t n) {
 // launcher's only child (the launcher is a subreaper: whatever the run started and left
 // is its child). /proc's children lists need CONFIG_PROC_CHILDREN: unreadable, it is
 // not known to be alone.
-static int am_children(pid_t pid, char *buf, size_t n) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+static int am_slurp(const char *path, char *buf, size_t n) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   ssize_t got = read(fd, buf, n - 1);
@@ -421,16 +419,17 @@ static int am_children(pid_t pid, char *buf, size_t n) {
   return (int)got;
 }
 
+static int am_children(pid_t pid, char *buf, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  return am_slurp(path, buf, n);
+}
+
 static int am_alone(pid_t pid) {
   static char buf[4096];
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0) return 0;
-  buf[got] = 0;
+  if (am_slurp(path, buf, sizeof buf) <= 0) return 0;
   const char *threads = strstr(buf, "\nThreads:");
   if (!threads || strtol(threads + 9, NULL, 10) != 1) return 0;
   if (am_children(pid, buf, sizeof buf) != 0) return 0;  // a child of its own

@@ -28,13 +28,14 @@ def render(report: Report) -> str:
 
 
 def safe(text: str) -> str:
-    """`text` with no raw HTML: `<` outside fenced code blocks becomes `&lt;` (inside
-    one, Markdown shows it as it is and no markup is read)."""
+    """`text` with no raw HTML and no link: outside fenced code blocks `<` becomes
+    `&lt;` and `](` becomes `]\\(` (a stored name `[x](javascript:…)` is text, not a
+    link); inside one, Markdown shows it as it is and no markup is read."""
     out, fenced = [], False
     for line in text.split("\n"):
         if line.startswith("```"):
             fenced = not fenced
-        out.append(line if fenced else line.replace("<", "&lt;"))
+        out.append(line if fenced else line.replace("<", "&lt;").replace("](", "]\\("))
     return "\n".join(out)
 
 

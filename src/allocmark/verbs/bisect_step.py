@@ -93,65 +93,53 @@ def decide(
     budget spent (the default budget stretched when the forecast fits), or at
     q.max_blocks; as every campaign, under an identity of its own (its builds too)."""
     with runas.campaign():
-        return (yield from _decide(store, q, specs, number, alpha, clock, share, up, confirm))
-
-
-def _decide(
-    store: Store,
-    q: Question,
-    specs: list[AllocatorSpec],
-    number: int,
-    alpha: float,
-    clock: budget.Clock,
-    share: Share,
-    up: bool,
-    confirm: bool,
-) -> Generator[Note | Step, None, Step]:
-    began = time.monotonic()
-    notes: list[Note] = []
-    req = dataclasses.replace(
-        q.request,
-        allocators=(),
-        min_blocks=fewblock.MIN_BLOCKS,
-        max_blocks=fewblock.MIN_BLOCKS,
-        budget_s=0,
-        # each decision's own order, within the seeds a campaign stores (int64)
-        seed=((q.request.seed or 1) + number + (1000 if confirm else 0)) % 2**63,
-        yes=True,
-    )
-    started = start.planned(store, req, Fixed(tuple(specs)), notes)
-    cid, prepared = started.cid, started.prepared
-    yield from notes
-    # The runs go where --executor says, as any campaign's do (dispatchers.dispatcher).
-    dispatch = dispatchers.dispatcher(q.request.dispatcher, q.request.scheduler, prepared.usable)
-    try:
-        look = Look(alpha, up, began, tuple(prepared.usable))
-        found = yield from _blocks(store, q, cid, specs, look, clock, share, dispatch)
-    finally:
-        dispatchers.close(dispatch)
-    word, ratio, detail, values, ticks = found
-    blocks = max(len(v) for v in values) if values else 0
-    final = _measured(values, ticks, time.monotonic() - began) if values else None
-    spec = specs[1] if len(specs) == 3 else specs[-1]
-    if word == "undecided" and final is not None:
-        detail = what_more(final, alpha, share, clock)
-    step = Step(
-        number,
-        spec.name,
-        spec.git.commit if spec.git else "",
-        described(spec),
-        word,
-        ratio,
-        blocks,
-        alpha,
-        time.monotonic() - began,
-        cid,
-        detail,
-        final,
-        "confirm" if confirm else "start" if number == 0 else "step",
-    )
-    yield step
-    return step
+        began = time.monotonic()
+        notes: list[Note] = []
+        req = dataclasses.replace(
+            q.request,
+            allocators=(),
+            min_blocks=fewblock.MIN_BLOCKS,
+            max_blocks=fewblock.MIN_BLOCKS,
+            budget_s=0,
+            # each decision's own order, within the seeds a campaign stores (int64)
+            seed=((q.request.seed or 1) + number + (1000 if confirm else 0)) % 2**63,
+            yes=True,
+        )
+        started = start.planned(store, req, Fixed(tuple(specs)), notes)
+        cid, prepared = started.cid, started.prepared
+        yield from notes
+        # The runs go where --executor says, as any campaign's do (dispatchers.dispatcher).
+        dispatch = dispatchers.dispatcher(
+            q.request.dispatcher, q.request.scheduler, prepared.usable
+        )
+        try:
+            look = Look(alpha, up, began, tuple(prepared.usable))
+            found = yield from _blocks(store, q, cid, specs, look, clock, share, dispatch)
+        finally:
+            dispatchers.close(dispatch)
+        word, ratio, detail, values, ticks = found
+        blocks = max(len(v) for v in values) if values else 0
+        final = _measured(values, ticks, time.monotonic() - began) if values else None
+        spec = specs[1] if len(specs) == 3 else specs[-1]
+        if word == "undecided" and final is not None:
+            detail = what_more(final, alpha, share, clock)
+        step = Step(
+            number,
+            spec.name,
+            spec.git.commit if spec.git else "",
+            described(spec),
+            word,
+            ratio,
+            blocks,
+            alpha,
+            time.monotonic() - began,
+            cid,
+            detail,
+            final,
+            "confirm" if confirm else "start" if number == 0 else "step",
+        )
+        yield step
+        return step
 
 
 @dataclass(frozen=True)
