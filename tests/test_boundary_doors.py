@@ -304,11 +304,13 @@ libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [
     ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 for i in range(60000):  # PROT_READ, MAP_SHARED; every other page: no two merge
     libc.mmap(None, 4096, 1, 1, fd, i * 8192)
-if os.fork() == 0:  # a worker that goes on while the main process exits
-    while True:
+main = os.getpid()
+if os.fork() == 0:  # a worker that goes on while the main process exits, until it has
+    while os.getppid() == main:  # (then it is the launcher's): its last mark is in the run
         with open(f"{out}/last.{os.getpid()}", "w") as f:
             f.write(repr(time.time()))
         time.sleep(0.005)
+    os._exit(0)
 time.sleep(0.05)
 os._exit(0)  # with every mapping in place: the launcher reads them all at the exit
 """
@@ -331,7 +333,7 @@ def test_the_exit_read_is_never_taken_from_a_run_whose_processes_work(tmp_path: 
         walls = [w for (w,) in con.execute("SELECT wall_s FROM runs WHERE role='measure'")]
     start = float((out / "start").read_text())
     worked = max(float(p.read_text() or 0) for p in out.glob("last.*")) - start
-    assert walls and min(walls) >= worked - 0.25, (walls, worked)
+    assert walls and min(walls) >= worked - 0.05, (walls, worked)  # 0.05: the clocks' grain
 
 
 HARDLINK = """
