@@ -80,7 +80,11 @@ def test_once_the_noise_is_seen_it_says_how_long_each_axis_takes() -> None:
     assert wait.blocks > 10 and wait.seconds == (wait.blocks - 4) * 5.0
     # From 4 blocks the spread is known roughly: a range around the likeliest figure.
     assert wait.low < wait.blocks < wait.high
-    assert f"speed: every ratio by {wait.low}–{wait.high} blocks" in f.text()
+    # Its far end is past the 1000 blocks the campaign may run: said so, never a figure
+    # beyond its own cap.
+    assert wait.high > f.max_blocks
+    assert f"speed: every ratio by {wait.low} blocks, or more than the 1000 it may run" in f.text()
+    assert str(wait.high) not in f.text()
     warning = f.warning()
     assert warning is not None and "the budget cannot reach speed" in warning
     # the fix names this campaign's own parameter, never a --max-runs or -p it lacks
@@ -177,8 +181,8 @@ def test_the_forecast_settles_as_blocks_add_up() -> None:
     assert last < first / 2  # the range narrows as the spread becomes known
     # the time left the progress bar shows: the same range, in seconds, never past a budget
     assert f.remaining() == (
-        max(0, wait.low - f.blocks) * f.block_s,
-        max(0, wait.high - f.blocks) * f.block_s,
+        max(0, min(wait.low, f.max_blocks) - f.blocks) * f.block_s,
+        max(0, min(wait.high, f.max_blocks) - f.blocks) * f.block_s,
     )
     capped = forecast.of(comp, COSTS, _settings(budget_s=300.0), spent_s=280.0).remaining()
     assert capped is not None and capped[1] <= 20.0

@@ -74,7 +74,7 @@ def test_a_difference_nothing_moved_with_is_not_explained() -> None:
     ]
     (w,) = _whys(base, waits)
     assert w.axis == "time" and not w.explained
-    assert answer.clause(w) == ("not explained by what was measured: checked CPU, faults, switches")
+    assert answer.clause(w) == ("not explained by a decided signal: checked CPU, faults, switches")
 
 
 def test_a_a_explains_nothing() -> None:

@@ -291,7 +291,7 @@ def _final_look(row: Row, raw: Raw, how: _How) -> Row:
 def deciding(row: Row, baseline: str | None) -> list[Cell]:
     """The cells whose ratios decide a row: time (throughput for a duration-bound
     workload) and peak RSS, of every allocator but the baseline."""
-    metric = "ops_per_s" if any(c.fixed for c in row.cells["time_s"].values()) else "time_s"
+    metric = _speed_metric(row.cells)
     return [
         c
         for m in (metric, "peak_rss_kib")
@@ -308,11 +308,9 @@ def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdi
 
 
 def family_ratios(row: Row, baseline: str | None) -> list[stats.Ratio | None]:
-    """The ratio of each cell that decides the row (`deciding`) at its level in the
-    row's Holm family; None for a cell without one."""
-    cells = deciding(row, baseline)
-    family = iter(stats.holm([c.ratio for c in cells if c.ratio is not None]))
-    return [None if c.ratio is None else next(family) for c in cells]
+    """The ratio of each cell that decides the row (`deciding`): already at its level
+    in the row's Holm family (_as_family); None for a cell without one."""
+    return [c.ratio for c in deciding(row, baseline)]
 
 
 def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, stats.Ratio | None]:
@@ -354,7 +352,37 @@ def _row(
         cells[metric] = {
             a: _finish(c, base, metric, how, paired.get(id(c))) for a, c in by_alloc.items()
         }
-    return Row(workload, params, label, cells)
+    return Row(workload, params, label, _as_family(cells, how))
+
+
+def _as_family(cells: dict[str, dict[str, Cell]], how: _How) -> dict[str, dict[str, Cell]]:
+    """The row's deciding ratios (each allocator's time, or throughput where time is
+    fixed, and peak RSS) at their level in the row's Holm family, with their verdicts:
+    the one interval every format, the answer and the campaign's stopping rule read.
+    The other metrics keep their own 95 % intervals."""
+    metric = _speed_metric(cells)
+    keys = [
+        (m, a)
+        for m in (metric, "peak_rss_kib")
+        for a, c in cells.get(m, {}).items()
+        if a != how.baseline and c.ratio is not None
+    ]
+    judged = stats.holm([cells[m][a].ratio for m, a in keys])  # type: ignore[misc]
+    out = {m: dict(by_alloc) for m, by_alloc in cells.items()}
+    for (m, a), r in zip(keys, judged, strict=True):
+        higher = m in HIGHER_IS_BETTER or (how.speedup and m == "time_s")
+        out[m][a] = dataclasses.replace(
+            cells[m][a],
+            ratio=r,
+            loose=r.half_width > how.margin,
+            verdict=stats.verdict(r, how.margin, higher),
+        )
+    return out
+
+
+def _speed_metric(cells: dict[str, dict[str, Cell]]) -> str:
+    """The metric that says how fast: throughput where time is fixed, else time."""
+    return "ops_per_s" if any(c.fixed for c in cells.get("time_s", {}).values()) else "time_s"
 
 
 def failed_cells(comp: Comparison, skip: str = "") -> list[str]:

@@ -81,7 +81,7 @@ class Forecast:
         seen = "the noise of 2 blocks (rough)" if self.blocks < 3 else "the noise seen"
         for axis, w in self.waits.items():
             out += f"; at {seen}, {axis}: "
-            if w.first_blocks < w.blocks:
+            if w.first_blocks < w.blocks and not self._capped(w.first_blocks):
                 out += (
                     f"the clearest ratio decided by about {w.first_blocks} blocks "
                     f"({units.duration(w.first_seconds)} more), "
@@ -101,23 +101,34 @@ class Forecast:
         needs = [
             f"about {w.small} blocks for {axis} ({units.duration(self._until(w.small))} more)"
             for axis, w in said
-            if w.small is not None
+            if w.small is not None and not self._capped(w.small)
         ]
         return f"; noise: a block's log ratio varies by {spread}" + (
             f"; a {SMALL:.0%} change needs " + ", ".join(needs) + " here" if needs else ""
         )
 
     def _until(self, blocks: int) -> float:
-        """Seconds until every undecided row has `blocks` blocks in all."""
+        """Seconds until every undecided row has `blocks` blocks in all, never past the
+        blocks this campaign may run (max_blocks): no forecast beyond its own caps."""
+        if self.max_blocks:
+            blocks = min(blocks, self.max_blocks)
         return max(0, blocks - self.blocks) * self.block_s
+
+    def _capped(self, blocks: int) -> bool:
+        return bool(self.max_blocks) and blocks > self.max_blocks
 
     def _span(self, w: Wait) -> str:
         """ "60–250 blocks (about 2–9 min more)": the range the blocks so far leave open
         (block_range), never one figure that the next block moves tenfold; "about 60
         blocks" once the two ends meet. The same seconds as remaining()."""
+        if self._capped(w.low if w.low < w.high else w.blocks):
+            cap = self.max_blocks
+            return f"more than the {cap} blocks this campaign may run"
         if w.low >= w.high or w.high <= w.blocks == w.low:
-            return f"about {w.blocks} blocks ({units.duration(w.seconds)} more)"
+            return f"about {w.blocks} blocks ({units.duration(self._until(w.blocks))} more)"
         low, high = units.duration(self._until(w.low)), units.duration(self._until(w.high))
+        if self._capped(w.high):
+            return f"{w.low} blocks, or more than the {self.max_blocks} it may run ({low}+ more)"
         if w.high >= MOST_BLOCKS:
             return f"{w.low} blocks or many more (at least about {low} more)"
         return f"{w.low}–{w.high} blocks (about {low}–{high} more)"
@@ -170,8 +181,9 @@ class Forecast:
         if short:
             axis, w = short[0]
             return f"max-blocks {axis}", (
-                f"{axis} needs about {w.blocks} blocks, more than the {self.max_blocks} this "
-                f"campaign may run: raise --max-blocks, or use {fix}"
+                f"after {self.blocks} blocks, {axis} needs about {w.blocks} blocks, more "
+                f"than the {self.max_blocks} this campaign may run: raise --max-blocks, "
+                f"or use {fix}"
             )
         if not self.sequential or self.left_s is None:
             return None
@@ -181,6 +193,7 @@ class Forecast:
         # The planned blocks run whatever the budget says; it pays for the ones after.
         ahead = max(0, self.planned - self.blocks) * self.block_s
         left = self.left_s - ahead if self.left_s is not None else math.inf
+        # No wait here is beyond max_blocks: alert() said that first (no budget helps).
         waits = {axis: w.seconds - ahead for axis, w in self.waits.items()}
         if not waits:  # the noise is not known yet: the first possible verdict
             waits = {

@@ -160,7 +160,6 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | Excluded]:
     ratios to the baseline are judged as one family by Holm: it is wrong anywhere at
     most 5 % of the time."""
     out: dict[str, Choice | Excluded] = {}
-    family = _family(comp, row)
     for a in comp.allocators:
         if role := _role(comp, a):
             out[a] = Excluded(role)
@@ -176,8 +175,8 @@ def positions(comp: Comparison, row: Row) -> dict[str, Choice | Excluded]:
         base = a == comp.baseline
         out[a] = Choice(
             a,
-            _position(speed, comp, _inverted(comp, row, a), base, family),
-            _position(rss_cell, comp, False, base, family),
+            _position(speed, comp, _inverted(comp, row, a), base),
+            _position(rss_cell, comp, False, base),
         )
     return out
 
@@ -199,20 +198,6 @@ def _inverted(comp: Comparison, row: Row, a: str) -> bool:
     return comp.speedup or (row.cells["time_s"][a].fixed and row.speeds[a] is not None)
 
 
-def _family(comp: Comparison, row: Row) -> dict[int, stats.Ratio]:
-    """Every non-baseline speed and peak RSS ratio of the row at its level in the
-    family Holm makes of them (by id of the cell)."""
-    cells = [
-        c
-        for a in comp.allocators
-        if a != comp.baseline
-        for c in (row.speeds[a], row.cells["peak_rss_kib"][a])
-        if c is not None and c.ratio is not None
-    ]
-    judged = stats.holm([c.ratio for c in cells if c.ratio is not None])
-    return {id(c): r for c, r in zip(cells, judged, strict=True)}
-
-
 def _partial(comp: Comparison, row: Row, a: str) -> str | None:
     """Why a partial allocator is not recommended for this row's program (None: the
     program calls none of what it lacks, so glibc never serves a block of it)."""
@@ -231,14 +216,14 @@ def _partial(comp: Comparison, row: Row, a: str) -> str | None:
     return None
 
 
-def _position(
-    cell: Cell | None, comp: Comparison, invert: bool, base: bool, family: dict[int, stats.Ratio]
-) -> Position | None:
+def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool) -> Position | None:
+    """The cell's ratio as a Position: at its level in the row's Holm family already
+    (analyze._as_family), so the table, the matrix and the answer show one interval."""
     if base:
         return Position(1.0, 1.0, 1.0, stats.Verdict.SAME)
     if cell is None or cell.ratio is None:
         return None
-    r = family.get(id(cell), cell.ratio)
+    r = cell.ratio
     return lower_is_better(r, invert, comp.margin, _blocks_to_decide(r, comp.margin))
 
 
@@ -476,8 +461,24 @@ def _best(
 ) -> tuple[Choice | None, tuple[Choice, ...]]:
     """The allocator to recommend on `axis`: better than the baseline (its verdict) and
     by more than the margin (its estimate: practical significance), the lowest such;
-    with the others it does not beat in their duel (ties)."""
+    with the others it does not beat in their duel (ties): the other winners, and the
+    allocators undecided against the baseline that lean better than it."""
     winners = _winners(choices, axis, duels.margin)
     if not winners:
         return None, ()
-    return winners[0], tuple(c for c in winners[1:] if not duels.beats(winners[0], c, axis))
+    # Undecided against the baseline but leaning better: two runs of one campaign can
+    # pick either as the winner, so the answer names it beside the winner unless their
+    # duel separates them (never "use A" with B unnamed).
+    bar = 1 / (1 + duels.margin)
+    leaning = [
+        c
+        for c in choices
+        if c.allocator != duels.baseline
+        and (p := getattr(c, axis)) is not None
+        and p.verdict is stats.Verdict.INCONCLUSIVE
+        and p.value < 1
+        and p.low < bar
+    ]
+    return winners[0], tuple(
+        c for c in [*winners[1:], *leaning] if not duels.beats(winners[0], c, axis)
+    )

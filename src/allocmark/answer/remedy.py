@@ -6,7 +6,8 @@ decay; never releasing: scudo's release interval; threads' arenas: MALLOC_ARENA_
 huge pages: :nothp), the answer names the variant for the allocator that is worse on
 that axis, and the variant's own position on that workload when the campaign
 measured it; else the command that would. The cause must account for most of the
-difference (why.MOST); one line per workload, allocator and variant.
+difference (why.MOST); a remedy for threads (`threads = true`) is offered only on a
+row that runs two or more; one line per workload, allocator and variant.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def tries(
         # A cause the remedy addresses must account for most of the difference.
         named = {f.signal for f in w.factors if f.share is not None and f.share >= MOST}
         for r in remedies:
+            if r.threads and not _threaded(w):
+                continue
             if r.axis == w.axis and r.allocator in (owner, "*") and named & set(r.signals):
                 variant = r.try_.replace("{name}", owner)
                 key = (w.workload, w.params, owner, variant)
@@ -80,6 +83,14 @@ def tries(
                 out.append(Try(w, owner, comp.baseline, variant, r.says, position, command))
                 break
     return out
+
+
+def _threaded(w: Why) -> bool:
+    """Does the row run two or more threads, by its `threads` parameter? A row that
+    does not say (a command, an application) is not offered a remedy for threads:
+    glibc makes a second arena only when a second thread allocates."""
+    threads = dict(w.params).get("threads")
+    return isinstance(threads, int) and threads > 1
 
 
 def _command(w: Why, comp: Comparison, owner: str, variant: str) -> str:

@@ -25,10 +25,17 @@ from allocmark.labels import row_key
 from allocmark.store import Store
 
 
-def comparison(store: Store, cid: int, speedup: bool = False, brief: bool = False) -> Comparison:
+def comparison(
+    store: Store,
+    cid: int,
+    speedup: bool = False,
+    brief: bool = False,
+    finished: bool | None = None,
+) -> Comparison:
     """The comparison of a stored campaign, baseline first, then the catalog order.
     `brief` (a terminal's): without the SECONDARY groups beyond BRIEF_ROWS rows; the
-    runs' signals are with_signals()'."""
+    runs' signals are with_signals()'. `finished`: as the campaign will be reported
+    once it ends (its final looks), though its status does not say so yet."""
     c = store.campaign(cid)
     rows = store.allocators(cid)  # read once: the order, what each lacks, its version
     names = [r.name for r in rows]
@@ -52,7 +59,7 @@ def comparison(store: Store, cid: int, speedup: bool = False, brief: bool = Fals
         fixed_time=fixed,
         groups=[m for m in METRICS if m not in left],
         sequential=plan.sequential,
-        finished=c.status == "finished",
+        finished=c.status == "finished" if finished is None else finished,
     )
     lacks = {r.name: r.lacks for r in rows}
     specs = [s for s, _ in store.allocator_specs(cid)]

@@ -17,13 +17,15 @@ live bytes, paired over those blocks (a fixed number: the fixed-n tests). The ru
   difference (Holm, 5 %), and moves the same way as the difference;
 - a signal in the outcome's units (seconds of CPU for time; KiB at the peak for peak
   RSS) then accounts for its share of the difference, the mean of its per-block
-  differences over the outcome's: "most of it" from one half, else "part of it"; a
+  differences over the outcome's: "most of it" from one half, "more than all of it"
+  beyond ALL (something else went the other way), else "part of it"; a
   count (faults, switches) cannot be converted and is said "with", never "because";
 - peak RSS is never explained by end-of-run figures (rusage's counts), only by what
   was read at the peak (statm) or near it (smaps_rollup, counted only where it was
   read at 90 % of the peak or more in the median block), and by the start-up RSS;
-- a difference no signal accounts for says "not explained by what was measured" and
-  names what was checked.
+- a difference no signal accounts for says "not explained by a decided signal", names
+  each signal in its units that moved the same way by half of it or more but was not
+  decided (with its estimate), and names what was checked.
 
 Counts, sizes and times that can be 0 (major faults, lazily freed pages, a short
 run's system CPU) are compared as x + OFFSET (one count, one KiB, one millisecond):
@@ -76,6 +78,9 @@ RSS = (
     ),
 )
 MOST = 0.5  # the share of a difference that makes "most of it"
+# Beyond this share a signal moved more than the whole difference (something else went
+# the other way): "more than all of it", never "most of it".
+ALL = 1.1
 # What a value that can be 0 is compared with added (x + OFFSET): one count, one KiB,
 # one millisecond (rusage's CPU times move by clock ticks of 1-4 ms). One second, as
 # at first, drowned a 40 ms difference of system CPU in the added second.
@@ -100,6 +105,8 @@ class Factor:
     def degree(self) -> str:
         if self.share is None:
             return "with"
+        if self.share >= ALL:
+            return "more than all of it"
         return "most of it" if self.share >= MOST else "part of it"
 
 
@@ -115,6 +122,9 @@ class Why:
     delta: float  # the outcome's difference in its units (s, KiB), mean over the blocks
     factors: tuple[Factor, ...]  # decided, the same way; largest share first
     checked: tuple[str, ...]  # the signals looked at (Signal.name)
+    # Signals in the outcome's units that moved the same way by a share of MOST or
+    # more but were not decided: what "not explained" must not hide.
+    moved: tuple[Factor, ...] = ()
 
     @property
     def explained(self) -> bool:
@@ -230,14 +240,18 @@ def _why(
     counts = [i for i, (s, _, _) in enumerate(tested) if not s.unit]
     judged = dict(zip(causes, stats.holm([tested[i][2] for i in causes]), strict=True))
     judged |= dict(zip(counts, stats.holm([tested[i][2] for i in counts]), strict=True))
-    factors = []
+    factors, undecided = [], []
     for (s, sp, _), r in zip(tested, (judged[i] for i in range(len(tested))), strict=True):
         moved = _mean_delta(sp)
         same_way = (moved > 0) == (delta > 0) and moved != 0
+        share = moved / delta if s.unit and delta else None
+        factor = Factor(s.name, s.words, s.unit, moved, r.value, r.low, r.high, share)
         if r.df > 0 and (r.low > 1 or r.high < 1) and same_way:
-            share = moved / delta if s.unit and delta else None
-            factors.append(Factor(s.name, s.words, s.unit, moved, r.value, r.low, r.high, share))
+            factors.append(factor)
+        elif same_way and share is not None and share >= MOST:
+            undecided.append(factor)
     factors.sort(key=lambda f: (f.share is None, -(f.share or 0.0)))
+    undecided.sort(key=lambda f: -(f.share or 0.0))
     return Why(
         row.workload,
         row.params,
@@ -247,6 +261,7 @@ def _why(
         delta,
         tuple(factors),
         tuple(s.name for s, _, _ in tested),
+        tuple(undecided),
     )
 
 

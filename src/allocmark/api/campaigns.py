@@ -389,9 +389,10 @@ def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Ver
 
 
 def _estimate(store: Store, cid: int) -> float | None:
-    """How long the pending runs take if each lasts as long as the median of the
-    earlier runs of its workload in this database; None if one has none."""
-    typical = store.typical_wall()
+    """How long the pending runs take if each costs what the earlier runs of its
+    workload cost in this database, start to start (store.typical_cost); None if one
+    has none."""
+    typical = store.typical_cost()
     typical.pop(workloads.COMMAND, None)  # `try` commands differ: no earlier time holds
     pending = store.pending(cid)
     if not all(s.workload in typical for s in pending):

@@ -11,6 +11,7 @@ from allocmark.answer.findings import Findings
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.answer.remedy import Try
 from allocmark.answer.why import Factor, Why
+from allocmark.report import fmt
 from allocmark.report.fmt import decimals, seconds
 
 
@@ -148,7 +149,7 @@ def _undecided(a: Answer) -> str:
     where = " over these workloads" if a.scope == OVERALL else ""
     if worse := _decided_worse(a):
         text = f"Keep {a.baseline} so far{where}: {worse}; undecided: " + ", ".join(
-            f"{c.allocator} ({_estimate(c)})" for c in contenders(a)
+            f"{c.allocator} ({_estimate(c)})" for c in _open_rivals(a)
         )
     else:
         text = (
@@ -168,32 +169,53 @@ def _undecided(a: Answer) -> str:
     return text
 
 
-def _decided_worse(a: Answer) -> str:
-    """ "8 of 9 alternatives decided slower": the challengers decided worse on an axis
-    that cannot beat the baseline on the other (not contenders); "" when none is."""
+def _rivals(a: Answer) -> list[Choice]:
+    """Every allocator of the answer but the baseline, once each."""
     listed = (*a.front, *a.undecided, *a.others)  # the front and the undecided overlap
-    rivals = list({c.allocator: c for c in listed if c.allocator != a.baseline}.values())
-    still = {c.allocator for c in contenders(a)}
-    worse = [
+    return list({c.allocator: c for c in listed if c.allocator != a.baseline}.values())
+
+
+def _open_rivals(a: Answer) -> list[Choice]:
+    """The rivals undecided on either axis: every one the matrix shows as "?"."""
+    return [
         c
-        for c in rivals
-        if c.allocator not in still
-        and any(p is not None and p.verdict is stats.Verdict.WORSE for p in (c.time, c.rss))
+        for c in _rivals(a)
+        if any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
     ]
-    if not worse:
+
+
+def _decided_worse(a: Answer) -> str:
+    """ "8 of 9 alternatives decided slower and larger", or each axis's count ("8 of 9
+    alternatives decided larger in peak RSS, 6 of 9 slower"): counted on each axis as
+    the matrix shows it; "" when no rival is decided worse, or one could still beat the
+    baseline and none is decided worse on both axes."""
+    rivals = _rivals(a)
+
+    def worse(axis: str) -> set[str]:
+        return {
+            c.allocator
+            for c in rivals
+            if (p := getattr(c, axis)) is not None and p.verdict is stats.Verdict.WORSE
+        }
+
+    slower, larger = worse("time"), worse("rss")
+    still = {c.allocator for c in contenders(a)}
+    if not (slower | larger) - still:
         return ""
-    slower = all(c.time and c.time.verdict is stats.Verdict.WORSE for c in worse)
-    larger = all(c.rss and c.rss.verdict is stats.Verdict.WORSE for c in worse)
-    word = (
-        "slower and larger"
-        if slower and larger
-        else "slower"
-        if slower
-        else "larger in peak RSS"
-        if larger
-        else "worse"
-    )
-    return f"{len(worse)} of {len(rivals)} alternatives decided {word}"
+    m = len(rivals)
+    if slower == larger:
+        return f"{len(slower)} of {m} alternatives decided slower and larger"
+    parts = [
+        f"{len(n)} of {m}{' alternatives' if not i else ''} decided {word}"
+        for i, (n, word) in enumerate(
+            sorted(
+                [(slower, "slower"), (larger, "larger in peak RSS")],
+                key=lambda x: -len(x[0]),
+            )
+        )
+        if n
+    ]
+    return ", ".join(parts)
 
 
 def _estimate(c: Choice) -> str:
@@ -242,6 +264,8 @@ def _time(p: Position | None) -> str:
         return _plain("time", p, f"×{p.value:.2f}" if p else "") + _tally(p, "time")
     f, lo, hi = stats.inverted(p.value, p.low, p.high) if p.value < 1 else (p.value, p.low, p.high)
     word = "faster" if p.value < 1 else "slower"
+    if not stats.bounded(p.low, p.high):
+        return f"{f:.2f}× {word} ({_loose(p)}){_notes(p, 'time')}"
     d = decimals(lo, hi, 2, lambda x, d: f"{x:.{d}f}")
     return f"{f:.{d}f}× {word} [{lo:.{d}f}–{hi:.{d}f}]{_notes(p, 'time')}"
 
@@ -249,10 +273,18 @@ def _time(p: Position | None) -> str:
 def _rss(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
         return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "") + _tally(p, "rss")
+    if not stats.bounded(p.low, p.high):
+        return f"peak RSS {p.value - 1:+.0%} ({_loose(p)}){_notes(p, 'rss')}"
     d = decimals(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
     return (
         f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]{_notes(p, 'rss')}"
     )
+
+
+def _loose(p: Position) -> str:
+    """An interval too wide to print (the line's "about N blocks in all would decide"
+    says how many more would do)."""
+    return fmt.unbounded(len(p.ratio.logs) if p.ratio else 0)
 
 
 def _tally(p: Position | None, axis: str) -> str:
@@ -316,10 +348,11 @@ def clause(w: Why, most: int = 1) -> str:
     shared = [f for f in w.factors if f.share is not None][:most]
     counts = [f for f in w.factors if f.share is None][:1]
     if not shared:
-        said = "not explained by what was measured: " + (
+        said = "not explained by a decided signal: " + (
             f"checked {_checked(w)}" if w.checked else "no signal recorded"
         )
-        return "; ".join([said, *(_count(f) for f in counts)])
+        moved = [f"{_part(f)} by its estimate, not decided" for f in w.moved[:most]]
+        return "; ".join([said, *moved, *(_count(f) for f in counts)])
     return "; ".join([*(_part(f) for f in shared), *(_count(f) for f in counts)])
 
 

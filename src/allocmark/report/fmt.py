@@ -103,8 +103,16 @@ def half_width(r: stats.Ratio) -> str:
         return ""
     if r.half_width == math.inf:  # fewer blocks than the exact test needs
         return f"(needs ≥{r.blocks_needed} blocks)"
-    w = min(r.half_width, 9.99)
+    if not stats.bounded(r.low, r.high):
+        return "(unbounded)"
+    w = r.half_width
     return f"±{w:.1%}" if w < 0.1 else f"±{w:.0%}"
+
+
+def unbounded(blocks: int) -> str:
+    """What an interval wider than stats.UNBOUNDED_SPAN says."""
+    at = f"{blocks} blocks are" if blocks else "its blocks are"
+    return f"{at} too few to bound it"
 
 
 def ratio_interval(r: stats.Ratio | None) -> str:
@@ -112,6 +120,8 @@ def ratio_interval(r: stats.Ratio | None) -> str:
         return f"(needs ≥{r.blocks_needed} blocks)"
     if r is None or r.low == r.high:
         return ""
+    if not stats.bounded(r.low, r.high):
+        return f"({unbounded(len(r.logs))})"
     d = decimals(r.low, r.high, 2, lambda x, d: f"{x:.{d}f}")
     return f"[{r.low:.{d}f}–{r.high:.{d}f}]"
 
@@ -146,7 +156,9 @@ def detectable(r: stats.Ratio | None) -> str:
         return "one block: no interval"
     if r.half_width == math.inf:
         return f"needs ≥{r.blocks_needed} blocks"
-    return f"detects ≥{min(r.detectable, 9.99):.0%}"
+    if not stats.bounded(r.low, r.high):
+        return unbounded(len(r.logs))
+    return f"detects ≥{r.detectable:.0%}"
 
 
 def verdict(metric: str, c: Cell) -> str:
@@ -213,8 +225,13 @@ def legend(comp: Comparison, values: str = MEDIANS) -> str:
         if comp.paired
         else "the ratio of geometric means, ± half its 95% interval (Welch, unpaired)"
     )
+    family = (
+        "time (throughput where time is fixed) and peak RSS: each row's ratios judged as "
+        "one family (Holm), as the answer judges them, so the level of each is 95% or "
+        "stricter; the other groups: 95% each"
+    )
     parts = [
-        f"{values}; ×ratio to the baseline: {how}; same: the interval lies within "
+        f"{values}; ×ratio to the baseline: {how}; {family}; same: the interval lies within "
         f"±{comp.margin:.0%} (even if it excludes 1); faster/slower (smaller/larger): it "
         "excludes 1 and is not within that; inconclusive: neither, and 'detects ≥X%' is the "
         "smallest difference these runs would have found (80% power)"

@@ -183,6 +183,11 @@ class _Loop:
             if notes:
                 yield from notes  # a stretched budget pays for more blocks now
                 more, undecided, ratios = more_runs(store, cid, self.campaign, comp)
+        if not more and self.campaign.sequential:
+            # The last round: count as the report will, with its final looks, so the
+            # progress's last words and the table agree.
+            final = stored.comparison(store, cid, finished=True)
+            _, undecided, ratios = more_runs(store, cid, self.campaign, final)
         yield RoundDone(undecided, ratios, len({block_of(s) for s in more}))
         if more:
             yield foresee(store, cid, self.campaign, comp)

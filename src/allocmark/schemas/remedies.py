@@ -17,6 +17,11 @@ class Remedy(BaseModel):
     signals: list[str] = Field(min_length=1, description="signals of answer/why.py")
     try_: str = Field(alias="try", min_length=1, description='a variant; "{name}": its own')
     says: str = Field(min_length=1)
+    threads: bool = Field(
+        default=False,
+        description="addresses threads: offered only on a row that runs two or more "
+        "(its `threads` parameter)",
+    )
 
 
 class RemediesFile(BaseModel):

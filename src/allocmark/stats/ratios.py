@@ -25,6 +25,16 @@ FIXED_SHARES = 2
 SPLIT = 3
 
 
+# An interval whose ends are further apart than this factor bounds nothing a person
+# can act on ("1.78× slower [0.05–68.86]"): it is said as too few blocks instead.
+UNBOUNDED_SPAN = 10.0
+
+
+def bounded(low: float, high: float) -> bool:
+    """Do an interval's ends bound the ratio usefully (finite, within UNBOUNDED_SPAN)?"""
+    return 0 < low <= high < math.inf and high <= low * UNBOUNDED_SPAN
+
+
 @dataclass(frozen=True)
 class Ratio:
     """mean(a) / mean(b) with its 95 % interval and a significance verdict."""
