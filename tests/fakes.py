@@ -15,7 +15,7 @@ from allocmark.model import (
     Verified,
 )
 from allocmark.request import CampaignPlan, Precision
-from allocmark.run.campaign import Progress, steps
+from allocmark.run.campaign import Step, steps
 from allocmark.run.rounds import Stretch
 from allocmark.store import Store
 
@@ -107,7 +107,7 @@ def drive(
     executor: object,
     verified: list[Verified],
     stretch: Stretch | None = None,
-) -> list[Progress]:
+) -> list[Step]:
     """The campaign loop run to its end (or its exception) on its stored plan."""
     how = store.campaign_plan(cid)
     # A fake one-run executor goes through the local dispatcher, as a campaign's would.

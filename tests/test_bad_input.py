@@ -136,7 +136,7 @@ CASES: dict[str, Case] = {
     "-p bool": c("run -w aging -p release=maybe", 2, "release", "true or false"),
     "-p for a command": c("try -p count=3 -- true", 2, "No such option: -p"),
     # numbers
-    "--margin 3": c("run -w churn --margin 3", 2, "'3'", "300%", "3%"),
+    "--margin 3": c("run -w churn --margin 3", 2, "'3'", "a fraction", "3%"),
     "--margin 0": c("run -w churn --margin 0", 2, "'0'", "never be met"),
     "--margin 100%": c("run -w churn --margin 100%", 2, "'100%'", "below 100%"),
     "--margin -1%": c("run -w churn --margin -1%", 2, "'-1%'", "above 0%"),
@@ -211,7 +211,24 @@ CASES: dict[str, Case] = {
     "compare bad campaign": c("compare {db}#x {db}", 2, "must be a number"),
     "compare missing": c("compare {db} {tmp}/none.db", 2, "none.db"),
     "compare bad metric": c("compare {db} {db} --metric speed", 2, "'speed'", "throughput"),
-    "compare --margin 3": c("compare {db} {db} --margin 3", 2, "300%"),
+    "compare --margin 3": c("compare {db} {db} --margin 3", 2, "write 3%"),
+    # one rule for every percentage: --fail-above 5 was read as 500 %
+    "compare --fail-above 5": c("compare {db} {db} --fail-above 5", 2, "'5'", "write 5%"),
+    "--margin ''": c("run -w churn --margin ''", 2, "--margin", "2%"),
+    "--memory-limit ''": c("run -w churn --memory-limit ''", 2, "--memory-limit", "512M"),
+    "--budget 2": c("run -w churn --budget 2", 2, "'2'", "2s", "2m"),
+    "--why --no-why": c("run -w churn --why --no-why", 2, "contradict"),
+    "--scheduler alone": c("run -w churn --scheduler tcp://h:1", 2, "--executor dask"),
+    "shadowed baseline": c(
+        "try -a glibc=/usr/lib/x86_64-linux-gnu/libc.so.6 -- true", 2, "baseline", "glibc-mine"
+    ),
+    "--env LD_PRELOAD": c("try --env LD_PRELOAD=/x.so -- true", 2, "LD_PRELOAD", "-a mine=/x.so"),
+    "option after the command": c("try -a glibc true -n 5", 2, "-n after true", "-- true -n 5"),
+    "--db under a file": c("try --db {tmp}/f/x.db -- true", 2, "not a directory", files={"f": ""}),
+    "--db a device (try)": c("try --db /dev/full -- true", 2, "not a regular file"),
+    "a directory not a repository": c(
+        "try -a 'x@git:{tmp}#HEAD' --build make --library x.so -- true", 2, "not a git repository"
+    ),
     "compare --fail-above text": c("compare {db} {db} --fail-above lots", 2, "--fail-above"),
     "compare bad JSON": c("compare {tmp}/r.json {db}", 2, "r.json", files={"r.json": "{"}),
     # try
@@ -359,3 +376,23 @@ def test_set_up_put_allocmark_on_path() -> None:
         target
         == Path(shutil.which("allocmark", path=str(Path(sys.executable).parent)) or "").resolve()
     )
+
+
+def test_a_width_that_is_not_one_is_refused(done_db: Path) -> None:
+    """ALLOCMARK_WIDTH=abc was ignored without a word (COLUMNS, the shell's, still is)."""
+    r = cli("report", "--db", str(done_db), env={"ALLOCMARK_WIDTH": "abc"})
+    assert r.returncode == 2 and "ALLOCMARK_WIDTH='abc'" in r.stderr, r.stderr
+    assert "40 to 1000" in r.stderr and "Traceback" not in r.stderr
+    r = cli("report", "--db", str(done_db), env={"COLUMNS": "abc"})
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_closed_pipe_is_not_a_failure(done_db: Path) -> None:
+    """`allocmark report | head -1` exited 1, which the docs keep for failed cells."""
+    # `true` reads nothing and is gone long before allocmark's first write (its start
+    # takes a third of a second): the write meets a closed pipe every time.
+    cmd = f"{sys.executable} -m allocmark report --db {done_db} | true"
+    r = subprocess.run(
+        ["bash", "-c", cmd + "; exit ${PIPESTATUS[0]}"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, (r.returncode, r.stderr)

@@ -203,7 +203,7 @@ def test_try_compares_a_command(tmp_path: Path) -> None:
     # python3 under pymalloc: said before the wait, with the fix
     assert "runs under pymalloc" in result.stderr and "--env PYTHONMALLOC=malloc" in result.stderr
     assert "baseline" in result.stdout
-    assert re.search(r"× (faster|slower)|same \(|inconclusive \(detects", result.stdout)
+    assert re.search(r"× (faster|slower)|same \(|undecided \(detects", result.stdout)
     assert "time vs glibc" in result.stdout and "peak RSS vs glibc" in result.stdout
 
 
@@ -408,7 +408,7 @@ def test_blocks_are_added_within_max_runs_and_reported(tmp_path: Path) -> None:
         "(up to 3 blocks, 2 min budget, the default: stretched if the first verdict "
         "needs more)" in " ".join(result.stdout.split())
     )
-    assert re.search(r"inconclusive|faster|slower", result.stdout)
+    assert re.search(r"undecided|faster|slower", result.stdout)
     assert "noise: " in result.stdout and "calibration loop between blocks" in result.stdout
     with sqlite3.connect(db) as con:
         blocks = con.execute(
@@ -475,7 +475,7 @@ def test_compare_two_campaigns_and_fail_above(
     result = cli("compare", str(old), str(new))
     assert result.returncode == 0, result.stderr
     assert "jemalloc → jemalloc:nodecay" in result.stdout
-    assert re.search(r"\d+ slower, \d+ faster, \d+ same, \d+ inconclusive", result.stdout)
+    assert re.search(r"\d+ slower, \d+ faster, \d+ same, \d+ undecided", result.stdout)
     assert "no control" in result.stdout  # one allocator in each: absolute values
 
     # The same runs on both sides decide nothing: said, never a table of "inconclusive"

@@ -1,6 +1,14 @@
 """Numbers with units as users write them: a duration ("1m30s"), a size ("4G"),
 a fraction ("3%"). Read by suites (run/plan.py) and the command line alike; and a
-size as allocmark writes it (size_text), for the report and the store's messages."""
+size as allocmark writes it (size_text), for the report and the store's messages.
+
+One rule for every option of a kind, so that no value means two things:
+- a percentage is "5%", or a fraction below 1 ("0.05"); a bare 5 is refused (it was
+  read as 500 % by one option and refused as 300 % by another);
+- a duration names its unit ("90s", "2m", "1h", "1m30s"), or is "0"/"none" (no
+  limit); a bare 2 is refused (seconds or minutes?);
+- a size is bytes or names its unit ("512M", "4G");
+- an empty value is refused, never read as "not given"."""
 
 from __future__ import annotations
 
@@ -13,11 +21,17 @@ _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\
 
 
 def parse_duration(text: str, option: str = "--budget") -> float:
-    """ "2m", "90s", "1m30s", "1h", "45" (seconds) -> seconds; "0" or "none": no budget."""
+    """ "2m", "90s", "1m30s", "1h" -> seconds; "0" or "none": no budget. A number
+    without a unit is refused: seconds or minutes, the reader cannot tell."""
     t = text.strip().lower()
     if t in ("0", "none", "unlimited"):
         return 0.0
     m = _DURATION.fullmatch(t)
+    if t and m and any(m.groups()) and not t[-1].isalpha():
+        raise UserError(
+            f"{option} {text!r}: a duration needs its unit: write {t}s for seconds or "
+            f"{t}m for minutes (0 or none: no budget)"
+        )
     if not t or not m or not any(m.groups()):
         raise UserError(
             f"{option} {text!r}: expected a duration such as 2m, 90s, 1m30s or 1h "
@@ -49,11 +63,20 @@ def parse_size(text: str, option: str = "--memory-limit") -> int:
 
 
 def parse_fraction(text: str, option: str, below: float = 1.0) -> float:
-    """ "2%" or "0.02" -> 0.02; it must lie above 0 and below `below`."""
+    """ "2%" or "0.02" -> 0.02; it must lie above 0 and below `below`. A bare number
+    of 1 or more is refused whatever `below` is: "5" is 5 %, or 500 %?"""
+    text = text.strip()
     try:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02") from None
+    if not math.isfinite(value):
+        raise UserError(f"{option} {text!r}: expected a percentage such as 2% or 0.02")
+    if value >= 1 and not text.endswith("%"):
+        raise UserError(
+            f"{option} {text!r}: a bare number is a fraction (0.05 is 5%); for {value:g} "
+            f"percent write {value:g}%"
+        )
     if 0 < value < below:
         return value
     if value >= below and not text.endswith("%") and value < 100:

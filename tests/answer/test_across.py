@@ -95,8 +95,8 @@ def test_pooled_interval_covers_the_mean_of_the_rows_bounds() -> None:
     r2 = stats.paired_ratio([0.99, 1.01, 1.0, 1.02, 0.98, 1.0], [1.0] * 6)
     assert r1 is not None and r2 is not None
     cells = [
-        across.Cell(r1, False, stats.Verdict.WORSE),
-        across.Cell(r2, False, stats.Verdict.INCONCLUSIVE),
+        across.RowVerdict(r1, False, stats.Verdict.WORSE),
+        across.RowVerdict(r2, False, stats.Verdict.INCONCLUSIVE),
     ]
     found = across.pooled(cells, 0.03, family=2)
     assert found is not None
@@ -105,6 +105,6 @@ def test_pooled_interval_covers_the_mean_of_the_rows_bounds() -> None:
     assert math.isclose(found.low, math.sqrt(lows[0] * lows[1]))
     assert found.low <= found.value <= found.high
     one = stats.paired_ratio([1.1], [1.0])
-    unbounded = across.pooled([*cells, across.Cell(one, False, None)], 0.03, family=2)
+    unbounded = across.pooled([*cells, across.RowVerdict(one, False, None)], 0.03, family=2)
     assert unbounded is not None and unbounded.high == math.inf
     assert unbounded.verdict is stats.Verdict.INCONCLUSIVE

@@ -66,7 +66,7 @@ def test_an_undecided_ratio_is_inconclusive_with_what_it_could_detect() -> None:
     ]
     cell = analyze.compare(runs, ["glibc", "je"], "glibc").rows[0].cells["time_s"]["je"]
     assert cell.verdict is stats.Verdict.INCONCLUSIVE
-    assert re.fullmatch(r"inconclusive \(detects ≥\d+%\)", fmt.verdict("time_s", cell))
+    assert re.fullmatch(r"undecided \(detects ≥\d+%\)", fmt.verdict("time_s", cell))
     assert "≈" not in fmt.cell("time_s", cell)
 
 

@@ -101,7 +101,7 @@ def test_too_little_data_says_inconclusive_and_how_many_blocks_would_decide() ->
     base = [stored("glibc", rng.uniform(0.8, 1.2), rss=10000, rep=b) for b in range(4)]
     (a,) = recommend.answers(_comparison(base, noisy))
     assert [c.allocator for c in a.undecided] == ["maybe"]
-    line = next(x for x in answer.blocks([a])[0].lines if x.startswith("inconclusive"))
+    line = next(x for x in answer.blocks([a])[0].lines if x.startswith("undecided"))
     assert "(not significant)" in line and "blocks in all would decide" in line
     assert int(line.rsplit("about ", 1)[1].split()[0]) > 4
     # Nothing decided, and `maybe` could still be faster beyond the margin: the answer

@@ -161,6 +161,13 @@ def normalized(repository: str) -> str:
     path = Path(repository).expanduser().resolve()
     if not path.exists():
         raise UserError(f"repository {repository!r}: no such directory")
+    if not path.is_dir():
+        raise UserError(f"repository {repository!r}: a file, not a git repository's directory")
+    if not ((path / ".git").exists() or (path / "HEAD").is_file()):  # a work tree or bare
+        raise UserError(
+            f"repository {repository!r}: a directory, but not a git repository (no .git "
+            "in it); give the repository's top directory"
+        )
     return str(path)
 
 

@@ -222,8 +222,26 @@ def selected(
         )
     mine = got.adhoc + [s for sel in got.revisions for s in revisions(sel, catalogs, build)]
     none = not got.names and not mine
-    chosen = select(catalog.load_catalog(list(catalogs)), got.names) if got.names or none else []
+    entries = catalog.load_catalog(list(catalogs))
+    _unshadowed(got.adhoc, {e.name for e in entries if e.baseline or e.system})
+    chosen = select(entries, got.names) if got.names or none else []
     return chosen + mine, bool(alloc)
+
+
+def _unshadowed(adhoc: Sequence[AllocatorSpec], catalogued: set[str]) -> None:
+    """`-a glibc=/path/libmimalloc.so.2`: a library of the user's under the name of
+    the baseline (the system's allocator) would be measured as the baseline every
+    ratio is against: refused, with a name of its own as the fix. A build of another
+    family under its name stays allowed (`tune -a mimalloc=./mine.so` tunes it with
+    mimalloc's settings)."""
+    for spec in adhoc:
+        if spec.name in catalogued:
+            raise UserError(
+                f"-a {spec.name}={spec.paths[0]}: {spec.name} is the baseline's name, and "
+                f"your library would be measured as the baseline; give it a name of "
+                f"its own, e.g. -a {spec.name}-mine={spec.paths[0]} (and -a {spec.name} beside "
+                "it to compare)"
+            )
 
 
 def revisions(

@@ -67,7 +67,7 @@ class Tally:
 
 
 @dataclass(frozen=True)
-class Cell:
+class RowVerdict:
     """One row's ratio (None: none), turned lower-is-better by `invert`, and the
     verdict its row's family gave it."""
 
@@ -85,7 +85,7 @@ class Pooled:
     tally: Tally
 
 
-def tally(cells: Sequence[Cell]) -> Tally:
+def tally(cells: Sequence[RowVerdict]) -> Tally:
     decided = [
         _bounds(c.ratio, c.invert)[0]
         for c in cells
@@ -105,7 +105,7 @@ def tally(cells: Sequence[Cell]) -> Tally:
     )
 
 
-def pooled(cells: Sequence[Cell], margin: float, family: int) -> Pooled | None:
+def pooled(cells: Sequence[RowVerdict], margin: float, family: int) -> Pooled | None:
     """The geometric mean of the cells' ratios over these workloads, judged by the two
     routes above; `family`: how many such means are judged together (m). None when no
     row has a ratio."""
@@ -123,7 +123,7 @@ def pooled(cells: Sequence[Cell], margin: float, family: int) -> Pooled | None:
     )
 
 
-def _pool(cells: Sequence[Cell], alpha: float | None) -> tuple[float, float]:
+def _pool(cells: Sequence[RowVerdict], alpha: float | None) -> tuple[float, float]:
     """The geometric means of the rows' lower and upper bounds, each at `alpha` (None:
     the level its row's family gave it); (0, inf) when a row has no interval."""
     lows, highs = [], []

@@ -56,7 +56,7 @@ class Steady:
     def text(self) -> str:
         """ "plateaus (+0.01 MiB per phase [-0.02–+0.03])", "grows 1.2 MiB per phase [...]"."""
         if self.slope is None or self.low is None or self.high is None:
-            return "inconclusive: too few phases for a slope"
+            return "undecided: too few phases for a slope"
         rate = f"{self.slope:+.2f} MiB per phase [{self.low:+.2f}–{self.high:+.2f}]"
         if self.verdict in ("grows", "shrinks"):
             return (
@@ -64,7 +64,7 @@ class Steady:
                 f"[{self.low:+.2f}–{self.high:+.2f}]"
             )
         if self.verdict == "inconclusive":
-            return f"inconclusive: {rate}"
+            return f"undecided: {rate}"
         return f"{self.verdict} ({rate})"
 
 

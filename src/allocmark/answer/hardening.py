@@ -114,7 +114,7 @@ def classify(kind: Kind, run: StoredRun) -> Seen:
 
 
 @dataclass(frozen=True)
-class Cell:
+class Trial:
     """One test under one allocator: the outcome of each repetition."""
 
     test: str
@@ -159,7 +159,7 @@ class Score:
 class Matrix:
     tests: tuple[str, ...]  # the catalog's order
     allocators: tuple[str, ...]
-    cells: dict[tuple[str, str], Cell]  # (test, allocator)
+    cells: dict[tuple[str, str], Trial]  # (test, allocator)
     kinds: dict[str, Kind]  # test -> what it checks, as the catalog says
 
     @property
@@ -170,7 +170,7 @@ class Matrix:
     def score(self, allocator: str) -> Score:
         cells = [c for (_, a), c in self.cells.items() if a == allocator]
 
-        def of(kind: Kind) -> list[Cell]:
+        def of(kind: Kind) -> list[Trial]:
             return [c for c in cells if self.kinds.get(c.test) is kind]
 
         misuse, contract = of(Kind.MISUSE), of(Kind.CONTRACT)
@@ -202,7 +202,7 @@ def matrix(runs: Sequence[StoredRun], order: Sequence[str] = ()) -> Matrix | Non
     return Matrix(
         ordered,
         tuple(allocators),
-        {k: Cell(*k, tuple(v)) for k, v in found.items()},
+        {k: Trial(*k, tuple(v)) for k, v in found.items()},
         {t: known[t].kind for t in ordered},
     )
 

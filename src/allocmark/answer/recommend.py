@@ -353,9 +353,9 @@ class _OverallDuel:
                 continue
             d = row_duel(pa, pb, axis)
             cells.append(
-                across.Cell(None, False, None)
+                across.RowVerdict(None, False, None)
                 if d is None
-                else across.Cell(d.ratio, d.inverted, d.verdict)
+                else across.RowVerdict(d.ratio, d.inverted, d.verdict)
             )
         found = across.pooled(cells, self.comp.margin, family=1)
         return None if found is None else pooled(found)
@@ -399,7 +399,9 @@ def _across(
     if all(p is None for p in positions):
         return None
     cells = [
-        across.Cell(None, False, None) if p is None else across.Cell(p.ratio, p.inverted, p.verdict)
+        across.RowVerdict(None, False, None)
+        if p is None
+        else across.RowVerdict(p.ratio, p.inverted, p.verdict)
         for p in positions
     ]
     found = across.pooled(cells, margin, family)

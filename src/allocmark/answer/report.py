@@ -36,7 +36,8 @@ class Report:
     made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
     battery: hardening.Matrix | None = None  # the hardening battery's outcomes (summary view)
     # "row: allocator (crashed 2/3)" for each cell whose runs failed (not the hardening
-    # battery's: its crashes are its findings): no number, and the command exits 1.
+    # battery's: its crashes are its findings), and first "campaign N failed: ..." when
+    # the campaign itself failed: no number, and the command exits 1.
     failed: tuple[str, ...] = ()
 
 
@@ -90,7 +91,19 @@ def load(
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
-        failed=failed(comp) if comp else (),
+        failed=_ended_failed(store, cid) + (failed(comp) if comp else ()),
+    )
+
+
+def _ended_failed(store: Store, cid: int) -> tuple[str, ...]:
+    """ "campaign 3 failed: ..." when the campaign itself failed (its command failed
+    under the baseline, and nothing else ran): its report has nothing to show, and
+    says so and exits 1 rather than printing an empty table as if all went well."""
+    if store.campaign(cid).status != "failed":
+        return ()
+    return (
+        f"campaign {cid} failed: its command failed, so nothing else ran "
+        "(`allocmark report --runs` shows the run and why)",
     )
 
 

@@ -351,6 +351,11 @@ def _check(req: Request) -> Request:
     file it runs (run/runas.py: `program`)."""
     if req.dispatcher not in EXECUTORS:
         raise UserError(f"--executor {req.dispatcher!r}: choose {' or '.join(EXECUTORS)}")
+    if req.scheduler and req.dispatcher != "dask":
+        raise UserError(
+            f"--scheduler {req.scheduler!r} is a Dask scheduler's address: add --executor "
+            "dask, or drop --scheduler to run here"
+        )
     if req.dispatcher == "dask" and not req.scheduler:
         raise UserError(
             "--executor dask needs --scheduler tcp://HOST:8786 (the address "

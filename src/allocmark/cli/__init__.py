@@ -119,7 +119,7 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except BrokenPipeError:  # `allocmark report | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)  # as a program killed by SIGPIPE
+        sys.exit(0)  # not a failure: the exit codes' one rule (docs/cli.md)
     except AllocmarkError as e:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:  # outside a campaign (which says how to resume)

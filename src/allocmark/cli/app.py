@@ -107,11 +107,57 @@ def _load(
     if quiet and verbose:
         raise typer.BadParameter("-q and -v contradict each other: give one", param_hint="-q")
     VERBOSITY["level"] = -1 if quiet else 1 if verbose else 0
+    _contradictions(sys.argv[1:])
+    piped_width(os.environ, strict=True)
     if _asks_help(sys.argv[1:]):
         return  # a verb's --help needs its signature only, not its stack
     with interrupts.held():
         for module in STACKS.get(ctx.invoked_subcommand or "", ()):
             importlib.import_module(module)
+
+
+def placed(command: list[str] | None) -> tuple[str, ...]:
+    """The command as given, refused when allocmark took some of its words as its own
+    options (`try -a glibc ./prog -n 5`: the program's -n became allocmark's): the
+    command after `--` is never read for options."""
+    words = tuple(command or ())
+    argv = sys.argv[1:]
+    if not words or "--" in argv:
+        return words
+    starts = [i for i, w in enumerate(argv) if w == words[0]]
+    if any(tuple(argv[i:]) == words for i in starts):
+        return words  # the command is the arguments' end, as given
+    at = next((i for i in starts if _within(words, argv[i:])), -1)
+    if at >= 0:
+        taken = [w for w in argv[at + 1 :] if w.startswith("-")]
+        raise UserError(
+            f"{' '.join(taken) or 'an option'} after {words[0]}: is it allocmark's or your "
+            f"program's? Put your command after --: allocmark {' '.join(argv[:at])} -- "
+            f"{' '.join(argv[at:])}"
+        )
+    return words
+
+
+def _within(words: tuple[str, ...], tail: list[str]) -> bool:
+    """Are `words` `tail` in order with some of tail's words taken out?"""
+    it = iter(tail)
+    return all(w in it for w in words)
+
+
+def quiet() -> bool:
+    """-q: a campaign's answer alone (no progress, notes or tables)."""
+    return VERBOSITY["level"] < 0
+
+
+def _contradictions(argv: list[str]) -> None:
+    """`--why --no-why`: a flag and its negation among allocmark's own arguments (the
+    last would win silently)."""
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    for flag in own:
+        if flag.startswith("--no-") and f"--{flag[5:]}" in own:
+            raise typer.BadParameter(
+                f"--{flag[5:]} and {flag} contradict each other: give one", param_hint=flag
+            )
 
 
 def _asks_help(argv: list[str]) -> bool:
@@ -142,19 +188,35 @@ def err() -> Console:
 def _console(stderr: bool) -> Console:
     from rich.console import Console
 
+    class Closed(Console):
+        """A reader that closed the pipe had enough (`report | head -1`): main() ends
+        that as it ends every closed pipe (not a failure), where rich exits 1."""
+
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(stderr=stderr)
+        return Closed(stderr=stderr)
     # Piped or in a file: tables as wide as ALLOCMARK_WIDTH, else COLUMNS, else 160 (not
     # rich's 80, which wraps every table of a CI log), and no trailing blanks.
-    return Console(file=cast("IO[str]", _Trimmed(stream)), width=piped_width(os.environ))
+    return Closed(file=cast("IO[str]", _Trimmed(stream)), width=piped_width(os.environ))
 
 
-def piped_width(env: os._Environ[str] | dict[str, str]) -> int:
+def piped_width(env: os._Environ[str] | dict[str, str], strict: bool = False) -> int:
+    """ALLOCMARK_WIDTH, else COLUMNS (the shell's, often stale: skipped when not a
+    width), else 160. `strict`: ALLOCMARK_WIDTH set to something else than a width is
+    refused (it is the user's own setting, and it was ignored without a word)."""
     for name in ("ALLOCMARK_WIDTH", "COLUMNS"):
         text = env.get(name, "")
         if text.isdigit() and 40 <= int(text) <= 1000:
             return int(text)
+        if strict and name == "ALLOCMARK_WIDTH" and name in env:
+            raise UserError(
+                f"ALLOCMARK_WIDTH={text!r}: expected a number of columns from 40 to 1000, "
+                "e.g. ALLOCMARK_WIDTH=120 (or unset it)"
+            )
     return 160
 
 
@@ -376,13 +438,13 @@ def one_target(workload: list[str] | None, command: list[str] | None, verb: str)
 def fraction(text: str | None, option: str) -> float | None:
     from allocmark import units
 
-    return units.parse_fraction(text, option) if text else None
+    return units.parse_fraction(text, option) if text is not None else None
 
 
 def size(text: str | None) -> int:
     from allocmark import units
 
-    return units.parse_size(text) if text else 0
+    return units.parse_size(text) if text is not None else 0
 
 
 def duration(text: str | None) -> float | None:

@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from allocmark import api
 
 
-def follow(events: Iterator[api.Event], db: Path, progress: Progress | None = None) -> int | None:
+def follow(events: Iterator[api.Event], db: Path, progress: Bar | None = None) -> int | None:
     """Prints a campaign's notes and progress as it runs; its id at the end (None: a
     dry run, which said what it would run)."""
     from allocmark import api
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        with progress or Progress() as progress:
+        with progress or Bar() as progress:
             for event in events:
                 if isinstance(event, api.Finished):
                     return event.campaign
@@ -48,7 +48,7 @@ def follow(events: Iterator[api.Event], db: Path, progress: Progress | None = No
     raise AllocmarkError("the campaign ended without finishing")  # not reached
 
 
-class Progress:
+class Bar:
     """The progress bar and how many ratios are still undecided."""
 
     def __init__(self) -> None:
@@ -79,7 +79,7 @@ class Progress:
         self.warned: set[str] = set()
         self.said_at = 0  # the blocks of the last forecast printed
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Bar:
         return self  # the bar starts with the plan: a refusal before it prints no blank line
 
     def __exit__(self, *exc: object) -> None:

@@ -70,7 +70,7 @@ def compare_cmd(
         str, typer.Option("--margin", help="equivalence margin of 'same', e.g. 3%")
     ] = "3%",
 ) -> None:
-    """Regression verdict between two result sets: faster / slower / same / inconclusive."""
+    """Regression verdict between two result sets: faster / slower / same / undecided."""
     from allocmark import api, units
     from allocmark.report import table
 
@@ -78,7 +78,9 @@ def compare_cmd(
     if deprecated:
         err().print(deprecated, style="yellow", highlight=False)
     # A regression can exceed 100 % (2.5x slower is +150 %).
-    limit = units.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above else None
+    limit = (
+        units.parse_fraction(fail_above, "--fail-above", 1000.0) if fail_above is not None else None
+    )
     margin = units.parse_fraction(margin_text, "--margin")
     found = api.regression(old, new, key, margin, limit)
     table.verdicts(out(), found.verdicts, key, found.old_label, found.new_label, found.control)

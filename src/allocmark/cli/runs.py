@@ -41,9 +41,11 @@ from allocmark.cli.app import (
     names,
     one_target,
     out,
+    placed,
+    quiet,
     size,
 )
-from allocmark.cli.progress import Progress, follow
+from allocmark.cli.progress import Bar, follow
 from allocmark.cli.show import check_output, emit_table, fail_on_failures, writing
 from allocmark.defaults import DEFAULT_DB, DEFAULT_MIN_BLOCKS
 from allocmark.errors import UserError
@@ -113,7 +115,7 @@ def run_cmd(
         "--library": library,
     }
     _check_resume(resume, take_over, [k for k, v in given.items() if v not in (None, False)])
-    progress = Progress()
+    progress = Bar()
     if resume and dry_run:
         c = api.unfinished(db)
         out().print(
@@ -153,6 +155,12 @@ def run_cmd(
     if cid is None:
         return
     shown = api.report(db, cid, detail=detail)
+    if quiet():  # -q: the answer alone
+        from allocmark.report import table
+
+        table.recommendation(out(), shown.findings)
+        fail_on_failures(shown.failed)
+        return
     emit_table(shown, detail)
     if shown.plan.sample:
         emit_table(api.report(db, cid, "profile"))
@@ -183,7 +191,7 @@ def profile_cmd(
     chosen = one_target(workload, command, "profile")
     req = api.Request(
         workloads=chosen,
-        command=tuple(command or ()),
+        command=placed(command),
         allocators=tuple(alloc or ()),
         params=tuple(param or ()),
         min_blocks=blocks,
@@ -283,7 +291,7 @@ def try_cmd(
     if export_json:
         check_output(export_json, "--export-json", db)
     req = api.Request(
-        command=tuple(command),
+        command=placed(command),
         env=tuple(env or ()),
         warmup=warmup,
         prepare=prepare or "",
@@ -306,16 +314,18 @@ def try_cmd(
         build=git_build(build, library),
         dry_run=dry_run,
     )
-    progress = Progress()
+    progress = Bar()
     cid = follow(api.run(req, confirm=progress.ask), db, progress)
     if cid is None:
         return
     shown = api.report(db, cid)
     comp = shown.comparison
-    table.try_table(out(), api.command_lines(db, cid, comp), comp, shown.findings)
-    table.extra(out(), extra.extras(shown))
-    if profile:
-        emit_table(api.report(db, cid, "profile"))
+    if not quiet():  # -q: the answer alone
+        table.try_table(out(), api.command_lines(db, cid, comp), comp, shown.findings)
+        table.extra(out(), extra.extras(shown))
+        if profile:
+            emit_table(api.report(db, cid, "profile"))
+    table.recommendation(out(), shown.findings)  # as the docs say: it ends with the answer
     if export_json:
         from allocmark import files
         from allocmark.report import render

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from allocmark.cli.app import err, out
+from allocmark.cli.app import err, out, quiet
 
 if TYPE_CHECKING:
     from allocmark.api import Report
@@ -31,7 +31,7 @@ def show_report(
     from rich.console import Console
 
     from allocmark import api, files
-    from allocmark.report import render, terminal
+    from allocmark.report import render, table, terminal
     from allocmark.text import printable
 
     needs = render.needs(fmt) + (render.PLOT_NEEDS if plots_dir else ())
@@ -42,7 +42,9 @@ def show_report(
     with contextlib.ExitStack() as stack:
         if output:
             stack.enter_context(writing(output))
-        if fmt == "table":
+        if fmt == "table" and quiet() and view == "summary" and not output:
+            table.recommendation(out(), shown.findings)  # -q: the answer alone
+        elif fmt == "table":
             f = stack.enter_context(files.writing(output)) if output else None
             console = Console(file=f, width=160, no_color=True, highlight=False) if f else out()
             terminal.draw(console, shown, detail, fronts)
@@ -57,7 +59,7 @@ def show_report(
         with writing(plots_dir):
             made = render.plot_files(shown, plots_dir)
         err().print(f"wrote {len(made)} plot files to {plots_dir}")
-    if fmt == "table" and view == "summary":
+    if view == "summary":  # one rule for every format: the export was written first
         fail_on_failures(shown.failed)
 
 
@@ -81,10 +83,15 @@ def fail_on_failures(failed: Sequence[str]) -> None:
     (as hyperfine's does for a failing command), naming them; the table above says why."""
     from allocmark.errors import AllocmarkError
 
-    if failed:
-        shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+    ended = [f for f in failed if f.startswith("campaign ")]
+    cells = [f for f in failed if f not in ended]
+    if ended and not cells:
+        raise AllocmarkError(ended[0])
+    if cells:
+        shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
         raise AllocmarkError(
-            f"{len(failed)} cell{'s' if len(failed) != 1 else ''} without a result, their "
+            "".join(f"{e}; " for e in ended)
+            + f"{len(cells)} cell{'s' if len(cells) != 1 else ''} without a result, their "
             f"runs failed: {shown}. The table shows why; `allocmark report --runs --format "
             "csv` lists each run"
         )

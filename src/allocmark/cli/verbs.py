@@ -36,6 +36,7 @@ from allocmark.cli.app import (
     fraction,
     one_target,
     out,
+    placed,
     seconds,
 )
 from allocmark.cli.progress import follow
@@ -104,7 +105,7 @@ def bisect_cmd(
         )
     req = api.Request(
         workloads=chosen,
-        command=() if chosen else tuple(command or ()),
+        command=() if chosen else placed(command),
         params=tuple(param or ()),
         timeout_s=timeout,
         db=db,
@@ -212,7 +213,7 @@ def tune_cmd(
 
     chosen = one_target(workload, command, "tune")
     req = api.Request(
-        command=tuple(command or ()),
+        command=placed(command),
         workloads=chosen,
         params=tuple(param or ()),
         allocators=tuple(alloc or ()),

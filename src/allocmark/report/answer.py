@@ -59,7 +59,7 @@ def _lines(a: Answer, whys: Whys | None, tries: Sequence[Try]) -> list[str]:
             f"trade-off (no other allocator beats these on one axis without losing "
             f"on the other): {front}"
         )
-    word = "undecided over these workloads" if a.scope == OVERALL else "inconclusive"
+    word = "undecided over these workloads" if a.scope == OVERALL else "undecided"
     for c in a.undecided:
         out.append(f"{word}: {_choice(c)}{_more(c)}")
     if a.others:  # their numbers are in the tables: names are enough here
@@ -351,7 +351,7 @@ def clause(w: Why, most: int = 1) -> str:
         said = "not explained by a decided signal: " + (
             f"checked {_checked(w)}" if w.checked else "no signal recorded"
         )
-        moved = [f"{_part(f)} by its estimate, not decided" for f in w.moved[:most]]
+        moved = [f"{_part(f)} by its estimate, not decided" for f in w.moved[: max(1, most)]]
         return "; ".join([said, *moved, *(_count(f) for f in counts)])
     return "; ".join([*(_part(f) for f in shared), *(_count(f) for f in counts)])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,5 +49,7 @@ def cell(value: Any) -> str | int | float:
         return ""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return value
+    if isinstance(value, dict):  # params: one object in the value, JSON text in a cell
+        value = json.dumps(value)
     text = str(value).translate(_INERT)
     return f"'{text}" if text.startswith(_FORMULA) else text

@@ -253,7 +253,7 @@ def battery_table(m: hardening.Matrix) -> Extra:
     )
 
 
-def _cell_class(c: hardening.Cell | None) -> str:
+def _cell_class(c: hardening.Trial | None) -> str:
     if c is None:
         return ""
     return "o-mixed" if len({s.outcome for s in c.seen}) > 1 else _CLASS[c.outcome]

@@ -135,6 +135,10 @@ def decimals(low: float, high: float, least: int, text: Callable[[float, int], s
     return d
 
 
+# The one word every text says for a ratio its blocks have not decided (the export's
+# verdict value stays "inconclusive": its schema's version 1).
+UNDECIDED = "undecided"
+
 _WORDS = {
     "time_s": ("faster", "slower"),
     "ops_per_s": ("faster", "slower"),
@@ -147,11 +151,15 @@ def verdict_word(metric: str, v: stats.Verdict | None) -> str:
         return ""
     words = ("smaller", "larger") if metric in MEMORY else ("better", "worse")
     better, worse = _WORDS.get(metric, words)
-    return {stats.Verdict.BETTER: better, stats.Verdict.WORSE: worse}.get(v, v.value)
+    return {
+        stats.Verdict.BETTER: better,
+        stats.Verdict.WORSE: worse,
+        stats.Verdict.INCONCLUSIVE: UNDECIDED,  # the output's one word for it
+    }.get(v, v.value)
 
 
 def detectable(r: stats.Ratio | None) -> str:
-    """What an inconclusive ratio could have seen: "detects ≥9%"."""
+    """What an undecided ratio could have seen: "detects ≥9%"."""
     if r is None or r.detectable == math.inf:
         return "one block: no interval"
     if r.half_width == math.inf:
@@ -162,7 +170,7 @@ def detectable(r: stats.Ratio | None) -> str:
 
 
 def verdict(metric: str, c: Cell) -> str:
-    """ "faster", "same", "inconclusive (detects ≥9%)" ..."""
+    """ "faster", "same", "undecided (detects ≥9%)" ..."""
     word = verdict_word(metric, c.verdict)
     if c.verdict is stats.Verdict.INCONCLUSIVE:
         return f"{word} ({detectable(c.ratio)})"
@@ -233,7 +241,7 @@ def legend(comp: Comparison, values: str = MEDIANS) -> str:
     parts = [
         f"{values}; ×ratio to the baseline: {how}; {family}; same: the interval lies within "
         f"±{comp.margin:.0%} (even if it excludes 1); faster/slower (smaller/larger): it "
-        "excludes 1 and is not within that; inconclusive: neither, and 'detects ≥X%' is the "
+        "excludes 1 and is not within that; undecided: neither, and 'detects ≥X%' is the "
         "smallest difference these runs would have found (80% power)"
     ]
     if comp.speedup:

@@ -4,6 +4,7 @@ interval, and the recommendation's reasons, are `--detail` (table.comparison).""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from rich.cells import cell_len
@@ -36,17 +37,19 @@ def glance(console: Console, comp: Comparison, findings: Findings) -> None:
     answers = answer.leads(findings)
     if answers:
         console.print(Text.assemble(("Answer: ", "bold"), fmt.printable(answers[0][1])))
-    # The labels get what ten columns of CELL (and a space each) leave of the width.
-    width = max(12, min(LABEL, console.width - len(comp.allocators) * (CELL + 1) - 2))
     for m in found:
-        lines = _lines(m, width)
-        if max(x.cell_len for x in lines) <= console.width:
-            console.print(Text("\n").join(lines))
-        else:  # a narrow terminal: rich squeezes the columns
-            console.print(_table(m, width))
+        width = label_width(m, console.width)
+        base = m.allocators[0]
+        for part in panels(m, width, console.width):
+            lines = _lines(part, width, base)
+            if max(x.cell_len for x in lines) <= console.width:
+                console.print(Text("\n").join(lines))
+            else:  # narrower than a label and one column: rich squeezes them
+                console.print(_table(part, width, base))
     console.print(matrix.legend(comp.margin, found), style="dim", highlight=False)
     if comp.noise is not None and comp.noise.rerun:  # else the sentinel's line is a detail
         console.print(fmt.noise(comp), style="dim", highlight=False)
+    width = max((label_width(m, console.width) for m in found), default=LABEL)
     for scope, lead in answers[1:]:  # the matrix shows each verdict: the sentences, short
         brief = INTERVAL.sub("", lead)
         console.print(
@@ -56,11 +59,39 @@ def glance(console: Console, comp: Comparison, findings: Findings) -> None:
         )
 
 
-def _table(m: matrix.Matrix, width: int) -> Table:
+def label_width(m: matrix.Matrix, columns: int) -> int:
+    """The row labels' width: the longest label where the width leaves room for it
+    beside every allocator's column (a row label names what varies: never cut at 160
+    columns), else what is left of the width, and never below LABEL where the columns
+    must wrap anyway (panels)."""
+    longest = max((cell_len(fmt.printable(label)) for label, _ in m.rows), default=0)
+    longest = max(longest, len(m.axis), 8 + len(m.allocators[0]) if m.allocators else 0)
+    room = columns - len(m.allocators) * (CELL + 1) - 1
+    return max(12, min(longest, room if room >= LABEL else min(LABEL, columns // 3)))
+
+
+def panels(m: matrix.Matrix, width: int, columns: int) -> list[matrix.Matrix]:
+    """The matrix in as many panels as the width needs, each with the row labels and
+    as many allocator columns as fit: a narrow terminal wraps the columns, never cuts
+    a number or drops an allocator."""
+    per = max(1, (columns - width - 1) // (CELL + 1))
+    if per >= len(m.allocators):
+        return [m]
+    return [
+        dataclasses.replace(
+            m,
+            allocators=m.allocators[i : i + per],
+            rows=tuple((label, marks[i : i + per]) for label, marks in m.rows),
+        )
+        for i in range(0, len(m.allocators), per)
+    ]
+
+
+def _table(m: matrix.Matrix, width: int, base: str) -> Table:
     """The matrix's name heads its label column ("time" / "against glibc"): no title
     line, so that the quick suite's answer fits 40 lines."""
     table = Table(box=None, padding=(0, 0, 0, 1), show_edge=False)
-    name = f"{m.axis}\nagainst {short(fmt.printable(m.allocators[0]), width - 8)}"
+    name = f"{m.axis}\nagainst {short(fmt.printable(base), width - 8)}"
     table.add_column(Text(name, style="bold underline"), no_wrap=True)
     for a in m.allocators:
         head = Text(_folded(fmt.printable(a)), style="bold")
@@ -74,14 +105,14 @@ def _table(m: matrix.Matrix, width: int) -> Table:
     return table
 
 
-def _lines(m: matrix.Matrix, width: int) -> list[Text]:
+def _lines(m: matrix.Matrix, width: int, base: str) -> list[Text]:
     """The matrix as _table lays it out (a label column as wide as its longest line,
     then CELL columns justified right, one space before each column, headers at the
     bottom of their lines, what is wider than CELL cut with "…"), as lines of text.
     Written here rather than printed as the Table: rich took 0.5 s to lay out the two
     matrices of 100 rows x 10 allocators (issue 27: a report over 100,000 runs in 2 s),
     and every width is known before the first line."""
-    name = (m.axis, f"against {short(fmt.printable(m.allocators[0]), width - 8)}")
+    name = (m.axis, f"against {short(fmt.printable(base), width - 8)}")
     labels = [short(fmt.printable(label), width) for label, _ in m.rows]
     w = max(cell_len(x) for x in (*name, *labels))
     heads = [_folded(fmt.printable(a)).split("\n") for a in m.allocators]

@@ -137,7 +137,7 @@ def _verdict_counts(comp: Comparison) -> list[dict[str, Any]]:
     return out
 
 
-VERDICT_WORDS = ("faster", "slower", "smaller", "larger", "same", "inconclusive")
+VERDICT_WORDS = ("faster", "slower", "smaller", "larger", "same", "undecided")
 
 
 def _allocator(a: StoredAllocator) -> dict[str, Any]:

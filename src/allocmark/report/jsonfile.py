@@ -8,12 +8,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from allocmark.answer import aging, releases, remedy
 from allocmark.answer.report import Report
 from allocmark.report import answer, rows
-from allocmark.schemas.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT
+from allocmark.schemas.exchange import FORMAT_VERSION, RUNS_FORMAT, SUMMARY_FORMAT, RunsExport
+from allocmark.schemas.summary import SummaryExport
 
 PROFILE_FORMAT = "allocmark-profile"
+_SCHEMAS: dict[str, type[BaseModel]] = {SUMMARY_FORMAT: SummaryExport, RUNS_FORMAT: RunsExport}
 
 
 def render(report: Report) -> str:
@@ -81,7 +85,7 @@ def _try(t: remedy.Try) -> dict[str, object]:
     p = t.position
     return {
         "workload": t.why.workload,
-        "params": json.dumps(dict(t.why.params)),
+        "params": dict(t.why.params),
         "allocator": t.allocator,
         "axis": t.why.axis,
         "try": t.variant,
@@ -109,8 +113,14 @@ def _steady(s: aging.Steady) -> dict[str, Any]:
 def document(
     kind: str, campaign: dict[str, Any], table: Sequence[dict[str, Any]], extra: dict[str, Any]
 ) -> str:
+    """The export: every document is checked against its schema as it is written (the
+    shape is defined once, in schemas/: a field added here and not there fails every
+    export, not a test of one)."""
     doc = {"format": kind, "version": FORMAT_VERSION, "campaign": campaign, **extra, "rows": table}
-    return json.dumps(doc, indent=1, default=_plain) + "\n"
+    text = json.dumps(doc, indent=1, default=_plain) + "\n"
+    if kind in _SCHEMAS:
+        _SCHEMAS[kind].model_validate_json(text)
+    return text
 
 
 def _plain(value: Any) -> Any:

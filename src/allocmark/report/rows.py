@@ -3,7 +3,6 @@ runs export has them: `compare` reads them back, store/exchange.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,7 +50,7 @@ def _summary_row(
     tested = r is not None and r.df > 0
     return {
         "workload": workload,
-        "params": json.dumps(dict(params)),
+        "params": dict(params),
         "allocator": a,
         "partial": a in comp.partial,
         "metric": metric,
@@ -96,7 +95,7 @@ def profile_table_rows(views: tuple[profile.View, ...]) -> list[dict[str, Any]]:
     return [
         {
             "workload": v.workload,
-            "params": json.dumps(dict(v.params)),
+            "params": dict(v.params),
             "runs": v.runs,
             "section": section,
             "line": label.strip(),
@@ -120,7 +119,7 @@ def run_rows(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
             "role": r.role,
             "allocator": r.allocator,
             "workload": r.workload,
-            "params": json.dumps(dict(r.params)),
+            "params": dict(r.params),
             "rep": r.rep,
             "status": r.status.value,
             "wall_s": r.wall_s,

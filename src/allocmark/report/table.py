@@ -67,7 +67,9 @@ def recommendation(console: Console, found: Findings) -> None:
     blocks = answer.recommendation(found)
     if not blocks:
         return
-    console.print(Text("Recommendation (against the baseline, 95% intervals)", style="bold"))
+    console.print(
+        Text("Recommendation (against the baseline, 95% family-wise intervals)", style="bold")
+    )
     for block in blocks:
         console.print(_t(f"{block.scope}:"), style="bold", highlight=False)
         for line in block.lines:
@@ -265,7 +267,7 @@ _VERDICT_STYLE = {
     "slower": "bold red",
     "larger": "bold red",
     "same": "bold",
-    "inconclusive": "yellow",
+    fmt.UNDECIDED: "yellow",
 }
 
 
@@ -283,7 +285,7 @@ def _styled(metric: str, cell: Cell, is_base: bool) -> Text:
     if cell.ratio is None:
         return Text(f"{head}\n{fmt.spread(cell.summary)}")
     word = fmt.verdict_word(metric, cell.verdict)
-    tail = f"\n{fmt.detectable(cell.ratio)}" if word == "inconclusive" else ""
+    tail = f"\n{fmt.detectable(cell.ratio)}" if word == fmt.UNDECIDED else ""
     return Text.assemble(
         f"{head}\n{fmt.ratio(cell.ratio)}\n", (word, _VERDICT_STYLE.get(word, "")), tail
     )
@@ -311,7 +313,6 @@ def try_table(
     console.print(fmt.legend(comp, fmt.MEANS), style="dim")
     if noise := fmt.noise(comp):
         console.print(noise, style="dim", highlight=False)
-    recommendation(console, found)
 
 
 def _try_cells(line: TryLine, baseline: str | None) -> list[str | Text]:
@@ -333,7 +334,7 @@ def _try_cells(line: TryLine, baseline: str | None) -> list[str | Text]:
 
 
 def _speed_text(c: Cell | None) -> str:
-    """hyperfine's way: "1.54× faster [1.47–1.61]", or same / inconclusive."""
+    """hyperfine's way: "1.54× faster [1.47–1.61]", or same / undecided."""
     if c is None or c.ratio is None:
         return "n/a"
     r = c.ratio
@@ -347,7 +348,7 @@ def _speed_text(c: Cell | None) -> str:
 
 
 def _change_text(metric: str, c: Cell | None) -> str:
-    """ "+15% [12–18%] larger", or same / inconclusive."""
+    """ "+15% [12–18%] larger", or same / undecided."""
     if c is None or c.ratio is None:
         return "n/a"
     r = c.ratio
@@ -411,7 +412,7 @@ def _verdict_text(v: Shift) -> str:
         text = f"{v.word} {v.change:+.1%}"
         return f"[bold red]{text}[/]" if v.verdict == "worse" else f"[bold green]{text}[/]"
     if v.verdict == "inconclusive" and v.ratio is not None:
-        return f"[yellow]inconclusive[/] ({fmt.detectable(v.ratio)})"
+        return f"[yellow]{fmt.UNDECIDED}[/] ({fmt.detectable(v.ratio)})"
     return v.verdict
 
 
@@ -422,7 +423,7 @@ def verdict_summary(s: Shifts, metric: str, control: str | None, margin: float) 
         f"{s.worse} {worse}",
         f"{s.better} {better}",
         f"{s.same} same",
-        f"{s.inconclusive} inconclusive",
+        f"{s.inconclusive} {fmt.UNDECIDED}",
     ]
     if s.undecided:
         parts.append(f"{s.undecided} without a verdict")

@@ -46,7 +46,7 @@ class RoundDone:
     blocks: int
 
 
-Progress = RunDone | RoundDone | forecast.Forecast | Note
+Step = RunDone | RoundDone | forecast.Forecast | Note
 FORESEEN = 2  # the first blocks after which a forecast is said: time, then noise too
 
 
@@ -58,7 +58,7 @@ def execute(
     req: Request,
     executor: Executor | None = None,
     stretch: Stretch | None = None,
-) -> Iterator[Progress]:
+) -> Iterator[Step]:
     """steps() on the dispatcher `req` names (--executor, --scheduler), closed after
     (its workers' processes end with it); `executor` replaces the real child processes
     of the local one (tests)."""
@@ -76,7 +76,7 @@ def steps(
     dispatcher: Dispatcher,
     verified: Sequence[Verified],
     stretch: Stretch | None = None,
-) -> Iterator[Progress]:
+) -> Iterator[Step]:
     """Run what is still pending, saving each run as it ends, then (precision
     campaigns) add blocks for the rows whose ratios are still undecided, while the
     budget lasts. Ctrl-C keeps every finished run; a resume picks up the same loop.
@@ -124,7 +124,7 @@ class _Loop:
         self.first = FirstRun(store, cid, campaign)
         self.started, self.counted = time.monotonic(), 0.0
 
-    def run(self, pending: Sequence[RunSpec], dispatcher: Dispatcher) -> Iterator[Progress]:
+    def run(self, pending: Sequence[RunSpec], dispatcher: Dispatcher) -> Iterator[Step]:
         """The pending runs, set-up runs first; a forecast after each of the first blocks."""
         total = self.store.campaign(self.cid).planned
         done = total - len(pending)
@@ -154,14 +154,14 @@ class _Loop:
         self.checks.note(spec, result)
         return result
 
-    def _foreseen(self, comp: analyze.Comparison | None = None) -> Iterator[Progress]:
+    def _foreseen(self, comp: analyze.Comparison | None = None) -> Iterator[Step]:
         """The forecast, after the budget is stretched if it must be."""
         fc = foresee(self.store, self.cid, self.campaign, comp)
         notes, self.campaign = self.stretch.apply(self.store, self.cid, self.campaign, fc)
         yield from notes
         yield foresee(self.store, self.cid, self.campaign, comp) if notes else fc
 
-    def round(self) -> Iterator[Progress]:
+    def round(self) -> Iterator[Step]:
         """A precision round's end: more blocks where a ratio is undecided."""
         # The budget is the user's time: what a round costs beyond its runs (the
         # calibration loop, saving, deciding) counts too. Counted only by the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 
+from allocmark import units
 from allocmark.errors import UserError
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.request import CampaignPlan
@@ -47,6 +48,11 @@ class FirstRun:
             fix = (
                 f"It ran past its timeout ({spec.timeout:g} s a run): give it more with "
                 f"--timeout SECONDS, or a shorter run of the command"
+            )
+        elif result.status is RunStatus.OOM and spec.memory_limit:
+            fix = (
+                f"It needs more memory than --memory-limit gives it "
+                f"({units.size_text(spec.memory_limit)}): raise --memory-limit, or drop it"
             )
         else:
             fix = "Fix the command (it must exit 0)"

@@ -32,6 +32,12 @@ def guard(db: Path, libraries: Iterable[str] = ()) -> RunAs | None:
     cache, the packaged programs and libraries or an allocator's library -- by the real
     path of each and every directory above it -- and to be able to read the packaged
     libraries."""
+    if db.is_dir():
+        raise UserError(f"--db {db}: is a directory; give the database file, e.g. {db}/a.db")
+    if db.exists() and not db.is_file():  # /dev/full: no database at all
+        raise UserError(
+            f"--db {db}: not a regular file; name a database file, e.g. --db results/mine.db"
+        )
     user = chosen()
     if user is None:
         return None

@@ -17,8 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from allocmark.model import RunStatus
 
-# Every JSON export names its format and version; a reader refuses others.
-FORMAT_VERSION = 1
+# Every JSON export names its format and version; a reader refuses others. Version 2:
+# `params` is a JSON object everywhere (version 1 wrote it as JSON text in the runs'
+# and the summary's rows and the remedies, an object elsewhere); version 1 is still read.
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 SUMMARY_FORMAT = "allocmark-summary"
 RUNS_FORMAT = "allocmark-runs"
 
@@ -33,7 +36,9 @@ class RunRow(BaseModel):
     role: str = Field("measure", description="measure, verify, setup, ...")
     allocator: str
     workload: str
-    params: str = Field(description="the workload's parameters, a JSON object as text")
+    params: dict[str, Any] = Field(
+        description='the workload\'s parameters, e.g. {"threads": 2} (version 1: as JSON text)'
+    )
     rep: int = Field(ge=0, description="the block (repetition) the run belongs to")
     status: RunStatus
     wall_s: float = Field(ge=0)
@@ -47,16 +52,21 @@ class RunRow(BaseModel):
     partial: bool = False
     detail: str = ""
 
-    @field_validator("params")
+    @field_validator("params", mode="before")
     @classmethod
-    def _params_object(cls, text: str) -> str:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"not JSON ({e})") from None
+    def _params_object(cls, value: object) -> object:
+        """Version 1 wrote the object as JSON text: read either."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"not JSON ({e})") from None
         if not isinstance(value, dict):
             raise ValueError('must be a JSON object such as {"threads": 2}')
-        return text
+        for v in value.values():
+            if not isinstance(v, int | str) or isinstance(v, float):
+                raise ValueError(f"a parameter's value is a number or text, not {v!r}")
+        return value
 
     @model_validator(mode="after")
     def _wide_columns(self) -> RunRow:
@@ -94,7 +104,7 @@ class RunsExport(BaseModel):
     model_config = ConfigDict(title="allocmark runs export")
 
     format: Literal["allocmark-runs"]
-    version: Literal[1]  # exchange.FORMAT_VERSION: load() refuses others first
+    version: Literal[1, 2]  # READ_VERSIONS: load() refuses others first
     campaign: dict[str, Any] = Field(
         default_factory=dict, description="the campaign's name, baseline, machine, ..."
     )

@@ -104,7 +104,7 @@ class Why(_Closed):
 
 class Try(_Closed):
     workload: str
-    params: str = Field(description="a JSON object as text")
+    params: dict[str, Any]
     allocator: str = Field(description="whose cost the variant addresses")
     axis: Literal["time", "rss"]
     try_: str = Field(alias="try", description="the variant to try")
@@ -168,7 +168,7 @@ class SummaryRow(_Closed):
     """One row x metric x allocator: its summary, and its ratio to the baseline."""
 
     workload: str
-    params: str = Field(description="a JSON object as text")
+    params: dict[str, Any]
     allocator: str
     partial: bool
     metric: str
@@ -200,7 +200,7 @@ class SummaryExport(_Closed):
     model_config = ConfigDict(title="allocmark summary export")
 
     format: Literal["allocmark-summary"]
-    version: Literal[1]
+    version: Literal[2] = Field(description="2: params an object everywhere (1: text in rows)")
     campaign: dict[str, Any] = Field(description="id, name, machine, plan, ... as stored")
     baseline: str | None
     allocators: list[str]

@@ -20,12 +20,12 @@ Never: answer, api, cli, dispatchers, report, run, verbs.
 from __future__ import annotations
 
 from allocmark.store.plans import Plans
-from allocmark.store.progress import Progress
+from allocmark.store.progress import Lifecycle
 from allocmark.store.reads import CELL_COLUMNS, Reads
 from allocmark.store.schema import SCHEMA_VERSION
 
 __all__ = ["CELL_COLUMNS", "SCHEMA_VERSION", "Store"]
 
 
-class Store(Plans, Progress, Reads):
+class Store(Plans, Lifecycle, Reads):
     """A results database. Opening never changes results already stored."""

@@ -11,6 +11,7 @@ from allocmark.errors import UserError
 from allocmark.model import StoredRun
 from allocmark.schemas.exchange import (  # its names, for the readers of exports
     FORMAT_VERSION as FORMAT_VERSION,
+    READ_VERSIONS as READ_VERSIONS,
     RUNS_FORMAT as RUNS_FORMAT,
     SUMMARY_FORMAT as SUMMARY_FORMAT,
 )
@@ -32,10 +33,10 @@ def load(path: Path, kind: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != kind:
         found = doc.get("format") if isinstance(doc, dict) else None
         raise UserError(f"{path}: expected an {kind} export, found format {found!r}")
-    if doc.get("version") != FORMAT_VERSION:
+    if doc.get("version") not in READ_VERSIONS:
         raise UserError(
             f"{path}: {kind} version {doc.get('version')!r} is not one this allocmark reads "
-            f"({FORMAT_VERSION}); export it again with this version"
+            f"(versions {', '.join(map(str, READ_VERSIONS))}); export it again with this one"
         )
     return doc
 
@@ -55,7 +56,7 @@ def _stored(r: RunRow) -> StoredRun:
         seq=r.seq,
         allocator=r.allocator,
         workload=r.workload,
-        params=tuple(json.loads(r.params).items()),
+        params=tuple(r.params.items()),
         rep=r.rep,
         status=r.status,
         wall_s=r.wall_s,

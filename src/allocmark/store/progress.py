@@ -15,7 +15,7 @@ from allocmark.store import codec, owner
 from allocmark.store.base import Base
 
 
-class Progress(Base):
+class Lifecycle(Base):
     def record(
         self,
         cid: int,

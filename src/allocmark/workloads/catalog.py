@@ -244,6 +244,11 @@ def parse_env(given: Sequence[str]) -> Env:
             raise UserError(f"--env {item!r}: give NAME=VALUE, e.g. --env PYTHONMALLOC=malloc")
         if name in out:
             raise UserError(f"--env {name}: given twice; give each variable once")
+        if name == "LD_PRELOAD":  # it was dropped without a word: the allocator's own
+            raise UserError(
+                f"--env {item!r}: allocmark sets LD_PRELOAD to the allocator under test; "
+                f"measure your library as an allocator of its own: -a mine={value or 'PATH'}"
+            )
         out[name] = value
     return tuple(out.items())
 
