@@ -22,6 +22,7 @@ demo: setup $(if $(APPS),setup-apps)
 	$(BIN)/allocmark run --suite quick --db results/quick.db
 	$(BIN)/allocmark report --db results/quick.db --format md -o results/quick.md
 	$(BIN)/allocmark report --db results/quick.db --format csv -o results/quick.csv
+	$(BIN)/allocmark try -a glibc,jemalloc,mimalloc --db results/try.db -- /usr/bin/python3 -c 'd = {i: str(i) * 8 for i in range(300000)}'
 	$(if $(APPS),$(BIN)/allocmark run --suite apps --db results/apps.db)
 
 # The tests run every application of the catalog, so they install them first.

@@ -4,7 +4,7 @@
 
 A fresh shell: `bash -c`, an environment of HOME, PATH (/usr/local/bin first: where
 `make setup` links the command), LANG and nothing else of ours. Its directory holds
-what the examples name: results/quick.db, results/apps.db and results/allocmark.db
+what the examples name: results/quick.db, results/apps.db, results/try.db and results/allocmark.db
 (a finished `try`), the tiny git repository of tests/allocators/tinyrepo.py (the
 developers' examples run inside a checkout), /tmp/libnomalloc.so (the tour's refusal).
 
@@ -100,7 +100,7 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
     # profiled, so that `report --profile` has its view too
     r = cli("try", "-a", "glibc,jemalloc", "--no-why", "--profile", "--db", str(done), "--", "true")
     assert r.returncode == 0, r.stderr
-    for name in ("quick.db", "apps.db"):
+    for name in ("quick.db", "apps.db", "try.db"):
         shutil.copy(done, work / "results" / name)
     # docs/workloads.md: "`allocmark run --suite my-suite.toml` runs your own"
     suites = ROOT / "src" / "allocmark" / "catalog" / "suites"

@@ -83,7 +83,9 @@ def test_once_the_noise_is_seen_it_says_how_long_each_axis_takes() -> None:
     # Its far end is past the 1000 blocks the campaign may run: said so, never a figure
     # beyond its own cap.
     assert wait.high > f.max_blocks
-    assert f"speed: every ratio by {wait.low} blocks, or more than the 1000 it may run" in f.text()
+    assert (
+        f"speed: every ratio by {wait.low} blocks at the least, at the most more than" in f.text()
+    )
     assert str(wait.high) not in f.text()
     warning = f.warning()
     assert warning is not None and "the budget cannot reach speed" in warning

@@ -139,6 +139,7 @@ class Comparison:
     lineages: dict[str, lineage.Lineage] = dataclasses.field(default_factory=dict)
     revisions: dict[str, Git] = dataclasses.field(default_factory=dict)  # built from git
     cores: int = 0  # of the machine the campaign ran on (0: not known)
+    max_blocks: int = 0  # the blocks a row may get (0: no cap known): no forecast beyond it
     # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell: what a why reads (stored.comparison
     # reads them when asked; a CSV never does)
     signals: tuple[CellRuns, ...] = ()

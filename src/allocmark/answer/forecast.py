@@ -121,14 +121,18 @@ class Forecast:
         """ "60–250 blocks (about 2–9 min more)": the range the blocks so far leave open
         (block_range), never one figure that the next block moves tenfold; "about 60
         blocks" once the two ends meet. The same seconds as remaining()."""
-        if self._capped(w.low if w.low < w.high else w.blocks):
-            cap = self.max_blocks
-            return f"more than the {cap} blocks this campaign may run"
+        near = w.low if w.low < w.high else w.blocks
+        if self.max_blocks and near >= self.max_blocks:
+            word = "more than" if near > self.max_blocks else "at least"
+            return f"{word} the {self.max_blocks} blocks this campaign may run"
         if w.low >= w.high or w.high <= w.blocks == w.low:
             return f"about {w.blocks} blocks ({units.duration(self._until(w.blocks))} more)"
         low, high = units.duration(self._until(w.low)), units.duration(self._until(w.high))
         if self._capped(w.high):
-            return f"{w.low} blocks, or more than the {self.max_blocks} it may run ({low}+ more)"
+            return (
+                f"{w.low} blocks at the least, at the most more than the {self.max_blocks} "
+                f"it may run (at least {low} more)"
+            )
         if w.high >= MOST_BLOCKS:
             return f"{w.low} blocks or many more (at least about {low} more)"
         return f"{w.low}–{w.high} blocks (about {low}–{high} more)"

@@ -61,6 +61,7 @@ class Answer:
     tied_rss: tuple[Choice, ...] = ()
     blocks: int = 0  # blocks behind it (over all workloads: the fewest of a row)
     block_s: float = 0.0  # seconds one more block of its rows takes (their runs' mean times)
+    max_blocks: int = 0  # the blocks its campaign may run (0: no cap): no forecast beyond
 
 
 # a against b on an axis ("time" or "rss"): a/b with its interval, lower is better
@@ -146,6 +147,7 @@ def _answer(
         tied_rss=tied_rss,
         blocks=blocks,
         block_s=block_s,
+        max_blocks=comp.max_blocks,
     )
 
 

@@ -75,6 +75,7 @@ def comparison(
         lineages=lineages,
         revisions={s.name: s.git for s in specs if s.git},
         cores=int(store.machine_facts(cid).get("cores") or 0),
+        max_blocks=plan.precision.max_blocks if plan.sequential and plan.precision else 0,
     )
 
 

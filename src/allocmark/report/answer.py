@@ -61,7 +61,7 @@ def _lines(a: Answer, whys: Whys | None, tries: Sequence[Try]) -> list[str]:
         )
     word = "undecided over these workloads" if a.scope == OVERALL else "undecided"
     for c in a.undecided:
-        out.append(f"{word}: {_choice(c)}{_more(c)}")
+        out.append(f"{word}: {_choice(c)}{_more(c, a.max_blocks)}")
     if a.others:  # their numbers are in the tables: names are enough here
         names = ", ".join(c.allocator for c in a.others)
         out.append(
@@ -159,7 +159,12 @@ def _undecided(a: Answer) -> str:
         if leads:
             text += "; leading, not significant yet: " + ", ".join(leads)
     need = [p.blocks_to_decide for found in open_.values() for _, p in found if p.blocks_to_decide]
-    if need and a.block_s > 0:
+    if need and a.max_blocks and max(need) > a.max_blocks:
+        text += (
+            f"; about {max(need)} blocks in all would decide, more than the {a.max_blocks} "
+            "this campaign may run (--max-blocks)"
+        )
+    elif need and a.block_s > 0:
         more = max(0, max(need) - a.blocks) * a.block_s
         text += (
             f"; about {max(need)} blocks in all (about {units.duration(more)} more) would decide"
@@ -332,9 +337,13 @@ def _notes(p: Position, axis: str) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _more(c: Choice) -> str:
+def _more(c: Choice, cap: int = 0) -> str:
+    """ "; about 21 blocks in all would decide", and whether the campaign may run them."""
     need = [p.blocks_to_decide for p in (c.time, c.rss) if p and p.blocks_to_decide]
-    return f"; about {max(need)} blocks in all would decide" if need else ""
+    if not need:
+        return ""
+    beyond = f", more than the {cap} this campaign may run" if cap and max(need) > cap else ""
+    return f"; about {max(need)} blocks in all would decide{beyond}"
 
 
 def _because(w: Why | None) -> str:

@@ -67,7 +67,8 @@ def label_width(m: matrix.Matrix, columns: int) -> int:
     longest = max((cell_len(fmt.printable(label)) for label, _ in m.rows), default=0)
     longest = max(longest, len(m.axis), 8 + len(m.allocators[0]) if m.allocators else 0)
     room = columns - len(m.allocators) * (CELL + 1) - 1
-    return max(12, min(longest, room if room >= LABEL else min(LABEL, columns // 3)))
+    # Where the columns must wrap into panels anyway, a label may take half the width.
+    return max(12, min(longest, max(room, columns // 2)))
 
 
 def panels(m: matrix.Matrix, width: int, columns: int) -> list[matrix.Matrix]:
@@ -163,14 +164,17 @@ def short(label: str, width: int = LABEL) -> str:
     return label[:head] + "…" + label[len(label) - (width - 1 - head) :]
 
 
-def _folded(name: str) -> str:
-    """A name in two lines of CELL: broken at ":", "-", "@" or "+" (after it where the
-    first line then fits, else before it: glibc: / arena2, jemalloc / :nodecay) or
-    before "malloc" (tbb / malloc); what does not fit is cut with "…"."""
+def _folded(name: str, lines: int = 3) -> str:
+    """A name in lines of CELL: broken at ":", "-", "@" or "+" (after it where the
+    line then fits, else before it: glibc: / arena2, jemalloc / :nodecay) or before
+    "malloc" (tbb / malloc), at most `lines` of them (scudo: / norelea / se); only a
+    name longer than that (a user's own, up to 64 characters) is cut with "…"."""
     if len(name) <= CELL:
         return name
+    if lines == 1:
+        return name[: CELL - 1] + "…"
     after = [i + 1 for i, c in enumerate(name[:CELL]) if c in ":-@+"]
     before = [i for i, c in enumerate(name[: CELL + 1]) if c in ":-@+" and i > 0]
-    cut = max(after or before or [name.find("malloc") if 0 < name.find("malloc") < CELL else CELL])
-    rest = name[cut:]
-    return name[:cut] + "\n" + (rest if len(rest) <= CELL else rest[: CELL - 1] + "…")
+    even = (len(name) + 1) // 2 if len(name) <= 2 * CELL else CELL  # norel / ease
+    cut = max(after or before or [name.find("malloc") if 0 < name.find("malloc") < CELL else even])
+    return name[:cut] + "\n" + _folded(name[cut:], lines - 1)

@@ -75,6 +75,7 @@ class Answer(_Closed):
     tied_rss: list[Choice]
     blocks: int
     block_s: float = Field(description="seconds one more block of its rows takes")
+    max_blocks: int = Field(description="the blocks its campaign may run a row (0: no cap)")
     lead: str = Field(description="the answer in one sentence")
 
 
