@@ -39,7 +39,7 @@ def test_the_documented_python_example_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("req", "message"),
     [
-        (api.Request(dispatcher="ray"), "--executor 'ray'"),
+        (api.Request(dispatcher="ray"), "--dispatcher 'ray'"),
         (api.Request(dispatcher="dask"), "needs --scheduler"),
         (api.Request(command=("true",), workloads=("churn",)), "not both"),
     ],

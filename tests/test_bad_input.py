@@ -161,7 +161,7 @@ CASES: dict[str, Case] = {
     "--memory-limit text": c("run -w churn --memory-limit lots", 2, "'lots'", "512M or 4G"),
     "--memory-limit huge": c("run -w churn --memory-limit 5P", 2, "'5P'", "from 1M to 1P"),
     "--sample 0": c("run -w churn --profile --sample 0", 2, "--sample"),
-    "--executor unknown": c("run -w churn --executor cloud", 2, "'cloud'", "local"),
+    "--dispatcher unknown": c("run -w churn --dispatcher cloud", 2, "'cloud'", "local"),
     # --resume
     "--take-over alone": c("run --take-over -w churn", 2, "--take-over goes with --resume"),
     "--resume with -a": c("run --resume -a glibc", 2, "drop -a"),
@@ -218,7 +218,7 @@ CASES: dict[str, Case] = {
     "--memory-limit ''": c("run -w churn --memory-limit ''", 2, "--memory-limit", "512M"),
     "--budget 2": c("run -w churn --budget 2", 2, "'2'", "2s", "2m"),
     "--why --no-why": c("run -w churn --why --no-why", 2, "contradict"),
-    "--scheduler alone": c("run -w churn --scheduler tcp://h:1", 2, "--executor dask"),
+    "--scheduler alone": c("run -w churn --scheduler tcp://h:1", 2, "--dispatcher dask"),
     "shadowed baseline": c(
         "try -a glibc=/usr/lib/x86_64-linux-gnu/libc.so.6 -- true", 2, "baseline", "glibc-mine"
     ),
@@ -396,3 +396,16 @@ def test_a_closed_pipe_is_not_a_failure(done_db: Path) -> None:
         ["bash", "-c", cmd + "; exit ${PIPESTATUS[0]}"], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, (r.returncode, r.stderr)
+
+
+def test_the_report_of_a_failed_campaign_says_so_and_exits_1(tmp_path: Path) -> None:
+    """A campaign whose command failed under the baseline printed an empty table and
+    exited 0 when reported; now each format says it and exits 1 (its export first)."""
+    db = tmp_path / "f.db"
+    r = cli("try", "-a", "glibc,jemalloc", "--db", str(db), "--", "false")
+    assert r.returncode == 2 and "Nothing else was run" in r.stderr, r.stderr
+    for fmt in ("table", "json", "csv", "md"):
+        done = cli("report", "--db", str(db), "--format", fmt)
+        assert done.returncode == 1, (fmt, done.returncode, done.stderr)
+        assert "campaign 1 failed: its command failed" in done.stderr, (fmt, done.stderr)
+        assert "Traceback" not in done.stderr

@@ -440,6 +440,11 @@ def test_a_deprecated_spelling_still_works_and_says_so(tmp_path: Path) -> None:
         ["warning: --output is deprecated: it is --library now"],
     )
     assert modern(["report", "--output", "r.md"]) == (["report", "--output", "r.md"], [])
+    # "executor" names the side that runs one run; where runs happen is the dispatcher.
+    assert modern(["run", "--executor", "dask"]) == (
+        ["run", "--dispatcher", "dask"],
+        ["warning: --executor is deprecated: it is --dispatcher now"],
+    )
 
 
 def test_bad_budget_is_a_usage_error(tmp_path: Path) -> None:
@@ -672,11 +677,11 @@ def test_a_shell_named_for_completion_is_the_one_used(monkeypatch: pytest.Monkey
 def test_every_verb_that_runs_campaigns_takes_the_one_executor_flag(
     tmp_path: Path, verb: tuple[str, ...]
 ) -> None:
-    """bisect, tune and harden dispatch their campaigns as run does: the same --executor
+    """bisect, tune and harden dispatch their campaigns as run does: the same --dispatcher
     and --scheduler, checked the same way (a usage error names the flag and the fix)."""
-    bogus = cli(*verb, "--executor", "nope", "--db", str(tmp_path / "x.db"))
+    bogus = cli(*verb, "--dispatcher", "nope", "--db", str(tmp_path / "x.db"))
     assert bogus.returncode == 2, bogus.stderr
-    assert "--executor 'nope': choose local or dask" in bogus.stderr
-    lone = cli(*verb, "--executor", "dask", "--db", str(tmp_path / "x.db"))
-    assert lone.returncode == 2 and "--executor dask needs --scheduler" in lone.stderr
+    assert "--dispatcher 'nope': choose local or dask" in bogus.stderr
+    lone = cli(*verb, "--dispatcher", "dask", "--db", str(tmp_path / "x.db"))
+    assert lone.returncode == 2 and "--dispatcher dask needs --scheduler" in lone.stderr
     assert not (tmp_path / "x.db").exists()

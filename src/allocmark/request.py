@@ -32,8 +32,8 @@ class Request:
     catalogs: tuple[Path, ...] = ()  # extra allocator catalog files
     sample: int = 0  # profile: time 1 allocator call in `sample`; 0: not profiled
     db: Path = DEFAULT_DB
-    dispatcher: str = "local"  # --executor: where the runs happen, "local" or "dask"
-    scheduler: str | None = None  # the Dask scheduler's address, for executor "dask"
+    dispatcher: str = "local"  # --dispatcher: where the runs happen, "local" or "dask"
+    scheduler: str | None = None  # the Dask scheduler's address, for dispatcher "dask"
     yes: bool = False  # start a campaign of more than CONFIRM_RUNS runs
     memory_limit: int = 0  # bytes a run's processes may use together (0: no limit)
     ignore_failure: bool = False  # `try -i`: run on though the command fails under the baseline

@@ -68,7 +68,10 @@ def test_dask_campaign_stores_what_the_local_executor_stores(
 ) -> None:
     req = _request(tmp_path / "dask.db", cluster)
     api.run_to_end(req)
-    api.run_to_end(dataclasses.replace(req, dispatcher="local", db=tmp_path / "local.db"))
+    here_req = dataclasses.replace(
+        req, dispatcher="local", scheduler=None, db=tmp_path / "local.db"
+    )
+    api.run_to_end(here_req)
     on_cluster, here = _stored(tmp_path / "dask.db"), _stored(tmp_path / "local.db")
     assert on_cluster == here
     assert {row[6] for row in on_cluster} == {RunStatus.OK.value}
@@ -101,7 +104,7 @@ def test_cli_runs_on_the_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
             "1",
             "--db",
             str(db),
-            "--executor",
+            "--dispatcher",
             "dask",
             "--scheduler",
             cluster.scheduler_address,
@@ -190,7 +193,7 @@ def test_a_worker_runs_the_coordinators_runs_with_its_own_paths() -> None:
 def test_a_bisect_runs_its_steps_on_the_cluster(
     cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """bisect dispatches its steps' runs as `run` does: with --executor dask, every
+    """bisect dispatches its steps' runs as `run` does: with --dispatcher dask, every
     block runs on a worker (the scheduler's task stream has them), and the planted
     commit is found as it is here."""
     from distributed import get_task_stream

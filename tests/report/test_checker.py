@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from allocmark import stats
@@ -209,7 +211,10 @@ def _counts(a: Answer, line: str) -> list[str]:
 
 
 @settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+    max_examples=int(os.environ.get("AM_CHECK_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
 )
 @given(campaigns())
 def test_generated_campaigns_say_what_their_values_are(comp: analyze.Comparison) -> None:
@@ -351,3 +356,27 @@ def test_not_explained_never_hides_a_signal_that_moved_with_most_of_it() -> None
         if moved / delta >= MOST and words not in text:
             assert "not explained" not in text, text  # named as a cause: fine
             raise AssertionError(f"{words} moved {moved / delta:.0%} of it: {text}")
+
+
+# -- any stored campaign --------------------------------------------------------------
+STORED = [Path(p) for p in os.environ.get("AM_CHECK_DBS", "").split(os.pathsep) if p]
+
+
+@pytest.mark.parametrize("db", STORED, ids=str)
+def test_stored_campaigns_say_what_their_values_are(db: Path) -> None:
+    """AM_CHECK_DBS=a.db:b.db: every campaign of each database through the checker,
+    and its JSON export through its schema (as it is written): the quick suite, `try`
+    campaigns, a versions and a bisect campaign (issue 66's real campaigns)."""
+    from allocmark.answer import report as report_value, stored
+    from allocmark.report import jsonfile
+    from allocmark.store import Store
+
+    store = Store(db, create=False)
+    try:
+        for c in store.campaigns():
+            comp = stored.comparison(store, c.id)
+            found = findings.of(comp)
+            assert contradictions(comp, found) == [], (db, c.id)
+            jsonfile.render(report_value.load(store, c.id))  # validated as it is written
+    finally:
+        store.close()

@@ -35,7 +35,7 @@ from allocmark.store import Store
 from allocmark.units import duration as duration
 from allocmark.verbs import bisect as bisection, bisect_budget, tune
 
-EXECUTORS = dispatchers.KINDS  # what --executor names: the dispatchers
+EXECUTORS = dispatchers.KINDS  # what --dispatcher names: the dispatchers
 
 
 @dataclass(frozen=True)
@@ -350,15 +350,15 @@ def _check(req: Request) -> Request:
     """`req` checked before anything is made or run; its command's first word as the
     file it runs (run/runas.py: `program`)."""
     if req.dispatcher not in EXECUTORS:
-        raise UserError(f"--executor {req.dispatcher!r}: choose {' or '.join(EXECUTORS)}")
+        raise UserError(f"--dispatcher {req.dispatcher!r}: choose {' or '.join(EXECUTORS)}")
     if req.scheduler and req.dispatcher != "dask":
         raise UserError(
-            f"--scheduler {req.scheduler!r} is a Dask scheduler's address: add --executor "
+            f"--scheduler {req.scheduler!r} is a Dask scheduler's address: add --dispatcher "
             "dask, or drop --scheduler to run here"
         )
     if req.dispatcher == "dask" and not req.scheduler:
         raise UserError(
-            "--executor dask needs --scheduler tcp://HOST:8786 (the address "
+            "--dispatcher dask needs --scheduler tcp://HOST:8786 (the address "
             "`dask scheduler` prints)"
         )
     if req.command and (req.workloads or req.suite):

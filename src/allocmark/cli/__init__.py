@@ -37,6 +37,7 @@ DEPRECATED = {
     "--min-runs": "--blocks",
     "--max-runs": "--max-blocks",
     "--target-ci": "--margin",
+    "--executor": "--dispatcher",  # "executor" is the side that runs one run (issue 66)
 }
 
 

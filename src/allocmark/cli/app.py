@@ -403,9 +403,7 @@ DryRunOpt = Annotated[
 ]
 DispatcherOpt = Annotated[
     str,
-    typer.Option(
-        "--executor", help="where runs happen (the dispatcher): local, or dask (a cluster)"
-    ),
+    typer.Option("--dispatcher", help="where runs happen: local, or dask (a cluster)"),
 ]
 SchedulerOpt = Annotated[
     str | None,

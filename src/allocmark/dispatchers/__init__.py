@@ -1,5 +1,5 @@
 """Where runs happen: a campaign hands batches of runs to a dispatcher, the one
-`--executor` names (dispatcher(): here, local.py, or on a Dask cluster, dask.py).
+`--dispatcher` names (dispatcher(): here, local.py, or on a Dask cluster, dask.py).
 
 A batch is what must run back to back on one machine: one block (every
 allocator once, for one row and repetition: its ratios are paired, so its runs
@@ -87,13 +87,13 @@ class Dispatcher(Protocol):
     def run_batches(self, batches: Sequence[Batch]) -> Iterator[Event]: ...
 
 
-KINDS = ("local", "dask")  # what --executor names: where a campaign's runs happen
+KINDS = ("local", "dask")  # what --dispatcher names: where a campaign's runs happen
 
 
 def dispatcher(
     kind: str, scheduler: str | None, verified: Sequence[Verified], executor: Executor | None = None
 ) -> Dispatcher:
-    """The dispatcher --executor names: here, one run at a time (local.py; `executor`
+    """The dispatcher --dispatcher names: here, one run at a time (local.py; `executor`
     replaces the real child processes in tests), or on a Dask cluster (dask.py). Every
     campaign, its own or a verb's (bisect, tune, harden), is dispatched through this."""
     if kind == "dask":

@@ -56,7 +56,8 @@ class Dask:
             from distributed import Client
         except ImportError as e:  # an optional dependency
             raise UserError(
-                "--executor dask needs the `distributed` package: pip install 'allocmark[cluster]'"
+                "--dispatcher dask needs the `distributed` package: "
+                "pip install 'allocmark[cluster]'"
             ) from e
         try:
             self.client = Client(address, timeout=CONNECT_TIMEOUT_S)

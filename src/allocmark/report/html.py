@@ -28,7 +28,7 @@ from allocmark.report.figures import Figure
 MAX_RAW_RUNS = 1000  # beyond this the page points to the CSV export
 # The runs' columns a reader compares; the export (--runs) has every metric and label.
 RUN_COLUMNS = (
-    "seq", "role", "allocator", "workload", "params", "rep", "status", "wall_s", "user_s",
+    "seq", "role", "allocator", "workload", "params", "block", "status", "wall_s", "user_s",
     "sys_s", "maxrss_kib", "metric.ops_per_s", "metric.overhead_ratio", "detail",
 )  # fmt: skip
 

@@ -120,7 +120,7 @@ def run_rows(runs: Sequence[StoredRun]) -> list[dict[str, Any]]:
             "allocator": r.allocator,
             "workload": r.workload,
             "params": dict(r.params),
-            "rep": r.rep,
+            "block": r.rep,  # the store's column is still named rep
             "status": r.status.value,
             "wall_s": r.wall_s,
             "user_s": r.user_s,

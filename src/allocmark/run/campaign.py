@@ -59,7 +59,7 @@ def execute(
     executor: Executor | None = None,
     stretch: Stretch | None = None,
 ) -> Iterator[Step]:
-    """steps() on the dispatcher `req` names (--executor, --scheduler), closed after
+    """steps() on the dispatcher `req` names (--dispatcher, --scheduler), closed after
     (its workers' processes end with it); `executor` replaces the real child processes
     of the local one (tests)."""
     dispatcher = dispatchers.dispatcher(req.dispatcher, req.scheduler, verified, executor)

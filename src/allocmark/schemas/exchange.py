@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from allocmark.model import RunStatus
 
 # Every JSON export names its format and version; a reader refuses others. Version 2:
 # `params` is a JSON object everywhere (version 1 wrote it as JSON text in the runs'
-# and the summary's rows and the remedies, an object elsewhere); version 1 is still read.
+# and the summary's rows and the remedies, an object elsewhere), and a run's block is
+# `block` (version 1: `rep`, the store's column); version 1 is still read.
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 SUMMARY_FORMAT = "allocmark-summary"
@@ -39,7 +40,11 @@ class RunRow(BaseModel):
     params: dict[str, Any] = Field(
         description='the workload\'s parameters, e.g. {"threads": 2} (version 1: as JSON text)'
     )
-    rep: int = Field(ge=0, description="the block (repetition) the run belongs to")
+    block: int = Field(
+        ge=0,
+        validation_alias=AliasChoices("block", "rep"),
+        description="the block the run belongs to (version 1: `rep`)",
+    )
     status: RunStatus
     wall_s: float = Field(ge=0)
     user_s: float = Field(ge=0)

@@ -57,7 +57,7 @@ def _stored(r: RunRow) -> StoredRun:
         allocator=r.allocator,
         workload=r.workload,
         params=tuple(r.params.items()),
-        rep=r.rep,
+        rep=r.block,
         status=r.status,
         wall_s=r.wall_s,
         user_s=r.user_s,

@@ -108,7 +108,7 @@ def decide(
         started = start.planned(store, req, Fixed(tuple(specs)), notes)
         cid, prepared = started.cid, started.prepared
         yield from notes
-        # The runs go where --executor says, as any campaign's do (dispatchers.dispatcher).
+        # The runs go where --dispatcher says, as any campaign's do (dispatchers.dispatcher).
         dispatch = dispatchers.dispatcher(
             q.request.dispatcher, q.request.scheduler, prepared.usable
         )
