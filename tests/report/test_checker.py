@@ -37,8 +37,9 @@ NAME = r"[A-Za-z0-9_.+:@-]+"
 # against code from before they were named: issue 66's "it fails on 7832cb9").
 UNBOUNDED = getattr(stats, "UNBOUNDED_SPAN", 10.0)
 MOST, ALL = why.MOST, getattr(why, "ALL", 1.1)
-TIME = re.compile(rf"(?P<name>{NAME}): (?P<v>[\d.]+)× (?P<w>faster|slower)(?P<rest>[^,;]*)")
-RSS = re.compile(r"peak RSS (?P<v>[+-][\d.]+)%(?P<rest>[^,;]*)")
+REST = r"(?P<rest>(?:\([^)]*\)|[^,;(])*)"  # what follows, its parentheses whole
+TIME = re.compile(rf"(?P<name>{NAME}): (?P<v>[\d.]+)× (?P<w>faster|slower){REST}")
+RSS = re.compile(rf"peak RSS (?P<v>[+-][\d.]+)%{REST}")
 RATIO_INTERVAL = re.compile(r"\[(?P<lo>[\d.]+)–(?P<hi>[\d.]+)\]")
 PERCENT_INTERVAL = re.compile(r"\[(?P<lo>[+-][\d.]+)%–(?P<hi>[+-][\d.]+)%\]")
 COUNT = re.compile(
@@ -70,7 +71,8 @@ def campaigns(draw: st.DrawFn) -> analyze.Comparison:
                 wall = 0.5 * math.exp(t + rng.gauss(0, nt))
                 rss = round(20000 * math.exp(m + rng.gauss(0, nm)))
                 runs.append(stored(a, wall, rss=rss, params=params, rep=b, status=status))
-    return analyze.compare(runs, ["glibc", *others], "glibc", sequential=sequential, finished=True)
+    comp = analyze.compare(runs, ["glibc", *others], "glibc", sequential=sequential, finished=True)
+    return dataclasses.replace(comp, max_blocks=draw(st.sampled_from([0, blocks, 1000])))
 
 
 def contradictions(comp: analyze.Comparison, found: findings.Findings) -> list[str]:
@@ -118,6 +120,18 @@ def _read_back(a: Answer, lines: Sequence[str]) -> list[str]:
         if a.scope != OVERALL:  # pooled positions are said with their tallies
             out += _ratios(line, choices)
         out += _counts(a, line)
+        out += _capped(a, line)
+    return out
+
+
+def _capped(a: Answer, line: str) -> list[str]:
+    """ "about 2829 blocks in all would decide" on a campaign that may run 1000 says
+    that it may not run them."""
+    out = []
+    for m in re.finditer(r"about (\d+) blocks in all[^;.]*would decide([^;]*)", line):
+        beyond = a.max_blocks and int(m[1]) > a.max_blocks
+        if beyond and f"more than the {a.max_blocks}" not in m[2]:
+            out.append(f"{m.group(0)!r}: this campaign may run {a.max_blocks}")
     return out
 
 

@@ -164,7 +164,9 @@ def _undecided(a: Answer) -> str:
             f"; about {max(need)} blocks in all would decide, more than the {a.max_blocks} "
             "this campaign may run (--max-blocks)"
         )
-    elif need and a.block_s > 0:
+    elif need and max(0, max(need) - a.blocks) * a.block_s >= 1:
+        # The runs' own time; under a second it would read "about 0 s more", which the
+        # launcher and the checks around each run make untrue: then no time is said.
         more = max(0, max(need) - a.blocks) * a.block_s
         text += (
             f"; about {max(need)} blocks in all (about {units.duration(more)} more) would decide"
@@ -270,7 +272,7 @@ def _time(p: Position | None) -> str:
     f, lo, hi = stats.inverted(p.value, p.low, p.high) if p.value < 1 else (p.value, p.low, p.high)
     word = "faster" if p.value < 1 else "slower"
     if not stats.bounded(p.low, p.high):
-        return f"{f:.2f}× {word} ({_loose(p)}){_notes(p, 'time')}"
+        return f"{f:.2f}× {word}{_notes(p, 'time', _loose(p))}"
     d = decimals(lo, hi, 2, lambda x, d: f"{x:.{d}f}")
     return f"{f:.{d}f}× {word} [{lo:.{d}f}–{hi:.{d}f}]{_notes(p, 'time')}"
 
@@ -279,7 +281,7 @@ def _rss(p: Position | None) -> str:
     if p is None or p.verdict is stats.Verdict.SAME:
         return _plain("peak RSS", p, f"{p.value - 1:+.0%}" if p else "") + _tally(p, "rss")
     if not stats.bounded(p.low, p.high):
-        return f"peak RSS {p.value - 1:+.0%} ({_loose(p)}){_notes(p, 'rss')}"
+        return f"peak RSS {p.value - 1:+.0%}{_notes(p, 'rss', _loose(p))}"
     d = decimals(p.low - 1, p.high - 1, 0, lambda x, d: f"{x:+.{d}%}")
     return (
         f"peak RSS {p.value - 1:+.{d}%} [{p.low - 1:+.{d}%}–{p.high - 1:+.{d}%}]{_notes(p, 'rss')}"
@@ -330,9 +332,11 @@ def _plain(axis: str, p: Position | None, value: str) -> str:
     return f"{axis} n/a" if p is None else f"{axis} the same ({value})"
 
 
-def _notes(p: Position, axis: str) -> str:
-    """ " (not significant; of 9 workloads: ...)": what a position's interval does not say."""
-    notes = ["not significant"] if p.verdict is stats.Verdict.INCONCLUSIVE else []
+def _notes(p: Position, axis: str, first: str = "") -> str:
+    """ " (not significant; of 9 workloads: ...)": what a position's interval does not
+    say; `first`: what stands for an interval too wide to print."""
+    notes = [first] if first else []
+    notes += ["not significant"] if p.verdict is stats.Verdict.INCONCLUSIVE else []
     notes += [_tally(p, axis)[2:-1]] if p.tally else []
     return f" ({'; '.join(notes)})" if notes else ""
 
