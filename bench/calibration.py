@@ -147,8 +147,7 @@ class Tally:
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
-        store = Store(db, create=False)
-        comp = stored.comparison(store, store.campaign().id)
+        comp = explainable(Store(db, create=False))
         for row in comp.rows:
             # A duration-bound workload's speed is its throughput (larson): counted as
             # its time cell, the verdict a user reads for its speed.
@@ -439,6 +438,17 @@ PLANTED = {
 }
 
 
+def explainable(store: Store) -> analyze.Comparison:
+    """The newest campaign's comparison with its runs' signals, as a report reads it for
+    its whys (a bare comparison has none, and would explain nothing: every count of
+    explained differences would read 0)."""
+    cid = store.campaign().id
+    comp = stored.with_signals(store, cid, stored.comparison(store, cid))
+    if not comp.signals:
+        raise SystemExit(f"campaign {cid}: no signals stored, nothing a why could read")
+    return comp
+
+
 def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
     """Planted causes: is the planted one named for each decided difference, and no other?
     Under `run`'s default rules (blocks added until decided, then a why pass only when
@@ -461,8 +471,7 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
             planted,
             *flags,
         )
-        store = Store(db, create=False)
-        comp = stored.comparison(store, store.campaign().id)
+        comp = explainable(Store(db, create=False))
         found = {(w.label, w.axis): w for w in why.explain(comp) if w.allocator == "mmapper"}
         for row in comp.rows:
             for axis, (signal, same) in PLANTED.items():

@@ -26,7 +26,7 @@ def main(argv: list[str]) -> None:
         sys.exit(__doc__)
     store = Store(Path(argv[0]), create=False)
     cid = store.campaign(int(argv[1]) if len(argv) > 1 else None).id
-    comp = stored.comparison(store, cid)
+    comp = stored.with_signals(store, cid, stored.comparison(store, cid))
     found = why.explain(comp)
     for axis, name in (("time", "time"), ("rss", "peak RSS")):
         cells = [w for w in found if w.axis == axis]

@@ -5,10 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import PlainSerializer
 
 Env = tuple[tuple[str, str], ...]
-Params = tuple[tuple[str, int | str], ...]
+# A row's parameters, in order; as JSON an object ({"threads": 2}), wherever a value
+# that holds them is exported (report/summary.py).
+Params = Annotated[
+    tuple[tuple[str, int | str], ...],
+    PlainSerializer(dict, return_type=dict[str, int | str]),
+]
 
 
 class Status(StrEnum):

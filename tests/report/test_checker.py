@@ -12,6 +12,7 @@ Each rule names the contradiction it catches (issue 66's list)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import random
@@ -28,6 +29,7 @@ from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.model import CellRuns, RunStatus, StoredRun
 from allocmark.report import answer, fmt
 from tests.conftest import PYTHON, cli
+from tests.exports import check_summary
 from tests.fakes import stored
 
 SHIFTS = (0.0, 0.0, 0.02, -0.02, 0.15, -0.15, 0.7, -0.7)
@@ -77,10 +79,50 @@ def campaigns(draw: st.DrawFn) -> analyze.Comparison:
 
 def contradictions(comp: analyze.Comparison, found: findings.Findings) -> list[str]:
     """Every place the text and the value disagree, as sentences (empty: none)."""
-    out = _one_interval(comp, found)
+    out = _one_interval(comp, found) + _ties(comp, found)
     for a in found.answers:
         text = [answer.lead(a, found.explained), *answer.blocks([a], found.explained)[0].lines]
         out += _read_back(a, text)
+    return out
+
+
+TIE = re.compile(rf"a tie for (?P<axis>time|memory): (?P<names>{NAME}(?:, {NAME})*)")
+
+
+def _ties(comp: analyze.Comparison, found: findings.Findings) -> list[str]:
+    """A row's answer names its tie as the value holds it, and the tie holds every
+    allocator another run of the campaign could have picked instead (decided better
+    than the baseline beyond the margin, or undecided and leaning so) unless the pick
+    is decided better than it in their own duel: never "use A" with B unnamed."""
+    out = []
+    rows = {row.label: row for row in comp.rows}
+    for a in found.answers:
+        if a.scope not in rows:
+            continue
+        said = {
+            m["axis"]: m["names"].split(", ")
+            for m in TIE.finditer(answer.lead(a, ()).removesuffix("."))
+        }
+        duel = recommend._RowDuel(comp, rows[a.scope])
+        bar = 1 / (1 + a.margin)
+        for axis, word, pick, tied in (
+            ("time", "time", a.fastest, a.tied_time),
+            ("rss", "memory", a.smallest, a.tied_rss),
+        ):
+            names = [c.allocator for c in tied]
+            if said.get(word, []) != names:
+                out.append(f"{a.scope}: says the tie for {word} is {said.get(word)}, holds {names}")
+            if pick is None:
+                continue
+            for c in _choices(a).values():
+                p = getattr(c, axis)
+                if c.allocator in (a.baseline, pick.allocator, *names) or p is None:
+                    continue
+                could = p.value < 1 and p.low < bar and p.verdict is not stats.Verdict.WORSE
+                head = duel(pick, c, axis)
+                apart = getattr(pick, axis).value * (1 + a.margin) < p.value
+                if could and not (apart and head and recommend._clearly_better(head, a.margin)):
+                    out.append(f"{a.scope}: {c.allocator} could be picked for {word}, unnamed")
     return out
 
 
@@ -391,6 +433,6 @@ def test_stored_campaigns_say_what_their_values_are(db: Path) -> None:
             comp = stored.comparison(store, c.id)
             found = findings.of(comp)
             assert contradictions(comp, found) == [], (db, c.id)
-            jsonfile.render(report_value.load(store, c.id))  # validated as it is written
+            check_summary(json.loads(jsonfile.render(report_value.load(store, c.id))))
     finally:
         store.close()

@@ -12,16 +12,27 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from allocmark import schemas, stats
-from allocmark.answer import analyze, findings, tryout
+from allocmark import api, schemas, stats
+from allocmark.answer import (
+    across,
+    aging,
+    analyze,
+    composition,
+    findings,
+    recommend,
+    releases,
+    remedy,
+    tryout,
+    why,
+)
 from allocmark.answer.report import Report
 from allocmark.errors import UserError
 from allocmark.model import CellRuns, RunStatus, StoredRun
-from allocmark.report import csvfile, fmt, jsonfile, markdown, table
+from allocmark.report import csvfile, fmt, jsonfile, markdown, rows, summary, table
 from allocmark.request import CampaignPlan
-from allocmark.schemas.summary import SummaryExport
 from allocmark.store import exchange
 from tests.answer.test_analyze import comparison
+from tests.exports import check_summary
 from tests.fakes import stored
 
 P1 = (("threads", 1),)
@@ -76,11 +87,44 @@ def test_summary_csv_has_one_row_per_cell_and_metric() -> None:
     assert ok["significant"] == "True"
 
 
+def test_the_summary_schema_is_drawn_from_the_value_s_own_classes() -> None:
+    """One definition: each object of the export has exactly its class's fields (what it
+    derives and exports, less what it keeps out), so a field added to the value is in
+    the export and its schema with no second edit."""
+    defs = api.json_schema("summary")["$defs"]
+    classes = {
+        "Led": summary.Led,
+        "Said": summary.Said,
+        "Why": why.Why,
+        "Factor": why.Factor,
+        "Choice": recommend.Choice,
+        "Position": recommend.Position,
+        "Tally": across.Tally,
+        "Try": remedy.Try,
+        "Steady": aging.Steady,
+        "Phase": aging.Phase,
+        "Made": composition.Made,
+        "Change": releases.Change,
+        "Ratio": stats.Ratio,
+        "SummaryRow": rows.SummaryRow,
+    }
+    derived = {"Led": set(), "Said": {"explained"}, "Why": {"explained"}, "Factor": {"degree"}}
+    derived |= {"Steady": {"text"}, "Made": {"rest_kib"}}
+    for name, cls in classes.items():
+        declared = {f.name for f in dataclasses.fields(cls)} - (
+            {"ratio"} if name == "Position" else set()
+        )
+        assert set(defs[name]["properties"]) == declared | derived.get(name, set()), name
+        assert defs[name]["additionalProperties"] is False, name
+    assert {"lead", "fastest", "tied_time"} <= set(defs["Led"]["properties"])
+    assert "ratio" not in defs["Position"]["properties"]  # kept out where it is declared
+
+
 def test_json_exports_are_versioned_and_checked(tmp_path: Path) -> None:
     doc = json.loads(jsonfile.render(_report(comparison(), campaign={"id": 1})))
-    assert (doc["format"], doc["version"]) == (exchange.SUMMARY_FORMAT, exchange.FORMAT_VERSION)
-    SummaryExport.model_validate(doc)
-    assert "allocmark summary export" in json.dumps(schemas.json_schema("summary"))
+    assert (doc["format"], doc["version"]) == (exchange.SUMMARY_FORMAT, summary.VERSION)
+    check_summary(doc)
+    assert "allocmark summary export" in json.dumps(api.json_schema("summary"))
     runs_path = tmp_path / "runs.json"
     # rusage's faults and switches travel with each run (issue 42: what explains).
     runs = [
@@ -189,8 +233,6 @@ def test_a_runs_export_keeps_metrics_labels_and_roles(tmp_path: Path) -> None:
 
 def test_the_runs_export_schema_validates_an_export(tmp_path: Path) -> None:
     import jsonschema
-
-    from allocmark import schemas
 
     schema = schemas.json_schema("runs")
     jsonschema.Draft202012Validator.check_schema(schema)

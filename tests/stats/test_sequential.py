@@ -191,5 +191,5 @@ def test_only_a_finished_campaigns_undecided_rows_get_the_final_look() -> None:
     assert was["decided"] == now["decided"]
     assert was["open"].verdict is stats.Verdict.INCONCLUSIVE
     assert now["open"].verdict is stats.Verdict.WORSE
-    exported = {(r["workload"], r["final_look"]) for r in rows.summary_rows(done)}
+    exported = {(r.workload, r.final_look) for r in rows.summary_rows(done)}
     assert exported == {("decided", False), ("open", True)}

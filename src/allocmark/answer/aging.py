@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import computed_field
 
 from allocmark import labels
 from allocmark.model import Params
@@ -52,6 +53,7 @@ class Steady:
     verdict: str  # "plateaus", "grows", "shrinks" or "inconclusive"
     label: str  # the cell's, among the campaign's phased cells (labels.label_rows)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def text(self) -> str:
         """ "plateaus (+0.01 MiB per phase [-0.02–+0.03])", "grows 1.2 MiB per phase [...]"."""

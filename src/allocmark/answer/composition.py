@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import computed_field
+
 from allocmark import labels
 from allocmark.model import Params
 from allocmark.store import Store
@@ -33,8 +35,9 @@ class Made:
     kib: dict[str, float | None]  # FIELDS -> median
     label: str  # the cell's, among the cells with statistics (labels.label_rows)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
-    def rest(self) -> float | None:
+    def rest_kib(self) -> float | None:
         """RSS that is neither live, held free nor metadata: the program, its libraries
         and stacks, and what the allocator does not count."""
         parts = [self.kib.get(k) for k in ("rss", "live", "held", "metadata")]

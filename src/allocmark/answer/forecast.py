@@ -114,16 +114,20 @@ class Forecast:
             blocks = min(blocks, self.max_blocks)
         return max(0, blocks - self.blocks) * self.block_s
 
-    def _capped(self, blocks: int) -> bool:
-        return bool(self.max_blocks) and blocks > self.max_blocks
+    def _capped(self, blocks: int, reached: bool = False) -> bool:
+        """Beyond the blocks this campaign may run (or, `reached`, at them or beyond):
+        the one rule for every forecast that names a number of blocks."""
+        if not self.max_blocks:
+            return False
+        return blocks >= self.max_blocks if reached else blocks > self.max_blocks
 
     def _span(self, w: Wait) -> str:
         """ "60–250 blocks (about 2–9 min more)": the range the blocks so far leave open
         (block_range), never one figure that the next block moves tenfold; "about 60
         blocks" once the two ends meet. The same seconds as remaining()."""
         near = w.low if w.low < w.high else w.blocks
-        if self.max_blocks and near >= self.max_blocks:
-            word = "more than" if near > self.max_blocks else "at least"
+        if self._capped(near, reached=True):
+            word = "more than" if self._capped(near) else "at least"
             return f"{word} the {self.max_blocks} blocks this campaign may run"
         if w.low >= w.high or w.high <= w.blocks == w.low:
             return f"about {w.blocks} blocks ({units.duration(self._until(w.blocks))} more)"

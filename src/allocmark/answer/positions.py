@@ -6,6 +6,9 @@ them from a comparison's ratios, or pooled across workloads (across.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from allocmark import stats
 from allocmark.answer import across
@@ -21,7 +24,9 @@ class Position:
     high: float
     verdict: stats.Verdict
     blocks_to_decide: int | None = None  # about how many more blocks would decide
-    ratio: stats.Ratio | None = None  # as measured, at its family's level (not turned over)
+    # As measured, at its family's level (not turned over); not exported (the blocks'
+    # logs: the summary's rows carry the ratio).
+    ratio: Annotated[stats.Ratio | None, Field(exclude=True)] = None
     inverted: bool = False  # value, low, high are the ratio turned over (a speed-up)
     tally: across.Tally | None = None  # across workloads: the rows' verdicts counted
 

@@ -40,6 +40,8 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from pydantic import computed_field
+
 from allocmark import stats
 from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison, Row
@@ -101,6 +103,7 @@ class Factor:
     high: float
     share: float | None  # of the difference, in its units (None: a count)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def degree(self) -> str:
         if self.share is None:
@@ -126,6 +129,7 @@ class Why:
     # more but were not decided: what "not explained" must not hide.
     moved: tuple[Factor, ...] = ()
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def explained(self) -> bool:
         """Accounted for at least in part by a signal in the outcome's units."""

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from allocmark import schemas, workloads
+from allocmark.errors import UserError
 
 # the library's own types, for its callers: GitBuild, Note, Request
 from allocmark.model import AllocatorSpec, Campaign, GitBuild as GitBuild, Verified, Workload
@@ -201,4 +202,10 @@ def workload_lines() -> list[WorkloadLine]:
 
 def json_schema(kind: str) -> dict[str, Any]:
     """The JSON Schema of a file allocmark reads or writes (`allocmark schema KIND`)."""
+    if kind == "summary":  # a report's JSON export: drawn from the report value itself
+        from allocmark.report import summary
+
+        return summary.json_schema()
+    if kind not in schemas.KINDS:
+        raise UserError(f"schema {kind!r}: choose {', '.join((*schemas.KINDS, 'summary'))}")
     return schemas.json_schema(kind)

@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from allocmark.cli.app import app, err
+from allocmark.cli.app import ARGV, app, err
 from allocmark.errors import AllocmarkError
 from allocmark.text import printable
 
@@ -106,6 +106,7 @@ def main() -> None:
     named_shell(argv)
     for line in said:
         sys.stderr.write(line + "\n")
+    ARGV[:] = argv
     try:
         try:
             code = app(args=argv, standalone_mode=False)

@@ -72,6 +72,10 @@ def _version(value: bool) -> None:
 # How much a running campaign says on the terminal: -q its answer and errors only,
 # -v every run as it ends too (cli/progress.py reads it).
 VERBOSITY = {"level": 0}
+# The arguments the application was invoked with, as main() hands them over (its
+# deprecated spellings rewritten, -q/-v hoisted): what the checks of the command line
+# as a whole read (contradicting flags, a command's place), never sys.argv.
+ARGV: list[str] = []
 
 
 @app.callback()
@@ -107,9 +111,9 @@ def _load(
     if quiet and verbose:
         raise typer.BadParameter("-q and -v contradict each other: give one", param_hint="-q")
     VERBOSITY["level"] = -1 if quiet else 1 if verbose else 0
-    _contradictions(sys.argv[1:])
+    _contradictions(ARGV)
     piped_width(os.environ, strict=True)
-    if _asks_help(sys.argv[1:]):
+    if _asks_help(ARGV):
         return  # a verb's --help needs its signature only, not its stack
     with interrupts.held():
         for module in STACKS.get(ctx.invoked_subcommand or "", ()):
@@ -121,7 +125,7 @@ def placed(command: list[str] | None) -> tuple[str, ...]:
     options (`try -a glibc ./prog -n 5`: the program's -n became allocmark's): the
     command after `--` is never read for options."""
     words = tuple(command or ())
-    argv = sys.argv[1:]
+    argv = ARGV
     if not words or "--" in argv:
         return words
     starts = [i for i, w in enumerate(argv) if w == words[0]]

@@ -237,15 +237,15 @@ def _estimate(c: Choice) -> str:
 
 
 def _at_most(a: Answer) -> str:
-    """How much better anything could be, by the best ends of the 95 % intervals."""
+    """How much better anything could be, by the best ends of the 95 % intervals; an
+    interval too wide to bound anything (stats.bounded) says so instead."""
     rest = [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
-    time = min((c.time.low for c in rest if c.time), default=1.0)
-    rss = min((c.rss.low for c in rest if c.rss), default=1.0)
-    # Beyond 10x (or 90 %) an interval's end says only that it is loose.
-    if time <= 0.1 or rss <= 0.1:
+    time = min((c.time for c in rest if c.time), key=lambda p: p.low, default=None)
+    rss = min((c.rss for c in rest if c.rss), key=lambda p: p.low, default=None)
+    if any(p is not None and not stats.bounded(p.low, p.high) for p in (time, rss)):
         return " (too few blocks to bound how much)"
-    parts = ([f"{1 / time:.2f}× faster"] if time < 0.995 else []) + (
-        [f"{1 - rss:.0%} smaller"] if rss < 0.995 else []
+    parts = ([f"{1 / time.low:.2f}× faster"] if time and time.low < 0.995 else []) + (
+        [f"{1 - rss.low:.0%} smaller"] if rss and rss.low < 0.995 else []
     )
     return f" (at most {' or '.join(parts)})" if parts else ""
 
@@ -428,34 +428,6 @@ def why_lines(whys: Sequence[Why]) -> list[str]:
         out.append(f"{w.label}: {w.allocator} {outcome}: {clause(w, most=len(w.factors))}")
         out += [f"    {factor_line(f)}" for f in w.factors]
     return out
-
-
-def why_record(w: Why) -> dict[str, object]:
-    """A difference's explanation as the JSON summary carries it."""
-    return {
-        "workload": w.workload,
-        "params": dict(w.params),
-        "allocator": w.allocator,
-        "axis": w.axis,
-        "delta": w.delta,
-        "text": clause(w, most=len(w.factors)),
-        "explained": w.explained,
-        "checked": list(w.checked),
-        "factors": [
-            {
-                "signal": f.signal,
-                "words": f.words,
-                "unit": f.unit,
-                "delta": f.delta,
-                "ratio": f.ratio,
-                "low": f.low,
-                "high": f.high,
-                "share": f.share,
-                "degree": f.degree,
-            }
-            for f in w.factors
-        ],
-    }
 
 
 def try_line(t: Try) -> str:

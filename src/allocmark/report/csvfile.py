@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ def render(report: Report) -> str:
         return text(rows.run_rows(report.runs))
     if report.view == "profile":
         return text(rows.profile_table_rows(report.profiles))
-    return text(rows.summary_rows(report.comparison))
+    return text([dataclasses.asdict(r) for r in rows.summary_rows(report.comparison)])
 
 
 def text(table: Sequence[dict[str, Any]]) -> str:

@@ -199,7 +199,7 @@ MADE_COLUMNS = {
 
 def _made_cells(m: composition.Made) -> list[str]:
     """A Made's numbers in MiB, "-" where its allocator does not say."""
-    values = {**m.kib, "rest": m.rest}
+    values = {**m.kib, "rest": m.rest_kib}
     return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-" for k in MADE_COLUMNS]
 
 

@@ -4,26 +4,58 @@ runs export has them: `compare` reads them back, store/exchange.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from allocmark import profile
-from allocmark.answer.analyze import Cell, Comparison
+from allocmark.answer.analyze import Cell, Comparison, Row
 from allocmark.model import StoredRun
 from allocmark.report import fmt, profile_rows
 
 
-def summary_rows(comp: Comparison) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SummaryRow:
+    """One row x metric x allocator: its summary, and its ratio to the baseline (the
+    CSV's columns, and the JSON summary's rows)."""
+
+    workload: str
+    params: dict[str, int | str]
+    allocator: str
+    partial: bool
+    metric: str
+    runs: int
+    state: str
+    median: float | None
+    mean: float | None
+    stdev: float | None
+    min: float | None
+    max: float | None
+    ci_low: float | None
+    ci_high: float | None
+    outliers: int | None
+    ratio_to_baseline: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+    p_value: float | None
+    significant: bool | None
+    verdict: str | None  # as the report says it: faster, slower, larger, same, undecided
+    ratio_margin: float | None  # the interval's half-width, relative (0.03: +-3 %)
+    detectable: float | None  # the smallest change the test could see
+    loose: bool
+    final_look: bool  # its budget ended it undecided, and the exact test narrowed it
+
+
+def summary_rows(comp: Comparison) -> list[SummaryRow]:
     """One row per workload x parameters x metric x allocator."""
     return [
-        _summary_row(comp, row.workload, row.params, metric, a, row.cells[metric][a])
-        | {"final_look": row.final}
+        _summary_row(comp, row, metric, a, row.cells[metric][a])
         for row in comp.rows
         for metric in comp.metrics
         for a in comp.allocators
     ]
 
 
-# Export column -> attribute of the cell's Summary, and of its Ratio.
+# SummaryRow's column -> attribute of the cell's Summary, and of its Ratio.
 _SUMMARY_FIELDS = {
     "median": "median",
     "mean": "mean",
@@ -43,51 +75,25 @@ _RATIO_FIELDS = {
 }
 
 
-def _summary_row(
-    comp: Comparison, workload: str, params: Any, metric: str, a: str, c: Cell
-) -> dict[str, Any]:
+def _summary_row(comp: Comparison, row: Row, metric: str, a: str, c: Cell) -> SummaryRow:
     s, r = c.summary, c.ratio
     tested = r is not None and r.df > 0
-    return {
-        "workload": workload,
-        "params": dict(params),
-        "allocator": a,
-        "partial": a in comp.partial,
-        "metric": metric,
-        "runs": c.runs,
-        "state": c.state,
+    return SummaryRow(
+        workload=row.workload,
+        params=dict(row.params),
+        allocator=a,
+        partial=a in comp.partial,
+        metric=metric,
+        runs=c.runs,
+        state=c.state,
         **{k: getattr(s, f) if s else None for k, f in _SUMMARY_FIELDS.items()},
         **{k: getattr(r, f) if r else None for k, f in _RATIO_FIELDS.items()},
-        "verdict": fmt.verdict_word(metric, c.verdict) or None,
-        "ratio_margin": r.half_width if r and tested else None,
-        "detectable": r.detectable if r and tested else None,
-        "loose": c.loose,
-    }
-
-
-def summary_extra(comp: Comparison) -> dict[str, Any]:
-    """What a JSON summary carries besides its rows."""
-    geo = {
-        m: {
-            a: (None if g is None else {"value": g.value, "low": g.low, "high": g.high})
-            for a, g in by_alloc.items()
-        }
-        for m, by_alloc in comp.geomean.items()
-        if m in comp.metrics
-    }
-    return {
-        "baseline": comp.baseline,
-        "allocators": list(comp.allocators),
-        "partial": sorted(comp.partial),
-        "speedup": comp.speedup,
-        "geomean": geo,
-        "margin": comp.margin,
-        # How the ratios' intervals were made (docs/statistics.md); a row's final_look:
-        # its budget ended it undecided, and the exact test at alpha/2 narrowed it.
-        "interval": ("anytime-valid" if comp.sequential else "signed-rank")
-        if comp.paired
-        else "welch",
-    }
+        verdict=fmt.verdict_word(metric, c.verdict) or None,
+        ratio_margin=r.half_width if r and tested else None,
+        detectable=r.detectable if r and tested else None,
+        loose=c.loose,
+        final_look=row.final,
+    )
 
 
 def profile_table_rows(views: tuple[profile.View, ...]) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """Typed models of the files users write, of exchange files and of stored JSON.
 
 Pydantic models: the files users write (suite.py, catalog.py, workloads.py,
-settings.py, hardening.py, remedies.py), the exchange files (exchange.py: the runs
-export `compare` reads; summary.py: a report's JSON export) and the store's JSON
-columns (stored.py).
+settings.py, hardening.py, remedies.py), the runs export `compare` reads
+(exchange.py) and the store's JSON columns (stored.py). A report's JSON export is
+the report value's own image, and its schema is drawn from it (report/summary.py).
 
 The models validate the TOML, give the JSON Schema that `allocmark schema` prints
 (so that an editor checks a suite as it is typed), and their errors become one
@@ -31,14 +31,16 @@ from allocmark.errors import UserError
 M = TypeVar("M", bound=BaseModel)
 
 
+KINDS = ("suite", "catalog", "workloads", "settings", "runs")
+
+
 def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of the file kind `kind`: suite, catalog, workloads, settings,
-    runs (the runs export that `compare` reads) or summary (a report's JSON export)."""
+    """The JSON Schema of the file kind `kind` (KINDS): suite, catalog, workloads,
+    settings or runs (the runs export that `compare` reads)."""
     from allocmark.schemas.catalog import CatalogFile
     from allocmark.schemas.exchange import RunsExport
     from allocmark.schemas.settings import SettingsFile
     from allocmark.schemas.suite import SuiteFile
-    from allocmark.schemas.summary import SummaryExport
     from allocmark.schemas.workloads import WorkloadCatalog
 
     models: dict[str, type[BaseModel]] = {
@@ -47,10 +49,7 @@ def json_schema(kind: str) -> dict[str, Any]:
         "workloads": WorkloadCatalog,
         "settings": SettingsFile,
         "runs": RunsExport,
-        "summary": SummaryExport,
     }
-    if kind not in models:
-        raise UserError(f"schema {kind!r}: choose {', '.join(models)}")
     return models[kind].model_json_schema()
 
 

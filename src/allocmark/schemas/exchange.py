@@ -11,7 +11,7 @@ per label (text or null), as in the CSV export.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -23,7 +23,7 @@ from allocmark.model import RunStatus
 # `block` (version 1: `rep`, the store's column); version 1 is still read.
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
-SUMMARY_FORMAT = "allocmark-summary"
+SUMMARY_FORMAT: Final = "allocmark-summary"
 RUNS_FORMAT = "allocmark-runs"
 
 
