@@ -400,9 +400,10 @@ class StoredRun(NamedTuple):
 
 
 @dataclass(frozen=True)
-class CellRuns:
-    """The runs of one allocator x workload x parameter set, column by column: what
-    analysis reads. Index i of every tuple is the same run."""
+class AllocatorRuns:
+    """One allocator's runs of one row (a workload with its parameters) in one role,
+    column by column: the runs behind its cells (a cell: row x allocator x metric,
+    answer/analyze.Cell), what analysis reads. Index i of every tuple is the same run."""
 
     allocator: str
     workload: str
@@ -413,17 +414,17 @@ class CellRuns:
     columns: dict[str, tuple[float | None, ...]]  # wall_s, user_s, sys_s, maxrss_kib, metrics
 
     @staticmethod
-    def of_runs(runs: Sequence[StoredRun], names: Sequence[str]) -> list[CellRuns]:
-        """Group runs into cells, keeping the metrics in `names`."""
+    def of_runs(runs: Sequence[StoredRun], names: Sequence[str]) -> list[AllocatorRuns]:
+        """Group runs by row, allocator and role, keeping the metrics in `names`."""
         groups: dict[tuple[str, str, Params, str], list[StoredRun]] = {}
         for r in runs:
             groups.setdefault((r.allocator, r.workload, r.params, r.role), []).append(r)
-        return [CellRuns._of_group(key, rs, names) for key, rs in groups.items()]
+        return [AllocatorRuns._of_group(key, rs, names) for key, rs in groups.items()]
 
     @staticmethod
     def _of_group(
         key: tuple[str, str, Params, str], rs: Sequence[StoredRun], names: Sequence[str]
-    ) -> CellRuns:
+    ) -> AllocatorRuns:
         columns: dict[str, tuple[float | None, ...]] = {
             "wall_s": tuple(r.wall_s for r in rs),
             "user_s": tuple(r.user_s for r in rs),
@@ -436,7 +437,7 @@ class CellRuns:
             },
         }
         columns |= {n: tuple(r.metrics.get(n) for r in rs) for n in names}
-        return CellRuns(
+        return AllocatorRuns(
             *key,
             partial=any(r.partial for r in rs),
             statuses=tuple(r.status for r in rs),

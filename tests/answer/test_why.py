@@ -6,7 +6,7 @@ import dataclasses
 import random
 
 from allocmark.answer import analyze, remedy, why
-from allocmark.model import CellRuns, StoredRun
+from allocmark.model import AllocatorRuns, StoredRun
 from allocmark.report import answer, extra
 from tests.fakes import stored
 
@@ -96,7 +96,9 @@ def _comparison(*sets: list[StoredRun]) -> analyze.Comparison:
     runs = [r for s in sets for r in s]
     names = list(dict.fromkeys(r.allocator for r in runs))
     comp = analyze.compare(runs, names, "glibc")
-    return dataclasses.replace(comp, signals=tuple(CellRuns.of_runs(runs, analyze.SIGNAL_METRICS)))
+    return dataclasses.replace(
+        comp, signals=tuple(AllocatorRuns.of_runs(runs, analyze.SIGNAL_METRICS))
+    )
 
 
 def test_freed_pages_kept_name_the_setting_that_returns_them() -> None:

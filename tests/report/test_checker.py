@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from allocmark import stats
 from allocmark.answer import analyze, findings, forecast, recommend, why
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
-from allocmark.model import CellRuns, RunStatus, StoredRun
+from allocmark.model import AllocatorRuns, RunStatus, StoredRun
 from allocmark.report import answer, fmt
 from tests.conftest import PYTHON, cli
 from tests.exports import check_summary
@@ -398,7 +398,9 @@ def test_not_explained_never_hides_a_signal_that_moved_with_most_of_it() -> None
             w = wall * rng.uniform(0.995, 1.005)
             runs.append(stored(allocator, w, rep=b)._replace(user_s=w - s, sys_s=s))
     comp = analyze.compare(runs, ["glibc", "jemalloc"], "glibc")
-    comp = dataclasses.replace(comp, signals=tuple(CellRuns.of_runs(runs, analyze.SIGNAL_METRICS)))
+    comp = dataclasses.replace(
+        comp, signals=tuple(AllocatorRuns.of_runs(runs, analyze.SIGNAL_METRICS))
+    )
     (w,) = why.explain(comp)
     text = answer.clause(w)
     mine = [r for r in runs if r.allocator == "jemalloc"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+from hypothesis import given, strategies as st
 from rich.console import Console
 
 from allocmark.answer import analyze, findings
@@ -80,3 +81,27 @@ def test_markdown_opens_with_the_answer_and_the_matrices() -> None:
     assert (
         "| = same | = same | ✗ crashed |" in text and "| **all (geomean)** | base | ▲ 2.0" in text
     )
+
+
+@given(
+    st.lists(st.from_regex(r"[a-z_]{1,8}=[0-9]{1,6}", fullmatch=True), max_size=6),
+    st.integers(12, 80),
+)
+def test_a_cut_label_leaves_out_whole_words(params: list[str], width: int) -> None:
+    """A row label too long for its width loses whole parameters from its middle, never
+    half a number ("size_min…4" read as size_min=4); it keeps the workload."""
+    label = " ".join(["churn", *params])
+    cut = glance.short(label, width)
+    assert len(cut) <= width
+    if cut == label:
+        return
+    words = cut.split(" ")
+    if len(f"churn … {params[-1]}") <= width:  # whole words fit: it is cut by words
+        assert " … " in cut, cut
+    if " … " in cut:
+        assert words[0] == "churn" and "…" in words
+        assert all(w in label.split(" ") for w in words if w != "…")
+        at = words.index("…")
+        assert label.startswith(" ".join(words[:at])) and label.endswith(" ".join(words[at + 1 :]))
+    else:  # no whole words fit: its start and end, the middle cut
+        assert cut.startswith(label[:2]) and cut.endswith(label[-2:])

@@ -27,7 +27,7 @@ from allocmark.answer import (
 )
 from allocmark.answer.report import Report
 from allocmark.errors import UserError
-from allocmark.model import CellRuns, RunStatus, StoredRun
+from allocmark.model import AllocatorRuns, RunStatus, StoredRun
 from allocmark.report import csvfile, fmt, jsonfile, markdown, rows, summary, table
 from allocmark.request import CampaignPlan
 from allocmark.store import exchange
@@ -178,10 +178,10 @@ def test_rate_format(value: float, text: str) -> None:
     assert fmt.rate(value) == text
 
 
-def _two_allocator_cells(name: str) -> list[CellRuns]:
+def _two_allocator_cells(name: str) -> list[AllocatorRuns]:
     times = tuple(1.0 + 0.01 * i for i in range(30))
     base = [
-        CellRuns(
+        AllocatorRuns(
             name,
             "churn",
             (("threads", t),),

@@ -122,7 +122,7 @@ def test_version_1_database_is_migrated_and_keeps_its_runs(tmp_path: Path) -> No
 
 
 def _cells(s: Store, cid: int) -> dict[tuple[str, str], tuple[float | None, ...]]:
-    return {(c.allocator, c.role): c.columns["wall_s"] for c in s.cells(cid, ("ops",))}
+    return {(c.allocator, c.role): c.columns["wall_s"] for c in s.grouped(cid, ("ops",))}
 
 
 def test_the_cell_cache_never_serves_a_stale_campaign(tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_a_database_that_cannot_be_written_is_read_without_writing(
     monkeypatch.setattr(base.os, "access", lambda *_: False)
     ro = Store(tmp_path / "r.db", create=False)
     assert ro.readonly and ro.campaign(cid).done == 1
-    assert len(ro.cells(cid, ("wall_s",))) == 1  # its cell cache is simply not kept
+    assert len(ro.grouped(cid, ("wall_s",))) == 1  # its cell cache is simply not kept
     ro.close()
     assert (tmp_path / "r.db").read_bytes() == before
 
@@ -308,7 +308,7 @@ def test_faults_and_switches_are_read_back_by_run_and_by_cell(tmp_path: Path) ->
     )
     (run,) = s.runs(cid)
     assert (run.minflt, run.majflt, run.nvcsw, run.nivcsw) == (812, 3, 14, 9)
-    (cell,) = s.cells(cid, (), columns=("minflt", "majflt", "nvcsw", "nivcsw"))
+    (cell,) = s.grouped(cid, (), columns=("minflt", "majflt", "nvcsw", "nivcsw"))
     assert cell.columns == {
         "minflt": (812.0,),
         "majflt": (3.0,),
@@ -331,8 +331,8 @@ def test_sparse_cells_read_the_metrics_some_runs_lack(tmp_path: Path) -> None:
             cid, spec, RunResult(RunStatus.OK, wall_s=1.0, metrics=metrics), allocs[spec.allocator]
         )
     names = ("peak_anon_kib", "x")
-    sparse = {c.allocator: c.columns for c in s.sparse_cells(cid, names, ("rep", "wall_s"))}
-    dense = {c.allocator: c.columns for c in s.cells(cid, names, ("rep", "wall_s"))}
+    sparse = {c.allocator: c.columns for c in s.sparse_grouped(cid, names, ("rep", "wall_s"))}
+    dense = {c.allocator: c.columns for c in s.grouped(cid, names, ("rep", "wall_s"))}
     assert sparse == dense
     values = [v for c in sparse.values() for v in c["peak_anon_kib"]]
     assert sorted(values, key=str) == sorted([10.5, None, None, 7.0], key=str)
@@ -348,7 +348,7 @@ def test_the_cell_cache_keeps_numbers_exactly_and_reads_no_other_format(tmp_path
     computed = _cells(s, cid)
     assert _cells(s, cid) == computed  # from the packed cache: the same floats
     assert 1e308 in computed[("a", "measure")] + computed[("b", "measure")]
-    ops = {c.allocator: c.columns["ops"] for c in s.cells(cid, ("ops",))}
+    ops = {c.allocator: c.columns["ops"] for c in s.grouped(cid, ("ops",))}
     assert ops == {"a": (None, None), "b": (None, None)}  # no run has it: None kept
     stored = json.loads(s.db.execute("SELECT rows_json FROM cell_cache").fetchone()[0])
     assert stored["format"] == 2

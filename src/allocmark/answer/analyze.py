@@ -10,7 +10,7 @@ from typing import cast
 
 from allocmark import labels, stats
 from allocmark.allocators import lineage
-from allocmark.model import CellRuns, Git, Params, RunStatus, StoredRun
+from allocmark.model import AllocatorRuns, Git, Params, RunStatus, StoredRun
 from allocmark.request import CampaignPlan
 from allocmark.stats import batch
 
@@ -18,7 +18,7 @@ ALWAYS = ("time_s", "peak_rss_kib")  # shown even when every cell failed
 # The hardening battery's runs are outcomes (harden.py), not times to compare.
 BATTERY = "harden"
 
-# Column groups of the report, in order, and the column of CellRuns each reads.
+# Column groups of the report, in order, and the column of AllocatorRuns each reads.
 # Beyond ALWAYS, a group none of whose cells has a number (e.g. overhead for a
 # user's command) is left out.
 METRICS: dict[str, str] = {
@@ -63,10 +63,10 @@ SIGNAL_METRICS = (
 )
 
 
-def as_cells(data: Sequence[CellRuns] | Sequence[StoredRun]) -> list[CellRuns]:
+def as_cells(data: Sequence[AllocatorRuns] | Sequence[StoredRun]) -> list[AllocatorRuns]:
     """Cells as they are, or runs grouped into cells."""
     if data and isinstance(data[0], StoredRun):
-        return CellRuns.of_runs(data, METRIC_NAMES)  # type: ignore[arg-type]
+        return AllocatorRuns.of_runs(data, METRIC_NAMES)  # type: ignore[arg-type]
     return list(data)  # type: ignore[arg-type]
 
 
@@ -142,7 +142,7 @@ class Comparison:
     max_blocks: int = 0  # the blocks a row may get (0: no cap known): no forecast beyond it
     # SIGNAL_COLUMNS and SIGNAL_METRICS of every cell: what a why reads (stored.comparison
     # reads them when asked; a CSV never does)
-    signals: tuple[CellRuns, ...] = ()
+    signals: tuple[AllocatorRuns, ...] = ()
 
 
 NOTHING = Comparison(None, (), frozenset(), (), {})  # no rows: a view without a summary
@@ -164,7 +164,7 @@ def margin_of(plan: CampaignPlan) -> float:
 
 
 def compare(
-    data: Sequence[CellRuns] | Sequence[StoredRun],
+    data: Sequence[AllocatorRuns] | Sequence[StoredRun],
     allocators: Sequence[str],
     baseline: str | None,
     speedup: bool = False,
@@ -183,7 +183,7 @@ def compare(
     added until the ratios decided, so their intervals are the anytime-valid ones;
     `finished` (no block will be added): a row left undecided gets its final look."""
     cells = as_cells(data)
-    by_cell: dict[tuple[str, Params], dict[str, CellRuns]] = {}
+    by_cell: dict[tuple[str, Params], dict[str, AllocatorRuns]] = {}
     for c in cells:
         if c.role == "measure" and c.workload != BATTERY:
             by_cell.setdefault((c.workload, c.params), {})[c.allocator] = c
@@ -241,7 +241,7 @@ Raw = dict[str, dict[str, Cell]]  # metric -> allocator -> cell, before its rati
 
 
 def _raw(
-    by_alloc: dict[str, CellRuns],
+    by_alloc: dict[str, AllocatorRuns],
     allocators: Sequence[str],
     fixed_time: bool,
     groups: dict[str, str],
@@ -386,11 +386,11 @@ def _speed_metric(cells: dict[str, dict[str, Cell]]) -> str:
     return "ops_per_s" if any(c.fixed for c in cells.get("time_s", {}).values()) else "time_s"
 
 
-def failed_cells(comp: Comparison, skip: str = "") -> list[str]:
-    """ "larson: glibc (crashed 4/4)" for each cell whose runs failed, so that it has no
-    number (a cell is a number only when every run is OK): never an answer, and an
-    exit status of 1 in every command that shows it. `skip`: a workload whose failures
-    are its findings (the hardening battery's)."""
+def failures(comp: Comparison, skip: str = "") -> list[str]:
+    """ "larson: glibc (crashed 4/4)" for each row x allocator whose runs failed, so
+    that its cells have no number (a cell is a number only when every run is OK): never
+    an answer, and an exit status of 1 in every command that shows it. `skip`: a
+    workload whose failures are its findings (the hardening battery's)."""
     found: dict[tuple[str, str], str] = {}
     for row in comp.rows:
         for metric in ("time_s", "peak_rss_kib"):  # a duration-bound row's time is fixed
@@ -400,13 +400,13 @@ def failed_cells(comp: Comparison, skip: str = "") -> list[str]:
     return list(found.values())
 
 
-def cell_of(runs: CellRuns | None, column: str) -> Cell:
+def cell_of(runs: AllocatorRuns | None, column: str) -> Cell:
     """A cell's numbers: only when every run is OK and has the metric."""
     cell = _values_of(runs, column)
     return dataclasses.replace(cell, summary=stats.summarize(cell.values)) if cell.values else cell
 
 
-def _values_of(runs: CellRuns | None, column: str) -> Cell:
+def _values_of(runs: AllocatorRuns | None, column: str) -> Cell:
     """A cell's runs and values, without their summary (values only when every run
     is OK and has the metric)."""
     if runs is None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from allocmark import labels, stats
 from allocmark.answer import analyze
 from allocmark.errors import UserError
-from allocmark.model import CellRuns, Params, StoredRun
+from allocmark.model import AllocatorRuns, Params, StoredRun
 from allocmark.store import Store, exchange
 
 Key = tuple[str, str, Params]  # allocator, workload, parameters
@@ -28,7 +28,7 @@ Key = tuple[str, str, Params]  # allocator, workload, parameters
 @dataclass(frozen=True)
 class ResultSet:
     label: str
-    cells: tuple[CellRuns, ...]
+    cells: tuple[AllocatorRuns, ...]
     baseline: str | None = None  # the campaign's baseline allocator, the control
 
     @staticmethod
@@ -85,7 +85,7 @@ def load(spec: str) -> ResultSet:
         raise UserError(f"{spec!r}: the campaign after '#' must be a number, e.g. results.db#3")
     store = Store(path, create=False)
     campaign = store.campaign(int(cid_text) if cid_text else None)
-    cells = store.cells(campaign.id, analyze.METRIC_NAMES)
+    cells = store.grouped(campaign.id, analyze.METRIC_NAMES)
     return ResultSet(f"{path}#{campaign.id}", tuple(cells), campaign.baseline)
 
 
@@ -119,13 +119,13 @@ def compare(
     return sides.as_family(raw)
 
 
-def _cells(cells: Sequence[CellRuns]) -> dict[Key, CellRuns]:
+def _cells(cells: Sequence[AllocatorRuns]) -> dict[Key, AllocatorRuns]:
     return {(c.allocator, c.workload, c.params): c for c in cells if c.role == "measure"}
 
 
 def _aligned(
-    old: dict[Key, CellRuns], new: dict[Key, CellRuns]
-) -> tuple[dict[Key, CellRuns], dict[Key, CellRuns]]:
+    old: dict[Key, AllocatorRuns], new: dict[Key, AllocatorRuns]
+) -> tuple[dict[Key, AllocatorRuns], dict[Key, AllocatorRuns]]:
     """Both sides keyed without the parameters only one of them has, where that side
     gives them one value throughout: a parameter a later catalog added (idle_ms, at
     its default) does not keep a database from being compared with an older one."""
@@ -136,7 +136,7 @@ def _aligned(
             if len({dict(p)[k] for (_, wl, p) in side if wl == w}) == 1:
                 drop.add((w, k))
 
-    def rekey(side: dict[Key, CellRuns]) -> dict[Key, CellRuns]:
+    def rekey(side: dict[Key, AllocatorRuns]) -> dict[Key, AllocatorRuns]:
         return {
             (a, w, tuple(kv for kv in p if (w, kv[0]) not in drop)): c
             for (a, w, p), c in side.items()
@@ -151,8 +151,8 @@ class _Sides:
     column: str
     margin: float
     control: str | None
-    old: dict[Key, CellRuns]
-    new: dict[Key, CellRuns]
+    old: dict[Key, AllocatorRuns]
+    new: dict[Key, AllocatorRuns]
 
     def ratio(self, key: Key, label: str, allocator: str) -> Shift:
         """The cell's ratio new / old (through the control when there is one), unjudged."""

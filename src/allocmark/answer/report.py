@@ -110,7 +110,7 @@ def _ended_failed(store: Store, cid: int) -> tuple[str, ...]:
 def failed(comp: analyze.Comparison) -> tuple[str, ...]:
     """The cells whose runs failed, each "row: allocator (state)", but the hardening
     battery's (its crashes are its findings): each makes a verb's exit status 1."""
-    return tuple(analyze.failed_cells(comp, skip=hardening.WORKLOAD))
+    return tuple(analyze.failures(comp, skip=hardening.WORKLOAD))
 
 
 def _summary(

@@ -42,7 +42,7 @@ def comparison(
     ordered = ([c.baseline] if c.baseline in names else []) + [n for n in names if n != c.baseline]
     plan = store.campaign_plan(cid)
     fixed = dict(plan.fixed_time)
-    cells = store.cells(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
+    cells = store.grouped(cid, METRIC_NAMES, columns=("wall_s", "maxrss_kib", "rep"))
     left: tuple[str, ...] = ()
     if brief and len({(x.workload, x.params) for x in cells if x.role == "measure"}) > BRIEF_ROWS:
         left = tuple(
@@ -81,7 +81,7 @@ def comparison(
 
 def with_signals(store: Store, cid: int, comp: Comparison) -> Comparison:
     """`comp` with what every run records to explain a difference (the whys')."""
-    cells = store.sparse_cells(cid, SIGNAL_METRICS, SIGNAL_COLUMNS)
+    cells = store.sparse_grouped(cid, SIGNAL_METRICS, SIGNAL_COLUMNS)
     return dataclasses.replace(comp, signals=tuple(cells))
 
 

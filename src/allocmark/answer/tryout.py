@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from allocmark import stats
 from allocmark.answer.analyze import Cell, Comparison, Row, as_cells, cell_of
-from allocmark.model import CellRuns, StoredRun
+from allocmark.model import AllocatorRuns, StoredRun
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,16 @@ class TryLine:
     rss: Cell | None = None
 
 
-def try_lines(data: Sequence[CellRuns] | Sequence[StoredRun], comp: Comparison) -> list[TryLine]:
+def try_lines(
+    data: Sequence[AllocatorRuns] | Sequence[StoredRun], comp: Comparison
+) -> list[TryLine]:
     """A line per allocator of a one-command campaign, with its ratios to the baseline."""
     cells = {c.allocator: c for c in as_cells(data) if c.role == "measure"}
     row = comp.rows[0] if comp.rows else None
     return [_try_line(a, cells.get(a), row) for a in comp.allocators]
 
 
-def _try_line(a: str, runs: CellRuns | None, row: Row | None) -> TryLine:
+def _try_line(a: str, runs: AllocatorRuns | None, row: Row | None) -> TryLine:
     wall = cell_of(runs, "wall_s")
 
     def summ(column: str) -> stats.Summary | None:

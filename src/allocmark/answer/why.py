@@ -45,7 +45,7 @@ from pydantic import computed_field
 from allocmark import stats
 from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison, Row
-from allocmark.model import CellRuns, Params, RunStatus
+from allocmark.model import AllocatorRuns, Params, RunStatus
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _one(
     comp: Comparison,
     row: Row,
     found: dict[str, recommend.Choice | recommend.Excluded],
-    cells: dict[tuple[str, Params, str, str], CellRuns],
+    cells: dict[tuple[str, Params, str, str], AllocatorRuns],
     a: str,
     axis: str,
 ) -> Why | None:
@@ -206,9 +206,9 @@ def _why(
     row: Row,
     a: str,
     axis: str,
-    mine: CellRuns,
-    base: CellRuns,
-    profiled: tuple[CellRuns, CellRuns] | None,
+    mine: AllocatorRuns,
+    base: AllocatorRuns,
+    profiled: tuple[AllocatorRuns, AllocatorRuns] | None,
 ) -> Why:
     """`profiled`: the allocator's and the baseline's cells of the why pass, if it ran."""
     outcome = "wall_s" if axis == "time" else "maxrss_kib"
@@ -269,14 +269,14 @@ def _why(
     )
 
 
-def _pairs(mine: CellRuns, base: CellRuns, column: str) -> list[tuple[float, float]]:
+def _pairs(mine: AllocatorRuns, base: AllocatorRuns, column: str) -> list[tuple[float, float]]:
     """(allocator's, baseline's) value in every block both have an OK run with it, in
     block order (the order the anytime-valid interval needs)."""
     a, b = _by_block(mine, column), _by_block(base, column)
     return [(a[k], b[k]) for k in sorted(a.keys() & b.keys())]
 
 
-def _by_block(c: CellRuns, column: str) -> dict[int, float]:
+def _by_block(c: AllocatorRuns, column: str) -> dict[int, float]:
     reps, values = c.columns.get("rep", ()), c.columns.get(column, ())
     out: dict[int, float] = {}
     for rep, value, status in zip(reps, values, c.statuses, strict=False):
@@ -291,7 +291,7 @@ def _mean_delta(pairs: Sequence[tuple[float, float]]) -> float:
     return statistics.fmean(x - y for x, y in pairs) if pairs else 0.0
 
 
-def _near(*cells: CellRuns) -> bool:
+def _near(*cells: AllocatorRuns) -> bool:
     """Was smaps_rollup read at NEAR of the peak or more, in the median block, in both
     cells?"""
     for c in cells:

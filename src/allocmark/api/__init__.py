@@ -130,7 +130,7 @@ def unfinished(db: Path) -> Campaign:
     return reader(db).campaign(unfinished=True)
 
 
-def failed_cells(comp: Comparison) -> list[str]:
+def failures(comp: Comparison) -> list[str]:
     """The cells whose runs failed (answer/report.py's `failed`, as Report.failed holds
     them): each makes a verb's exit status 1."""
     from allocmark.answer import report as reading

@@ -304,7 +304,7 @@ def command_lines(db: Path, cid: int, comp: analyze.Comparison) -> list[tryout.T
     """A `try` campaign's lines, one per allocator (hyperfine's way), their ratios and
     verdicts from its comparison."""
     store = Store(db, create=False)
-    return tryout.try_lines(store.cells(store.campaign(cid).id, analyze.METRIC_NAMES), comp)
+    return tryout.try_lines(store.grouped(store.campaign(cid).id, analyze.METRIC_NAMES), comp)
 
 
 @dataclass(frozen=True)

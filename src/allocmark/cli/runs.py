@@ -210,7 +210,7 @@ def profile_cmd(
     if cid is None:
         return
     emit_table(api.report(db, cid, "profile"))
-    fail_on_failures(api.failed_cells(api.comparison(db, cid)))
+    fail_on_failures(api.failures(api.comparison(db, cid)))
 
 
 @app.command("try")

@@ -2,7 +2,7 @@
 `--dispatcher` names (dispatcher(): here, local.py, or on a Dask cluster, dask.py).
 
 A batch is what must run back to back on one machine: one block (every
-allocator once, for one row and repetition: its ratios are paired, so its runs
+allocator once, for one row, back to back: its ratios are paired, so its runs
 must share the machine and the moment) or one set-up run. The executor side
 (`run_batch`) times the calibration loop before a block, takes a spiked run
 again, and applies the verification run that covers an application's measured

@@ -1,7 +1,7 @@
 """Every chart of a report (chart.py's model), made once from the comparison, what it
 answers and the runs' RSS series: the answer's picture (time against peak RSS), the
 whys, the ratios to the baseline, thread scaling, overhead against throughput, a
-family's versions (versions.py), RSS over the run and every repetition's time. The
+family's versions (versions.py), RSS over the run and every run's time. The
 page (figures.py) and the plot files (plots.py) translate these; neither computes a
 value of its own."""
 
@@ -371,7 +371,7 @@ def _why_rows(whys: Sequence[Why]) -> list[str]:
 
 
 def distributions(comp: Comparison) -> list[Chart]:
-    """Every repetition's time, a strip per allocator, a panel per row (the first
+    """Every run's time, a strip per allocator, a panel per row (the first
     MAX_PANELS)."""
     rows = comp.rows[:MAX_PANELS]
     names = tuple(cut(a) for a in comp.allocators)
@@ -384,5 +384,5 @@ def distributions(comp: Comparison) -> list[Chart]:
             if (vals := tuple(row.cells["time_s"][a].values))
         ]
         panels.append(Panel(cut(row.label), tuple(traces), "", "seconds", ticks, names))
-    title = f"Time of every repetition{_first_rows(len(rows), comp)}"
+    title = f"Time of every run{_first_rows(len(rows), comp)}"
     return [Chart("distribution-time", title, tuple(panels), size=(4.5, 3.2))]

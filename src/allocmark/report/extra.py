@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from allocmark import stats
 from allocmark.answer import aging, analyze, composition, hardening, releases
 from allocmark.answer.report import Report
-from allocmark.model import CellRuns, RunStatus
+from allocmark.model import AllocatorRuns, RunStatus
 from allocmark.report import fmt
 
 
@@ -144,7 +144,7 @@ def signals_table(comp: analyze.Comparison) -> Extra | None:
     )
 
 
-def _median_signal(c: CellRuns, column: str, unit: str) -> str:
+def _median_signal(c: AllocatorRuns, column: str, unit: str) -> str:
     values = [
         float(v)
         for v, s in zip(c.columns.get(column, ()), c.statuses, strict=False)

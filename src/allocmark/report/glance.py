@@ -59,16 +59,21 @@ def glance(console: Console, comp: Comparison, findings: Findings) -> None:
         )
 
 
+PANEL_MIN = 3  # allocator columns a panel keeps beside a long label
+
+
 def label_width(m: matrix.Matrix, columns: int) -> int:
     """The row labels' width: the longest label where the width leaves room for it
     beside every allocator's column (a row label names what varies: never cut at 160
     columns), else what is left of the width, and never below LABEL where the columns
-    must wrap anyway (panels)."""
+    must wrap anyway (panels): there a label may leave room for as few as PANEL_MIN
+    columns per panel (whole labels at 80 columns, in a panel more)."""
     longest = max((cell_len(fmt.printable(label)) for label, _ in m.rows), default=0)
     longest = max(longest, len(m.axis), 8 + len(m.allocators[0]) if m.allocators else 0)
     room = columns - len(m.allocators) * (CELL + 1) - 1
-    # Where the columns must wrap into panels anyway, a label may take half the width.
-    return max(12, min(longest, max(room, columns // 2)))
+    # Where the columns must wrap into panels anyway, a label may take all but
+    # PANEL_MIN columns of the width.
+    return max(12, min(longest, max(room, columns - PANEL_MIN * (CELL + 1) - 1)))
 
 
 def panels(m: matrix.Matrix, width: int, columns: int) -> list[matrix.Matrix]:
@@ -156,12 +161,30 @@ def _put(line: Text, text: str, width: int, style: str, left: bool = False) -> N
 
 
 def short(label: str, width: int = LABEL) -> str:
-    """A row's label within `width`: its start and its end (where the parameter that
-    tells two rows apart usually is, e.g. threads=2), the middle cut."""
+    """A row's label within `width`: its workload and its last parameters (where the
+    one that tells two rows apart usually is, e.g. threads=2), whole words left out
+    of the middle for "…" (never half a number); a label whose words cannot fit so
+    keeps its start and its end, the middle cut."""
     if len(label) <= width:
         return label
-    head = (width - 1) // 2
-    return label[:head] + "…" + label[len(label) - (width - 1 - head) :]
+    words = label.split(" ")
+    head, tail, middle = words[:1], list[str](), words[1:]
+    # One word from the end, one from the start, in turn, while they fit.
+    for from_end in (i % 2 == 0 for i in range(2 * len(middle))):
+        if not middle:
+            break
+        w = middle[-1] if from_end else middle[0]
+        kept = [*head, "…", w, *tail] if from_end else [*head, w, "…", *tail]
+        if len(" ".join(kept)) > width:
+            continue
+        if from_end:
+            tail.insert(0, middle.pop())
+        else:
+            head.append(middle.pop(0))
+    if tail and len(" ".join([*head, "…", *tail])) <= width:
+        return " ".join([*head, "…", *tail])
+    half = (width - 1) // 2
+    return label[:half] + "…" + label[len(label) - (width - 1 - half) :]
 
 
 def _folded(name: str, lines: int = 3) -> str:

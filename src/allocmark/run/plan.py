@@ -161,7 +161,7 @@ def generate(
     lines: Lines = (),
 ) -> Iterator[RunSpec]:
     """Baselines and verification runs first, then `warmup` unmeasured runs of each
-    allocator and row; then each repetition visits every row, allocators shuffled
+    allocator and row; then each block visits every row, allocators shuffled
     per row (`lines`: a line's versions one after the other, `ordered`). With
     `sample` = N > 0, the measured runs go under the profiler, timing 1 call in N, and
     verify themselves (baselines never do). `app`: what the runs of the

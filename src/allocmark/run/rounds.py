@@ -237,7 +237,7 @@ def run_costs(
     """Seconds one more run of each cell costs: its mean wall time plus the campaign's
     mean overhead per run (start-up, verification, saving: what the budget has spent
     beyond the measured runs' wall time, per run; `overhead` instead when given)."""
-    cells = [c for c in store.cells(cid, (), columns=("wall_s",)) if c.role == "measure"]
+    cells = [c for c in store.grouped(cid, (), columns=("wall_s",)) if c.role == "measure"]
     runs = sum(len(c.statuses) for c in cells)
     walls = {
         (c.allocator, c.workload, c.params): [w or 0.0 for w in c.columns["wall_s"]] for c in cells

@@ -14,7 +14,7 @@ from allocmark.store import Store
 
 
 def block_of(spec: RunSpec) -> tuple[str, str, int]:
-    """The block a run belongs to: its row (workload, parameters) and repetition."""
+    """The block a run belongs to: its row (workload, parameters) and its number."""
     return spec.workload, json.dumps(spec.params), spec.rep
 
 

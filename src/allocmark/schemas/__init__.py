@@ -3,7 +3,7 @@
 Pydantic models: the files users write (suite.py, catalog.py, workloads.py,
 settings.py, hardening.py, remedies.py), the runs export `compare` reads
 (exchange.py) and the store's JSON columns (stored.py). A report's JSON export is
-the report value's own image, and its schema is drawn from it (report/summary.py).
+the report value's own image, and its schema is drawn from it (in report/).
 
 The models validate the TOML, give the JSON Schema that `allocmark schema` prints
 (so that an editor checks a suite as it is typed), and their errors become one

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from allocmark.store.plans import Plans
 from allocmark.store.progress import Lifecycle
-from allocmark.store.reads import CELL_COLUMNS, Reads
+from allocmark.store.reads import RUN_COLUMNS, Reads
 from allocmark.store.schema import SCHEMA_VERSION
 
-__all__ = ["CELL_COLUMNS", "SCHEMA_VERSION", "Store"]
+__all__ = ["RUN_COLUMNS", "SCHEMA_VERSION", "Store"]
 
 
 class Store(Plans, Lifecycle, Reads):

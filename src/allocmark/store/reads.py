@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from allocmark.errors import StoreError
-from allocmark.model import CellRuns, Params, RssSeries, StoredRun
+from allocmark.model import AllocatorRuns, Params, RssSeries, StoredRun
 from allocmark.store import codec
 from allocmark.store.cache import ANY, FLOATS, Cache
 
 # Run columns a cell can carry; rep names the block a run belongs to (pairing).
 # Faults and context switches are rusage's, of the run's whole tree.
-CELL_COLUMNS = (
+RUN_COLUMNS = (
     "wall_s",
     "user_s",
     "sys_s",
@@ -95,28 +95,29 @@ class Reads(Cache):
             for r in rows
         ]
 
-    def cells(
-        self, cid: int, metrics: Sequence[str], columns: Sequence[str] = CELL_COLUMNS
-    ) -> list[CellRuns]:
-        """Every cell's runs, column by column, grouped by SQLite itself: a report over
-        100,000 runs reads a few thousand rows instead of building 100,000 objects."""
+    def grouped(
+        self, cid: int, metrics: Sequence[str], columns: Sequence[str] = RUN_COLUMNS
+    ) -> list[AllocatorRuns]:
+        """Every row x allocator's runs (model.AllocatorRuns: the runs behind its cells),
+        column by column, grouped by SQLite itself: a report over 100,000 runs reads a
+        few thousand rows instead of building 100,000 objects."""
         return self._grouped(cid, metrics, columns, sparse=False)
 
-    def sparse_cells(
+    def sparse_grouped(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str]
-    ) -> list[CellRuns]:
-        """As cells(), for metrics most runs lack or that few reports read (what
+    ) -> list[AllocatorRuns]:
+        """As grouped(), for metrics most runs lack or that few reports read (what
         explains a difference): one lookup per run for all of them instead of one per
         metric (a third of the time over 100,000 runs)."""
         return self._grouped(cid, metrics, columns, sparse=True)
 
     def _grouped(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str], sparse: bool
-    ) -> list[CellRuns]:
-        if not set(columns) <= set(CELL_COLUMNS):
-            raise ValueError(f"columns must be among {CELL_COLUMNS}")
+    ) -> list[AllocatorRuns]:
+        if not set(columns) <= set(RUN_COLUMNS):
+            raise ValueError(f"columns must be among {RUN_COLUMNS}")
         query = json.dumps(["sparse" if sparse else "floats", list(metrics), list(columns)])
-        read = self._sparse_rows if sparse else self._cell_rows
+        read = self._sparse_rows if sparse else self._grouped_rows
         values_shape = (FLOATS,) * (len(columns) + len(metrics) * (not sparse))
         shape = (str, str, str, str, (int, type(None)), str, (int, type(None)), *values_shape)
         shape += (str,) if sparse else ()
@@ -130,7 +131,7 @@ class Reads(Cache):
             return {n: tuple(v) for n, v in zip((*columns, *metrics), r[7:], strict=True)}
 
         return [
-            CellRuns(
+            AllocatorRuns(
                 allocator=r[0],
                 workload=r[1],
                 params=codec.params(r[2]) + hosts.get(r[6], ()),
@@ -159,7 +160,7 @@ class Reads(Cache):
             [*r[:7], *(list(codec.floats(text)) for text in r[7:-1]), r[-1] or ""] for r in rows
         ]
 
-    def _cell_rows(
+    def _grouped_rows(
         self, cid: int, metrics: Sequence[str], columns: Sequence[str]
     ) -> list[Sequence[Any]]:
         """The grouped rows, their value columns parsed (so is what the cache keeps)."""
