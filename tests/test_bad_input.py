@@ -260,14 +260,14 @@ CASES: dict[str, Case] = {
     "try -i with every run failing": c(
         "try -i -a glibc,jemalloc --no-why --db {tmp}/n.db -- false",
         1,
-        "2 cells without a result",
+        "2 row×allocator pairs without a result",
         "command: glibc (failed 4/4)",
         creates=True,
     ),
     "run with every run failing": c(
         "run -a glibc -w churn -p count=99999999999999 -n 1 --max-blocks 1 --db {tmp}/n.db",
         1,
-        "1 cell without a result",
+        "1 row×allocator pair without a result",
         "churn",
         creates=True,
     ),

@@ -126,7 +126,7 @@ def test_failing_workload_is_reported_as_such(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert "FAILED 2/2" in result.stdout
     assert "failed: glibc large" in result.stderr and f"malloc({huge}) failed" in result.stderr
-    assert "1 cell without a result, their runs failed: large" in result.stderr
+    assert "1 row×allocator pair without a result, their runs failed: large" in result.stderr
 
 
 def test_try_stops_at_a_command_failing_under_the_baseline(tmp_path: Path) -> None:
@@ -167,9 +167,9 @@ def test_try_with_i_records_crashes_and_goes_on(tmp_path: Path) -> None:
         "-c",
         "kill -SEGV $$",
     )
-    # -i runs on past the failure; a cell without a result is still exit status 1
+    # -i runs on past the failure; a pair without a result is still exit status 1
     assert result.returncode == 1, result.stderr
-    assert "2 cells without a result, their runs failed" in result.stderr
+    assert "2 row×allocator pairs without a result, their runs failed" in result.stderr
     assert result.stdout.count("CRASHED 2/2") == 2
     assert count_runs(db) == 2 + 4  # a verification run per allocator, then 2 x 2
     # no ratio can be decided from crashed runs, and none is said to be

@@ -30,7 +30,7 @@ for _verbs in ("runs", "verbs", "reports", "catalog"):
 
 
 # Spellings of options an earlier allocmark had: still accepted, each said to be
-# deprecated. "Runs" meant blocks (one run of each allocator per cell); "target CI"
+# deprecated. "Runs" meant blocks (one run of each allocator per row); "target CI"
 # was the margin.
 DEPRECATED = {
     "--repetitions": "--blocks",

@@ -297,9 +297,9 @@ CommandArg = Annotated[  # profile, tune: a program after --, or workloads by -w
 ParamOpt = Annotated[
     list[str] | None, typer.Option("-p", "--param", help="NAME=V[,V...] (repeatable)")
 ]
-# -n: blocks per cell (a block runs every allocator once); at least that many where
+# -n: blocks per row (a block runs every allocator once); at least that many where
 # blocks are added until the verdicts decide (--max-blocks above it).
-BLOCKS_HELP = "blocks per cell: each runs every allocator once (at least, below --max-blocks)"
+BLOCKS_HELP = "blocks per row: each runs every allocator once (at least, below --max-blocks)"
 BlocksOpt = Annotated[int, typer.Option("-n", "--blocks", min=1, help=BLOCKS_HELP)]
 SuiteBlocksOpt = Annotated[  # run: the suite's own when not given
     int | None, typer.Option("-n", "--blocks", min=1, help=BLOCKS_HELP + " (default: the suite's)")
@@ -319,7 +319,7 @@ MaxBlocksOpt = Annotated[
     typer.Option(
         "--max-blocks",
         min=1,
-        help=f"at most this many blocks per cell "
+        help=f"at most this many blocks per row "
         f"(default {DEFAULT_MAX_BLOCKS}; equal to -n for exactly n)",
     ),
 ]

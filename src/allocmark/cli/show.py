@@ -27,7 +27,7 @@ def show_report(
 ) -> None:
     """The report command: the campaign's report read once, drawn in its format (the
     terminal's, or a file format on stdout or -o), its plot files written, and exit
-    status 1 when a cell the terminal shows failed (the table says why)."""
+    status 1 when a row x allocator the terminal shows failed (the table says why)."""
     from rich.console import Console
 
     from allocmark import api, files
@@ -79,19 +79,20 @@ def emit_table(report: Report, detail: bool = False) -> None:
 
 
 def fail_on_failures(failed: Sequence[str]) -> None:
-    """After the output: cells whose runs failed (Report.failed) make the exit status 1
+    """After the output: rows x allocators whose runs failed (Report.failed) make the exit status 1
     (as hyperfine's does for a failing command), naming them; the table above says why."""
     from allocmark.errors import AllocmarkError
 
     ended = [f for f in failed if f.startswith("campaign ")]
-    cells = [f for f in failed if f not in ended]
-    if ended and not cells:
+    pairs = [f for f in failed if f not in ended]
+    if ended and not pairs:
         raise AllocmarkError(ended[0])
-    if cells:
-        shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
+    if pairs:
+        shown = "; ".join(pairs[:5]) + (f"; and {len(pairs) - 5} more" if len(pairs) > 5 else "")
         raise AllocmarkError(
             "".join(f"{e}; " for e in ended)
-            + f"{len(cells)} cell{'s' if len(cells) != 1 else ''} without a result, their "
+            + f"{len(pairs)} row×allocator pair{'s' if len(pairs) != 1 else ''} without a "
+            "result, their "
             f"runs failed: {shown}. The table shows why; `allocmark report --runs --format "
             "csv` lists each run"
         )

@@ -354,17 +354,19 @@ def _because(w: Why | None) -> str:
     return "" if w is None else f" ({clause(w)})"
 
 
-def clause(w: Why, most: int = 1) -> str:
+def clause(w: Why, most: int | None = 1) -> str:
     """What moved with a decided difference, in a few words: the `most` signals with the
-    largest shares and a count it came with; or that nothing measured accounts for it,
-    and what was checked (--detail names each signal)."""
+    largest shares (None: all) and a count it came with; or that nothing measured
+    accounts for it, what was checked, and the `most` signals that moved undecided
+    (--detail names each signal)."""
     shared = [f for f in w.factors if f.share is not None][:most]
     counts = [f for f in w.factors if f.share is None][:1]
     if not shared:
         said = "not explained by a decided signal: " + (
             f"checked {_checked(w)}" if w.checked else "no signal recorded"
         )
-        moved = [f"{_part(f)} by its estimate, not decided" for f in w.moved[: max(1, most)]]
+        named = w.moved if most is None else w.moved[: max(1, most)]
+        moved = [f"{_part(f)} by its estimate, not decided" for f in named]
         return "; ".join([said, *moved, *(_count(f) for f in counts)])
     return "; ".join([*(_part(f) for f in shared), *(_count(f) for f in counts)])
 
@@ -425,7 +427,7 @@ def why_lines(whys: Sequence[Why]) -> list[str]:
     out = []
     for w in whys:
         outcome = "time" if w.axis == "time" else "peak RSS"
-        out.append(f"{w.label}: {w.allocator} {outcome}: {clause(w, most=len(w.factors))}")
+        out.append(f"{w.label}: {w.allocator} {outcome}: {clause(w, most=None)}")
         out += [f"    {factor_line(f)}" for f in w.factors]
     return out
 

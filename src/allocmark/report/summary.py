@@ -105,9 +105,7 @@ def value(report: Report) -> Summary:
         ),
         aging=tuple(report.aging),
         made_of=tuple(report.made),
-        why=tuple(
-            Said(**_fields(w), text=answer.clause(w, most=len(w.factors))) for w in found.whys
-        ),
+        why=tuple(Said(**_fields(w), text=answer.clause(w, most=None)) for w in found.whys),
         try_=tuple(found.tries),
         revisions=dict(comp.revisions),
         releases=tuple(found.changes),
