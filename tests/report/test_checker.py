@@ -85,6 +85,10 @@ def contradictions(comp: analyze.Comparison, found: findings.Findings) -> list[s
     out = _one_interval(comp, found) + _ties(comp, found)
     for w in found.whys:
         out += _why_said(w)
+    for a in found.answers:  # "no allocator is faster" of none measured: a claim of nothing
+        measured = [c for c in _choices(a).values() if c.allocator != a.baseline]
+        if not measured and "no allocator is significantly" in answer.lead(a, ()):
+            out.append(f"{a.scope}: 'no allocator is significantly' with none measured")
     for a in found.answers:
         text = [answer.lead(a, found.explained), *answer.blocks([a], found.explained)[0].lines]
         out += _read_back(a, text)

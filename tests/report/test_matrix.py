@@ -105,3 +105,19 @@ def test_a_cut_label_leaves_out_whole_words(params: list[str], width: int) -> No
         assert label.startswith(" ".join(words[:at])) and label.endswith(" ".join(words[at + 1 :]))
     else:  # no whole words fit: its start and end, the middle cut
         assert cut.startswith(label[:2]) and cut.endswith(label[-2:])
+
+
+def test_a_partial_allocator_s_undecided_mark_is_never_cut() -> None:
+    """ "? ▵1.02×†" is nine columns: its column widens rather than cut it ("? ▵1.02…")."""
+    marks = (
+        matrix.Mark(matrix.BASE, "base"),
+        matrix.Mark(matrix.UNDECIDED, "▵1.02×†"),
+        matrix.Mark(matrix.WORSE, "1.22×†"),
+    )
+    m = matrix.Matrix("time", "", ("glibc", "jemalloc", "tcmalloc-minimal"), (("command", marks),))
+    for width in (40, 80, 120):
+        console = Console(width=width, file=io.StringIO(), color_system=None)
+        for part in glance.panels(m, glance.label_width(m, width), width):
+            console.print(*glance._lines(part, glance.label_width(m, width), "glibc"), sep="\n")
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        assert "? ▵1.02×†" in text and "▼ 1.22×†" in text, text

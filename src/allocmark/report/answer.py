@@ -102,6 +102,9 @@ def lead(a: Answer, whys: Whys | None = None) -> str:
         text = f"Use {s.allocator} for memory: {rss(s)}, {time(s)}"
     elif contenders(a):
         text = _undecided(a)
+    elif not _choices(a) and a.excluded:  # nothing measured could be recommended
+        names = ", ".join(name for name, _ in a.excluded)
+        text = f"Keep {a.baseline}: no alternative can be recommended here ({names}: see below)"
     else:
         text = (
             f"Keep {a.baseline}: no allocator is significantly faster or smaller by "
@@ -111,6 +114,11 @@ def lead(a: Answer, whys: Whys | None = None) -> str:
         if tied:
             text += f"; a tie for {axis}: {', '.join(c.allocator for c in tied)}"
     return text + "."
+
+
+def _choices(a: Answer) -> list[Choice]:
+    """The alternatives that could be recommended: measured, not excluded."""
+    return [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
 
 
 def contenders(a: Answer) -> list[Choice]:
@@ -239,7 +247,7 @@ def _estimate(c: Choice) -> str:
 def _at_most(a: Answer) -> str:
     """How much better anything could be, by the best ends of the 95 % intervals; an
     interval too wide to bound anything (stats.bounded) says so instead."""
-    rest = [c for c in (*a.front, *a.undecided, *a.others) if c.allocator != a.baseline]
+    rest = _choices(a)
     time = min((c.time for c in rest if c.time), key=lambda p: p.low, default=None)
     rss = min((c.rss for c in rest if c.rss), key=lambda p: p.low, default=None)
     if any(p is not None and not stats.bounded(p.low, p.high) for p in (time, rss)):

@@ -70,17 +70,23 @@ def label_width(m: matrix.Matrix, columns: int) -> int:
     columns per panel (whole labels at 80 columns, in a panel more)."""
     longest = max((cell_len(fmt.printable(label)) for label, _ in m.rows), default=0)
     longest = max(longest, len(m.axis), 8 + len(m.allocators[0]) if m.allocators else 0)
-    room = columns - len(m.allocators) * (CELL + 1) - 1
+    room = columns - len(m.allocators) * (column(m) + 1) - 1
     # Where the columns must wrap into panels anyway, a label may take all but
     # PANEL_MIN columns of the width.
-    return max(12, min(longest, max(room, columns - PANEL_MIN * (CELL + 1) - 1)))
+    return max(12, min(longest, max(room, columns - PANEL_MIN * (column(m) + 1) - 1)))
+
+
+def column(m: matrix.Matrix) -> int:
+    """An allocator column's width: CELL, or the widest mark where one is wider (an
+    undecided partial allocator's "? ▵1.02×†"): a number is never cut."""
+    return max([CELL, *(cell_len(x.shown) for _, marks in m.rows for x in marks)])
 
 
 def panels(m: matrix.Matrix, width: int, columns: int) -> list[matrix.Matrix]:
     """The matrix in as many panels as the width needs, each with the row labels and
     as many allocator columns as fit: a narrow terminal wraps the columns, never cuts
     a number or drops an allocator."""
-    per = max(1, (columns - width - 1) // (CELL + 1))
+    per = max(1, (columns - width - 1) // (column(m) + 1))
     if per >= len(m.allocators):
         return [m]
     return [
@@ -101,7 +107,8 @@ def _table(m: matrix.Matrix, width: int, base: str) -> Table:
     table.add_column(Text(name, style="bold underline"), no_wrap=True)
     for a in m.allocators:
         head = Text(_folded(fmt.printable(a)), style="bold")
-        table.add_column(head, justify="right", no_wrap=True, min_width=CELL, max_width=CELL)
+        wide = column(m)
+        table.add_column(head, justify="right", no_wrap=True, min_width=wide, max_width=wide)
     for label, marks in m.rows:
         style = "bold" if label == matrix.ALL else ""
         table.add_row(
@@ -113,8 +120,8 @@ def _table(m: matrix.Matrix, width: int, base: str) -> Table:
 
 def _lines(m: matrix.Matrix, width: int, base: str) -> list[Text]:
     """The matrix as _table lays it out (a label column as wide as its longest line,
-    then CELL columns justified right, one space before each column, headers at the
-    bottom of their lines, what is wider than CELL cut with "…"), as lines of text.
+    then columns of `column` justified right, one space before each column, headers at
+    the bottom of their lines, a label wider than its column cut with "…"), as lines.
     Written here rather than printed as the Table: rich took 0.5 s to lay out the two
     matrices of 100 rows x 10 allocators (issue 27: a report over 100,000 runs in 2 s),
     and every width is known before the first line."""
@@ -123,18 +130,19 @@ def _lines(m: matrix.Matrix, width: int, base: str) -> list[Text]:
     w = max(cell_len(x) for x in (*name, *labels))
     heads = [_folded(fmt.printable(a)).split("\n") for a in m.allocators]
     depth = max(len(name), *(len(h) for h in heads))
+    wide = column(m)
     lines = []
     for k in range(depth):
         line = Text()
         _put(line, _bottom(name, k, depth), w, "bold underline", left=True)
         for h in heads:
-            _put(line, _bottom(h, k, depth), CELL, "bold")
+            _put(line, _bottom(h, k, depth), wide, "bold")
         lines.append(line)
     for label, (full, marks) in zip(labels, m.rows, strict=True):
         line = Text()
         _put(line, label, w, "bold" if full == matrix.ALL else "", left=True)
         for x in marks:
-            _put(line, x.shown, CELL, STYLES[x.kind])
+            _put(line, x.shown, wide, STYLES[x.kind])
         lines.append(line)
     return lines
 
