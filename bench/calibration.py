@@ -694,7 +694,7 @@ def report_apps(t: Tally, reps: int) -> None:
         for metric, label in (("time_s", "time"), ("peak_rss_kib", "peak RSS")):
             mine = [c for c in cells if c[1] == metric and c[0].startswith(prefix)]
             same = sum(c[2] is stats.Verdict.SAME for c in mine)
-            blocks = [c[3] for c in mine if c[2] is not stats.Verdict.INCONCLUSIVE]
+            blocks = [c[3] for c in mine if c[2] is not stats.Verdict.UNDECIDED]
             print(
                 f"  {kind}, {label}: same {rate(same, len(mine))}; median "
                 f"{statistics.median(blocks) if blocks else '-'} blocks to a verdict"
@@ -729,8 +729,8 @@ def report_aa(t: Tally, reps: int) -> None:
     for kind, real in (("real commands", True), ("quick suite, fixed blocks", False)):
         for metric, label in (("time_s", "time"), ("peak_rss_kib", "peak RSS")):
             mine = [c for c in cells if c[1] == metric and c[0].startswith("quick") != real]
-            blocks = [c[3] for c in mine if c[2] is not stats.Verdict.INCONCLUSIVE]
-            left = [c[3] for c in mine if c[2] is stats.Verdict.INCONCLUSIVE]
+            blocks = [c[3] for c in mine if c[2] is not stats.Verdict.UNDECIDED]
+            left = [c[3] for c in mine if c[2] is stats.Verdict.UNDECIDED]
             decided_at = statistics.median(blocks) if blocks else "-"
             left_at = statistics.median(left) if left else "-"
             print(

@@ -66,20 +66,20 @@ def counts(found: list[dict[str, object]]) -> str:
         verdict = str(c["verdict"])
         by[
             metric,
-            "same" if verdict == "same" else verdict if verdict == "inconclusive" else "changed",
+            "same" if verdict == "same" else verdict if verdict == "undecided" else "changed",
         ] += 1
     words = []
     for metric in ("speed", "peak RSS"):
         words.append(
             f"{metric} {by[metric, 'changed']} changed, {by[metric, 'same']} the same, "
-            f"{by[metric, 'inconclusive']} undecided"
+            f"{by[metric, 'undecided']} undecided"
             + (f", {by[metric, None]} without numbers" if by[metric, None] else "")
         )
     return "; ".join(words)
 
 
 def decided(found: list[dict[str, object]]) -> tuple[int, int]:
-    changed = sum(c["verdict"] not in ("same", "inconclusive", None) for c in found)
+    changed = sum(c["verdict"] not in ("same", "undecided", None) for c in found)
     same = sum(c["verdict"] == "same" for c in found)
     return changed, same
 

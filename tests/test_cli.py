@@ -483,7 +483,7 @@ def test_compare_two_campaigns_and_fail_above(
     assert re.search(r"\d+ slower, \d+ faster, \d+ same, \d+ undecided", result.stdout)
     assert "no control" in result.stdout  # one allocator in each: absolute values
 
-    # The same runs on both sides decide nothing: said, never a table of "inconclusive"
+    # The same runs on both sides decide nothing: said, never a table of "undecided"
     # (nor a gate passed by mistake).
     same = cli("compare", str(old), f"{old}#1", "--fail-above", "0.1%")
     assert same.returncode == 2 and "are the same runs" in same.stderr

@@ -336,7 +336,7 @@ def test_release_to_release_decides_the_planted_change_only() -> None:
     assert releases.open_versions(comp, found).versions == {}
 
     def opened(*older: str) -> releases.Open:
-        undecided = stats.Verdict.INCONCLUSIVE
+        undecided = stats.Verdict.UNDECIDED
         return releases.open_versions(
             comp,
             [dataclasses.replace(c, verdict=undecided) if c.older in older else c for c in found],

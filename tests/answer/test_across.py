@@ -96,7 +96,7 @@ def test_pooled_interval_covers_the_mean_of_the_rows_bounds() -> None:
     assert r1 is not None and r2 is not None
     cells = [
         across.RowVerdict(r1, False, stats.Verdict.WORSE),
-        across.RowVerdict(r2, False, stats.Verdict.INCONCLUSIVE),
+        across.RowVerdict(r2, False, stats.Verdict.UNDECIDED),
     ]
     found = across.pooled(cells, 0.03, family=2)
     assert found is not None
@@ -107,4 +107,4 @@ def test_pooled_interval_covers_the_mean_of_the_rows_bounds() -> None:
     one = stats.paired_ratio([1.1], [1.0])
     unbounded = across.pooled([*cells, across.RowVerdict(one, False, None)], 0.03, family=2)
     assert unbounded is not None and unbounded.high == math.inf
-    assert unbounded.verdict is stats.Verdict.INCONCLUSIVE
+    assert unbounded.verdict is stats.Verdict.UNDECIDED

@@ -65,7 +65,7 @@ def test_an_undecided_ratio_is_inconclusive_with_what_it_could_detect() -> None:
         stored("je", w) for w in (1.05, 0.95, 1.0)
     ]
     cell = analyze.compare(runs, ["glibc", "je"], "glibc").rows[0].cells["time_s"]["je"]
-    assert cell.verdict is stats.Verdict.INCONCLUSIVE
+    assert cell.verdict is stats.Verdict.UNDECIDED
     assert re.fullmatch(r"undecided \(detects ≥\d+%\)", fmt.verdict("time_s", cell))
     assert "≈" not in fmt.cell("time_s", cell)
 
@@ -98,7 +98,7 @@ def test_blocks_are_paired_so_that_what_a_block_shares_cancels() -> None:
     assert cell.ratio.value == pytest.approx(0.5, rel=0.01)
     assert cell.verdict is stats.Verdict.BETTER and fmt.verdict("time_s", cell) == "faster"
     welch = analyze.compare(runs, ["glibc", "je"], "glibc", paired=False).rows[0]
-    assert welch.cells["time_s"]["je"].verdict is stats.Verdict.INCONCLUSIVE
+    assert welch.cells["time_s"]["je"].verdict is stats.Verdict.UNDECIDED
 
 
 def test_a_duration_bound_workload_has_no_time_result() -> None:

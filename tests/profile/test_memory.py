@@ -284,7 +284,7 @@ def test_a_flat_rss_plateaus_and_a_rising_one_grows() -> None:
         phases([30, 60, 70] + [75 + (p * 0.3 if r else -p * 0.3) for p in range(9)])
         for r in range(2)
     ]
-    assert aging.steady("aging", (), "a", noisy).verdict == "inconclusive"
+    assert aging.steady("aging", (), "a", noisy).verdict == "undecided"
 
 
 def test_one_run_uses_its_regression_interval_and_few_phases_have_none() -> None:

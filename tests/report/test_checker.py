@@ -232,7 +232,7 @@ def _ratios(line: str, choices: dict[str, Choice]) -> list[str]:
 
 
 def _significance(said: str, p: Position) -> list[str]:
-    undecided = p.verdict is stats.Verdict.INCONCLUSIVE
+    undecided = p.verdict is stats.Verdict.UNDECIDED
     if undecided != ("not significant" in said):
         return [f"{said!r}: its verdict is {p.verdict.value}"]
     return []
@@ -267,7 +267,7 @@ def _counts(a: Answer, line: str) -> list[str]:
     undecided = {
         c.allocator
         for c in rivals
-        if any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
+        if any(p is not None and p.verdict is stats.Verdict.UNDECIDED for p in (c.time, c.rss))
     }
     listed = re.search(r"undecided: (.*?)(?:; about|\.$|$)", line[m.end() :])
     names = set(re.findall(rf"({NAME}) \(", listed[1])) if listed else set()

@@ -40,7 +40,7 @@ def events(s: Store, cid: int, fake: object, stretch: rounds.Stretch | None = No
 def decided(s: Store, cid: int) -> int:
     comp = stored_answer.comparison(s, cid)
     verdicts = [v for r in comp.rows for v in analyze.decisions(r, comp.baseline, comp.margin)]
-    return sum(v is not None and v is not stats.Verdict.INCONCLUSIVE for v in verdicts)
+    return sum(v is not None and v is not stats.Verdict.UNDECIDED for v in verdicts)
 
 
 def test_a_default_budget_is_stretched_to_the_first_verdict(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_paired_ratio_and_its_interval() -> None:
         (1.05, 1.10, stats.Verdict.WORSE),
         (0.80, 0.90, stats.Verdict.BETTER),
         (0.99, 1.02, stats.Verdict.SAME),
-        (0.90, 1.02, stats.Verdict.INCONCLUSIVE),
+        (0.90, 1.02, stats.Verdict.UNDECIDED),
         (1.001, 1.02, stats.Verdict.SAME),  # significant, and inside the margin: same
         (1.001, 1.05, stats.Verdict.WORSE),  # excludes 1, not inside the margin
         (0.95, 0.999, stats.Verdict.BETTER),
@@ -120,7 +120,7 @@ def test_holm_judges_a_family_step_by_step() -> None:
     judged = stats.holm([r(0.03), r(0.04)])
     assert [x.alpha for x in judged] == pytest.approx([0.025, 0.025])
     assert stats.verdict(r(0.03), 0.03) is stats.Verdict.WORSE
-    assert stats.verdict(judged[0], 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(judged[0], 0.03) is stats.Verdict.UNDECIDED
     assert stats.holm([r(0.5)])[0].alpha == pytest.approx(0.05)
 
 

@@ -64,14 +64,14 @@ def test_the_sequences_need_their_blocks_and_the_bayes_factor_fewest() -> None:
     four = stats.paired_ratio([1.0] * 4, [2.0] * 4, sequential=True)
     assert three is not None and four is not None
     assert three.blocks_needed == 4 and three.half_width == math.inf
-    assert stats.verdict(three, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(three, 0.03) is stats.Verdict.UNDECIDED
     assert stats.verdict(four, 0.03) is stats.Verdict.BETTER
     # Blocks that disagree in size: the signs alone until the exact look at 7.
     spread = [0.5, 0.9, 0.3, 0.7, 0.45, 0.95, 0.6]
     six = stats.paired_ratio(spread[:6], [1.0] * 6, sequential=True, final=True)
     seven = stats.paired_ratio(spread, [1.0] * 7, sequential=True, final=True)
     assert six is not None and seven is not None
-    assert stats.verdict(six, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(six, 0.03) is stats.Verdict.UNDECIDED
     assert stats.verdict(seven, 0.03) is stats.Verdict.BETTER
     equal = stats.paired_ratio([5.0] * 8, [5.0] * 8, sequential=True)  # equal peak RSS
     assert equal is not None and stats.verdict(equal, 0.03) is stats.Verdict.SAME
@@ -118,7 +118,7 @@ def test_the_final_look_narrows_the_sequence_and_finds_what_it_missed() -> None:
     final = stats.paired_ratio(a, b, sequential=True, final=True)
     assert alone is not None and final is not None
     assert alone.low <= final.low and final.high <= alone.high
-    assert stats.verdict(alone, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert stats.verdict(alone, 0.03) is stats.Verdict.UNDECIDED
     assert stats.verdict(final, 0.03) is stats.Verdict.WORSE
     held = stats.at_alpha(final, 0.01)  # a Holm level: both halves at 0.005
     assert held.final and held.low < final.low and held.high > final.high
@@ -189,7 +189,7 @@ def test_only_a_finished_campaigns_undecided_rows_get_the_final_look() -> None:
     was = {r.workload: r.cells["time_s"]["fast"] for r in going.rows}
     now = {r.workload: r.cells["time_s"]["fast"] for r in done.rows}
     assert was["decided"] == now["decided"]
-    assert was["open"].verdict is stats.Verdict.INCONCLUSIVE
+    assert was["open"].verdict is stats.Verdict.UNDECIDED
     assert now["open"].verdict is stats.Verdict.WORSE
     exported = {(r.workload, r.final_look) for r in rows.summary_rows(done)}
     assert exported == {("decided", False), ("open", True)}

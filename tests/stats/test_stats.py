@@ -89,15 +89,15 @@ def test_signs_alone_need_six_blocks_magnitudes_decide_in_fewer() -> None:
     three = stats.paired_ratio([1.0] * 3, [2.0] * 3)
     four = stats.paired_ratio([1.0] * 4, [2.0] * 4)
     assert three is not None and four is not None and three.blocks_needed == 4
-    assert stats.verdict(three, 0.03) is stats.Verdict.INCONCLUSIVE  # fewblock.MIN_BLOCKS
+    assert stats.verdict(three, 0.03) is stats.Verdict.UNDECIDED  # fewblock.MIN_BLOCKS
     assert stats.verdict(four, 0.03) is stats.Verdict.BETTER
     scattered = stats.paired_ratio([1.0, 1.9, 0.6, 1.2], [2.0] * 4)  # 2x, 1.05x, 3.3x faster
-    assert scattered is not None and stats.verdict(scattered, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert scattered is not None and stats.verdict(scattered, 0.03) is stats.Verdict.UNDECIDED
     # A family of 10 cells judges each at 0.5 %: a wider interval, more blocks.
     noisy = stats.paired_ratio([0.5, 0.55, 0.5 / 1.1, 0.51], [1.0] * 4)
     assert noisy is not None and stats.verdict(noisy, 0.03) is stats.Verdict.BETTER
     tight = stats.at_alpha(noisy, 0.0005)
-    assert tight.high > noisy.high and stats.verdict(tight, 0.03) is stats.Verdict.INCONCLUSIVE
+    assert tight.high > noisy.high and stats.verdict(tight, 0.03) is stats.Verdict.UNDECIDED
 
 
 def test_aa_blocks_under_bimodal_bursty_noise_are_false_at_most_5_percent() -> None:

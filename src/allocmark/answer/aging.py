@@ -9,7 +9,7 @@ phase); per allocator, the mean slope of its runs with a 95 % Student t
 interval over runs (independent), or, for a single run, the regression's own.
 A slope is material above NEGLIGIBLE of the RSS per phase: "plateaus" when the
 whole interval lies within that, "grows X MiB per phase" (or "shrinks") when it
-lies beyond, "inconclusive" otherwise.
+lies beyond, "undecided" otherwise.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Steady:
     slope: float | None  # MiB per phase (None: too few phases)
     low: float | None
     high: float | None
-    verdict: str  # "plateaus", "grows", "shrinks" or "inconclusive"
+    verdict: str  # "plateaus", "grows", "shrinks" or "undecided"
     label: str  # the cell's, among the campaign's phased cells (labels.label_rows)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -65,7 +65,7 @@ class Steady:
                 f"{self.verdict} {abs(self.slope):.2f} MiB per phase "
                 f"[{self.low:+.2f}–{self.high:+.2f}]"
             )
-        if self.verdict == "inconclusive":
+        if self.verdict == "undecided":
             return f"undecided: {rate}"
         return f"{self.verdict} ({rate})"
 
@@ -101,7 +101,7 @@ def steady(
     first = max(WARMUP, n_phases // 2) if n_phases - WARMUP >= 3 else 0
     late = [[rss / 1024 for _, rss in s[first:n_phases]] for s in series]
     slope, low, high = _slope(late)
-    verdict = "inconclusive"
+    verdict = "undecided"
     if slope is not None and low is not None and high is not None:
         level = float(np.mean([np.mean(r) for r in late]))
         material = max(NEGLIGIBLE * level, 1 / 64)  # and never below 16 KiB

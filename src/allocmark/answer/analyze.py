@@ -281,7 +281,7 @@ def _final_look(row: Row, raw: Raw, how: _How) -> Row:
     """The row again with final looks (stats.SPLIT) when it ended undecided: its budget
     or max_blocks stopped it, not its intervals. Cells with fewer blocks than the row (a
     race dropped them, for what their blocks said) keep the sequence alone."""
-    if stats.Verdict.INCONCLUSIVE not in decisions(row, how.baseline, how.margin):
+    if stats.Verdict.UNDECIDED not in decisions(row, how.baseline, how.margin):
         return row
     final = _paired([raw], how, final=True)
     return dataclasses.replace(

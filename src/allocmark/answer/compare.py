@@ -1,5 +1,5 @@
 """Regression verdicts between two result sets (two databases, two campaigns, or
-runs exports): per cell faster / slower / same / inconclusive with the ratio and
+runs exports): per cell faster / slower / same / undecided with the ratio and
 its interval. Worse is slower (time, throughput) or larger (memory).
 
 Two campaigns are taken at different moments, and a shared machine drifts between
@@ -54,7 +54,7 @@ class Shift:
 
     @property
     def verdict(self) -> str:
-        """worse / better / same / inconclusive, "control", or why there is no verdict."""
+        """worse / better / same / undecided, "control", or why there is no verdict."""
         if self.control:
             return "control"
         if self.ratio is None or self.change is None or self.judged is None:
@@ -208,8 +208,8 @@ class Shifts:
     worse: int
     better: int
     same: int
-    inconclusive: int
-    undecided: int
+    undecided: int  # judged, and the interval decided nothing
+    unjudged: int  # no verdict possible (a side without numbers)
     worst: Shift | None  # the largest significant regression
     drift: Shift | None = None  # the control's own change, when there is a control
 
@@ -223,8 +223,8 @@ def summarize(verdicts: Sequence[Shift]) -> Shifts:
         worse=len(regressions),
         better=sum(v.verdict == "better" for v in verdicts),
         same=sum(v.verdict == "same" for v in verdicts),
-        inconclusive=sum(v.verdict == "inconclusive" for v in verdicts),
-        undecided=sum(v.verdict.startswith("no verdict") for v in verdicts),
+        undecided=sum(v.verdict == "undecided" for v in verdicts),
+        unjudged=sum(v.verdict.startswith("no verdict") for v in verdicts),
         worst=worst,
         drift=drift,
     )

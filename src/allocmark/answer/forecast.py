@@ -53,7 +53,7 @@ class Forecast:
 
     blocks: int  # the fewest blocks an undecided row has (all decided: the most a row has)
     block_s: float  # seconds one more block of every undecided row costs
-    undecided: int  # deciding ratios still inconclusive, of `ratios`
+    undecided: int  # deciding ratios still undecided, of `ratios`
     ratios: int
     first_at: int = fewblock.MIN_BLOCKS  # blocks at which a verdict is first possible
     waits: dict[str, Wait] = field(default_factory=dict)  # axis -> its wait (noise known)
@@ -389,7 +389,7 @@ def of(
         open_ = [
             (axis, r)
             for axis, r in judged
-            if r is not None and stats.verdict(r, comp.margin) is stats.Verdict.INCONCLUSIVE
+            if r is not None and stats.verdict(r, comp.margin) is stats.Verdict.UNDECIDED
         ]
         # a ratio without runs to judge (every run failed) is not decided either
         undecided += len(open_) + sum(r is None for _, r in judged)

@@ -44,7 +44,7 @@ def lower_is_better(
     """A ratio as a Position (a speed-up or throughput ratio turned over)."""
     bounds = (r.value, r.low, r.high)
     value, low, high = stats.inverted(*bounds) if invert else bounds
-    verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.INCONCLUSIVE
+    verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.UNDECIDED
     return Position(value, low, high, verdict, blocks, r, invert)
 
 

@@ -53,7 +53,7 @@ class Answer:
     front: tuple[Choice, ...]  # not dominated on (time, peak RSS), baseline included
     fastest: Choice | None  # faster than the baseline beyond the margin, the most
     smallest: Choice | None  # smaller peak RSS beyond the margin, the most
-    undecided: tuple[Choice, ...]  # inconclusive on time or RSS: more runs could decide
+    undecided: tuple[Choice, ...]  # undecided on time or RSS: more runs could decide
     others: tuple[Choice, ...]  # the rest: off the front and decided
     excluded: tuple[tuple[str, str], ...]  # allocator, why it is not recommended
     margin: float = stats.DEFAULT_MARGIN  # what "beyond the margin" means here
@@ -153,7 +153,7 @@ def _answer(
 
 def _open(c: Choice) -> bool:
     """More runs could change what is said about `c`."""
-    return any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
+    return any(p is not None and p.verdict is stats.Verdict.UNDECIDED for p in (c.time, c.rss))
 
 
 def positions(comp: Comparison, row: Row) -> dict[str, Choice | Excluded]:
@@ -479,7 +479,7 @@ def _best(
         for c in choices
         if c.allocator != duels.baseline
         and (p := getattr(c, axis)) is not None
-        and p.verdict is stats.Verdict.INCONCLUSIVE
+        and p.verdict is stats.Verdict.UNDECIDED
         and p.value < 1
         and p.low < bar
     ]

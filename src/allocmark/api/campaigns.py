@@ -329,7 +329,7 @@ def regression(
     """`allocmark compare`: two result sets (DB, DB#CAMPAIGN or a runs JSON export)
     cell by cell, judged as one family; `limit`: the regressions above it fail."""
     old_set, new_set = compare.load(old), compare.load(new)
-    if old_set.cells == new_set.cells:  # the same runs: every cell would be "inconclusive"
+    if old_set.cells == new_set.cells:  # the same runs: every cell would be "undecided"
         raise UserError(
             f"{old} and {new} are the same runs ({old_set.label}): compared with itself a "
             "result set decides nothing; give two campaigns, e.g. results.db#1 results.db#2 "

@@ -137,7 +137,7 @@ def _open_on(a: Answer, axis: str) -> list[tuple[Choice, Position]]:
         (c, p)
         for c in a.undecided
         if (p := getattr(c, axis)) is not None
-        and p.verdict is stats.Verdict.INCONCLUSIVE
+        and p.verdict is stats.Verdict.UNDECIDED
         and p.low < bar
     ]
 
@@ -195,7 +195,7 @@ def _open_rivals(a: Answer) -> list[Choice]:
     return [
         c
         for c in _rivals(a)
-        if any(p is not None and p.verdict is stats.Verdict.INCONCLUSIVE for p in (c.time, c.rss))
+        if any(p is not None and p.verdict is stats.Verdict.UNDECIDED for p in (c.time, c.rss))
     ]
 
 
@@ -344,7 +344,7 @@ def _notes(p: Position, axis: str, first: str = "") -> str:
     """ " (not significant; of 9 workloads: ...)": what a position's interval does not
     say; `first`: what stands for an interval too wide to print."""
     notes = [first] if first else []
-    notes += ["not significant"] if p.verdict is stats.Verdict.INCONCLUSIVE else []
+    notes += ["not significant"] if p.verdict is stats.Verdict.UNDECIDED else []
     notes += [_tally(p, axis)[2:-1]] if p.tally else []
     return f" ({'; '.join(notes)})" if notes else ""
 

@@ -241,7 +241,7 @@ def battery_table(m: hardening.Matrix) -> Extra:
     runs = max((len(c.seen) for c in m.cells.values()), default=0)
     return Extra(
         f"Hardening battery: what each allocator does about each error ({runs} "
-        f"run{'s' if runs != 1 else ''} a cell)",
+        f"run{'s' if runs != 1 else ''} of each test under each allocator)",
         ("test", "kind", *m.allocators),
         tuple(rows),
         (

@@ -135,9 +135,9 @@ def decimals(low: float, high: float, least: int, text: Callable[[float, int], s
     return d
 
 
-# The one word every text says for a ratio its blocks have not decided (the export's
-# verdict value stays "inconclusive": its schema's version 1).
-UNDECIDED = "undecided"
+# The one word every text and export says for a ratio its blocks have not decided
+# (stats.Verdict.UNDECIDED; "inconclusive" before the summary's version 3).
+UNDECIDED = stats.Verdict.UNDECIDED.value
 
 _WORDS = {
     "time_s": ("faster", "slower"),
@@ -154,7 +154,7 @@ def verdict_word(metric: str, v: stats.Verdict | None) -> str:
     return {
         stats.Verdict.BETTER: better,
         stats.Verdict.WORSE: worse,
-        stats.Verdict.INCONCLUSIVE: UNDECIDED,  # the output's one word for it
+        stats.Verdict.UNDECIDED: UNDECIDED,  # the output's one word for it
     }.get(v, v.value)
 
 
@@ -172,7 +172,7 @@ def detectable(r: stats.Ratio | None) -> str:
 def verdict(metric: str, c: Cell) -> str:
     """ "faster", "same", "undecided (detects ≥9%)" ..."""
     word = verdict_word(metric, c.verdict)
-    if c.verdict is stats.Verdict.INCONCLUSIVE:
+    if c.verdict is stats.Verdict.UNDECIDED:
         return f"{word} ({detectable(c.ratio)})"
     return word
 

@@ -132,7 +132,7 @@ def _position_mark(p: Position) -> Mark:
     """A position (lower is better) as a glyph and a number."""
     if p.verdict is stats.Verdict.SAME:
         return Mark(SAME, "same")
-    if p.verdict is stats.Verdict.INCONCLUSIVE:
+    if p.verdict is stats.Verdict.UNDECIDED:
         return Mark(UNDECIDED, leaning(p.value))
     factor = max(p.value, 1 / p.value) if p.value > 0 else math.inf
     return Mark(BETTER if p.verdict is stats.Verdict.BETTER else WORSE, _factor(factor))

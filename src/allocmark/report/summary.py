@@ -15,7 +15,8 @@ machine, plan and provenance, as stored).
 
 Version 3: the document is the value's image: a remedy nests the why it answers
 (version 2 flattened it), a why carries its label and the signals that moved
-undecided, a release change its whole ratio, a revision its build.
+undecided, a release change its whole ratio, a revision its build; a verdict not
+reached is "undecided" everywhere (version 2: "inconclusive" in the positions).
 """
 
 from __future__ import annotations

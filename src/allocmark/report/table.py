@@ -411,7 +411,7 @@ def _verdict_text(v: Shift) -> str:
     if v.verdict in ("worse", "better") and v.change is not None:
         text = f"{v.word} {v.change:+.1%}"
         return f"[bold red]{text}[/]" if v.verdict == "worse" else f"[bold green]{text}[/]"
-    if v.verdict == "inconclusive" and v.ratio is not None:
+    if v.verdict == "undecided" and v.ratio is not None:
         return f"[yellow]{fmt.UNDECIDED}[/] ({fmt.detectable(v.ratio)})"
     return v.verdict
 
@@ -423,17 +423,17 @@ def verdict_summary(s: Shifts, metric: str, control: str | None, margin: float) 
         f"{s.worse} {worse}",
         f"{s.better} {better}",
         f"{s.same} same",
-        f"{s.inconclusive} {fmt.UNDECIDED}",
+        f"{s.undecided} {fmt.UNDECIDED}",
     ]
-    if s.undecided:
-        parts.append(f"{s.undecided} without a verdict")
+    if s.unjudged:
+        parts.append(f"{s.unjudged} without a verdict")
     text = ", ".join(parts)
     if s.worst is not None and s.worst.change is not None:
         text += (
             f"; largest significant regression {s.worst.change:+.1%} "
             f"({s.worst.label}, {s.worst.allocator})"
         )
-    family = s.worse + s.better + s.same + s.inconclusive
+    family = s.worse + s.better + s.same + s.undecided
     level = (
         f"95% intervals, the {family} cells judged as one family (Holm)" if family > 1 else "95%"
     )

@@ -41,7 +41,7 @@ class RunDone:
 class RoundDone:
     """Progress: a precision round ended; `blocks` more blocks were planned."""
 
-    undecided: int  # deciding ratios still inconclusive (of `ratios`)
+    undecided: int  # deciding ratios still undecided (of `ratios`)
     ratios: int
     blocks: int
 

@@ -207,10 +207,10 @@ def _open_baseline(comp: analyze.Comparison) -> Wanted:
         verdicts = analyze.decisions(r, comp.baseline, comp.margin)
         ratios += len(verdicts)
         # a ratio without runs to judge (every run failed) is not decided either
-        undecided += verdicts.count(stats.Verdict.INCONCLUSIVE) + verdicts.count(None)
+        undecided += verdicts.count(stats.Verdict.UNDECIDED) + verdicts.count(None)
         can_help = None not in verdicts
         open_rows[key] = open_rows.get(key, False) or (
-            can_help and stats.Verdict.INCONCLUSIVE in verdicts
+            can_help and stats.Verdict.UNDECIDED in verdicts
         )
     return Wanted({k: None for k, v in open_rows.items() if v}, {}, undecided, ratios)
 

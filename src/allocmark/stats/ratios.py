@@ -65,7 +65,7 @@ class Ratio:
 
     @property
     def blocks_needed(self) -> int:
-        """Blocks before any verdict but inconclusive is possible: the few-block tests'
+        """Blocks before any verdict but undecided is possible: the few-block tests'
         least (fewblock.MIN_BLOCKS, 4: Student's interval at alpha/FIXED_SHARES, the
         Bayes-factor sequence at alpha/SPLIT). Those verdicts need blocks that agree in
         size; the tests on signs alone need more (2 · 2^-n below their share)."""

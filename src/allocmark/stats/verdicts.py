@@ -1,5 +1,5 @@
 """The four words a ratio says: better, worse, the same within the margin, or
-inconclusive (equivalence first, as a TOST)."""
+undecided (equivalence first, as a TOST)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class Verdict(StrEnum):
     BETTER = "better"  # the interval lies wholly on the good side of 1, not inside ±margin
     WORSE = "worse"
     SAME = "same"  # the interval lies inside ±margin: an equivalence test (TOST at 5 %)
-    INCONCLUSIVE = "inconclusive"  # neither: `Ratio.detectable` says how much it could see
+    UNDECIDED = "undecided"  # neither: `Ratio.detectable` says how much it could see
 
     @property
     def differs(self) -> bool:
@@ -25,9 +25,9 @@ class Verdict(StrEnum):
 
 
 def verdict(r: Ratio, margin: float, higher_is_better: bool = False) -> Verdict:
-    """interval_verdict() of a ratio's interval; a ratio without one (one run) is inconclusive."""
+    """interval_verdict() of a ratio's interval; a ratio without one (one run) is undecided."""
     if r.df <= 0:
-        return Verdict.INCONCLUSIVE
+        return Verdict.UNDECIDED
     return interval_verdict(r.low, r.high, margin, higher_is_better)
 
 
@@ -37,10 +37,10 @@ def interval_verdict(
     """Equivalence first: same when the interval lies within [1/(1+margin), 1+margin],
     even when it excludes 1 (a difference too small to matter is no difference, as
     criterion's "change within noise threshold"); else better/worse when it excludes
-    1; inconclusive otherwise."""
+    1; undecided otherwise."""
     if low >= 1 / (1 + margin) and high <= 1 + margin:
         return Verdict.SAME
     if low > 1 or high < 1:
         up = low > 1
         return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
-    return Verdict.INCONCLUSIVE
+    return Verdict.UNDECIDED
