@@ -153,9 +153,7 @@ def open_versions(comp: analyze.Comparison, found: Sequence[Change] | None = Non
     rows = {r.label: r for r in comp.rows}
     need: dict[str, set[str]] = {}
     for c in found:
-        if c.verdict is stats.Verdict.UNDECIDED or (
-            c.ratio is None and _runnable(rows[c.row], c)
-        ):
+        if c.verdict is stats.Verdict.UNDECIDED or (c.ratio is None and _runnable(rows[c.row], c)):
             need.setdefault(c.row, set()).update((c.older, c.newer))
     undecided = sum(c.verdict is None or c.verdict is stats.Verdict.UNDECIDED for c in found)
     versions = {k: frozenset(v) for k, v in need.items()}
