@@ -89,8 +89,13 @@ def contradictions(comp: analyze.Comparison, found: findings.Findings) -> list[s
         out += _why_said(w)
     for a in found.answers:  # "no allocator is faster" of none measured: a claim of nothing
         measured = [c for c in _choices(a).values() if c.allocator != a.baseline]
-        if not measured and "no allocator is significantly" in answer.lead(a, ()):
+        lead = answer.lead(a, ())
+        if not measured and "no allocator is significantly" in lead:
             out.append(f"{a.scope}: 'no allocator is significantly' with none measured")
+        if m := re.search(r"no alternative can be recommended here \((.*): see below\)", lead):
+            excluded = [name for name, _ in a.excluded]
+            if measured or m[1].split(", ") != excluded:
+                out.append(f"{a.scope}: says none can be recommended ({m[1]}), holds {excluded}")
     for a in found.answers:
         text = [answer.lead(a, found.explained), *answer.blocks([a], found.explained)[0].lines]
         out += _read_back(a, text)
