@@ -408,10 +408,25 @@ def test_a_real_campaign_says_what_its_value_is(tmp_path: Path) -> None:
     assert found.answers
     assert contradictions(comp, found) == []
     assert all(recommend.per_row(comp)[0][a] == p for a, p in found.positions[0].items())
-    # the table the terminal printed carries the answer's interval of each ratio
+    # the table the terminal printed carries the answer's verdict and interval of
+    # each ratio, in the words of its verdict (a decided one as hyperfine says it)
     for c in found.positions[0].values():
         if isinstance(c, Choice) and c.time is not None and c.time.ratio is not None:
-            assert fmt.ratio(c.time.ratio) in r.stdout, (fmt.ratio(c.time.ratio), r.stdout)
+            assert _table_says(c.time) in r.stdout, (_table_says(c.time), r.stdout)
+
+
+def _table_says(p: Position) -> str:
+    """What `try`'s table prints for an answer's time position, written out here
+    rather than through the table's code so that the two are held to each other."""
+    assert p.ratio is not None
+    r = p.ratio
+    if p.verdict is stats.Verdict.BETTER:
+        return f"{1 / r.value:.2f}× faster [{1 / r.high:.2f}–{1 / r.low:.2f}]"
+    if p.verdict is stats.Verdict.WORSE:
+        return f"{r.value:.2f}× slower [{r.low:.2f}–{r.high:.2f}]"
+    if p.verdict is stats.Verdict.SAME:
+        return f"same (×{r.value:.3f} {fmt.half_width(r)})"
+    return fmt.ratio(r)
 
 
 def test_not_explained_never_hides_a_signal_that_moved_with_most_of_it() -> None:
