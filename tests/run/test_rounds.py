@@ -6,24 +6,30 @@ import random
 
 from allocmark.model import RunSpec
 from allocmark.run import rounds
+from allocmark.stats import looks
 
 CHEAP, DEAR = ("churn", ()), ("ruby", ())
 
 
 def test_every_open_row_gets_about_the_same_time() -> None:
-    """A 2 s block and a 30 s one: at 8 blocks each, the dear row grows by one (1/8 of
-    8) and the cheap one by as many as fit in its 30 s."""
+    """A 2 s block and a 30 s one: at 8 blocks each, the dear row grows to the next
+    look (9) and the cheap one by what fits in its 30 s (15 blocks: 23), to the last
+    look those reach (19)."""
     more = rounds.shares({CHEAP: 8, DEAR: 8}, {CHEAP: 2.0, DEAR: 30.0}, 1000)
-    assert more == {DEAR: 1, CHEAP: 15}
+    assert more == {DEAR: 1, CHEAP: 11}
+    assert all(8 + n in looks.LOOKS for n in more.values())
 
 
-def test_a_round_never_passes_the_most_blocks_nor_gives_less_than_growth() -> None:
+def test_a_round_never_passes_the_most_blocks_nor_stops_short_of_a_look() -> None:
     assert rounds.shares({CHEAP: 995, DEAR: 8}, {CHEAP: 2.0, DEAR: 30.0}, 1000)[CHEAP] == 5
-    # the cheap row at 160 blocks grows by 20 (1/8): 40 s, and the dear one by one
+    # the cheap row at 160 blocks grows to its next look (211: 102 s), the dear one to
+    # 9, not to 11 (what fits in 102 s), which is no look
     more = rounds.shares({CHEAP: 160, DEAR: 8}, {CHEAP: 2.0, DEAR: 30.0}, 1000)
-    assert more == {CHEAP: 20, DEAR: 1}
-    # a row whose cost is unknown yet (no run of it has ended) grows as before
-    assert rounds.shares({CHEAP: 16, DEAR: 8}, {CHEAP: 0.0, DEAR: 30.0}, 1000)[CHEAP] == 2
+    assert more == {CHEAP: 51, DEAR: 1}
+    # a row whose cost is unknown yet (no run of it has ended) grows to its next look
+    assert rounds.shares({CHEAP: 16, DEAR: 8}, {CHEAP: 0.0, DEAR: 30.0}, 1000)[CHEAP] == 3
+    # past the last look, by 1/GROWTH
+    assert rounds.shares({CHEAP: 1600}, {CHEAP: 2.0}, 5000)[CHEAP] == 200
     assert rounds.shares({}, {}, 1000) == {}
 
 

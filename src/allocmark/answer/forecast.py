@@ -25,7 +25,7 @@ from allocmark.answer import analyze, releases
 from allocmark.answer.analyze import Comparison
 from allocmark.model import Params
 from allocmark.request import CampaignPlan
-from allocmark.stats import fewblock, student
+from allocmark.stats import fewblock, looks, student
 
 AXES = ("speed", "peak RSS")
 
@@ -316,8 +316,14 @@ def blocks_to_decide(
         effect = abs(math.log(r.value)) if r.value > 0 else math.inf
         target = max(effect, math.log1p(margin) - effect)
 
+    looked = r.sequential and looks.plain(r.logs)  # decided at the planned looks only
+
     def enough(k: int) -> bool:
-        return (_few_quantile(k, r.alpha, r.sequential) + POWER_Z) * sd / math.sqrt(k) <= target
+        if looked:  # the blocks a verdict reads are those of the last look reached
+            k = (looks.looks_in(k) or (1,))[-1]
+        return (_few_quantile(k, r.alpha, r.sequential, looked) + POWER_Z) * sd / math.sqrt(
+            k
+        ) <= target
 
     low, high = max(n, fewblock.MIN_BLOCKS), max(n, fewblock.MIN_BLOCKS)
     while not enough(high):  # doubling, then bisection: the half-width falls with k
@@ -330,8 +336,11 @@ def blocks_to_decide(
     return high
 
 
-def _few_quantile(n: int, alpha: float, sequential: bool) -> float:
-    """The few-block test's multiple of s/√n at n blocks and its share of alpha."""
+def _few_quantile(n: int, alpha: float, sequential: bool, looked: bool = False) -> float:
+    """The few-block test's multiple of s/√n at n blocks and its share of alpha;
+    `looked`: at a planned look (looks.py), with all of alpha."""
+    if looked:
+        return looks.critical(n, alpha) if n >= looks.LOOKS[0] else math.inf
     if sequential:
         return fewblock.t_star(n, alpha / stats.SPLIT)
     if n < fewblock.MIN_BLOCKS:

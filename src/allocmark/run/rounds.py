@@ -13,6 +13,7 @@ from allocmark import labels, stats, units
 from allocmark.answer import analyze, forecast, race, releases, stored
 from allocmark.model import Params, RunSpec
 from allocmark.request import CampaignPlan, Note
+from allocmark.stats import looks
 from allocmark.run import plan
 from allocmark.store import Store
 
@@ -87,7 +88,7 @@ def foresee(
     )
 
 
-GROWTH = 8  # a round adds 1/GROWTH of a row's blocks (at least one)
+GROWTH = 8  # past the last look, a round adds 1/GROWTH of a row's blocks (at least one)
 
 
 Key = tuple[str, Params]  # a row: its workload and planned parameters
@@ -179,16 +180,35 @@ def _in(allocators: frozenset[str] | None, name: str) -> bool:
 
 
 def shares(size: dict[Key, int], block_s: dict[Key, float], most: int) -> dict[Key, int]:
-    """The blocks a round adds to each open row: 1/GROWTH of those it has (at least one;
-    looking after every block cost a round of analysis per block, most of a campaign of
-    short runs), and as many more as fit in the time the costliest row's share takes,
-    so that every open row gets about the same time; never past `most` blocks."""
-    grow = {key: max(1, min(n // GROWTH, most - n)) for key, n in size.items()}
+    """The blocks a round adds to each open row: up to its next planned look (a verdict
+    reads the blocks of the looks it has reached, stats.looks; past the last, 1/GROWTH
+    of those it has, at least one), and as many more as fit in the time the costliest
+    row's share takes, up to a look, so that every open row gets about the same time;
+    never past `most` blocks."""
+    grow = {key: max(1, min(_step(n), most - n)) for key, n in size.items()}
     round_s = max((grow[key] * block_s[key] for key in size), default=0.0)
     return {
-        key: min(most - n, max(grow[key], int(round_s / block_s[key]) if block_s[key] else 0))
+        key: min(
+            most - n,
+            max(grow[key], _to_look(n, int(round_s / block_s[key])) if block_s[key] else 0),
+        )
         for key, n in size.items()
     }
+
+
+def _step(n: int) -> int:
+    """The blocks from n to the next look (past the last: n/GROWTH, at least one)."""
+    after = looks.next_look(n)
+    return after - n if after is not None else max(1, n // GROWTH)
+
+
+def _to_look(n: int, extra: int) -> int:
+    """Of `extra` more blocks after n, those up to the last look they reach (all of
+    them past the last look; none when they reach none)."""
+    if looks.next_look(n) is None:
+        return extra
+    reached = looks.looks_in(n + extra)
+    return reached[-1] - n if reached and reached[-1] > n else 0
 
 
 def ordered(members: list[RunSpec], lines: plan.Lines, rng: random.Random) -> list[RunSpec]:

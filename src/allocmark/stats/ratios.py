@@ -1,6 +1,7 @@
 """Ratios of two allocators' values and their intervals: the paired ratio of blocks
-(the exact signed-rank and Student's intervals of a fixed number of blocks, the
-anytime-valid sequences of blocks added until decided; docs/statistics.md), and
+(the exact signed-rank and Student's intervals of a fixed number of blocks; for
+blocks added until decided, the planned looks' group-sequential t test, or the
+anytime-valid sequences where the log ratios tie; docs/statistics.md), and
 the unpaired ratio of two summaries. Timings are compared on a log scale: ratios are
 what matter, and timing noise is closer to multiplicative than additive."""
 
@@ -16,9 +17,11 @@ from allocmark.stats.summary import ALPHA, Summary, mean_sd, summarize, t_power,
 
 # Alpha is split by Bonferroni among the tests whose intervals are intersected
 # (docs/statistics.md, "How alpha is split"): a fixed number of blocks, the exact
-# signed-rank interval and Student's (fewblock); blocks added until decided, the
-# betting sequence, the Bayes-factor sequence (fewblock) and, for a row the budget
-# ended undecided, the exact signed-rank interval at the block it ended.
+# signed-rank interval and Student's (fewblock); blocks added until decided whose log
+# ratios tie (looks.plain fails: a quantized metric), the betting sequence, the
+# Bayes-factor sequence (fewblock) and, for a row the budget ended undecided, the
+# exact signed-rank interval at the block it ended. Blocks added until decided whose
+# log ratios do not tie: the planned looks' test (looks.py) alone, at all of alpha.
 FIXED_SHARES = 2
 
 
@@ -48,7 +51,7 @@ class Ratio:
     paired: bool = False  # from per-block log ratios rather than two independent samples
     alpha: float = ALPHA  # the interval is at 1 - alpha (smaller for a family of cells)
     logs: tuple[float, ...] = ()  # paired: the blocks' log ratios (an interval at another alpha)
-    sequential: bool = False  # paired: an anytime-valid interval (blocks added by looking)
+    sequential: bool = False  # paired: blocks added by looking (looks.py, or anytime-valid)
     final: bool = False  # sequential, at the block the budget ended: also the exact test (SPLIT)
 
     @property
@@ -71,8 +74,12 @@ class Ratio:
         size; the tests on signs alone need more (2 · 2^-n below their share)."""
         from allocmark.stats import fewblock
 
+        from allocmark.stats import looks
+
         if not self.sequential:
             return fewblock.MIN_BLOCKS
+        if looks.plain(self.logs):
+            return looks.LOOKS[0]
         return fewblock.blocks_needed(self.alpha / SPLIT)
 
     @property
@@ -107,9 +114,10 @@ def paired_ratio(
     assume normal noise, and decide in a few blocks what those cannot before 6-11.
     se and df stay those of the mean log ratio, for the power estimates
     (`detectable`). `sequential`: blocks were added until the interval decided, so the
-    intervals are the anytime-valid ones (blocks in the order they ran); `final`: the
-    budget ended these blocks undecided, so the exact interval at alpha/SPLIT narrows
-    them too. None without a pair or with a value <= 0."""
+    interval is that of the planned looks (looks.py; blocks in the order they ran) or,
+    where the log ratios tie, the anytime-valid ones; `final`: the budget ended these
+    blocks undecided, so the exact interval at alpha/SPLIT narrows the latter too.
+    None without a pair or with a value <= 0."""
     if len(a) != len(b):
         raise ValueError("paired_ratio needs one a and one b per block")
     if not a or min(a) <= 0 or min(b) <= 0:
@@ -153,7 +161,8 @@ def paired_ratio(
 def paired_bounds(
     logs: tuple[float, ...], alpha: float, sequential: bool, final: bool = False
 ) -> tuple[float, float]:
-    """The intersection of the intervals alpha is split among (FIXED_SHARES, SPLIT).
+    """The intersection of the intervals alpha is split among (FIXED_SHARES, SPLIT);
+    blocks added until decided whose log ratios do not tie: the planned looks' one.
     Intervals that do not meet (one of them errs: rarer than alpha) leave the first,
     which assumes the least. Kept: a report judges the same ratios as a family in
     several places (the matrix, the answers), each at Holm's levels."""
@@ -163,8 +172,10 @@ def paired_bounds(
         share = alpha / FIXED_SHARES
         _, low, high = signedrank.interval(logs, share)
         return _meet((low, high), fewblock.student_interval(logs, share))
-    from allocmark.stats import sequential as cs
+    from allocmark.stats import looks, sequential as cs
 
+    if looks.plain(logs):
+        return looks.interval(logs, alpha)
     share = alpha / SPLIT
     bounds = _meet(cs.interval(logs, share), fewblock.sequence(logs, share))
     if final:
@@ -182,8 +193,10 @@ def _meet(first: tuple[float, float], other: tuple[float, float]) -> tuple[float
 def _split_p(logs: Sequence[float], final: bool) -> float:
     """The p that matches paired_bounds: below alpha exactly when one of the
     intervals at alpha/SPLIT excludes 0 (Bonferroni over the tests)."""
-    from allocmark.stats import fewblock, sequential as cs
+    from allocmark.stats import fewblock, looks, sequential as cs
 
+    if looks.plain(logs):
+        return looks.p_value(logs)
     p = min(cs.p_value(logs), fewblock.sequence_p(logs))
     if final:
         p = min(p, signedrank.p_value(logs))
