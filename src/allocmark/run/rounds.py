@@ -13,8 +13,8 @@ from allocmark import labels, stats, units
 from allocmark.answer import analyze, forecast, race, releases, stored
 from allocmark.model import Params, RunSpec
 from allocmark.request import CampaignPlan, Note
-from allocmark.stats import looks
 from allocmark.run import plan
+from allocmark.stats import looks
 from allocmark.store import Store
 
 Confirm = Callable[[str], bool]  # asks the user a yes/no question (False: cannot ask)

@@ -72,9 +72,7 @@ class Ratio:
         least (fewblock.MIN_BLOCKS, 4: Student's interval at alpha/FIXED_SHARES, the
         Bayes-factor sequence at alpha/SPLIT). Those verdicts need blocks that agree in
         size; the tests on signs alone need more (2 · 2^-n below their share)."""
-        from allocmark.stats import fewblock
-
-        from allocmark.stats import looks
+        from allocmark.stats import fewblock, looks
 
         if not self.sequential:
             return fewblock.MIN_BLOCKS
