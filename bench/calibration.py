@@ -6,7 +6,9 @@ this bench starts and stops itself ("busy": one core spinning).
 A/A, where every faster/slower verdict is false and every recommendation of the
 twin is false:
 - real commands under `try` at its default margin and budget: gzip, sort,
-  /usr/bin/python3 (PYTHONMALLOC=malloc) and ruby, each 0.05-0.25 s here, under
+  /usr/bin/python3 (PYTHONMALLOC=malloc) and ruby, each 0.05-0.25 s here, and three
+  compiled programs of 1-3 s (bench/programs: heap bignums, a Barnes-Hut octree,
+  cube covers; stand-ins for the peer's cfrac, barnes and espresso), under
   glibc against `twin` (libc.so.6 again under a second name) and under mimalloc
   against `mtwin` (Debian's libmimalloc.so.2 again). A twin is a symlink: the same
   file, so the same pages (a copy is not the same software for memory: its mapping
@@ -109,8 +111,31 @@ def allocmark(*args: str) -> str:
     return done.stdout
 
 
+# Compiled programs of seconds this bench builds (bench/programs: stand-ins for the
+# peer's cfrac, barnes and espresso, which no registry here serves), sized to run
+# 1-3 s here under glibc.
+PROGRAMS = {
+    "bignum": ("am_bignum.c", ["6000000"]),
+    "octree": ("am_octree.c", ["20000", "6"]),
+    "sets": ("am_sets.c", ["40", "4000", "300"]),
+}
+
+
+def build_programs(work: Path) -> dict[str, list[str]]:
+    """PROGRAMS compiled into work (-O2, warnings are errors), as commands."""
+    out = {}
+    for name, (source, args) in PROGRAMS.items():
+        exe = work / f"am_{name}"
+        src = Path(__file__).with_name("programs") / source
+        cc = ["cc", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe), "-lm"]
+        subprocess.run(cc, check=True)
+        out[name] = [str(exe), *args]
+    return out
+
+
 def commands(work: Path) -> dict[str, list[str]]:
-    """The real A/A commands, on an 8 MB text this bench writes (same every time)."""
+    """The real A/A commands, on an 8 MB text this bench writes (same every time), and
+    the compiled programs of seconds."""
     text = work / "text"
     rng = random.Random(1)
     words = [
@@ -122,6 +147,7 @@ def commands(work: Path) -> dict[str, list[str]]:
         "sort": ["sort", "-S", "64M", "-o", "/dev/null", str(text)],
         "python3": ["env", "PYTHONMALLOC=malloc", "/usr/bin/python3", "-c", PYTHON],
         "ruby": ["ruby", "-e", RUBY],
+        **build_programs(work),
     }
 
 
@@ -717,7 +743,8 @@ def report_aa(t: Tally, reps: int) -> None:
     answers = [(k, a) for k, a in t.answers if not k.startswith("app")]
     wrong = [a for _, a in answers if a]
     print(
-        f"  A/A: gzip, sort, python3, ruby under glibc/twin and mimalloc/mtwin via `try`, "
+        f"  A/A: gzip, sort, python3, ruby, {', '.join(PROGRAMS)} under glibc/twin and "
+        f"mimalloc/mtwin via `try`, "
         f"and the quick suite under glibc/twin, {reps}x each"
     )
     print(f"  false verdicts: {rate(len(false), len(cells))}")

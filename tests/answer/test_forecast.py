@@ -151,7 +151,8 @@ def test_an_undecided_cell_shows_its_estimate_and_which_way_it_leans() -> None:
 def test_the_forecast_settles_as_blocks_add_up() -> None:
     """Issue 53: "every ratio by about 60, 210, 194, 763, 3980, 1319 blocks" in one
     `try`. Said as a range, the next block's likeliest figure lies in the range said
-    one block before (at 80 % per end, most of the time), and the range narrows."""
+    one block before (at 80 % per end, most of the time), and the range narrows. (+5 %
+    at 15 % noise: +2 % would need more blocks than the last planned look, stuck.)"""
     rng = random.Random(7)
     runs = []
     inside = widths = 0
@@ -160,7 +161,7 @@ def test_the_forecast_settles_as_blocks_add_up() -> None:
     for blocks in range(1, 41):
         runs += [
             stored(
-                a, 2.0 * (1.02 if a == "other" else 1.0) * rng.lognormvariate(0, 0.15), rep=blocks
+                a, 2.0 * (1.05 if a == "other" else 1.0) * rng.lognormvariate(0, 0.15), rep=blocks
             )
             for a in ("glibc", "other")
         ]

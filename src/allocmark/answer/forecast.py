@@ -305,9 +305,11 @@ def blocks_to_decide(
     its blocks keep the spread they show: the fewest n whose interval half-width (the
     few-block test's, at r's share of alpha) plus the power term is below what decides
     r: |log r| to exclude 1, or log(1+margin) - |log r| to lie within the margin,
-    whichever is larger. None without a paired spread (fewer than two blocks, Welch)
-    or beyond MOST_BLOCKS (a difference that sits on the margin). `scale` multiplies
-    the observed spread and `target` replaces what decides r (block_range's ends)."""
+    whichever is larger; blocks added until decided, the first planned look after r's
+    blocks that would. None without a paired spread (fewer than two blocks, Welch)
+    or beyond MOST_BLOCKS or the last look (a difference that sits on the margin).
+    `scale` multiplies the observed spread and `target` replaces what decides r
+    (block_range's ends)."""
     if not r.paired or r.df <= 0 or math.isnan(r.se):
         return None
     n = int(r.df) + 1
@@ -316,15 +318,15 @@ def blocks_to_decide(
         effect = abs(math.log(r.value)) if r.value > 0 else math.inf
         target = max(effect, math.log1p(margin) - effect)
 
-    looked = r.sequential and looks.plain(r.logs)  # decided at the planned looks only
-
-    def enough(k: int) -> bool:
-        if looked:  # the blocks a verdict reads are those of the last look reached
-            k = (looks.looks_in(k) or (1,))[-1]
+    def enough(k: int, looked: bool = False) -> bool:
         return (_few_quantile(k, r.alpha, r.sequential, looked) + POWER_Z) * sd / math.sqrt(
             k
         ) <= target
 
+    if r.sequential and looks.plain(r.logs):
+        # Read at the planned looks only (stats.looks): the first after these blocks
+        # that would do; none past the last look.
+        return next((k for k in looks.LOOKS if k > n and enough(k, True)), None)
     low, high = max(n, fewblock.MIN_BLOCKS), max(n, fewblock.MIN_BLOCKS)
     while not enough(high):  # doubling, then bisection: the half-width falls with k
         if high >= MOST_BLOCKS:

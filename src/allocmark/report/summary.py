@@ -96,8 +96,9 @@ def value(report: Report) -> Summary:
         speedup=comp.speedup,
         geomean={m: dict(by) for m, by in comp.geomean.items() if m in comp.metrics},
         margin=comp.margin,
-        # How the ratios' intervals were made (docs/statistics.md); a row's final_look:
-        # its budget ended it undecided, and the exact test at alpha/2 narrowed it.
+        # How the ratios' intervals were made (docs/statistics.md: "anytime-valid" holds
+        # at any stop, the planned looks' or the sequences'); a row's final_look: its
+        # budget ended it undecided, and the exact test narrowed its tied ratios.
         interval=("anytime-valid" if comp.sequential else "signed-rank")
         if comp.paired
         else "welch",

@@ -23,8 +23,10 @@ Confirm = Callable[[str], bool]  # asks the user a yes/no question (False: canno
 @dataclass
 class Stretch:
     """A default budget (Precision.stretch) grown, once, to reach the first verdict the
-    forecast says is possible, while no ratio is decided yet: to `FAR_S` in all without
-    a word more than a note; beyond, only when `yes` or `confirm` accepts. An explicit
+    forecast says is possible, while no ratio is decided yet: without a word more than a
+    note to `FAR_S` in all, or to FAR_FACTOR × the planned blocks' time where that is
+    more (a program of seconds under six allocators: its second look, 6 blocks, when 4
+    take 4.4 min); beyond, only when `yes` or `confirm` accepts. An explicit
     budget (--budget, a suite's `budget`) is never changed. A note says each stretch."""
 
     yes: bool = False
@@ -49,7 +51,8 @@ class Stretch:
         new = forecast.budget_seconds(wanted)
         given = budget if campaign.budget_given_s is None else campaign.budget_given_s
         at = f"the first verdict is expected at {fc.first_verdict_blocks()} blocks"
-        if new > FAR_S and not self.yes:
+        far = max(FAR_S, FAR_FACTOR * fc.planned * fc.block_s)
+        if new > far and not self.yes:
             question = (
                 f"The default budget ({units.duration(given)}) ends before any "
                 f"verdict: {at}, about {units.duration(fc.spent_s + need)} in all. "
@@ -62,7 +65,7 @@ class Stretch:
                     f"the default budget ({units.duration(given)}) ends "
                     f"before any verdict: {at}, about "
                     f"{units.duration(fc.spent_s + need)} in all; kept (far: more "
-                    f"than {units.duration(FAR_S)}): --yes stretches it, or --budget "
+                    f"than {units.duration(far)}): --yes stretches it, or --budget "
                     f"{forecast.budget_text(new)} sets it",
                 )
                 return [kept], campaign
@@ -75,7 +78,8 @@ class Stretch:
 
 
 STRETCH_SLACK = 1.25
-FAR_S = 300.0  # a stretch beyond this campaign time is asked first (or --yes)
+FAR_S = 300.0  # a stretch beyond this campaign time is asked first (or --yes) ...
+FAR_FACTOR = 2.0  # ... unless within this many times the planned blocks' time
 
 
 def foresee(

@@ -7,7 +7,8 @@ a cell), ratios.py (two allocators' ratio and its interval, paired by block or n
 families.py (ratios judged as one family: Holm), verdicts.py (the four words),
 signedrank.py (the exact signed-rank test), sequential.py (the anytime-valid betting
 interval), student.py and fewblock.py (Student's interval and the Bayes-factor
-confidence sequence of few blocks), batch.py (the same, vectorised over many rows).
+confidence sequence of few blocks), looks.py (the planned looks' group-sequential t
+test of blocks added until decided), batch.py (the same, vectorised over many rows).
 Of the rest it uses numpy and scipy only.
 
 May import: nothing.
