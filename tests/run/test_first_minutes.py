@@ -64,8 +64,13 @@ def test_an_explicit_budget_is_kept_as_given(tmp_path: Path) -> None:
     assert how.budget_s == 6.0 and how.budget_given_s is None
 
 
-def far(spent: float = 20.0, need: float = 1000.0, undecided: int = 2) -> forecast.Forecast:
-    wait = forecast.Wait(blocks=40, seconds=need * 2, first_blocks=20, first_seconds=need)
+def far(
+    spent: float = 20.0, need: float = 1000.0, undecided: int = 2, decided: int = 0
+) -> forecast.Forecast:
+    """Two peak RSS ratios, `decided` of them decided, and their wait."""
+    wait = forecast.Wait(
+        blocks=40, seconds=need * 2, first_blocks=20, first_seconds=need, decided=decided
+    )
     return forecast.Forecast(
         blocks=2,
         block_s=50.0,
@@ -109,7 +114,8 @@ def _again(tmp_path: Path) -> tuple[Store, int, CampaignPlan]:
 
 
 def test_no_stretch_once_a_ratio_is_decided_or_when_the_budget_reaches(tmp_path: Path) -> None:
-    assert stretch_of(tmp_path / "1", far(undecided=1), rounds.Stretch(yes=True)) == ([], 120.0)
+    decided = far(undecided=1, decided=1)
+    assert stretch_of(tmp_path / "1", decided, rounds.Stretch(yes=True)) == ([], 120.0)
     planned = dataclasses.replace(far(), planned=20)  # the planned blocks reach it anyway
     assert stretch_of(tmp_path / "3", planned, rounds.Stretch(yes=True)) == ([], 120.0)
     near = far(spent=20.0, need=60.0)  # 20 + 1.25 * 60 = 95 s: within 120 s
@@ -117,6 +123,18 @@ def test_no_stretch_once_a_ratio_is_decided_or_when_the_budget_reaches(tmp_path:
     assert near.first_verdict_blocks() == 20
     unknown = dataclasses.replace(near, waits={}, blocks=1)  # one block: no noise seen
     assert unknown.first_verdict_s() == (fewblock.MIN_BLOCKS - 1) * 50.0
+
+
+def test_speed_without_a_verdict_stretches_though_peak_rss_has_one(tmp_path: Path) -> None:
+    """A program of seconds under six allocators: peak RSS decided at 4 blocks, speed
+    not (its clearest ratio needs 6, the next look): the default budget still stretches
+    for speed, the axis a user asks "which is faster" of."""
+    fc = far(undecided=3, decided=1)
+    speed = forecast.Wait(blocks=9, seconds=600.0, first_blocks=6, first_seconds=300.0)
+    fc = dataclasses.replace(fc, ratios=4, waits={**fc.waits, "speed": speed})
+    assert fc.first_verdict_blocks() == 6 and fc.first_verdict_s() == 300.0
+    notes, budget = stretch_of(tmp_path, fc, rounds.Stretch(yes=True))
+    assert budget > 120.0 and "expected at 6 blocks" in notes[0].text
 
 
 def test_a_campaign_plans_the_blocks_a_verdict_needs() -> None:

@@ -10,28 +10,37 @@ import pytest
 
 from allocmark import stats, units
 from allocmark.model import AllocatorSpec, Git, GitBuild
-from allocmark.stats import fewblock
+from allocmark.stats import fewblock, looks
 from allocmark.verbs import bisect, bisect_budget as budget, bisect_step
 
 
-def test_blocks_for_is_the_first_count_whose_interval_clears_zero() -> None:
+def _half(n: int, sd: float, alpha: float) -> float:
+    """The planned looks' half-width at look n (stats.looks), as the bisect's test."""
+    return looks.critical(n, alpha) * sd / math.sqrt(n)
+
+
+def test_blocks_for_is_the_first_look_whose_interval_clears_zero() -> None:
     sd, alpha = 0.15, 0.05 * 0.9 / 7
     n = budget.blocks_for(math.log(1.10), sd, alpha)
-    assert n is not None
-    half = [fewblock.t_star(k, alpha / stats.SPLIT) * sd / math.sqrt(k) for k in (n - 1, n)]
-    assert half[0] >= math.log(1.10) > half[1]
+    assert n is not None and n in looks.LOOKS
+    before = looks.LOOKS[looks.LOOKS.index(n) - 1]
+    assert _half(before, sd, alpha) >= math.log(1.10) > _half(n, sd, alpha)
     smaller = budget.blocks_for(math.log(1.05), sd, alpha)
     assert smaller is not None and smaller > 3 * n  # half the change: about 4× the blocks
     assert budget.blocks_for(0.0, sd, alpha) is None
-    assert budget.blocks_for(1e-9, sd, alpha) is None  # past MOST_BLOCKS
+    assert budget.blocks_for(1e-9, sd, alpha) is None  # past the last look
+    # log ratios that tie (a peak RSS in pages): the Bayes-factor sequence's share
+    tied = budget.blocks_for(math.log(1.10), sd, alpha, plain=False)
+    assert tied is not None
+    half = [fewblock.t_star(k, alpha / stats.SPLIT) * sd / math.sqrt(k) for k in (tied - 1, tied)]
+    assert half[0] >= math.log(1.10) > half[1]
 
 
 def test_blocks_for_with_a_margin_counts_the_blocks_to_decide_the_same() -> None:
     sd, alpha, margin = 0.15, 0.006, math.log1p(0.03)
     same = budget.blocks_for(0.0, sd, alpha, margin)
     assert same is not None
-    half = fewblock.t_star(same, alpha / stats.SPLIT) * sd / math.sqrt(same)
-    assert half < margin
+    assert _half(same, sd, alpha) < margin
     assert budget.blocks_for(0.01, sd, alpha, margin) > same  # type: ignore[operator]
 
 

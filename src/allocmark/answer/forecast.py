@@ -45,6 +45,7 @@ class Wait:
     high: int = 0
     sd: float = math.nan  # the median spread of a block's log ratio, its open ratios
     small: int | None = None  # blocks in all a SMALL change would need at that spread
+    decided: int = 0  # its ratios already decided (the default budget stretches for none)
 
 
 @dataclass(frozen=True)
@@ -154,19 +155,26 @@ class Forecast:
             low, high = min(low, max(0.0, self.left_s)), min(high, max(0.0, self.left_s))
         return low, high
 
+    def _first(self) -> list[Wait]:
+        """The axes (noise known) none of whose ratios is decided yet."""
+        return [w for w in self.waits.values() if not w.decided]
+
     def first_verdict_blocks(self) -> int:
-        """The blocks at which the first verdict is likely: the clearest ratio's (noise
-        known), else the first at which one is possible."""
-        known = [w.first_blocks for w in self.waits.values()]
+        """The blocks at which the first verdict of an axis still without one is likely:
+        its clearest ratio's (noise known), else the first at which one is possible."""
+        known = [w.first_blocks for w in self._first()]
         return max(self.first_at, min(known, default=self.first_at))
 
     def first_verdict_s(self) -> float | None:
-        """Seconds more until the first verdict is likely (first_verdict_blocks); None
-        once a ratio is decided, or when nothing is undecided that blocks could help."""
-        if self.undecided < self.ratios or not self.block_s:
+        """Seconds more until the first verdict of an axis without one (speed, when peak
+        RSS decided at once) is likely (first_verdict_blocks); None once every axis has
+        one, or when nothing is undecided that blocks could help."""
+        if not self.undecided or not self.block_s:
             return None
         if self.waits:
-            return min(w.first_seconds for w in self.waits.values())
+            return min((w.first_seconds for w in self._first()), default=None)
+        if self.undecided < self.ratios:
+            return None
         return max(0, self.first_at - self.blocks) * self.block_s
 
     def warning(self) -> str | None:
@@ -389,6 +397,7 @@ def of(
     fewest: int | None = None
     most = 0
     tallies = {axis: _Tally() for axis in AXES}
+    decided = dict.fromkeys(AXES, 0)
     question = plan.precision.question if plan.precision else "baseline"
     found = releases.changes(comp) if question == "releases" else []
     wanted = releases.open_versions(comp, found).versions if question == "releases" else None
@@ -404,6 +413,8 @@ def of(
         ]
         # a ratio without runs to judge (every run failed) is not decided either
         undecided += len(open_) + sum(r is None for _, r in judged)
+        for axis, r in judged:
+            decided[axis] += r is not None and all(r is not o for _, o in open_)
         runs = wanted.get(row.label, frozenset()) if wanted is not None else None
         if not open_ and not runs:  # release to release: a block may still give a ratio
             continue
@@ -430,6 +441,7 @@ def of(
             min(t.low, t.blocks),
             max(t.high, t.blocks),
             *_spread(t),
+            decided[a],
         )
         for a, t in tallies.items()
         if t.known and t.blocks

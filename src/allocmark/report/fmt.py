@@ -216,12 +216,14 @@ MEANS = (
 def legend(comp: Comparison, values: str = MEDIANS) -> str:
     exact = (
         "its anytime-valid 95% interval, valid at whichever block the campaign "
-        "stopped, as blocks were added until decided: where these meet, a confidence "
+        "stopped, as blocks were added until decided: Student's t at the planned looks "
+        "(4, 6, 9, 13, ... blocks; normal noise), each held to the level that keeps all "
+        "of them at 5% (Pocock's group-sequential test); where a workload's log ratios "
+        "tie (a metric counted in steps), where these meet instead: a confidence "
         "sequence by betting on the blocks' signs and sizes, and the Bayes-factor "
-        "sequence of Student's t (normal noise; from 4 blocks), each at 5%/3; a workload "
-        "the budget left undecided is narrowed by the exact signed-rank interval at "
-        "5%/3 at its last block. A plain difference is decided at 4 blocks, no verdict "
-        "comes before"
+        "sequence of Student's t, each at 5%/3, and at the last block of a workload the "
+        "budget left undecided the exact signed-rank interval at 5%/3. A plain "
+        "difference is decided at 4 blocks, no verdict comes before"
         if comp.sequential
         else "its 95% interval: where the exact signed-rank interval over blocks (inverted) "
         "and Student's t interval (normal noise; from 4 blocks) meet, each at "

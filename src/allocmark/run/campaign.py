@@ -170,14 +170,10 @@ class _Loop:
         store, cid = self.store, self.cid
         comp = stored.comparison(store, cid)  # one analysis a round
         more, undecided, ratios = more_runs(store, cid, self.campaign, comp)
-        # Nothing decided yet: the default budget may be what stands in the way.
+        # An axis with nothing decided yet (speed, when peak RSS decided at once): the
+        # default budget may be what stands in the way.
         precision = self.campaign.precision
-        if (
-            undecided == ratios > 0
-            and precision
-            and precision.stretch
-            and not self.stretch.declined
-        ):
+        if undecided > 0 and precision and precision.stretch and not self.stretch.declined:
             fc = foresee(store, cid, self.campaign, comp)
             notes, self.campaign = self.stretch.apply(store, cid, self.campaign, fc)
             if notes:

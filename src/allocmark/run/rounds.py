@@ -23,7 +23,8 @@ Confirm = Callable[[str], bool]  # asks the user a yes/no question (False: canno
 @dataclass
 class Stretch:
     """A default budget (Precision.stretch) grown, once, to reach the first verdict the
-    forecast says is possible, while no ratio is decided yet: without a word more than a
+    forecast says is possible, while an axis (speed, peak RSS) has no ratio decided yet
+    (speed, when peak RSS decided at once): without a word more than a
     note to `FAR_S` in all, or to FAR_FACTOR × the planned blocks' time where that is
     more (a program of seconds under six allocators: its second look, 6 blocks, when 4
     take 4.4 min); beyond, only when `yes` or `confirm` accepts. An explicit

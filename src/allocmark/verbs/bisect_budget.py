@@ -12,11 +12,12 @@ A decision undecided at its deadline goes on when the blocks its estimate needs,
 forecast of the decisions after it, fit in what the budget has left (it borrows from
 their shares); the default budget (DEFAULT_BUDGET_S) stretches to fit them, up to
 STRETCH_MOST_S, when the data say a small change needs more. A budget the user gave
-never stretches. The intervals are anytime-valid (fewblock.py),
-so where a decision stops never changes its level.
+never stretches. The intervals hold at any stop (stats.looks, the planned looks'
+repeated intervals), so where a decision stops never changes its level.
 
-Forecast (`blocks_for`): the fewest blocks n whose Bayes-factor interval, at a mean
-log ratio d and a spread sd, would exclude 0 — fewblock.t_star(n) · sd / √n < |d|.
+Forecast (`blocks_for`): the first planned look n whose interval, at a mean log ratio
+d and a spread sd, would exclude 0 — looks.critical(n) · sd / √n < |d| — or lie
+within the margin: the rule forecast.blocks_to_decide applies, without its power term.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from allocmark import stats, units
-from allocmark.stats import fewblock
+from allocmark.stats import fewblock, looks
 
 DEFAULT_BUDGET_S = 600.0
 STRETCH_MOST_S = 1800.0  # the default budget stretches to at most this
@@ -43,18 +44,26 @@ def steps_left(lo: int, hi: int) -> int:
     return math.ceil(math.log2(hi - lo)) if hi - lo > 1 else 0
 
 
-def blocks_for(effect: float, sd: float, alpha: float, margin: float = 0.0) -> int | None:
+def blocks_for(
+    effect: float, sd: float, alpha: float, margin: float = 0.0, plain: bool = True
+) -> int | None:
     """The fewest blocks that decide a mean log ratio `effect` at a spread `sd` at
-    level alpha (the share of a two-sided interval, as _verdict's): the interval clear
-    of 0, or (a `margin`, in logs) wholly within ±margin. None: none up to MOST_BLOCKS."""
+    level alpha (a two-sided interval, as _verdict's): the interval clear of 0, or (a
+    `margin`, in logs) wholly within ±margin. `plain`: log ratios that do not tie
+    (looks.plain), read at the planned looks; else the Bayes-factor sequence's share.
+    None: none up to the last look, or MOST_BLOCKS."""
     if math.isnan(sd) or (effect == 0 and abs(effect) >= margin):
         return None
-    share = alpha / stats.SPLIT
 
     def decides(n: int) -> bool:
-        half = fewblock.t_star(n, share) * sd / math.sqrt(n)
+        if plain:
+            half = looks.critical(n, alpha) * max(sd, looks.FLOOR) / math.sqrt(n)
+        else:
+            half = fewblock.t_star(n, alpha / stats.SPLIT) * sd / math.sqrt(n)
         return half < abs(effect) or half < margin - abs(effect)
 
+    if plain:
+        return next((n for n in looks.LOOKS if decides(n)), None)
     if not decides(MOST_BLOCKS):
         return None
     low, high = fewblock.MIN_BLOCKS - 1, MOST_BLOCKS  # t*(n)/√n falls with n
@@ -62,6 +71,11 @@ def blocks_for(effect: float, sd: float, alpha: float, margin: float = 0.0) -> i
         mid = (low + high) // 2
         low, high = (low, mid) if decides(mid) else (mid, high)
     return high
+
+
+def most_blocks(plain: bool) -> int:
+    """The most blocks a forecast may name (blocks_for's None beyond)."""
+    return looks.LOOKS[-1] if plain else MOST_BLOCKS
 
 
 def spread(logs: Sequence[float]) -> float:
@@ -163,8 +177,9 @@ def rest_s(
     (inf: at this noise no number of blocks decides them)."""
     sd, _ = step_noise(start, steps)
     d = effect(start, steps)
-    step = blocks_for(d, sd, alpha) if left else 0
-    pair = blocks_for(d, start.sd, alpha) if confirm else 0
+    plain = looks.plain(start.logs)
+    step = blocks_for(d, sd, alpha, plain=plain) if left else 0
+    pair = blocks_for(d, start.sd, alpha, plain=plain) if confirm else 0
     if step is None or pair is None:
         return math.inf
     return left * step * step_block_s(start, steps) + pair * start.block_s
@@ -174,7 +189,7 @@ def outlook(
     number: int, start: Measured, steps: Sequence[Measured], alpha: float, share_s: float
 ) -> Outlook:
     sd, measured = step_noise(start, steps)
-    blocks = blocks_for(effect(start, steps), sd, alpha)
+    blocks = blocks_for(effect(start, steps), sd, alpha, plain=looks.plain(start.logs))
     seconds = blocks * step_block_s(start, steps) if blocks is not None else math.inf
     return Outlook(number, blocks, seconds, share_s, sd, measured)
 
@@ -188,8 +203,9 @@ def noise_text(start: Measured, alpha: float) -> str:
     """The noise the start measured and what it means here: the blocks (and time) a
     SMALL change would need, and those of this change."""
     sd = start.sd
-    small = blocks_for(math.log1p(SMALL), sd, alpha)
-    this = blocks_for(start.mean, sd, alpha)
+    plain = looks.plain(start.logs)
+    small = blocks_for(math.log1p(SMALL), sd, alpha, plain=plain)
+    this = blocks_for(start.mean, sd, alpha, plain=plain)
     said = (
         f"a {SMALL:.0%} change needs about {small} blocks ({minutes(small * start.block_s)})"
         if small is not None

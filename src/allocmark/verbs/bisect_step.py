@@ -20,7 +20,7 @@ from allocmark.errors import UserError
 from allocmark.model import AllocatorSpec, GitBuild, Prepared, RunSpec, Verified
 from allocmark.request import Note, Request
 from allocmark.run import campaign, runas, start
-from allocmark.stats import fewblock
+from allocmark.stats import fewblock, looks
 from allocmark.store import Store
 from allocmark.verbs import bisect_budget as budget
 
@@ -224,7 +224,7 @@ def _measured(values: list[list[float]], ticks: list[float], spent: float) -> bu
 def needed_s(m: budget.Measured, alpha: float, share: Share) -> tuple[float, float]:
     """Seconds from now this decision's estimate needs, and those the decisions after
     it need (inf: at this estimate no number of blocks decides it)."""
-    n = budget.blocks_for(m.mean, m.sd, alpha)
+    n = budget.blocks_for(m.mean, m.sd, alpha, plain=looks.plain(m.logs))
     if n is None:
         return math.inf, math.inf
     this = max(n - len(m.logs), 1) * m.block_s
@@ -238,12 +238,14 @@ def what_more(m: budget.Measured, alpha: float, share: Share, clock: budget.Cloc
     if len(m.logs) < 2:
         return "too few blocks completed to say what more would do"
     margin = math.log1p(stats.DEFAULT_MARGIN) if share.start is None and share.confirm else 0.0
-    n = budget.blocks_for(m.mean, m.sd, alpha, margin)
+    plain = looks.plain(m.logs)
+    n = budget.blocks_for(m.mean, m.sd, alpha, margin, plain)
     if n is None:
-        return f"no number of blocks up to {budget.MOST_BLOCKS:,} would decide it at this estimate"
+        most = budget.most_blocks(plain)
+        return f"no number of blocks up to {most:,} would decide it at this estimate"
     this = max(n - len(m.logs), 0) * m.block_s
     text = f"at this estimate about {n} blocks would decide it (about {budget.minutes(this)} more)"
-    differ = budget.blocks_for(m.mean, m.sd, alpha)
+    differ = budget.blocks_for(m.mean, m.sd, alpha, plain=plain)
     if differ is None or differ > n:  # decided the same, the bisect would end there
         return text
     total = clock.elapsed() + sum(needed_s(m, alpha, share))
