@@ -171,7 +171,7 @@ def test_an_undecided_decision_says_the_blocks_and_the_budget_that_would_decide_
     quiet = bisect_step.what_more(same, 0.006, share, clock)  # the same within ±3 % is near
     assert quiet.startswith("at this estimate about ") and "--budget" not in quiet
     flat = budget.Measured((0.0,) * 50, 0.2)
-    assert "no number of blocks up to 1,000,000" in bisect_step.what_more(
+    assert "no number of blocks up to 100,000" in bisect_step.what_more(
         flat, 0.006, bisect_step.Share(budget.STEP_WEIGHT, 1.0, start=start), clock
     )
     assert "too few blocks" in bisect_step.what_more(

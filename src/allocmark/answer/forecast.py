@@ -303,7 +303,7 @@ def spread_range(df: float) -> tuple[float, float]:
 
 
 POWER_Z = 0.8416  # the standard normal's 80 % quantile: "likely" in a forecast
-MOST_BLOCKS = 100_000  # beyond this a forecast says "not within reach"
+MOST_BLOCKS = stats.MOST_BLOCKS  # beyond this a forecast says "not within reach"
 
 
 def blocks_to_decide(
@@ -326,15 +326,14 @@ def blocks_to_decide(
         effect = abs(math.log(r.value)) if r.value > 0 else math.inf
         target = max(effect, math.log1p(margin) - effect)
 
-    def enough(k: int, looked: bool = False) -> bool:
-        return (_few_quantile(k, r.alpha, r.sequential, looked) + POWER_Z) * sd / math.sqrt(
-            k
-        ) <= target
+    if r.sequential:
+        # A plain ratio undecided at the look it has reached waits for the next.
+        plain = looks.plain(r.logs)
+        return stats.blocks_to_decide(sd, target, r.alpha, plain, n + plain, POWER_Z)
 
-    if r.sequential and looks.plain(r.logs):
-        # Read at the planned looks only (stats.looks): the first after these blocks
-        # that would do; none past the last look.
-        return next((k for k in looks.LOOKS if k > n and enough(k, True)), None)
+    def enough(k: int) -> bool:
+        return (_few_quantile(k, r.alpha) + POWER_Z) * sd / math.sqrt(k) <= target
+
     low, high = max(n, fewblock.MIN_BLOCKS), max(n, fewblock.MIN_BLOCKS)
     while not enough(high):  # doubling, then bisection: the half-width falls with k
         if high >= MOST_BLOCKS:
@@ -346,13 +345,8 @@ def blocks_to_decide(
     return high
 
 
-def _few_quantile(n: int, alpha: float, sequential: bool, looked: bool = False) -> float:
-    """The few-block test's multiple of s/√n at n blocks and its share of alpha;
-    `looked`: at a planned look (looks.py), with all of alpha."""
-    if looked:
-        return looks.critical(n, alpha) if n >= looks.LOOKS[0] else math.inf
-    if sequential:
-        return fewblock.t_star(n, alpha / stats.SPLIT)
+def _few_quantile(n: int, alpha: float) -> float:
+    """A fixed number of blocks: Student's multiple of s/√n at its share of alpha."""
     if n < fewblock.MIN_BLOCKS:
         return math.inf
     return student.quantile(n - 1, 1 - alpha / stats.FIXED_SHARES / 2)

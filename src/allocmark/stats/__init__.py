@@ -21,9 +21,11 @@ from __future__ import annotations
 from allocmark.stats.families import at_alpha, holm
 from allocmark.stats.ratios import (
     FIXED_SHARES,
+    MOST_BLOCKS,
     SPLIT,
     UNBOUNDED_SPAN,
     Ratio,
+    blocks_to_decide,
     bounded,
     inv,
     inverted,
@@ -53,6 +55,7 @@ __all__ = [
     "FIXED_SHARES",
     "LEVEL",
     "MAD_LIMIT",
+    "MOST_BLOCKS",
     "SPLIT",
     "UNBOUNDED_SPAN",
     "VECTOR_MIN",
@@ -61,6 +64,7 @@ __all__ = [
     "Summary",
     "Verdict",
     "at_alpha",
+    "blocks_to_decide",
     "bounded",
     "geomean",
     "holm",

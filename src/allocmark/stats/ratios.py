@@ -182,6 +182,40 @@ def paired_bounds(
     return bounds
 
 
+MOST_BLOCKS = 100_000  # a forecast past this (or past the last look) is out of reach
+
+
+def blocks_to_decide(
+    sd: float, target: float, alpha: float, plain: bool, at_least: int, power: float = 0.0
+) -> int | None:
+    """The one rule for how many blocks decide a ratio whose blocks are added until
+    decided: the fewest n >= at_least whose half-width at level alpha, plus `power`
+    (a normal quantile, for "likely"), times sd / √n is at most `target` (a log
+    distance). `plain` (log ratios that do not tie, looks.plain): n is a planned look
+    and its half-width the looks' critical t; else the Bayes-factor sequence's at its
+    share alpha/SPLIT. None past the last look, or past MOST_BLOCKS."""
+    from allocmark.stats import fewblock, looks
+
+    def enough(n: int) -> bool:
+        if plain:
+            q = looks.critical(n, alpha)
+        else:
+            q = fewblock.t_star(n, alpha / SPLIT)
+        return (q + power) * sd / math.sqrt(n) <= target
+
+    if plain:
+        return next((n for n in looks.LOOKS if n >= at_least and enough(n)), None)
+    low = high = max(at_least, fewblock.MIN_BLOCKS)
+    while not enough(high):  # doubling, then bisection: the half-width falls with n
+        if high >= MOST_BLOCKS:
+            return None
+        low, high = high, min(2 * high, MOST_BLOCKS)
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid + 1, high)
+    return high
+
+
 def _meet(first: tuple[float, float], other: tuple[float, float]) -> tuple[float, float]:
     """Two intervals intersected; `first` alone when they do not meet."""
     low, high = max(first[0], other[0]), min(first[1], other[1])

@@ -15,9 +15,10 @@ STRETCH_MOST_S, when the data say a small change needs more. A budget the user g
 never stretches. The intervals hold at any stop (stats.looks, the planned looks'
 repeated intervals), so where a decision stops never changes its level.
 
-Forecast (`blocks_for`): the first planned look n whose interval, at a mean log ratio
+Forecast (`blocks_for`): stats.blocks_to_decide, the rule every forecast applies,
+without its power term: the first planned look n whose interval, at a mean log ratio
 d and a spread sd, would exclude 0 — looks.critical(n) · sd / √n < |d| — or lie
-within the margin: the rule forecast.blocks_to_decide applies, without its power term.
+within the margin.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ DEFAULT_BUDGET_S = 600.0
 STRETCH_MOST_S = 1800.0  # the default budget stretches to at most this
 STEP_WEIGHT = 4.5  # a step's cost in starts: 3 × the blocks, 3/2 × the runs a block
 CONFIRM_WEIGHT = 1.0  # the culprit against its parent: a pair, as the start
-MOST_BLOCKS = 1_000_000
 SMALL = 0.05  # the change the forecast quotes beside this bisect's own
 
 
@@ -51,31 +51,17 @@ def blocks_for(
     level alpha (a two-sided interval, as _verdict's): the interval clear of 0, or (a
     `margin`, in logs) wholly within ±margin. `plain`: log ratios that do not tie
     (looks.plain), read at the planned looks; else the Bayes-factor sequence's share.
-    None: none up to the last look, or MOST_BLOCKS."""
+    None: none up to the last look, or stats.MOST_BLOCKS."""
     if math.isnan(sd) or (effect == 0 and abs(effect) >= margin):
         return None
-
-    def decides(n: int) -> bool:
-        if plain:
-            half = looks.critical(n, alpha) * max(sd, looks.FLOOR) / math.sqrt(n)
-        else:
-            half = fewblock.t_star(n, alpha / stats.SPLIT) * sd / math.sqrt(n)
-        return half < abs(effect) or half < margin - abs(effect)
-
-    if plain:
-        return next((n for n in looks.LOOKS if decides(n)), None)
-    if not decides(MOST_BLOCKS):
-        return None
-    low, high = fewblock.MIN_BLOCKS - 1, MOST_BLOCKS  # t*(n)/√n falls with n
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if decides(mid) else (mid, high)
-    return high
+    target = max(abs(effect), margin - abs(effect))
+    sd = max(sd, looks.FLOOR) if plain else sd
+    return stats.blocks_to_decide(sd, target, alpha, plain, 0)
 
 
 def most_blocks(plain: bool) -> int:
     """The most blocks a forecast may name (blocks_for's None beyond)."""
-    return looks.LOOKS[-1] if plain else MOST_BLOCKS
+    return looks.LOOKS[-1] if plain else stats.MOST_BLOCKS
 
 
 def spread(logs: Sequence[float]) -> float:
