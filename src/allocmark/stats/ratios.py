@@ -82,11 +82,27 @@ class Ratio:
 
     @property
     def detectable(self) -> float:
-        """The smallest relative difference this data would detect 80 % of the time
-        (two-sided t-test at alpha): exp((t(1-alpha/2) + t.80) * SE) - 1."""
+        """The smallest relative difference this data would detect 80 % of the time:
+        exp((q + t.80) * SE) - 1, q the multiple of SE the verdict's own test needs (a
+        two-sided t-test at alpha; blocks added until decided, the last planned look's
+        critical t, or the Bayes-factor sequence's t* where the log ratios tie)."""
         if self.df <= 0 or math.isnan(self.se):
             return math.inf
-        return math.exp((t_quantile(self.df, self.alpha) + t_power(self.df)) * self.se) - 1
+        return math.exp((self._multiple() + t_power(self.df)) * self.se) - 1
+
+    def _multiple(self) -> float:
+        """The |t| that decides these blocks at alpha (detectable's q)."""
+        from allocmark.stats import fewblock, looks
+
+        n = len(self.logs)
+        if self.sequential and n >= looks.LOOKS[0]:
+            if looks.plain(self.logs):
+                last = looks.looks_in(n)[-1]  # the SE of all n blocks stands in for its
+                return looks.critical(last, self.alpha)
+            star = fewblock.t_star(n, self.alpha / SPLIT)
+            if math.isfinite(star):
+                return star
+        return t_quantile(self.df, self.alpha)
 
 
 def inv(x: float) -> float:
