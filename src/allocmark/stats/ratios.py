@@ -213,10 +213,7 @@ def blocks_to_decide(
     from allocmark.stats import fewblock, looks
 
     def enough(n: int) -> bool:
-        if plain:
-            q = looks.critical(n, alpha)
-        else:
-            q = fewblock.t_star(n, alpha / SPLIT)
+        q = looks.critical(n, alpha) if plain else fewblock.t_star(n, alpha / SPLIT)
         return (q + power) * sd / math.sqrt(n) <= target
 
     if plain:

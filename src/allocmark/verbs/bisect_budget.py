@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from allocmark import stats, units
-from allocmark.stats import fewblock, looks
+from allocmark.stats import looks
 
 DEFAULT_BUDGET_S = 600.0
 STRETCH_MOST_S = 1800.0  # the default budget stretches to at most this
