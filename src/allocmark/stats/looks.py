@@ -19,7 +19,12 @@ LOOKS under that null has a distribution of its own, NULL, and P(alpha) is its
 alpha quantile. The repeated confidence interval at look n is mean ± t(1 - P/2) · s/√n;
 every look's interval holds at once with probability 1 - alpha, so the interval after
 n blocks is the intersection of those of the looks so far, and "same" (within the
-margin) may be said from it too. Blocks past the last look wait for the next one.
+margin) may be said from it too. Blocks past the last look wait for the next one,
+unless the budget ends the row there (`final`): its last block is then a look in
+place of the next planned one. That holds the level: the crossing chance of one look
+after the last reached grows with its distance from it, so a look sooner than the
+next planned one spends less than it would have; and where the budget ends is set by
+how long the blocks took, the same whichever allocator ran first, not by their signs.
 
 NULL is simulated, not the Brownian-motion recursion of the normal theory: with t
 at 3 degrees of freedom that recursion's level was 5.5 % for 5 % (200,000 A/A
@@ -134,9 +139,13 @@ def plain(logs: Sequence[float]) -> bool:
     return all(b - a > TIE for a, b in itertools.pairwise(ordered))
 
 
-def looks_in(n: int) -> tuple[int, ...]:
-    """The looks n blocks have reached."""
-    return LOOKS[: bisect.bisect_right(LOOKS, n)]
+def looks_in(n: int, final: bool = False) -> tuple[int, ...]:
+    """The looks n blocks have reached; `final`: the budget ended them at n, which is
+    then a look too (in place of the next planned one: module docstring)."""
+    reached = LOOKS[: bisect.bisect_right(LOOKS, n)]
+    if final and n >= LOOKS[0] and reached[-1] != n:
+        return (*reached, n)
+    return reached
 
 
 def next_look(n: int) -> int | None:
@@ -184,13 +193,14 @@ def _moments(logs: Sequence[float], n: int) -> tuple[float, float]:
     return mean, max(sd, FLOOR)
 
 
-def interval(logs: Sequence[float], alpha: float) -> tuple[float, float]:
+def interval(logs: Sequence[float], alpha: float, final: bool = False) -> tuple[float, float]:
     """The 1 - alpha repeated confidence interval of the logs' mean after all of them:
-    every look's interval intersected; (-inf, inf) before the first look. Looks whose
-    intervals do not meet (an error rarer than alpha) leave the last."""
+    every look's interval intersected (`final`: the last block one, looks_in);
+    (-inf, inf) before the first look. Looks whose intervals do not meet (an error
+    rarer than alpha) leave the last."""
     low, high = -math.inf, math.inf
     last = (low, high)
-    for n in looks_in(len(logs)):
+    for n in looks_in(len(logs), final):
         mean, sd = _moments(logs, n)
         half = critical(n, alpha) * sd / math.sqrt(n)
         last = (mean - half, mean + half)
@@ -198,12 +208,12 @@ def interval(logs: Sequence[float], alpha: float) -> tuple[float, float]:
     return (low, high) if low <= high else last
 
 
-def p_value(logs: Sequence[float]) -> float:
+def p_value(logs: Sequence[float], final: bool = False) -> float:
     """The p of "the mean log ratio is 0": below alpha exactly when 0 is outside
-    interval(logs, alpha)."""
+    interval(logs, alpha, final)."""
     ps = [
         2 * student.tail(n - 1, mean * math.sqrt(n) / sd)
-        for n in looks_in(len(logs))
+        for n in looks_in(len(logs), final)
         for mean, sd in [_moments(logs, n)]
     ]
     return error(min(ps)) if ps else 1.0

@@ -52,7 +52,7 @@ class Ratio:
     alpha: float = ALPHA  # the interval is at 1 - alpha (smaller for a family of cells)
     logs: tuple[float, ...] = ()  # paired: the blocks' log ratios (an interval at another alpha)
     sequential: bool = False  # paired: blocks added by looking (looks.py, or anytime-valid)
-    final: bool = False  # sequential, at the block the budget ended: also the exact test (SPLIT)
+    final: bool = False  # sequential, at the block the budget ended: a last look there
 
     @property
     def significant(self) -> bool:
@@ -97,7 +97,7 @@ class Ratio:
         n = len(self.logs)
         if self.sequential and n >= looks.LOOKS[0]:
             if looks.plain(self.logs):
-                last = looks.looks_in(n)[-1]  # the SE of all n blocks stands in for its
+                last = looks.looks_in(n, self.final)[-1]  # all n blocks' SE stands in
                 return looks.critical(last, self.alpha)
             star = fewblock.t_star(n, self.alpha / SPLIT)
             if math.isfinite(star):
@@ -130,7 +130,8 @@ def paired_ratio(
     (`detectable`). `sequential`: blocks were added until the interval decided, so the
     interval is that of the planned looks (looks.py; blocks in the order they ran) or,
     where the log ratios tie, the anytime-valid ones; `final`: the budget ended these
-    blocks undecided, so the exact interval at alpha/SPLIT narrows the latter too.
+    blocks undecided, so their last block is a look (looks.looks_in) or, where they
+    tie, the exact interval at alpha/SPLIT narrows the sequences.
     None without a pair or with a value <= 0."""
     if len(a) != len(b):
         raise ValueError("paired_ratio needs one a and one b per block")
@@ -189,7 +190,7 @@ def paired_bounds(
     from allocmark.stats import looks, sequential as cs
 
     if looks.plain(logs):
-        return looks.interval(logs, alpha)
+        return looks.interval(logs, alpha, final)
     share = alpha / SPLIT
     bounds = _meet(cs.interval(logs, share), fewblock.sequence(logs, share))
     if final:
@@ -241,7 +242,7 @@ def _split_p(logs: Sequence[float], final: bool) -> float:
     from allocmark.stats import fewblock, looks, sequential as cs
 
     if looks.plain(logs):
-        return looks.p_value(logs)
+        return looks.p_value(logs, final)
     p = min(cs.p_value(logs), fewblock.sequence_p(logs))
     if final:
         p = min(p, signedrank.p_value(logs))
