@@ -329,7 +329,8 @@ def blocks_to_decide(
     if r.sequential:
         # A plain ratio undecided at the look it has reached waits for the next.
         plain = looks.plain(r.logs)
-        return stats.blocks_to_decide(sd, target, r.alpha, plain, n + plain, POWER_Z)
+        at_least = n + 1 if plain else n
+        return stats.blocks_to_decide(sd, target, r.alpha, plain, at_least, POWER_Z)
 
     def enough(k: int) -> bool:
         return (_few_quantile(k, r.alpha) + POWER_Z) * sd / math.sqrt(k) <= target

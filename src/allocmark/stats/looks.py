@@ -55,11 +55,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from allocmark.stats import student
+from allocmark.stats import fewblock, student
 
 # The looks: 4 blocks (fewblock.MIN_BLOCKS), then each about 1.5× the one before.
 LOOKS = (4, 6, 9, 13, 19, 28, 42, 63, 94, 141, 211, 316, 474, 711, 1066)
-FLOOR = 1e-4  # s never below 0.01 %, as fewblock.FLOOR
+FLOOR = fewblock.FLOOR  # s never below 0.01 % (equal log ratios), as the sequences'
 TIE = 1e-12  # log ratios closer than this tie (`plain`)
 
 # NULL: the distribution of the smallest Student p over LOOKS under the normal null,

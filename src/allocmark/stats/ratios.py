@@ -213,6 +213,9 @@ def blocks_to_decide(
     share alpha/SPLIT. None past the last look, or past MOST_BLOCKS."""
     from allocmark.stats import fewblock, looks
 
+    if plain:
+        sd = max(sd, looks.FLOOR)  # as the looks' own intervals floor it
+
     def enough(n: int) -> bool:
         q = looks.critical(n, alpha) if plain else fewblock.t_star(n, alpha / SPLIT)
         return (q + power) * sd / math.sqrt(n) <= target

@@ -55,7 +55,6 @@ def blocks_for(
     if math.isnan(sd) or (effect == 0 and abs(effect) >= margin):
         return None
     target = max(abs(effect), margin - abs(effect))
-    sd = max(sd, looks.FLOOR) if plain else sd
     return stats.blocks_to_decide(sd, target, alpha, plain, 0)
 
 
