@@ -15,18 +15,26 @@ far, Student's two-sided p of the mean log ratio (n - 1 degrees of freedom); the
 ratio differs from 1 at level alpha when the smallest of those p falls below a
 nominal level P(alpha), the same at every look. P is what makes the error over all
 looks alpha when the blocks' log ratios are independent normal: the smallest p over
-LOOKS under that null has a distribution of its own, NULL, and P(alpha) is its
+LOOKS under that null has a distribution of its own, SPENT, and P(alpha) is its
 alpha quantile. The repeated confidence interval at look n is mean ± t(1 - P/2) · s/√n;
 every look's interval holds at once with probability 1 - alpha, so the interval after
 n blocks is the intersection of those of the looks so far, and "same" (within the
-margin) may be said from it too. Blocks past the last look wait for the next one,
-unless the budget ends the row there (`final`): its last block is then a look in
-place of the next planned one. That holds the level: the crossing chance of one look
-after the last reached grows with its distance from it, so a look sooner than the
-next planned one spends less than it would have; and where the budget ends is set by
-how long the blocks took, the same whichever allocator ran first, not by their signs.
+margin) may be said from it too. Blocks past the last look wait for the next one.
 
-NULL is simulated, not the Brownian-motion recursion of the normal theory: with t
+The final look. Where the budget ends a row undecided (`final`), its last block is a
+look too, at the level the planned looks before it left unspent: alpha - spent(k, P),
+k the planned looks before it (`final_level`). The looks before it err with
+probability spent(k, P) and the final look with at most its level, so all of them
+together at most alpha (Bonferroni), whatever the final look's t shares with theirs.
+A row of 20-60 cheap, noisy blocks, which Pocock's constant level holds to about
+0.5 % at 5 %, is judged at its end at about 2 %: the power the planned looks give up
+for the looks it never reached. Where the budget ends is set by how long the blocks
+took, the same whichever allocator ran first, not by their signs; and a finished
+campaign adds no block after it (a row would have no level left to spend). Near
+the last looks, where less than P is left, the final look is held to P and stands in
+for the next planned one, which would have spent more.
+
+SPENT is simulated, not the Brownian-motion recursion of the normal theory: with t
 at 3 degrees of freedom that recursion's level was 5.5 % for 5 % (200,000 A/A
 sequences). The simulation is exact for normal noise: between two looks a segment
 of d blocks adds a sum ~ N(0, d) and squares about its own mean ~ chi²(d - 1),
@@ -51,7 +59,9 @@ import bisect
 import functools
 import itertools
 import math
+import tomllib
 from collections.abc import Sequence
+from importlib import resources
 
 import numpy as np
 
@@ -62,75 +72,22 @@ LOOKS = (4, 6, 9, 13, 19, 28, 42, 63, 94, 141, 211, 316, 474, 711, 1066)
 FLOOR = fewblock.FLOOR  # s never below 0.01 % (equal log ratios), as the sequences'
 TIE = 1e-12  # log ratios closer than this tie (`plain`)
 
-# NULL: the distribution of the smallest Student p over LOOKS under the normal null,
-# from null_min_p(20_000_000, seed=67) by `table` (2 min): log10 P(smallest p <= p) at
-# log10 p = NULL_FROM, NULL_FROM + NULL_STEP, ..., 0. Between two, interpolated
-# (log-log); below the first, Bonferroni over the looks (len(LOOKS) · p, above it).
+# SPENT: the error the first k looks spend under the normal null, for k = 1..len(LOOKS):
+# log10 P(the smallest Student p over LOOKS[:k] <= p) at log10 p = NULL_FROM,
+# NULL_FROM + NULL_STEP, ..., 0; from table(20_000_000, seed=67) (2 min), kept in
+# looks.toml. Between two, interpolated (log-log); a step below the first, Bonferroni
+# over the k looks (k · p, above it), and between, interpolated. Its last row is the
+# whole test's error (`error`), the others what a final look may spend (`final_level`).
 NULL_FROM, NULL_STEP = -6.1, 0.1
-NULL = (
-    -4.95468,
-    -4.84315,
-    -4.74473,
-    -4.65659,
-    -4.55517,
-    -4.46218,
-    -4.36251,
-    -4.26520,
-    -4.17198,
-    -4.07520,
-    -3.97326,
-    -3.86886,
-    -3.77211,
-    -3.66959,
-    -3.57065,
-    -3.47437,
-    -3.37546,
-    -3.28129,
-    -3.18585,
-    -3.08807,
-    -2.99198,
-    -2.89618,
-    -2.80071,
-    -2.70267,
-    -2.60788,
-    -2.51262,
-    -2.41852,
-    -2.32302,
-    -2.22718,
-    -2.13261,
-    -2.03856,
-    -1.94511,
-    -1.85163,
-    -1.75901,
-    -1.66673,
-    -1.57516,
-    -1.48312,
-    -1.39237,
-    -1.30236,
-    -1.21341,
-    -1.12488,
-    -1.03765,
-    -0.95132,
-    -0.86636,
-    -0.78267,
-    -0.70055,
-    -0.62014,
-    -0.54183,
-    -0.46580,
-    -0.39251,
-    -0.32261,
-    -0.25663,
-    -0.19561,
-    -0.14051,
-    -0.09278,
-    -0.05393,
-    -0.02555,
-    -0.00851,
-    -0.00143,
-    -0.00005,
-    -0.00000,
-    0.00000,
-)
+
+
+def _spent_table() -> tuple[tuple[float, ...], ...]:
+    text = resources.files("allocmark.stats").joinpath("looks.toml").read_text()
+    rows = tomllib.loads(text)["spent"]
+    return tuple(tuple(float(x) for x in row) for row in rows)
+
+
+SPENT = _spent_table()
 
 
 def plain(logs: Sequence[float]) -> bool:
@@ -139,13 +96,9 @@ def plain(logs: Sequence[float]) -> bool:
     return all(b - a > TIE for a, b in itertools.pairwise(ordered))
 
 
-def looks_in(n: int, final: bool = False) -> tuple[int, ...]:
-    """The looks n blocks have reached; `final`: the budget ended them at n, which is
-    then a look too (in place of the next planned one: module docstring)."""
-    reached = LOOKS[: bisect.bisect_right(LOOKS, n)]
-    if final and n >= LOOKS[0] and reached[-1] != n:
-        return (*reached, n)
-    return reached
+def looks_in(n: int) -> tuple[int, ...]:
+    """The planned looks n blocks have reached."""
+    return LOOKS[: bisect.bisect_right(LOOKS, n)]
 
 
 def next_look(n: int) -> int | None:
@@ -154,17 +107,29 @@ def next_look(n: int) -> int | None:
     return LOOKS[i] if i < len(LOOKS) else None
 
 
+def spent(k: int, p_min: float) -> float:
+    """The probability under the normal null that the smallest p over the first k looks
+    is at most p_min (0 for no look)."""
+    if p_min <= 0 or k <= 0:
+        return 0.0
+    if k == 1:
+        return min(1.0, p_min)  # one look: Student's p is exact
+    x = (math.log10(p_min) - NULL_FROM) / NULL_STEP
+    row = SPENT[k - 1]
+    if x < -1:
+        return k * p_min
+    if x < 0:  # towards Bonferroni a step below the grid: continuous, as levels need
+        bonferroni = math.log10(k) + NULL_FROM - NULL_STEP
+        return 10 ** (row[0] + (row[0] - bonferroni) * x)
+    i = min(int(x), len(row) - 2)
+    y = row[i] + (row[i + 1] - row[i]) * (x - i)
+    return min(1.0, 10**y)
+
+
 def error(p_min: float) -> float:
     """The probability under the normal null that the smallest p over LOOKS is at most
     p_min: the test's p for a sequence whose smallest p is p_min."""
-    if p_min <= 0:
-        return 0.0
-    x = (math.log10(p_min) - NULL_FROM) / NULL_STEP
-    if x < 0:
-        return min(1.0, len(LOOKS) * p_min)
-    i = min(int(x), len(NULL) - 2)
-    y = NULL[i] + (NULL[i + 1] - NULL[i]) * (x - i)
-    return min(1.0, 10**y)
+    return spent(len(LOOKS), p_min)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -180,9 +145,11 @@ def nominal(alpha: float) -> float:
 
 
 @functools.lru_cache(maxsize=8192)
-def critical(n: int, alpha: float) -> float:
-    """The |t| that decides at a look of n blocks at level alpha."""
-    return student.quantile(n - 1, 1 - nominal(alpha) / 2)
+def critical(n: int, alpha: float, final: bool = False) -> float:
+    """The |t| that decides at a look of n blocks at level alpha (`final`: a final look
+    there, at its own level: `levels`)."""
+    level = levels(n, alpha, True)[-1][1] if final and n >= LOOKS[0] else nominal(alpha)
+    return student.quantile(n - 1, 1 - level / 2)
 
 
 def _moments(logs: Sequence[float], n: int) -> tuple[float, float]:
@@ -193,16 +160,36 @@ def _moments(logs: Sequence[float], n: int) -> tuple[float, float]:
     return mean, max(sd, FLOOR)
 
 
+def final_level(k: int, alpha: float) -> float:
+    """The level of a final look after k planned looks at level alpha: what those looks
+    left unspent, alpha - spent(k, P(alpha)) (Bonferroni: the final look and the looks
+    before it err at most alpha together), or P(alpha) where that is more (near the
+    last looks: the final look then stands in for the next planned one)."""
+    p = nominal(alpha)
+    return max(p, alpha - spent(k, p))
+
+
+def levels(n: int, alpha: float, final: bool = False) -> tuple[tuple[int, float], ...]:
+    """The looks n blocks are judged at, with the p each is held to: the planned looks
+    reached at P(alpha); `final` (the budget ended the row at n): the planned looks
+    before n, and n at final_level."""
+    reached = looks_in(n)
+    if not final or n < LOOKS[0]:
+        return tuple((m, nominal(alpha)) for m in reached)
+    before = reached[:-1] if reached[-1] == n else reached
+    return (*((m, nominal(alpha)) for m in before), (n, final_level(len(before), alpha)))
+
+
 def interval(logs: Sequence[float], alpha: float, final: bool = False) -> tuple[float, float]:
     """The 1 - alpha repeated confidence interval of the logs' mean after all of them:
-    every look's interval intersected (`final`: the last block one, looks_in);
-    (-inf, inf) before the first look. Looks whose intervals do not meet (an error
-    rarer than alpha) leave the last."""
+    every look's interval intersected (`final`: the last block one, at its own level:
+    `levels`); (-inf, inf) before the first look. Looks whose intervals do not meet (an
+    error rarer than alpha) leave the last."""
     low, high = -math.inf, math.inf
     last = (low, high)
-    for n in looks_in(len(logs), final):
+    for n, level in levels(len(logs), alpha, final):
         mean, sd = _moments(logs, n)
-        half = critical(n, alpha) * sd / math.sqrt(n)
+        half = student.quantile(n - 1, 1 - level / 2) * sd / math.sqrt(n)
         last = (mean - half, mean + half)
         low, high = max(low, last[0]), min(high, last[1])
     return (low, high) if low <= high else last
@@ -210,41 +197,74 @@ def interval(logs: Sequence[float], alpha: float, final: bool = False) -> tuple[
 
 def p_value(logs: Sequence[float], final: bool = False) -> float:
     """The p of "the mean log ratio is 0": below alpha exactly when 0 is outside
-    interval(logs, alpha, final)."""
-    ps = [
-        2 * student.tail(n - 1, mean * math.sqrt(n) / sd)
-        for n in looks_in(len(logs), final)
-        for mean, sd in [_moments(logs, n)]
-    ]
-    return error(min(ps)) if ps else 1.0
+    interval(logs, alpha, final) (both levels grow with alpha)."""
+    ps = [_p(logs, n) for n in looks_in(len(logs))]
+    if not final or len(logs) < LOOKS[0]:
+        return error(min(ps)) if ps else 1.0
+    n = len(logs)
+    before = ps[:-1] if looks_in(n)[-1] == n else ps
+    planned = error(min(before)) if before else 1.0
+    return min(planned, _final_alpha(len(before), _p(logs, n)))
+
+
+def _p(logs: Sequence[float], n: int) -> float:
+    """Student's two-sided p of the first n log ratios' mean."""
+    mean, sd = _moments(logs, n)
+    return 2 * student.tail(n - 1, mean * math.sqrt(n) / sd)
+
+
+HIGHEST = 0.5  # final_level grows with alpha up to here (past it, the unspent shrinks)
+
+
+@functools.lru_cache(maxsize=8192)
+def _final_alpha(k: int, p: float) -> float:
+    """The least alpha whose final look after k planned looks holds p: final_level
+    turned over, by bisection on log10 alpha (final_level grows with alpha)."""
+    if final_level(k, HIGHEST) < p:
+        return 1.0  # the planned looks' p stands (a p above HIGHEST decides nothing)
+    low, high = -30.0, math.log10(HIGHEST)
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (low, mid) if final_level(k, 10**mid) >= p else (mid, high)
+    return 10**high
 
 
 def null_min_p(reps: int, seed: int, chunk: int = 500_000) -> np.ndarray:
-    """The smallest two-sided Student p over LOOKS of `reps` sequences of independent
-    normal log ratios (module docstring: a segment's sum and squares, not its blocks)."""
+    """The smallest two-sided Student p over the first k looks, for k = 1..len(LOOKS)
+    (one column each), of `reps` sequences of independent normal log ratios (module
+    docstring: a segment's sum and squares, not its blocks)."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate(
+        [_null_chunk(rng, min(chunk, reps - start)) for start in range(0, reps, chunk)]
+    )
+
+
+def _null_chunk(rng: np.random.Generator, m: int) -> np.ndarray:
+    """null_min_p for m sequences."""
     from scipy import stats as sst  # only where the table is made or checked
 
-    rng = np.random.default_rng(seed)
     sizes = np.diff((0, *LOOKS))
-    out = []
-    for start in range(0, reps, chunk):
-        m = min(chunk, reps - start)
-        sums = rng.standard_normal((m, len(sizes))) * np.sqrt(sizes)
-        within = np.where(sizes > 1, rng.chisquare(np.maximum(sizes - 1, 1), (m, len(sizes))), 0)
-        total, squares = np.cumsum(sums, axis=1), np.cumsum(within + sums**2 / sizes, axis=1)
-        n = np.asarray(LOOKS, dtype=float)
-        sd = np.sqrt((squares - total**2 / n) / (n - 1))
-        t = np.abs(total / n) * np.sqrt(n) / sd
-        out.append(np.min(2 * np.asarray(sst.t.sf(t, n - 1)), axis=1))
-    return np.concatenate(out)
+    sums = rng.standard_normal((m, len(sizes))) * np.sqrt(sizes)
+    within = np.where(sizes > 1, rng.chisquare(np.maximum(sizes - 1, 1), (m, len(sizes))), 0)
+    total, squares = np.cumsum(sums, axis=1), np.cumsum(within + sums**2 / sizes, axis=1)
+    n = np.asarray(LOOKS, dtype=float)
+    sd = np.sqrt((squares - total**2 / n) / (n - 1))
+    t = np.abs(total / n) * np.sqrt(n) / sd
+    return np.minimum.accumulate(2 * np.asarray(sst.t.sf(t, n - 1)), axis=1)
 
 
-def table(mins: np.ndarray) -> list[float]:
-    """NULL from simulated smallest p: log10 of the share at most 10^x, for x from
-    NULL_FROM to 0 in NULL_STEP (each share counts 200 sequences or more of 20 million:
-    its relative error under 7 %)."""
-    ordered = np.sort(mins)
+def table(reps: int, seed: int, chunk: int = 500_000) -> list[list[float]]:
+    """SPENT drawn: for each k, log10 of the share of `reps` sequences whose smallest p
+    over the first k looks is at most 10^x, for x from NULL_FROM to 0 in NULL_STEP
+    (counted chunk by chunk: 20 million sequences do not fit in memory at once). At 20
+    million each share of the last row counts 200 sequences or more: its relative error
+    under 7 %; the first rows' tails count fewer, and k · p bounds them below the grid."""
+    rng = np.random.default_rng(seed)
     steps = round(-NULL_FROM / NULL_STEP)
-    xs = [NULL_FROM + k * NULL_STEP for k in range(steps + 1)]
-    below = np.searchsorted(ordered, [10**x for x in xs], side="right")
-    return [round(math.log10(max(int(b), 1) / len(ordered)), 5) for b in below]
+    grid = np.asarray([10 ** (NULL_FROM + k * NULL_STEP) for k in range(steps + 1)])
+    below = np.zeros((len(LOOKS), len(grid)), dtype=np.int64)
+    for start in range(0, reps, chunk):
+        mins = np.sort(_null_chunk(rng, min(chunk, reps - start)), axis=0)
+        for k in range(len(LOOKS)):
+            below[k] += np.searchsorted(mins[:, k], grid, side="right")
+    return [[round(math.log10(max(int(b), 1) / reps), 5) for b in row] for row in below]

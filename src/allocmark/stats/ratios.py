@@ -96,9 +96,10 @@ class Ratio:
 
         n = len(self.logs)
         if self.sequential and n >= looks.LOOKS[0]:
-            if looks.plain(self.logs):
-                last = looks.looks_in(n, self.final)[-1]  # all n blocks' SE stands in
-                return looks.critical(last, self.alpha)
+            if looks.plain(self.logs):  # all n blocks' SE stands in for the last look's
+                if self.final:
+                    return looks.critical(n, self.alpha, final=True)
+                return looks.critical(looks.looks_in(n)[-1], self.alpha)
             star = fewblock.t_star(n, self.alpha / SPLIT)
             if math.isfinite(star):
                 return star
@@ -130,7 +131,7 @@ def paired_ratio(
     (`detectable`). `sequential`: blocks were added until the interval decided, so the
     interval is that of the planned looks (looks.py; blocks in the order they ran) or,
     where the log ratios tie, the anytime-valid ones; `final`: the budget ended these
-    blocks undecided, so their last block is a look (looks.looks_in) or, where they
+    blocks undecided, so their last block is a final look (looks.levels) or, where they
     tie, the exact interval at alpha/SPLIT narrows the sequences.
     None without a pair or with a value <= 0."""
     if len(a) != len(b):
