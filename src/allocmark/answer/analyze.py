@@ -105,7 +105,7 @@ class Row:
     params: Params
     label: str
     cells: dict[str, dict[str, Cell]]  # metric -> allocator -> cell
-    final: bool = False  # its budget ended it undecided: the final look (stats.SPLIT)
+    final: bool = False  # its budget ended it undecided: the final look (looks.levels)
     # Per allocator, the cell that says how fast it is: its time, or its throughput
     # where time is fixed (None: a fixed time without a throughput). Made with the row.
     speeds: dict[str, Cell | None] = dataclasses.field(init=False, repr=False, compare=False)
@@ -278,7 +278,7 @@ def _pair(cell: Cell, base: Cell | None, metric: str, how: _How) -> tuple[Cell, 
 
 
 def _final_look(row: Row, raw: Raw, how: _How) -> Row:
-    """The row again with final looks (stats.SPLIT) when it ended undecided: its budget
+    """The row again with final looks (looks.levels) when it ended undecided: its budget
     or max_blocks stopped it, not its intervals. Cells with fewer blocks than the row (a
     race dropped them, for what their blocks said) keep the sequence alone."""
     if stats.Verdict.UNDECIDED not in decisions(row, how.baseline, how.margin):

@@ -42,7 +42,7 @@ class SummaryRow:
     ratio_margin: float | None  # the interval's half-width, relative (0.03: +-3 %)
     detectable: float | None  # the smallest change the test could see
     loose: bool
-    final_look: bool  # its budget ended it undecided: the exact test narrowed its tied ratios
+    final_look: bool  # its budget ended it undecided: its last block was a final look
 
 
 def summary_rows(comp: Comparison) -> list[SummaryRow]:

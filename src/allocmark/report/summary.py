@@ -98,7 +98,8 @@ def value(report: Report) -> Summary:
         margin=comp.margin,
         # How the ratios' intervals were made (docs/statistics.md: "anytime-valid" holds
         # at any stop, the planned looks' or the sequences'); a row's final_look: its
-        # budget ended it undecided, and the exact test narrowed its tied ratios.
+        # budget ended it undecided, and its last block was a look (looks.levels; the
+        # exact test where its log ratios tie).
         interval=("anytime-valid" if comp.sequential else "signed-rank")
         if comp.paired
         else "welch",

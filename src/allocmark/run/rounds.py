@@ -118,11 +118,11 @@ def more_runs(
     fewer than max_blocks blocks, as the budget allows; and how many deciding ratios are
     undecided, of how many. A round gives each open row the same time (`shares`), so a
     row whose block takes 2 s gets many blocks where one of 30 s gets one.
-    Stopping a row once it is decided is sound only because its intervals are
-    anytime-valid (`sequential`): with fixed-n intervals, stopping at the first "faster"
-    made false verdicts stay (A/A: 7 % false instead of 5 %); and they allow any
-    schedule of looks, this one too. A row the budget leaves undecided gets one exact
-    look at its end, once the campaign is finished (stats.SPLIT). Release to release
+    Stopping a row once it is decided is sound only because its intervals hold at any
+    stop (`sequential`: the planned looks', or the anytime-valid sequences where log
+    ratios tie): with fixed-n intervals, stopping at the first "faster" made false
+    verdicts stay (A/A: 7 % false instead of 5 %). A row the budget leaves undecided
+    gets a final look at its end, once the campaign is finished (looks.levels). Release to release
     (Precision.question "releases"): the deciding ratios are the changes between
     consecutive versions, a block holds only the versions of those still open, and a
     line's versions run one after the other (plan.ordered). `comp`: the stored comparison,

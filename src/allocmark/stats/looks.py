@@ -81,13 +81,12 @@ TIE = 1e-12  # log ratios closer than this tie (`plain`)
 NULL_FROM, NULL_STEP = -6.1, 0.1
 
 
+@functools.cache
 def _spent_table() -> tuple[tuple[float, ...], ...]:
+    """SPENT, read once, when a look is first judged (not when allocmark starts)."""
     text = resources.files("allocmark.stats").joinpath("looks.toml").read_text()
     rows = tomllib.loads(text)["spent"]
     return tuple(tuple(float(x) for x in row) for row in rows)
-
-
-SPENT = _spent_table()
 
 
 def plain(logs: Sequence[float]) -> bool:
@@ -115,7 +114,7 @@ def spent(k: int, p_min: float) -> float:
     if k == 1:
         return min(1.0, p_min)  # one look: Student's p is exact
     x = (math.log10(p_min) - NULL_FROM) / NULL_STEP
-    row = SPENT[k - 1]
+    row = _spent_table()[k - 1]
     if x < -1:
         return k * p_min
     if x < 0:  # towards Bonferroni a step below the grid: continuous, as levels need
