@@ -15,7 +15,7 @@ far, Student's two-sided p of the mean log ratio (n - 1 degrees of freedom); the
 ratio differs from 1 at level alpha when the smallest of those p falls below a
 nominal level P(alpha), the same at every look. P is what makes the error over all
 looks alpha when the blocks' log ratios are independent normal: the smallest p over
-LOOKS under that null has a distribution of its own, SPENT, and P(alpha) is its
+LOOKS under that null has a distribution of its own (SPENT's last row), and P(alpha) is its
 alpha quantile. The repeated confidence interval at look n is mean ± t(1 - P/2) · s/√n;
 every look's interval holds at once with probability 1 - alpha, so the interval after
 n blocks is the intersection of those of the looks so far, and "same" (within the
