@@ -100,6 +100,11 @@ def looks_in(n: int) -> tuple[int, ...]:
     return LOOKS[: bisect.bisect_right(LOOKS, n)]
 
 
+def _before(n: int) -> tuple[int, ...]:
+    """The planned looks before block n: those a final look at n comes after."""
+    return LOOKS[: bisect.bisect_left(LOOKS, n)]
+
+
 def next_look(n: int) -> int | None:
     """The first look after n blocks (None past the last)."""
     i = bisect.bisect_right(LOOKS, n)
@@ -172,10 +177,9 @@ def levels(n: int, alpha: float, final: bool = False) -> tuple[tuple[int, float]
     """The looks n blocks are judged at, with the p each is held to: the planned looks
     reached at P(alpha); `final` (the budget ended the row at n): the planned looks
     before n, and n at final_level."""
-    reached = looks_in(n)
     if not final or n < LOOKS[0]:
-        return tuple((m, nominal(alpha)) for m in reached)
-    before = reached[:-1] if reached[-1] == n else reached
+        return tuple((m, nominal(alpha)) for m in looks_in(n))
+    before = _before(n)
     return (*((m, nominal(alpha)) for m in before), (n, final_level(len(before), alpha)))
 
 
@@ -197,11 +201,11 @@ def interval(logs: Sequence[float], alpha: float, final: bool = False) -> tuple[
 def p_value(logs: Sequence[float], final: bool = False) -> float:
     """The p of "the mean log ratio is 0": below alpha exactly when 0 is outside
     interval(logs, alpha, final) (both levels grow with alpha)."""
-    ps = [_p(logs, n) for n in looks_in(len(logs))]
-    if not final or len(logs) < LOOKS[0]:
-        return error(min(ps)) if ps else 1.0
     n = len(logs)
-    before = ps[:-1] if looks_in(n)[-1] == n else ps
+    if not final or n < LOOKS[0]:
+        ps = [_p(logs, m) for m in looks_in(n)]
+        return error(min(ps)) if ps else 1.0
+    before = [_p(logs, m) for m in _before(n)]
     planned = error(min(before)) if before else 1.0
     return min(planned, _final_alpha(len(before), _p(logs, n)))
 
