@@ -231,7 +231,7 @@ def rate(hits: int, n: int) -> str:
     return f"{hits} of {n} ({hits / n:.1%}, 95 % interval {low:.1%}-{high:.1%})"
 
 
-def _twins(work: Path, tag: str) -> dict[str, str]:
+def twins(work: Path, tag: str) -> dict[str, str]:
     """glibc and mimalloc, each with a twin: the same file under a second name."""
     twins = work / f"twins-{tag}"
     twins.mkdir()
@@ -244,7 +244,7 @@ def _twins(work: Path, tag: str) -> dict[str, str]:
 
 
 def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
-    pairs = _twins(work, tag)
+    pairs = twins(work, tag)
     for i in range(reps):
         for name, argv in commands(work).items():
             for base, allocators in pairs.items():
@@ -289,7 +289,7 @@ params = {{ requests = 40000, keyspace = 50000 }}
 
 def apps_aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
     """A/A on applications of seconds, under `run`'s default rules and the apps suite's."""
-    pairs = _twins(work, f"apps-{tag}")
+    pairs = twins(work, f"apps-{tag}")
     for i in range(reps):
         suite = work / f"{tag}-apps-{i}.toml"
         suite.write_text(APPS_SUITE.format(seed=100 + i))
@@ -487,7 +487,7 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
     """Planted causes: is the planted one named for each decided difference, and no other?
     Under `run`'s default rules (blocks added until decided, then a why pass only when
     it costs at most 15 %), and with `--why` (the pass's 4 profiled blocks always)."""
-    twin = _twins(work, f"why-{tag}")["glibc"].split("=", 1)[1]
+    twin = twins(work, f"why-{tag}")["glibc"].split("=", 1)[1]
     seeds = ",".join(str(s) for s in range(1, cells + 1))
     for rules, flags in (("run's rules", []), ("--why", ["--why"])):
         db = work / f"{tag}-why{len(flags)}.db"

@@ -121,6 +121,24 @@ def test_an_undecided_answer_names_the_leading_estimate() -> None:
     assert "; leading, not significant yet: lean 1." in answer.lead(a)
 
 
+def test_the_leader_gets_its_own_wait_beside_a_ratio_on_the_margin() -> None:
+    """am_bignum's answer said "about 1066 blocks in all would decide" when mimalloc's
+    1.23× needed a few more blocks and tbbmalloc's 1.03× (on the margin) all of them:
+    the leading ratio's wait is said as its own."""
+    rng = random.Random(5)
+    base = [stored("glibc", rng.uniform(0.9, 1.1), rss=10000, rep=b) for b in range(4)]
+    lean = [stored("lean", 0.8 * rng.uniform(0.7, 1.3), rss=10000, rep=b) for b in range(4)]
+    edge = [stored("edge", 0.98 * rng.uniform(0.8, 1.2), rss=10000, rep=b) for b in range(4)]
+    (a,) = recommend.answers(_comparison(base, lean, edge))
+    lead = answer.lead(a)
+    clear = next(c.time for c in a.undecided if c.allocator == "lean")
+    every = max(c.time.blocks_to_decide for c in a.undecided if c.time)
+    assert clear is not None and clear.blocks_to_decide < every
+    assert f"about {clear.blocks_to_decide} blocks in all (about " in lead
+    assert "would decide the leading one; " in lead
+    assert f"about {every} blocks in all" in lead and lead.endswith("would decide every one.")
+
+
 def test_over_all_workloads_comes_first_from_the_geometric_means() -> None:
     comp = _comparison(
         _runs("glibc", 1.0, 10000),

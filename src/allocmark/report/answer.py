@@ -146,10 +146,12 @@ def _undecided(a: Answer) -> str:
     """What was measured when nothing is decided: the leading estimates, and about how
     many blocks (and minutes) more would decide."""
     open_ = {axis: _open_on(a, axis) for axis in ("time", "rss")}
-    leads = []
+    leads: list[str] = []
+    lead_positions: list[Position] = []
     for axis, found in open_.items():
         best, p = min(found, key=lambda x: x[1].value, default=(None, None))
         if best is not None and p is not None and p.value < 1:
+            lead_positions.append(p)
             size = (
                 f"{1 / p.value:.2f}× faster" if axis == "time" else f"peak RSS {p.value - 1:+.1%}"
             )
@@ -159,6 +161,7 @@ def _undecided(a: Answer) -> str:
         text = f"Keep {a.baseline} so far{where}: {worse}; undecided: " + ", ".join(
             f"{c.allocator} ({_estimate(c)})" for c in _open_rivals(a)
         )
+        lead_positions = []  # no leader said: one wait for every ratio
     else:
         text = (
             f"Undecided{where} after {a.blocks} blocks: no allocator is yet significantly "
@@ -167,21 +170,33 @@ def _undecided(a: Answer) -> str:
         if leads:
             text += "; leading, not significant yet: " + ", ".join(leads)
     need = [p.blocks_to_decide for found in open_.values() for _, p in found if p.blocks_to_decide]
-    if need and a.max_blocks and max(need) > a.max_blocks:
-        text += (
-            f"; about {max(need)} blocks in all would decide, more than the {a.max_blocks} "
-            "this campaign may run (--max-blocks)"
+    if not need:
+        return text
+    # The leader's own wait where it is shorter: a ratio on the margin (thousands of
+    # blocks) must not read as what the plain one needs.
+    first = min((p.blocks_to_decide for p in lead_positions if p.blocks_to_decide), default=0)
+    if first and first < max(need):
+        text += _wait(a, first, " the leading one")
+        return text + _wait(a, max(need), " every one")
+    return text + _wait(a, max(need), "")
+
+
+def _wait(a: Answer, blocks: int, what: str) -> str:
+    """ "; about 21 blocks in all (about 3 min more) would decide{what}", and whether the
+    campaign may run them."""
+    if a.max_blocks and blocks > a.max_blocks:
+        return (
+            f"; about {blocks} blocks in all would decide{what}, more than the "
+            f"{a.max_blocks} this campaign may run (--max-blocks)"
         )
-    elif need and max(0, max(need) - a.blocks) * a.block_s >= 1:
-        # The runs' own time; under a second it would read "about 0 s more", which the
-        # launcher and the checks around each run make untrue: then no time is said.
-        more = max(0, max(need) - a.blocks) * a.block_s
-        text += (
-            f"; about {max(need)} blocks in all (about {units.duration(more)} more) would decide"
+    more = max(0, blocks - a.blocks) * a.block_s
+    # The runs' own time; under a second it would read "about 0 s more", which the
+    # launcher and the checks around each run make untrue: then no time is said.
+    if more >= 1:
+        return (
+            f"; about {blocks} blocks in all (about {units.duration(more)} more) would decide{what}"
         )
-    elif need:
-        text += f"; about {max(need)} blocks in all would decide"
-    return text
+    return f"; about {blocks} blocks in all would decide{what}"
 
 
 def _rivals(a: Answer) -> list[Choice]:
