@@ -27,7 +27,7 @@ demo: setup $(if $(APPS),setup-apps)
 
 # The tests run every application of the catalog, so they install them first.
 test: setup setup-apps lint
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 # The fault battery (also part of `make test`, with fewer trials), printing its figures.
 faults: setup

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -153,6 +154,59 @@ def test_3_a_build_s_daemon_dies_with_the_build(tmp_path: Path) -> None:
         time.sleep(0.05)
     pid = int(pidfile.read_text())
     assert not Path(f"/proc/{pid}").exists() or _state(pid) == "Z", "the daemon outlived its build"
+
+
+HOLD = """
+import time
+from allocmark import files
+with files.scratch("allocmark-run-") as room:
+    print(room, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_3_a_killed_allocmark_s_room_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """allocmark killed (SIGKILL) runs no clean-up: a run's room (the program's HOME and
+    TMPDIR, what it wrote there) stayed in TMPDIR for good (179 of them here after a day
+    of tests). The next run removes every room no live allocmark holds; a live one's, one
+    just made, and what a link named like a room points to are kept."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o700)
+    env = {"TMPDIR": str(tmp)}
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD],
+            env=os.environ | env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        rooms = [Path(h.stdout.readline().strip()) for h in holders if h.stdout]
+        for room in rooms:
+            (room / "written").write_text("by the program")
+            os.utime(room, (0, 0))  # made long ago
+        holders[0].kill()
+        holders[0].wait()
+        young = tmp / "allocmark-run-young"  # its maker has not locked it yet
+        young.mkdir()
+        target = tmp_path / "elsewhere"
+        target.mkdir()
+        os.utime(target, (0, 0))
+        (tmp / "allocmark-run-link").symlink_to(target)
+        assert rooms[0].exists() and len(rooms) == 2
+        r = _try(tmp_path / "r.db", "-a", "glibc", "--", "true", env=env)
+        assert r.returncode == 0, r.stderr
+        assert not rooms[0].exists(), "a killed allocmark's room outlived it"
+        assert (rooms[1] / "written").exists() and young.exists() and target.exists()
+        assert sorted(p.name for p in tmp.iterdir()) == sorted(
+            [rooms[1].name, young.name, "allocmark-run-link"]
+        )
+    finally:
+        for h in holders:
+            h.kill()
+            h.wait()
 
 
 def _state(pid: int) -> str:

@@ -20,12 +20,14 @@ resolve paths by name at each call, which is the race this module closes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import secrets
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Literal, overload
@@ -429,17 +431,50 @@ def remove_tree(path: Path) -> None:
 @contextlib.contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
     """A private directory (0700, allocmark's) for the length of the block: a run's
-    room, a build's checkout. Made in allocmark's own TMPDIR, removed with all it holds."""
+    room, a build's checkout. Made in allocmark's own TMPDIR, removed with all it holds.
+    It is locked (flock) while its allocmark lives: one killed (SIGKILL: no clean-up
+    runs) leaves it unlocked, and the next scratch of its kind removes it (`sweep`)."""
+    sweep(prefix)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        yield Path(tmp)
+        fd = os.open(tmp, _DIR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield Path(tmp)
+        finally:
+            os.close(fd)
+
+
+STALE_S = 60.0  # a scratch directory younger than this may not be locked yet: kept
+
+
+def sweep(prefix: str) -> list[Path]:
+    """Remove allocmark's scratch directories named `prefix`… that no live allocmark
+    holds (its lock is free) and older than STALE_S; the ones removed."""
+    base = Path(tempfile.gettempdir())
+    gone = []
+    with os.scandir(base) as entries:
+        found = [e for e in entries if e.name.startswith(prefix)]
+    for entry in found:
+        with contextlib.suppress(OSError):
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            if time.time() - st.st_mtime < STALE_S:
+                continue
+            fd = os.open(entry.path, _DIR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: its allocmark lives
+                shutil.rmtree(entry.path)  # through descriptors: no link followed
+                gone.append(Path(entry.path))
+            finally:
+                os.close(fd)
+    return gone
 
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[int]:
     """`path` as a lock file (made if missing, never through a link), held
     exclusively for the block."""
-    import fcntl
-
     fd = lock(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
