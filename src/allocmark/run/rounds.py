@@ -1,6 +1,7 @@
 """A precision campaign's rounds: after each, more blocks for the rows whose deciding
-ratios are still undecided, while the budget lasts (a default budget may stretch, once,
-to the first verdict the forecast says is possible), and the forecast said on the way."""
+ratios are still undecided, while the budget lasts (a default budget may stretch to
+the first verdict the forecast says is possible, again at each round as the forecast
+learns), and the forecast said on the way."""
 
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ Confirm = Callable[[str], bool]  # asks the user a yes/no question (False: canno
 
 @dataclass
 class Stretch:
-    """A default budget (Precision.stretch) grown, once, to reach the first verdict the
-    forecast says is possible, while an axis (speed, peak RSS) has no ratio decided yet
+    """A default budget (Precision.stretch) grown to reach the first verdict the forecast
+    says is possible, at each round the forecast asks for more (never shrunk; the error
+    rate holds: the looks are planned whatever the budget, and the final look spends
+    what they left, tests/stats/test_looks.py), while an axis (speed, peak RSS) has no
+    ratio decided yet
     (speed, when peak RSS decided at once): without a word more than a
     note to `FAR_S` in all, or to FAR_FACTOR × the planned blocks' time where that is
     more (a program of seconds under six allocators: its second look, 6 blocks, when 4
     take 4.4 min); beyond, only when `yes` or `confirm` accepts. An explicit
-    budget (--budget, a suite's `budget`) is never changed. A note says each stretch."""
+    budget (--budget, a suite's `budget`) is never changed. A note says each stretch;
+    once declined, it is not asked again."""
 
     yes: bool = False
     confirm: Confirm | None = None
