@@ -32,6 +32,12 @@ A/B: glibc against `burn` (glibc plus busy work in every k-th malloc, native/bur
 k chosen from paired runs of its own to make samethread 5 %, 10 % and 20 % slower, over
 several cells (seeds), at the default margin and budget: detected when judged slower.
 
+A difference under the margin (issue 67): the compiled programs under burn with no work
+per malloc against the same with a start delay of 2 % of the program's time (a
+constant, so the difference is 2 % whatever the program allocates), under `try` at
+its defaults: "faster" is false (target: never), "same" or "undecided" expected,
+"slower" true.
+
 Why (issue 42): on A/A, how many differences are explained (only a false verdict can
 be); and planted causes: glibc under a second name with MALLOC_MMAP_THRESHOLD_=256
 (every block of 256 bytes or more in a mapping of its own, unmapped on free: slower
@@ -60,10 +66,11 @@ defaults (tune's Holm family, :nothp in it) is false, and so is recommending one
 usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS] [BATCH]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
   per condition, and 100 on the applications); CELLS: A/B cells (default 10);
-  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect (default:
-  all; apps is the applications' A/A, appsab their A/B, why the planted causes: CELLS
-  seeds of samethread under `mmapper`, the right cause named and no other; bisect:
-  REPS A/A bisects and CELLS planted ones of each metric).
+  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect,small
+  (default: all; apps is the applications' A/A, appsab their A/B, why the planted
+  causes: CELLS seeds of samethread under `mmapper`, the right cause named and no
+  other; bisect: REPS A/A bisects and CELLS planted ones of each metric; small: the
+  +2 % on each compiled program, REPS times).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
   BATCH (default 0): bisect's planted commits and seeds drawn anew for each batch, so
@@ -74,6 +81,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import re
 import statistics
@@ -171,6 +179,8 @@ class Tally:
     planted: list[tuple[str, str, bool, bool, bool]] = field(default_factory=list)
     bisects: list[Bisected] = field(default_factory=list)
     minutes: list[float] = field(default_factory=list)  # each real command's `try`, in all
+    # +2 % under the margin: (program, measured ratio, verdict)
+    small: list[tuple[str, float, stats.Verdict]] = field(default_factory=list)
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -461,6 +471,39 @@ def ab(tally: Tally, work: Path, cells: int, every: dict[float, int], tag: str) 
                 tally.seen.setdefault(f, []).append(c.ratio.value - 1)
 
 
+SMALL = 0.02  # a difference under the margin, planted as a constant start delay
+
+
+def small(tally: Tally, work: Path, reps: int, tag: str) -> None:
+    """+2 % on the compiled programs of seconds: burn with no work per malloc against
+    the same with a start delay of 2 % of the program's median time (measured here
+    first, five runs), under `try` at its defaults. "faster" is false; "slower" is
+    true, "same" right (it is under the margin), "undecided" honest."""
+    burn = native.library("libam_burn.so")
+    programs = build_programs(work)
+    for i in range(reps):
+        for name, argv in programs.items():
+            delay_us = round(SMALL * _median_s(argv, burn) * 1e6)
+            db = work / f"{tag}-small-{name}-{i}.db"
+            pair = f"plain={burn},slow2={burn}:AM_BURN_START_US={delay_us}"
+            allocmark("try", "-a", pair, "--db", str(db), "--", *argv)
+            store = Store(db, create=False)
+            c = stored.comparison(store, store.campaign().id).rows[0].cells["time_s"]["slow2"]
+            if c.verdict is not None and c.ratio is not None:
+                tally.small.append((name, c.ratio.value, c.verdict))
+
+
+def _median_s(argv: list[str], burn: Path) -> float:
+    """The median wall time of five runs of argv with burn preloaded (no work)."""
+    took = []
+    for _ in range(5):
+        began = time.monotonic()
+        env = {**os.environ, "LD_PRELOAD": str(burn)}
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        took.append(time.monotonic() - began)
+    return statistics.median(took)
+
+
 # The planted cause (tests/answer/test_why_planted.py): glibc under a second name told to
 # put every block of 256 bytes or more in a mapping of its own, unmapped on free. Its
 # signal, and the others that describe the same cause from the why pass: the system
@@ -667,6 +710,8 @@ def report(name: str, t: Tally, reps: int) -> None:
         )
     if t.planted:
         report_why(t)
+    if t.small:
+        report_small(t)
     if t.bisects:
         report_bisect(t)
     for f in sorted(TARGETS, reverse=True):
@@ -674,6 +719,21 @@ def report(name: str, t: Tally, reps: int) -> None:
             seen = t.seen.get(f, [])
             median = f", measured {statistics.median(seen):+.1%} median" if seen else ""
             print(f"  detected (+{f:.0%}): {rate(sum(hits), len(hits))} (samethread{median})")
+
+
+def report_small(t: Tally) -> None:
+    """The +2 % cells: a "faster" is false (target: none)."""
+    said = [v for *_, v in t.small]
+    ratios = [r for _, r, _ in t.small]
+    print(
+        f"  +2 % planted (start delay; compiled programs, `try`'s defaults): measured "
+        f"{statistics.median(ratios) - 1:+.1%} median; faster (false) "
+        f"{rate(said.count(stats.Verdict.BETTER), len(said))}; slower "
+        f"{said.count(stats.Verdict.WORSE)}, same {said.count(stats.Verdict.SAME)}, "
+        f"undecided {said.count(stats.Verdict.UNDECIDED)}"
+    )
+    for name, r, v in t.small:
+        print(f"      {name} ×{r:.4f} {v.value}")
 
 
 def report_why(t: Tally) -> None:
@@ -792,7 +852,7 @@ def main(argv: Sequence[str]) -> None:
     parts = (
         set(argv[3].split(","))
         if len(argv) > 3
-        else {"aa", "ab", "tune", "apps", "appsab", "why", "bisect"}
+        else {"aa", "ab", "tune", "apps", "appsab", "why", "bisect", "small"}
     )
     batch = int(argv[4]) if len(argv) > 4 else 0
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
@@ -825,6 +885,8 @@ def main(argv: Sequence[str]) -> None:
                     why_ab(tally, work, cells, name)
                 if "bisect" in parts:
                     bisects(tally, work, reps, cells, name, batch)
+                if "small" in parts:
+                    small(tally, work, reps, name)
             report(name, tally, reps)
             sys.stdout.flush()
 

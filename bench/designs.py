@@ -38,7 +38,7 @@ import calibration  # the bench's real commands and twins
 
 THIS = "this"
 PEER = "glibc,jemalloc,tcmalloc-minimal,mimalloc,tbbmalloc,scudo"
-METRICS = ("time_s", "peak_rss_kib")
+METRICS = {"time_s": "time", "peak_rss_kib": "peak RSS"}
 
 
 @dataclass
@@ -76,7 +76,7 @@ def campaign(
     )
     report = json.loads(shown.stdout)
     verdicts = [
-        str(r["verdict"])
+        f"{r['allocator']} {METRICS[r['metric']]} ×{r['ratio_to_baseline']:.2f} {r['verdict']}"
         for r in report["rows"]
         if r["metric"] in METRICS and r["allocator"] != report["baseline"]
     ]
@@ -108,15 +108,22 @@ def run(other: str, reps: int, parts: set[str], work: Path) -> dict[str, Arm]:
                 db = work / f"{who}-{name.replace(' ', '-').replace('/', '')}-{i}.db"
                 took, verdicts = campaign(allocmarks[who], db, argv, allocators)
                 arms[who].add(name, took, verdicts)
-                print(f"  {name} ({who}): {took:.1f} min, {' '.join(verdicts)}", flush=True)
+                print(f"  {name} ({who}): {took:.1f} min; {'; '.join(verdicts)}", flush=True)
     return arms
+
+
+def _word(verdict: str) -> str:
+    """The verdict of one of `campaign`'s lines ("jemalloc time ×0.85 better"); an
+    older allocmark's "inconclusive" is today's "undecided"."""
+    word = verdict.rsplit(" ", 1)[-1]
+    return "undecided" if word == "inconclusive" else word
 
 
 def summary(arm: Arm) -> str:
     minutes = [m for ms in arm.minutes.values() for m in ms]
-    verdicts = [v for vs in arm.verdicts.values() for v in vs]
+    verdicts = [_word(v) for vs in arm.verdicts.values() for v in vs]
     decided = [v for v in verdicts if v != "undecided"]
-    aa = [v for k, vs in arm.verdicts.items() if "A/A" in k for v in vs]
+    aa = [_word(v) for k, vs in arm.verdicts.items() if "A/A" in k for v in vs]
     false = sum(v in ("better", "worse") for v in aa)
     return (
         f"minutes a `try` took: median {statistics.median(minutes):.1f} "
@@ -133,17 +140,17 @@ def main(argv: list[str]) -> None:
     reps = int(argv[1]) if len(argv) > 1 else 1
     parts = set(argv[2].split(",")) if len(argv) > 2 else {"aa", "peer"}
     with tempfile.TemporaryDirectory(prefix="designs-") as tmp:
+        Path(tmp).chmod(0o755)  # the commands run as a campaign's own user and read here
         arms = run(other, reps, parts, Path(tmp))
     for who, arm in arms.items():
         print(f"{who} ({other if who != THIS else 'this allocmark'}): {summary(arm)}")
-    print("per command, minutes (median) and verdicts, this | other:")
+    print("per command, minutes (median), then each ratio and its verdict, this | other:")
     for what in arms[THIS].minutes:
-        sides = [
-            f"{statistics.median(a.minutes[what]):5.1f} min "
-            + " ".join(v[:4] for v in a.verdicts[what])
-            for a in arms.values()
-        ]
-        print(f"  {what:14} {' | '.join(sides)}")
+        mins = [f"{statistics.median(a.minutes[what]):.1f}" for a in arms.values()]
+        print(f"  {what}: {' | '.join(mins)} min")
+        sides = (arms[THIS].verdicts[what], arms["other"].verdicts[what])
+        for this, other in zip(*sides, strict=False):
+            print(f"    {this:36} | {other}")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,17 @@
 // allocmark calls it slower. (A short chain in every malloc was not linear: out
 // of order execution hid part of it, and a fence alone cost +12 %; spinning on
 // the TSC could not make short delays: reading it costs ~10 ns here.)
+//
+// AM_BURN_START_US=N spins N microseconds of wall time in the constructor: a
+// constant cost, so a program of known length runs a known share slower (the
+// calibration's "+2 %": a difference under the margin, whatever the program's
+// allocation rate).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -27,10 +33,23 @@ static unsigned long am_loops;      // steps of the chain in a burning malloc
 static unsigned long am_every = 1;  // every how many mallocs (per thread) burn
 static __thread unsigned long am_count;
 
+static uint64_t am_now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
 __attribute__((constructor)) static void am_burn_init(void) {
   const char *loops = getenv("AM_BURN_LOOPS"), *every = getenv("AM_BURN_EVERY");
+  const char *start = getenv("AM_BURN_START_US");
   am_loops = loops ? strtoul(loops, NULL, 10) : 0;
   am_every = every && strtoul(every, NULL, 10) > 0 ? strtoul(every, NULL, 10) : 1;
+  if (start) {
+    // Wall time, not steps: the delay must not shrink on a faster core.
+    uint64_t end = am_now_us() + strtoul(start, NULL, 10);
+    while (am_now_us() < end) {
+    }
+  }
 }
 
 static void am_burn(uint64_t x) {
