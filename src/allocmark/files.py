@@ -464,8 +464,10 @@ def sweep(prefix: str) -> list[Path]:
             fd = os.open(entry.path, _DIR)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: its allocmark lives
-                shutil.rmtree(entry.path)  # through descriptors: no link followed
+                remove_tree(Path(entry.path))
                 gone.append(Path(entry.path))
+            except Refused:
+                pass  # it holds the results: kept
             finally:
                 os.close(fd)
     return gone
