@@ -45,6 +45,13 @@ by system CPU, larger by anonymous memory at the peak) on samethread, one row pe
 seed: how often the planted cause is named "most of it" for a decided difference
 (target >= 90 %), and how often another cause is (target <= 5 %).
 
+Causes inside the allocator (issue 68): burn with a cause planted as raw system calls
+or glibc's own (AM_BURN_PLANT: a madvise storm, a futex lock, a mapping per block,
+glibc trimming on every free) against glibc, each on a workload where it costs time,
+CELLS seeds each at `run`'s defaults: of the decided time differences, how often the
+why names the planted mechanism from the kernel's counts (target >= 95 %) and how often
+another (target: never); and on A/A, how often any mechanism is named (target: never).
+
 It prints each rate with its 95 % Clopper-Pearson interval, and the median blocks a
 verdict took: what the anytime-valid interval costs. Targets (issue 26): false
 verdicts and false recommendations <= 5 % over N >= 100 cells, "same" reached in
@@ -66,11 +73,12 @@ defaults (tune's Holm family, :nothp in it) is false, and so is recommending one
 usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS] [BATCH]
   REPS: repetitions of each A/A command and campaign (default 3: 102 A/A cells
   per condition, and 100 on the applications); CELLS: A/B cells (default 10);
-  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect,small
-  (default: all; apps is the applications' A/A, appsab their A/B, why the planted
+  CONDITIONS: quiet,busy (default); PARTS: aa,ab,tune,apps,appsab,why,bisect,small,
+  causes (default: all; apps is the applications' A/A, appsab their A/B, why the planted
   causes: CELLS seeds of samethread under `mmapper`, the right cause named and no
   other; bisect: REPS A/A bisects and CELLS planted ones of each metric; small: the
-  +2 % on each compiled program, REPS times).
+  +2 % on each compiled program, REPS times; causes: CELLS seeds of each planted
+  cause).
   REPS also sets the applications' A/A (REPS campaigns of each pair, and (REPS+1)/2
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
   BATCH (default 0): bisect's planted commits and seeds drawn anew for each batch, so
@@ -181,6 +189,10 @@ class Tally:
     minutes: list[float] = field(default_factory=list)  # each real command's `try`, in all
     # +2 % under the margin: (program, measured ratio, verdict)
     small: list[tuple[str, float, stats.Verdict]] = field(default_factory=list)
+    # causes planted inside the allocator (issue 68): (plant, row, time decided, the
+    # planted mechanism named, the mechanisms named)
+    causes: list[tuple[str, str, bool, bool, tuple[str, ...]]] = field(default_factory=list)
+    aa_mechanisms: list[str] = field(default_factory=list)  # A/A differences given one
 
     def add_aa(self, db: Path, twin: str, kind: str) -> None:
         """Every time and peak RSS verdict of `twin` in db's newest campaign, and its answers."""
@@ -195,10 +207,12 @@ class Tally:
                     what = f"{kind} {row.label} {metric} ×{c.ratio.value:.4f}"
                     speed = "peak_rss_kib" if metric == "peak_rss_kib" else "time_s"
                     self.cells.append((what, speed, c.verdict, int(c.ratio.df) + 1))
+        whys = [w for w in why.explain(comp) if w.allocator == twin]
         self.aa_explained += [
-            f"{kind} {w.label} {w.axis}: {w.allocator}"
-            for w in why.explain(comp)
-            if w.allocator == twin and w.explained
+            f"{kind} {w.label} {w.axis}: {w.allocator}" for w in whys if w.explained
+        ]
+        self.aa_mechanisms += [
+            f"{kind} {w.label} {w.axis}: {', '.join(w.mechanisms)}" for w in whys if w.mechanisms
         ]
         if not kind.startswith("quick") and (s := comp.rows[0].cells["time_s"][twin].summary):
             self.seconds.setdefault(kind.split("/")[0], []).append(s.median)
@@ -563,6 +577,62 @@ def why_ab(tally: Tally, work: Path, cells: int, tag: str) -> None:
                 )
 
 
+# Causes planted inside the allocator (burn's AM_BURN_PLANT), each on a workload where it
+# costs time, and the mechanism the why must name for it (answer/why.py MECHANISMS).
+# `trim` runs in the workload's own thread, whose glibc arena shrinks its heap by
+# madvise(MADV_DONTNEED), not brk: pages given back.
+CAUSES = {
+    "madvise": (
+        [
+            "churn",
+            "-p",
+            "count=5000",
+            "-p",
+            "size_min=8192",
+            "-p",
+            "size_max=65536",
+            "-p",
+            "rounds=4",
+        ],
+        "pages",
+    ),
+    "futex": (["samethread", "-p", "count=50000", "-p", "rounds=4", "-p", "threads=2"], "locks"),
+    "mmap": (
+        [
+            "churn",
+            "-p",
+            "count=5000",
+            "-p",
+            "size_min=4096",
+            "-p",
+            "size_max=65536",
+            "-p",
+            "rounds=4",
+        ],
+        "maps",
+    ),
+    "trim": (["realloc", "-p", "count=2000", "-p", "rounds=3"], "pages"),
+}
+
+
+def causes(tally: Tally, work: Path, cells: int, tag: str) -> None:
+    """Each cause planted inside an allocator (raw system calls, or glibc's own), at
+    `run`'s defaults over CELLS seeds: for each decided time difference, is the planted
+    mechanism named, and which others?"""
+    burn = native.library("libam_burn.so")
+    seeds = ",".join(str(s) for s in range(1, cells + 1))
+    for plant, (workload, mechanism) in CAUSES.items():
+        db = work / f"{tag}-cause-{plant}.db"
+        allocators = f"glibc,{plant}={burn}:AM_BURN_PLANT={plant}"
+        allocmark("run", "-w", *workload, "-p", f"seed={seeds}", "--db", str(db), "-a", allocators)
+        comp = explainable(Store(db, create=False))
+        found = {w.label: w for w in why.explain(comp) if w.allocator == plant and w.axis == "time"}
+        for row in comp.rows:
+            w = found.get(row.label)
+            named = w.mechanisms if w else ()
+            tally.causes.append((plant, row.label, w is not None, mechanism in named, named))
+
+
 BISECT_COMMITS = 16
 BISECT_SPIN = 30  # steps before each malloc: about +10 % on samethread (printed as measured)
 BISECT_RESERVE_KIB = 768  # touched by a constructor: about +5 % of samethread's 15 MiB peak
@@ -712,6 +782,8 @@ def report(name: str, t: Tally, reps: int) -> None:
         report_why(t)
     if t.small:
         report_small(t)
+    if t.causes:
+        report_causes(t)
     if t.bisects:
         report_bisect(t)
     for f in sorted(TARGETS, reverse=True):
@@ -749,6 +821,23 @@ def report_why(t: Tally) -> None:
                 f"the planted cause named: {rate(named, len(decided))}; another cause "
                 f"named: {rate(other, len(decided))}"
             )
+
+
+def report_causes(t: Tally) -> None:
+    """Causes planted inside the allocator (targets: the mechanism named in >= 95 % of
+    decided time cells, another 0 times)."""
+    for plant, (_, mechanism) in CAUSES.items():
+        mine = [c for c in t.causes if c[0] == plant]
+        decided = [c for c in mine if c[2]]
+        named = sum(c[3] for c in decided)
+        other = [c for c in decided if set(c[4]) - {mechanism}]
+        print(
+            f"  planted {plant} ({mechanism}): time decided {rate(len(decided), len(mine))}; "
+            f"named: {rate(named, len(decided))}; another mechanism: "
+            f"{rate(len(other), len(decided))}"
+        )
+        for c in other:
+            print(f"      {c[1]}: {', '.join(c[4])}")
 
 
 def report_tune(t: Tally, reps: int) -> None:
@@ -840,6 +929,9 @@ def report_aa(t: Tally, reps: int) -> None:
     print(f"  A/A differences explained: {rate(len(t.aa_explained), len(cells))}")
     for what in t.aa_explained:
         print(f"      {what}")
+    print(f"  A/A differences given a mechanism: {rate(len(t.aa_mechanisms), len(cells))}")
+    for what in t.aa_mechanisms:
+        print(f"      {what}")
     across_false = [w for v, w in t.across if v in ("better", "worse")]
     across = rate(len(across_false), len(t.across))
     print(f"  false verdicts through compare across campaigns: {across}")
@@ -852,7 +944,7 @@ def main(argv: Sequence[str]) -> None:
     parts = (
         set(argv[3].split(","))
         if len(argv) > 3
-        else {"aa", "ab", "tune", "apps", "appsab", "why", "bisect", "small"}
+        else {"aa", "ab", "tune", "apps", "appsab", "why", "bisect", "small", "causes"}
     )
     batch = int(argv[4]) if len(argv) > 4 else 0
     with tempfile.TemporaryDirectory(prefix="allocmark-calibration-") as tmp:
@@ -887,6 +979,8 @@ def main(argv: Sequence[str]) -> None:
                     bisects(tally, work, reps, cells, name, batch)
                 if "small" in parts:
                     small(tally, work, reps, name)
+                if "causes" in parts:
+                    causes(tally, work, cells, name)
             report(name, tally, reps)
             sys.stdout.flush()
 

@@ -49,6 +49,10 @@
 // (PR_SET_THP_DISABLE: no root needed, inherited by children and kept across
 // execve); the `:nothp` variant of every allocator sets it.
 //
+// AM_RUN_KCOUNT=1: the kernel counts the system calls of the run's whole tree by kind
+// (am_run_kcount.c; 2: every system call too); the child waits, before its exec, until
+// the counters are open.
+//
 // RSS over time: every AM_RUN_SAMPLE_US microseconds (default 5000; 0: off) the
 // launcher reads the resident size of the run's processes from /proc (statm, a
 // counter read that takes no lock the measured process needs). It keeps at
@@ -72,8 +76,9 @@
 // wall time and samples then include time it did not watch the benchmark.
 //
 // On STATUS_FD it writes the "image" records as the images end (AM_RUN_WATCH), an
-// "rss" record (when sampling is on), a "watch" record (AM_RUN_WATCH), then a "run"
-// record, one JSON line each (see native/records.py in the package):
+// "rss" record (when sampling is on), a "watch" record (AM_RUN_WATCH), a "kernel"
+// record (AM_RUN_KCOUNT), then a "run" record, one JSON line each (see
+// native/records.py in the package):
 //   {"am":"rss","v":2,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
 //    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"start_kib":N,"peak_kib":N,
 //    "peak_file_kib":N,"smaps_at_kib":N,"smaps_kib":[A,D,L,H],"smaps_reads":N,
@@ -84,6 +89,8 @@
 // smaps_kib: Anonymous, Private_Dirty, LazyFree and AnonHugePages of the first
 // process read nearest the peak (when the tree's RSS was smaps_at_kib, -1: never),
 // after smaps_reads reads that took smaps_ns (see am_read_smaps).
+//   {"am":"kernel","v":1,"errno":E,"failed":"tracefs"|"open"|"filter"|"read"|"",
+//    "counts":{"mmap":N,"munmap":N,...}}  (counts only when errno is 0)
 //   {"am":"run","v":4,"status":S,"wall_ns":N,"utime_us":N,"stime_us":N,
 //    "maxrss_kib":N,"minflt":N,"majflt":N,"nvcsw":N,"nivcsw":N,"exec_errno":E,
 //    "oom":0|1,"limit_by":"none"|"cgroup"|"cgroup2"|"watchdog","stopped":0|1}
@@ -532,10 +539,15 @@ int main(int argc, char **argv) {
   }
   unsetenv("AM_RUN_USER");
   am_run_uid = run_uid;
+  const char *kcount_env = getenv("AM_RUN_KCOUNT");
+  int kcount = kcount_env ? atoi(kcount_env) : 0;  // 1: the kinds; 2: every call too
+  unsetenv("AM_RUN_KCOUNT");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
-  int gopipe[2] = {-1, -1};  // with a cgroup: the child waits until it is in it
-  if (am_cgroup[0] && pipe2(gopipe, O_CLOEXEC) != 0) return 3;
+  // With a cgroup or the kernel's count: the child waits until it is in the cgroup and
+  // counted, so that nothing of its program escapes either.
+  int gopipe[2] = {-1, -1};
+  if ((am_cgroup[0] || kcount > 0) && pipe2(gopipe, O_CLOEXEC) != 0) return 3;
   sigset_t chld, before;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -564,6 +576,13 @@ int main(int argc, char **argv) {
     am_child(errpipe[1], argv + first);
   }
   close(errpipe[1]);
+  // Opening the counters registers the kernel's tracepoints, up to 20 ms here: the
+  // launcher's time, not the program's (it waits at the go pipe meanwhile).
+  int64_t kcount_ns = am_now_ns();
+  if (kcount > 0) am_kcount_open(pid, kcount == 2);  // a failure is said in the "kernel" record
+  kcount_ns = am_now_ns() - kcount_ns;
+  am_series.t0_ns += kcount_ns;  // the samples' times are the program's too
+  am_series.next_ns = am_series.t0_ns;
   if (gopipe[0] >= 0) am_join(pid, gopipe);
   if (watch_sock[0] >= 0) {
     close(watch_sock[1]);
@@ -579,7 +598,8 @@ int main(int argc, char **argv) {
     return 3;
   }
   int64_t end = am_now_ns();
-  int64_t wall = end - t0 - am_watch_main_exit_ns;  // the reading at its end is not its time
+  // Neither the reading at its end nor the counters' opening is the program's time.
+  int64_t wall = end - t0 - am_watch_main_exit_ns - kcount_ns;
   am_note_reaped(&ru);
   am_end_tree();
   int oom = am_oom_by_watchdog;
@@ -594,6 +614,7 @@ int main(int argc, char **argv) {
   if (am_stopping) return 100 + am_stopping;  // stopped: no usage to report
   if (am_series.period_ns > 0) am_series_write(status_fd, end);
   if (watching) am_watch_write(status_fd);
+  am_kcount_write(status_fd);  // after am_end_tree: every process's count is in
   dprintf(status_fd,
           "{\"am\":\"run\",\"v\":4,\"status\":%d,\"wall_ns\":%" PRId64
           ",\"utime_us\":%" PRId64 ",\"stime_us\":%" PRId64

@@ -1,7 +1,8 @@
 // am_run.h — what the launcher's files share: am_run.c (spawn, signals, wait, the
 // report), am_run_limit.c (the memory limit: a cgroup, else a watchdog), am_run_rss.c
-// (the run's RSS: its tree's sum, sampled over time) and am_run_watch.c (what each
-// process image had mapped as it ended).
+// (the run's RSS: its tree's sum, sampled over time), am_run_watch.c (what each
+// process image had mapped as it ended) and am_run_kcount.c (the kernel's count of the
+// run's system calls).
 #ifndef AM_RUN_H
 #define AM_RUN_H
 
@@ -17,7 +18,7 @@ extern int am_cgroup_v;      // its cgroup version: 1 or 2
 void am_cgroup_make(void);
 long am_cgroup_oom_kills(void);
 void am_cgroup_remove(void);
-void am_join(pid_t pid, const int go[2]);  // the launcher: put the child in the cgroup
+void am_join(pid_t pid, const int go[2]);  // the launcher: the child in the cgroup, then go
 void am_wait_go(const int go[2]);          // the child: wait until it is in it
 
 // -- RSS over time (am_run_rss.c) --------------------------------------------------
@@ -66,5 +67,9 @@ void am_watch_serve(int status_fd, pid_t main_pid);
 // program's time, the launcher takes it off the wall time.
 extern int64_t am_watch_main_exit_ns;
 void am_watch_write(int status_fd);  // the "watch" record
+
+// -- the kernel's count of the run's system calls (am_run_kcount.c) -----------------
+int am_kcount_open(pid_t pid, int every);  // before the child's exec; -1: not counting
+void am_kcount_write(int status_fd);  // the "kernel" record, once the tree has ended
 
 #endif

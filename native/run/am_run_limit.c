@@ -122,7 +122,7 @@ void am_cgroup_remove(void) {
 // tell the launcher that it failed to, and would run unlimited under a label
 // saying otherwise. If the move fails, the watchdog holds the limit instead.
 void am_join(pid_t pid, const int go[2]) {
-  if (am_write_file(am_cgroup, "cgroup.procs", pid) != 0) {
+  if (am_cgroup[0] && am_write_file(am_cgroup, "cgroup.procs", pid) != 0) {
     am_cgroup_remove();
     am_cgroup[0] = 0;
   }

@@ -318,6 +318,20 @@ class RssSeries:
 
 
 @dataclass(frozen=True)
+class Profiled:
+    """A profiled run as stored: its profile records (profile/ reads them), the kernel's
+    counts of its system calls (`syscall_<kind>` metrics, run/kernel.py) and why there
+    are none ("" when counted)."""
+
+    allocator: str
+    workload: str
+    params: Params
+    profile: dict[str, Any]
+    counts: dict[str, float]
+    uncounted: str = ""
+
+
+@dataclass(frozen=True)
 class RunResult:
     """What one child did, measured from outside and (for native workloads) inside."""
 

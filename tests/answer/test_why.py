@@ -14,16 +14,26 @@ BLOCKS = 12
 
 
 def _runs(
-    allocator: str, user: float, sys: float, anon: int, file: int, faults: int, seed: str = ""
+    allocator: str,
+    user: float,
+    sys: float,
+    anon: int,
+    file: int,
+    faults: int,
+    seed: str = "",
+    kernel: dict[str, float] | None = None,
+    spread: float = 0.01,
 ) -> list[StoredRun]:
     """Runs whose time is user + sys CPU and whose peak RSS is anonymous + file-backed,
-    each within ±1 % from block to block."""
+    each within ±1 % from block to block; `kernel`: the kernel's counts by kind (±spread)."""
     rng = random.Random(allocator + seed)
     out = []
     for b in range(BLOCKS):
         u, s = user * rng.uniform(0.99, 1.01), sys * rng.uniform(0.99, 1.01)
         a, f = anon * rng.uniform(0.99, 1.01), file * rng.uniform(0.995, 1.005)
         metrics = {"peak_anon_kib": round(a), "peak_file_kib": round(f), "start_rss_kib": 900.0}
+        for kind, n in (kernel or {}).items():
+            metrics[f"syscall_{kind}"] = round(n * rng.uniform(1 - spread, 1 + spread))
         run = stored(allocator, u + s, rss=round(a + f), rep=b, metrics=metrics)
         out.append(
             run._replace(
@@ -175,3 +185,61 @@ def test_smaps_near_the_peak_counts_only_where_it_was_read_near_it() -> None:
     assert most == {"peak_anon_kib", "near_peak_dirty_kib"}
     (w,) = why.explain(_comparison(near(base, 0.3, 7000), near(big, 0.3, 13000)))
     assert "near_peak_dirty_kib" not in w.checked
+
+
+def test_a_madvise_storm_is_named_with_its_counts() -> None:
+    """Planted: every freed block's pages given back (system CPU and faults up): the
+    kernel's madvise(MADV_DONTNEED) count names the mechanism, with both counts; the
+    counts that did not move name nothing, nor does one that moved by a few calls
+    (mmap: 18 against 13, decided: the counts barely vary)."""
+    same = {"brk": 30, "futex_wait": 2}
+    base = _runs(
+        "glibc", 0.9, 0.1, 8000, 2000, 1000, kernel={"madvise_dontneed": 48, "mmap": 13, **same}
+    )
+    kernel = {"madvise_dontneed": 75050, "mmap": 18, **same}
+    storm = _runs("storm", 0.9, 0.4, 8000, 2000, 5000, kernel=kernel, spread=0.0)
+    (w,) = _whys(base, storm)
+    assert (w.axis, w.mechanisms) == ("time", ("pages",))
+    assert "syscall_mmap" not in {f.signal for f in w.factors}
+    text = answer.clause(w)
+    assert text.startswith("system CPU +3") and "most of it" in text
+    assert "madvise(MADV_DONTNEED) calls against 4" in text
+    assert "freed pages given back to the kernel" in text
+
+
+def test_a_futex_lock_is_named_where_no_cpu_explains_the_time() -> None:
+    """Planted: threads waiting on a lock made of raw futexes: time up, CPU the same;
+    not explained in seconds, but the kernel's futex waits name the mechanism."""
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000, kernel={"futex_wait": 6, "mmap": 40})
+    locked = [
+        r._replace(wall_s=r.wall_s * 1.4)
+        for r in _runs(
+            "locked", 0.9, 0.1, 8000, 2000, 1000, kernel={"futex_wait": 486941, "mmap": 40}
+        )
+    ]
+    (w,) = _whys(base, locked)
+    assert w.axis == "time" and not w.explained and w.mechanisms == ("locks",)
+    text = answer.clause(w)
+    assert text.startswith("not explained by a decided signal: checked CPU, faults, switches")
+    assert "system calls" in text and "futex waits against 6: threads waiting" in text
+
+
+def test_a_count_that_did_not_decide_names_no_mechanism() -> None:
+    """madvise calls 10 % up by their estimate, ±30 % from block to block: undecided,
+    so no mechanism is named, though the time difference is explained."""
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000, kernel={"madvise_dontneed": 100})
+    other = _runs("other", 0.9, 0.4, 8000, 2000, 1000, kernel={"madvise_dontneed": 110}, spread=0.3)
+    (w,) = _whys(base, other)
+    assert w.explained and w.mechanisms == ()
+    assert "madvise" not in answer.clause(w)
+
+
+def test_a_a_with_the_kernels_counts_names_nothing() -> None:
+    counts = {"madvise_dontneed": 500, "mmap": 40, "futex_wait": 10}
+    assert (
+        _whys(
+            _runs("glibc", 0.9, 0.1, 8000, 2000, 1000, kernel=counts, spread=0.2),
+            _runs("twin", 0.9, 0.1, 8000, 2000, 1000, kernel=counts, spread=0.2),
+        )
+        == []
+    )

@@ -60,6 +60,16 @@ SIGNAL_METRICS = (
     "near_peak_thp_kib",
     "prof_inside_s",
     "prof_slack_kib",
+    # the kernel's counts (run/kernel.py) that name a mechanism (why.KERNEL)
+    "syscall_madvise_dontneed",
+    "syscall_madvise_free",
+    "syscall_mmap",
+    "syscall_munmap",
+    "syscall_mremap",
+    "syscall_brk",
+    "syscall_mprotect",
+    "syscall_futex_wait",
+    "syscall_futex_wake",
 )
 
 

@@ -5,10 +5,12 @@ time and its peak RSS (the launcher, run/launch.py): user and system CPU, minor
 and major faults, voluntary and involuntary context switches (rusage of the run's
 tree), the RSS at start-up, the anonymous and file-backed parts of the largest
 sample (statm), and smaps_rollup read near the peak (private dirty, lazily freed,
-in huge pages). When the campaign ran its why pass (run/whypass.py), its profiled
-blocks add the time inside the allocator and the size-class rounding at the peak of
-live bytes, paired over those blocks (a fixed number: the fixed-n tests). The rule
-(docs/statistics.md, "Why"):
+in huge pages), and, where the kernel counts them (run/kernel.py), the system calls
+of the run's tree by kind, glibc's own and raw ones included: mmap, munmap, mremap,
+mprotect, brk, madvise by advice, futex waits and wakes. When the campaign ran its why
+pass (run/whypass.py), its profiled blocks add the time inside the allocator and the
+size-class rounding at the peak of live bytes, paired over those blocks (a fixed
+number: the fixed-n tests). The rule (docs/statistics.md, "Why"):
 
 - only a difference the answer decided (its row's Holm family) is explained;
 - a signal counts when its own paired ratio to the baseline's, over the blocks both
@@ -20,6 +22,11 @@ live bytes, paired over those blocks (a fixed number: the fixed-n tests). The ru
   differences over the outcome's: "most of it" from one half, "more than all of it"
   beyond ALL (something else went the other way), else "part of it"; a
   count (faults, switches) cannot be converted and is said "with", never "because";
+- a decided count of the kernel's names its mechanism (MECHANISMS: pages given back,
+  mappings made and unmade, the heap moved by brk, protections changed, lock waits),
+  with its counts ("75,050 madvise(MADV_DONTNEED) calls against 48"): only a count
+  decided in the same cells, so an undecided one names nothing, and only one that moved
+  materially (beyond MATERIAL times, by MATERIAL_CALLS calls a run or more);
 - peak RSS is never explained by end-of-run figures (rusage's counts), only by what
   was read at the peak (statm) or near it (smaps_rollup, counted only where it was
   read at 90 % of the peak or more in the median block), and by the start-up RSS;
@@ -36,6 +43,7 @@ stats.paired_ratio's and stats.holm's.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -55,6 +63,36 @@ class Signal:
     unit: str  # "s", "KiB", or "" (a count: said "with")
     near_peak: bool = False  # read by smaps_rollup near the peak (see the rule)
     profiled: bool = False  # from the why pass's profiled blocks (run/whypass.py)
+    mechanism: str = ""  # what the allocator does when this count is decided (MECHANISMS)
+
+
+# What an allocator does, named when a count of the kernel's (run/kernel.py) moved with
+# a decided difference: each key a mechanism, each value what it means for the program.
+MECHANISMS = {
+    "pages": "freed pages given back to the kernel, faulted in again when reused",
+    "maps": "memory mapped and unmapped again and again",
+    "heap": "the heap grown and shrunk through brk",
+    "protect": "page protections changed (guard pages, a heap grown in place)",
+    "locks": "threads waiting for a lock in the kernel (futex)",
+}
+
+
+def _count(kind: str, words: str, mechanism: str) -> Signal:
+    """A count of the kernel's, the metric `syscall_<kind>` (run/kernel.py)."""
+    return Signal(f"syscall_{kind}", words, "", mechanism=mechanism)
+
+
+KERNEL = (
+    _count("madvise_dontneed", "madvise(MADV_DONTNEED) calls", "pages"),
+    _count("madvise_free", "madvise(MADV_FREE) calls", "pages"),
+    _count("mmap", "mmap calls", "maps"),
+    _count("munmap", "munmap calls", "maps"),
+    _count("mremap", "mremap calls", "maps"),
+    _count("brk", "brk calls", "heap"),
+    _count("mprotect", "mprotect calls", "protect"),
+    _count("futex_wait", "futex waits", "locks"),
+    _count("futex_wake", "futex wakes", "locks"),
+)
 
 
 TIME = (
@@ -65,6 +103,7 @@ TIME = (
     Signal("nvcsw", "voluntary context switches", ""),
     Signal("nivcsw", "involuntary context switches", ""),
     Signal("prof_inside_s", "time inside the allocator", "s", profiled=True),
+    *KERNEL,
 )
 RSS = (
     Signal("peak_anon_kib", "anonymous at the peak", "KiB"),
@@ -88,6 +127,12 @@ ALL = 1.1
 # at first, drowned a 40 ms difference of system CPU in the added second.
 OFFSET = {"": 1.0, "KiB": 1.0, "s": 1e-3}
 NEAR = 0.9  # smaps_rollup counts where it was read at this share of the peak
+# A mechanism is what an allocator does differently, not a few more calls of what it
+# does anyway: its count must have moved beyond this many times (a madvise storm: x2,500;
+# a futex lock: x80,000; 18 mmap calls against 13 on a program the storm slowed: x1.4,
+# the storm's side effect, named at first) and by this many calls a run.
+MATERIAL = 2.0
+MATERIAL_CALLS = 100
 
 
 @dataclass(frozen=True)
@@ -102,6 +147,8 @@ class Factor:
     low: float
     high: float
     share: float | None  # of the difference, in its units (None: a count)
+    base: float = 0.0  # the baseline's value, mean over the blocks
+    mechanism: str = ""  # a key of MECHANISMS: what a count of the kernel's says
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -134,6 +181,17 @@ class Why:
     def explained(self) -> bool:
         """Accounted for at least in part by a signal in the outcome's units."""
         return any(f.share is not None for f in self.factors)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mechanisms(self) -> tuple[str, ...]:
+        """What the allocator does, by the kernel's decided counts (MECHANISMS' keys),
+        the one that moved the most first."""
+        moved = sorted(
+            (f for f in self.factors if f.mechanism),
+            key=lambda f: -abs(math.log(f.ratio)),
+        )
+        return tuple(dict.fromkeys(f.mechanism for f in moved))
 
     @property
     def mostly(self) -> bool:
@@ -249,7 +307,12 @@ def _why(
         moved = _mean_delta(sp)
         same_way = (moved > 0) == (delta > 0) and moved != 0
         share = moved / delta if s.unit and delta else None
-        factor = Factor(s.name, s.words, s.unit, moved, r.value, r.low, r.high, share)
+        before = statistics.fmean(y for _, y in sp)
+        factor = Factor(
+            s.name, s.words, s.unit, moved, r.value, r.low, r.high, share, before, s.mechanism
+        )
+        if s.mechanism and not _material(r, moved):
+            continue  # a few more calls of what the allocator does anyway name nothing
         if r.df > 0 and (r.low > 1 or r.high < 1) and same_way:
             factors.append(factor)
         elif same_way and share is not None and share >= MOST:
@@ -267,6 +330,12 @@ def _why(
         tuple(s.name for s, _, _ in tested),
         tuple(undecided),
     )
+
+
+def _material(r: stats.Ratio, moved: float) -> bool:
+    """A count of the kernel's names a mechanism only when it moved by MATERIAL_CALLS
+    calls a run or more and its interval is beyond MATERIAL times (or 1/MATERIAL)."""
+    return abs(moved) >= MATERIAL_CALLS and (r.low >= MATERIAL or r.high <= 1 / MATERIAL)
 
 
 def _pairs(mine: AllocatorRuns, base: AllocatorRuns, column: str) -> list[tuple[float, float]]:

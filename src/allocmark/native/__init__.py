@@ -2,8 +2,9 @@
 
 Where the programs and libraries built into the package live, allocmark's cache,
 the native tools' versions, (records.py) the one reader of what native programs
-write, and (identity.py) the identity untrusted code runs as and the way it is run
-there. Every stage below the CLI may import it.
+write, (kernel.py) the launcher's count of a run's system calls as metrics, and
+(identity.py) the identity untrusted code runs as and the way it is run there. Every
+stage below the CLI may import it.
 
 May import: errors, defaults, files.
 Never: allocators, answer, api, cli, dispatchers, profile, report, run, store, verbs,

@@ -9,6 +9,7 @@ being half understood:
     rss     am_run: the run's resident size over time (before its "run" record)
     image   am_run: what one process image of the run had mapped as it ended
     watch   am_run: how the images were read (after them, before its "run" record)
+    kernel  am_run: the kernel's count of the run's system calls (before its "run" record)
     calib   am_run --calibrate: the fixed CPU loop's time
     who     libam_who.so: which object serves each allocation function in a process
     calls   libam_who.so: a function a partial allocator may lack, called by the program
@@ -35,6 +36,7 @@ VERSIONS = {
     "rss": 2,
     "image": 1,
     "watch": 1,
+    "kernel": 1,
     "calib": 1,
     "who": 2,
     "calls": 1,

@@ -3,10 +3,13 @@ profiles as side-by-side views, cell by cell."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from allocmark.model import Profiled
+from allocmark.native.kernel import PREFIX as KERNEL_PREFIX
 from allocmark.profile.records import merge, of_stored
 from allocmark.profile.summary import (
     PATHS,
@@ -45,6 +48,8 @@ def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> l
                 f"{mine / theirs:.1f}x the {p.replace('_', ' ')} cycles of "
                 f"{base.allocator} (median {mine:.0f} vs {theirs:.0f})"
             )
+    if s.kernel and base.kernel:
+        return lines + _kernel_against(s, base)
     for name in ("mmap", "munmap", "madvise", "mprotect", "mremap"):
         if name not in s.visible or name not in base.visible:
             continue  # a 0 that only means "not seen" compares nothing
@@ -62,6 +67,20 @@ def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> l
             f"lock contention per run: {contended} contended acquisitions, "
             f"{failed} failed trylocks, {waiting} cycles waiting"
         )
+    return lines
+
+
+def _kernel_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
+    """The kernel's counts (already per run) that differ by 1.5x or more and reach 10 a
+    run in either: glibc's own calls and raw ones included."""
+    lines = []
+    for kind in ("mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex_wait"):
+        mine, theirs = s.kernel.get(kind, 0.0), base.kernel.get(kind, 0.0)
+        if max(mine, theirs) >= 10 and max(mine, theirs) >= 1.5 * max(min(mine, theirs), 1):
+            lines.append(
+                f"{count_text(mine)} {kind.replace('_', ' ')} calls per run vs "
+                f"{count_text(theirs)} for {base.allocator} (the kernel's count)"
+            )
     return lines
 
 
@@ -83,22 +102,22 @@ class View:
 
 
 def views(
-    profiled: Sequence[tuple[str, str, Any, dict[str, Any]]],
+    profiled: Sequence[Profiled],
     libraries: Mapping[str, str | None],
     order: Sequence[str],
     baseline: str | None,
 ) -> list[View]:
-    """`profiled`: (allocator, workload, params, profile) of every profiled run."""
-    cells: dict[tuple[str, Any], dict[str, list[dict[str, Any]]]] = {}
-    for alloc, workload, params, prof in profiled:
-        cells.setdefault((workload, params), {}).setdefault(alloc, []).append(of_stored(prof))
+    """Every profiled run's side-by-side view, cell by cell."""
+    cells: dict[tuple[str, Any], dict[str, list[Profiled]]] = {}
+    for p in profiled:
+        cells.setdefault((p.workload, p.params), {}).setdefault(p.allocator, []).append(p)
     out = []
     for (workload, params), by_alloc in cells.items():
         names = [a for a in order if a in by_alloc]
         runs = max(len(v) for v in by_alloc.values())
-        summaries = [summarize(a, merge(by_alloc[a]), libraries.get(a)) for a in names]
+        summaries = [_summary(a, by_alloc[a], libraries.get(a)) for a in names]
         ref = baseline if baseline in names else (names[0] if names else None)
-        sample = by_alloc[names[0]][0].get("sample", 1) if names else 1
+        sample = of_stored(by_alloc[names[0]][0].profile).get("sample", 1) if names else 1
         notes = _notes(summaries, sample)
         out.append(
             View(
@@ -115,9 +134,32 @@ def views(
     return out
 
 
+def _summary(allocator: str, runs: Sequence[Profiled], library: str | None) -> AllocatorProfile:
+    """One allocator's runs of a cell summed, with the kernel's counts, mean per run
+    (none when a run was not counted)."""
+    s = summarize(allocator, merge([of_stored(p.profile) for p in runs]), library)
+    missing = next((p.uncounted or "not counted" for p in runs if not p.counts), "")
+    if missing:
+        return dataclasses.replace(s, uncounted=missing)
+    kinds = dict.fromkeys(k for p in runs for k in p.counts)
+    mean = {
+        k.removeprefix(KERNEL_PREFIX): sum(p.counts.get(k, 0.0) for p in runs) / len(runs)
+        for k in kinds
+    }
+    return dataclasses.replace(s, kernel=mean)
+
+
 def _notes(summaries: Sequence[AllocatorProfile], sample: int) -> list[str]:
     """What the numbers mean and what they cannot show, under the table."""
     notes = [f"{s.allocator}: {s.visibility}" for s in summaries]
+    notes += [
+        f"{s.allocator}: system calls not counted: {s.uncounted}" for s in summaries if s.uncounted
+    ]
+    if any(s.kernel for s in summaries):
+        notes.append(
+            "system calls per run: counted by the kernel (syscall tracepoints) over the run's "
+            "whole tree, the allocator's own and raw ones included, and the profiler's few"
+        )
     if summaries:
         notes.append(f"hardware counters: {summaries[0].hw}")
     notes.append(

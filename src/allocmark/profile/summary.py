@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -89,6 +89,10 @@ class AllocatorProfile:
     visibility: str  # which of the allocator's syscalls and locks the shim can see
     visible: frozenset[str] = frozenset()  # their names
     malloc_sizes: tuple[float, ...] = ()  # calls per power-of-two size bucket
+    # The kernel's count of the runs' system calls (run/kernel.py), mean per run, by kind
+    # ({} when any run was not counted: `uncounted` says why).
+    kernel: Mapping[str, float] = field(default_factory=dict)
+    uncounted: str = ""
 
 
 def new_and_reuse(pairs: Mapping[str, int]) -> tuple[int, int]:
@@ -180,7 +184,8 @@ def visibility(library: str | None) -> tuple[str, frozenset[str]]:
     if os.path.basename(library).startswith("libc.so"):
         return (
             "glibc makes its mmap, munmap, madvise and brk calls and takes its arena "
-            "locks inside libc: none is visible, its counts are 0"
+            "locks inside libc: none is visible to the profiler, its counts are 0 (the "
+            "kernel's count sees them)"
         ), frozenset()
     names = (*SYSCALLS, "pthread_mutex_lock", "pthread_mutex_trylock")
     seen = frozenset(n for n in names if n in imported)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -10,7 +11,7 @@ from allocmark.answer.across import Tally
 from allocmark.answer.findings import Findings
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.answer.remedy import Try
-from allocmark.answer.why import Factor, Why
+from allocmark.answer.why import KERNEL, MECHANISMS, Factor, Why
 from allocmark.report import fmt
 from allocmark.report.fmt import decimals, seconds
 
@@ -383,15 +384,29 @@ def clause(w: Why, most: int | None = 1) -> str:
     accounts for it, what was checked, and the `most` signals that moved undecided
     (--detail names each signal)."""
     shared = [f for f in w.factors if f.share is not None][:most]
-    counts = [f for f in w.factors if f.share is None][:1]
+    counts = [f for f in w.factors if f.share is None and not f.mechanism][:1]
+    mechanisms = [mechanism(w, m) for m in w.mechanisms]
     if not shared:
         said = "not explained by a decided signal: " + (
             f"checked {_checked(w)}" if w.checked else "no signal recorded"
         )
         named = w.moved if most is None else w.moved[: max(1, most)]
         moved = [f"{_part(f)} by its estimate, not decided" for f in named]
-        return "; ".join([said, *moved, *(_count(f) for f in counts)])
-    return "; ".join([*(_part(f) for f in shared), *(_count(f) for f in counts)])
+        return "; ".join([said, *moved, *mechanisms, *(_count(f) for f in counts)])
+    return "; ".join([*(_part(f) for f in shared), *mechanisms, *(_count(f) for f in counts)])
+
+
+def mechanism(w: Why, key: str) -> str:
+    """ "75,050 madvise(MADV_DONTNEED) calls against 48: freed pages given back to the
+    kernel, faulted in again when reused": the count of the mechanism that moved the
+    most, the allocator's against the baseline's (means over the blocks)."""
+    f = max((f for f in w.factors if f.mechanism == key), key=lambda f: abs(math.log(f.ratio)))
+    mine = f.base + f.delta
+    return f"{_whole(mine)} {f.words} against {_whole(f.base)}: {MECHANISMS[key]}"
+
+
+def _whole(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.3g}"
 
 
 _PEAK, _SMAPS = "anonymous and file RSS at the peak", "smaps near the peak"
@@ -410,6 +425,7 @@ _GROUPS = {
     "near_peak_thp_kib": _SMAPS,
     "prof_inside_s": "time inside the allocator",
     "prof_slack_kib": "size-class rounding",
+    **{s.name: "system calls" for s in KERNEL},
 }
 
 

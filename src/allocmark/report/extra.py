@@ -117,6 +117,13 @@ SIGNAL_COLUMNS = {
     "start_rss_kib": ("start-up RSS", "KiB"),
     "peak_anon_kib": ("anonymous at the peak", "KiB"),
     "peak_file_kib": ("file-backed at the peak", "KiB"),
+    # the kernel's counts (run/kernel.py)
+    "syscall_mmap": ("mmap calls", ""),
+    "syscall_munmap": ("munmap calls", ""),
+    "syscall_brk": ("brk calls", ""),
+    "syscall_mprotect": ("mprotect calls", ""),
+    "syscall_madvise_dontneed": ("madvise(DONTNEED) calls", ""),
+    "syscall_futex_wait": ("futex waits", ""),
 }
 
 

@@ -43,6 +43,11 @@ def rows(summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int 
     for p in PATHS:
         if any(s.paths[p].samples for s in summaries):
             add(cycles, p.replace("_", " "), lambda s, p=p: _cycles(s, base, p))
+    kernel = "system calls per run, the kernel's count (the run's tree)"
+    if any(s.kernel for s in summaries):
+        for label, kinds in KERNEL_ROWS:
+            if any(s.kernel.get(k) for s in summaries for k in kinds):
+                add(kernel, label, lambda s, ks=kinds: _kernel(s, ks))
     sys_title = "syscalls in the allocator (cycles)"
     for name in SYSCALLS:
         if any(s.syscalls.get(name, {}).get("in_calls") for s in summaries):
@@ -74,6 +79,23 @@ def rows(summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int 
     add(mem, "RSS", lambda s: fmt.size_bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
     add(mem, "RSS - usable: the rest", _rest)
     return out
+
+
+# The kernel's counts as rows: a label, and the kinds (native/kernel.py) its cell shows.
+KERNEL_ROWS = (
+    ("mmap / munmap", ("mmap", "munmap")),
+    ("mremap", ("mremap",)),
+    ("mprotect", ("mprotect",)),
+    ("brk", ("brk",)),
+    ("madvise: DONTNEED / FREE / all", ("madvise_dontneed", "madvise_free", "madvise")),
+    ("futex: waits / wakes / all", ("futex_wait", "futex_wake", "futex")),
+)
+
+
+def _kernel(s: AllocatorProfile, kinds: Sequence[str]) -> str:
+    if not s.kernel:
+        return "n/a"
+    return " / ".join(count_text(s.kernel.get(k, 0.0)) for k in kinds)
 
 
 def _calls_split(s: AllocatorProfile, runs: int) -> str:

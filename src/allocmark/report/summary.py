@@ -3,8 +3,8 @@ summary`), drawn from one definition: the report value's own frozen dataclasses,
 which pydantic reads as they are declared (answer/: Answer, Choice, Position, Tally,
 Why, Factor, Try, Steady, Phase, Made, Change; model.Git; stats.Ratio and GeoMean).
 A field added to one of them is in every export and in the schema at once; what a
-class derives and the export carries (Why.explained, Factor.degree, Steady.text,
-Made.rest_kib) is a pydantic computed field where it is derived; what the export
+class derives and the export carries (Why.explained, Why.mechanisms, Factor.degree,
+Steady.text, Made.rest_kib) is a pydantic computed field where it is derived; what the export
 leaves out says so where it is declared (Position.ratio).
 
 The report adds two texts to the value, each a subclass here: an answer's sentence
@@ -17,6 +17,8 @@ Version 3: the document is the value's image: a remedy nests the why it answers
 (version 2 flattened it), a why carries its label and the signals that moved
 undecided, a release change its whole ratio, a revision its build; a verdict not
 reached is "undecided" everywhere (version 2: "inconclusive" in the positions).
+Version 4: a why names its mechanisms (the kernel's decided counts), a factor carries
+the baseline's value and its mechanism.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from allocmark.model import Git
 from allocmark.report import answer, rows
 from allocmark.schemas.exchange import SUMMARY_FORMAT
 
-VERSION: Final = 3
+VERSION: Final = 4
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Summary:
     """An allocmark summary export: one campaign's report."""
 
     format: Literal["allocmark-summary"]
-    version: Literal[3]
+    version: Literal[4]
     campaign: dict[str, Any]  # id, name, machine, plan, ... as stored
     baseline: str | None
     allocators: tuple[str, ...]

@@ -16,12 +16,12 @@ from typing import Any
 
 from allocmark import files
 from allocmark.model import RssSeries, RunSpec, RunStatus
-from allocmark.native import identity, records
-from allocmark.run import capture, image, runas, who
+from allocmark.native import identity, kernel as counted_record, records
+from allocmark.run import capture, image, kernel, runas, who
 from allocmark.store import owner
 from allocmark.text import printable
 
-LAUNCHER_KNOBS = ("AM_RUN_SAMPLE_US", "AM_RUN_NO_NEAR_PEAK", "AM_RUN_NO_CGROUP")
+LAUNCHER_KNOBS = ("AM_RUN_SAMPLE_US", "AM_RUN_NO_NEAR_PEAK", "AM_RUN_NO_CGROUP", "AM_RUN_KCOUNT")
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
 
 
@@ -91,8 +91,11 @@ class Launched:
         out: int = err if merged else subprocess.DEVNULL
         if not merged and keep(spec, "stdout") == capture.PARSED_KEEP:
             out = self.streams.pipe("stdout", capture.PARSED_KEEP)
+        # The kernel counts the run's system calls wherever it can (run/kernel.py).
+        env["AM_RUN_KCOUNT"] = "0" if kernel.prepare() else "1"
         # The launcher's own knobs, from allocmark's environment (tests and benches turn
-        # sampling off): am_run reads and removes them, the program never sees them.
+        # sampling or counting off): am_run reads and removes them, the program never
+        # sees them.
         env |= {k: v for k, v in os.environ.items() if k in LAUNCHER_KNOBS}
         steps = ["--steps", ",".join(map(str, spec.app.steps))] if spec.app.steps else []
         if spec.memory_limit:
@@ -198,9 +201,11 @@ def kill_group(pgid: int) -> None:
 @dataclass(frozen=True)
 class LauncherReport:
     """am_run's "run" record as numbers ({} when it cannot count), the RSS series of its
-    "rss" record with the metrics derived from every sample, why the report cannot count
-    ("" when it can), and its readings of the program's images ("image" records; the
-    "watch" record's errno, None when the run did not ask for them)."""
+    "rss" record with the metrics derived from every sample and the kernel's counts of
+    its "kernel" record (kernel.py), why the report cannot count ("" when it can), its
+    readings of the program's images ("image" records; the "watch" record's errno, None
+    when the run did not ask for them), and why the kernel did not count ("" when it
+    did or was not asked)."""
 
     status: dict[str, int]
     series: RssSeries | None
@@ -208,12 +213,15 @@ class LauncherReport:
     problem: str = ""
     images: tuple[image.Image, ...] = ()
     watch_errno: int | None = None
+    uncounted: str = ""
 
     def fill(self, outcome: Outcome) -> None:
         """Hand what the launcher reported to the run's outcome."""
         outcome.status, outcome.rss, outcome.rss_metrics = self.status, self.series, self.metrics
         outcome.launcher_problem = self.problem
         outcome.images, outcome.watch_errno = self.images, self.watch_errno
+        if why := self.uncounted or (kernel.prepare() if self.status else ""):
+            outcome.labels[kernel.LABEL] = why
 
 
 _CONTINUED = (
@@ -227,10 +235,10 @@ STOPPED = 100  # am_run's exit status when SIGTERM, SIGINT or SIGHUP stopped it:
 
 def launcher_report(text: bytes, code: int | None) -> LauncherReport:
     """A run counts only when am_run exited by itself with status 0 having written one
-    "run" record (and at most one "rss" record) that parse: the measured program can
-    write into the launcher's pipe as root (or kill the launcher after it did), and
-    what it wrote must never become a result. Anything else is the run's own error,
-    never the campaign's."""
+    "run" record (and at most one "rss", "watch" and "kernel" record) that parse: the
+    measured program can write into the launcher's pipe as root (or kill the launcher
+    after it did), and what it wrote must never become a result. Anything else is the
+    run's own error, never the campaign's."""
     if code != 0:
         return LauncherReport({}, None, {}, _launcher_end(code))
     try:
@@ -238,11 +246,17 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
         status = _status(records.only(found, "run", "the launcher's pipe"))
         rss = [r.fields for r in found if r.kind == "rss"]
         watch = [r.fields for r in found if r.kind == "watch"]
+        counted = [r.fields for r in found if r.kind == "kernel"]
         images = tuple(image.parse(r.fields) for r in found if r.kind == "image")
-        if len(rss) > 1 or len(watch) > 1 or len(found) != 1 + len(rss) + len(watch) + len(images):
+        singles = (rss, watch, counted)
+        if any(len(x) > 1 for x in singles) or len(found) != 1 + sum(map(len, singles)) + len(
+            images
+        ):
             kinds = ", ".join(sorted({r.kind for r in found}))
             raise records.RecordError(f"the launcher's pipe held records {kinds}")
         series, metrics = _rss(rss[0] if rss else {})
+        counts, uncounted = counted_record.read(counted[0]) if counted else ({}, "")
+        metrics = metrics | counts
         if watch:
             metrics = metrics | {"watch_read_s": int(watch[0]["read_ns"]) / 1e9}
     except (records.RecordError, KeyError, TypeError, ValueError) as e:
@@ -256,7 +270,9 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
     if status.get("stopped"):
         return LauncherReport({}, None, {}, _CONTINUED)
     watch_errno = int(watch[0]["errno"]) if watch else None
-    return LauncherReport(status, series, metrics, images=images, watch_errno=watch_errno)
+    return LauncherReport(
+        status, series, metrics, images=images, watch_errno=watch_errno, uncounted=uncounted
+    )
 
 
 def _launcher_end(code: int | None) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from allocmark.errors import StoreError
-from allocmark.model import AllocatorRuns, Params, RssSeries, StoredRun
+from allocmark.model import AllocatorRuns, Params, Profiled, RssSeries, StoredRun
 from allocmark.store import codec
 from allocmark.store.cache import ANY, FLOATS, Cache
 
@@ -214,14 +214,28 @@ class Reads(Cache):
         )
         return {(a, w): codec.integer(rss) for a, w, rss in rows}
 
-    def profiles(self, cid: int) -> list[tuple[str, str, Params, dict[str, Any]]]:
-        """(allocator, workload, params, profile) of every profiled run, in run order."""
+    def profiles(self, cid: int) -> list[Profiled]:
+        """Every profiled run, in run order, with the kernel's counts of its calls."""
         rows = self.db.execute(
-            "SELECT r.allocator, r.workload, r.params_json, p.profile_json FROM profiles p "
+            "SELECT r.id, r.allocator, r.workload, r.params_json, p.profile_json, "
+            "json_extract(r.labels_json, '$.syscalls_uncounted') FROM profiles p "
             "JOIN runs r ON r.id = p.run_id WHERE r.campaign_id=? ORDER BY r.seq",
             (cid,),
         ).fetchall()
-        return [(a, w, codec.params(pj), codec.loads(prof)) for a, w, pj, prof in rows]
+        counts: dict[int, dict[str, float]] = {}
+        for run_id, name, value in self.db.execute(
+            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN profiles p ON p.run_id = "
+            "m.run_id JOIN runs r ON r.id = m.run_id WHERE r.campaign_id=? AND m.name "
+            "LIKE 'syscall\\_%' ESCAPE '\\'",
+            (cid,),
+        ):
+            counts.setdefault(run_id, {})[str(name)] = codec.number(value)
+        return [
+            Profiled(
+                a, w, codec.params(pj), codec.loads(prof), counts.get(i, {}), codec.text(why or "")
+            )
+            for i, a, w, pj, prof, why in rows
+        ]
 
     def rss_series(self, cid: int) -> list[tuple[str, str, Params, RssSeries]]:
         """(allocator, workload, params, series) of every OK measured run that has one."""

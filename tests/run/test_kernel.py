@@ -1,0 +1,188 @@
+"""The kernel's count of a run's system calls (run/kernel.py, native/kernel.py and the
+launcher's am_run_kcount.c): exact counts of planted raw calls over a whole tree, glibc's
+own calls, and the record read as untrusted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from allocmark.model import RunStatus
+from allocmark.native import kernel as record, records
+from allocmark.run import execute, kernel, launch
+from tests.run.test_execute import spec
+
+# Raw system calls the C library never makes for itself (MADV_FREE, FUTEX_WAKE on a word
+# of its own) in three workers: a thread, a child the program waits for, and an orphan
+# it never waits for (the launcher reaps it), which has done its work before the program
+# exits. Each worker: 1,000 madvise(MADV_DONTNEED), 500 madvise(MADV_FREE), 300 futex
+# waits that return at once (the word is not the expected value), 200 futex wakes.
+STORM = r"""
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *work(void *arg) {
+  (void)arg;
+  char *p = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  for (int i = 0; i < 1000; i++) { p[0] = 1; syscall(SYS_madvise, p, 4096, MADV_DONTNEED); }
+  for (int i = 0; i < 500; i++) syscall(SYS_madvise, p, 4096, MADV_FREE);
+  int word = 1;
+  for (int i = 0; i < 300; i++) syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, 0, 0, 0);
+  for (int i = 0; i < 200; i++) syscall(SYS_futex, &word, FUTEX_WAKE, 1, 0, 0, 0);
+  return 0;
+}
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, work, 0);
+  pthread_join(t, 0);
+  pid_t child = fork();
+  if (child == 0) { work(0); _exit(0); }
+  waitpid(child, 0, 0);
+  int done[2];
+  if (pipe(done) != 0) return 1;
+  if (fork() == 0) { work(0); if (write(done[1], "d", 1) != 1) _exit(1); _exit(0); }
+  char c;
+  return read(done[0], &c, 1) == 1 ? 0 : 1;
+}
+"""
+
+# glibc serves each block of 64 MiB by a mapping of its own (above the largest its mmap
+# threshold grows to, 32 MiB): an mmap and a munmap per block, made inside libc, where
+# no interposed symbol sees them.
+BIG_BLOCKS = r"""
+#include <stdlib.h>
+int main(void) {
+  char *volatile p;  /* kept: a compiler may drop a malloc whose block nothing reads */
+  for (int i = 0; i < 400; i++) { p = malloc(64 << 20); p[0] = 1; free(p); }
+  return 0;
+}
+"""
+
+root = pytest.mark.skipif(os.geteuid() != 0, reason="the kernel counts for root here")
+
+
+def _built(tmp_path: Path, name: str, source: str) -> str:
+    (tmp_path / f"{name}.c").write_text(source)
+    prog = str(tmp_path / name)
+    subprocess.run(["cc", "-O1", "-pthread", "-o", prog, str(tmp_path / f"{name}.c")], check=True)
+    return prog
+
+
+@pytest.mark.integration
+@root
+def test_the_kernel_counts_every_raw_call_of_the_runs_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AM_RUN_KCOUNT", "2")  # every system call too (the cost bench's)
+    r = execute.run(spec(_built(tmp_path, "storm", STORM)))
+    assert r.status is RunStatus.OK, r.detail
+    m = r.metrics
+    assert kernel.LABEL not in r.labels
+    assert m["syscall_madvise_free"] == 1500  # none of the C library's own
+    assert m["syscall_futex_wake"] == 600
+    # glibc adds its own: a thread's stack given back at its end, a join that waits
+    assert m["syscall_madvise_dontneed"] >= 3000 and m["syscall_futex_wait"] >= 900
+    assert m["syscall_madvise"] >= 4500 and m["syscall_futex"] >= 1500
+    assert m["syscall_mmap"] >= 3  # each worker's own mapping, and the loader's
+    assert m["syscall_all"] >= m["syscall_madvise"] + m["syscall_futex"] + m["syscall_mmap"]
+
+
+@pytest.mark.integration
+@root
+def test_glibcs_own_calls_are_counted(tmp_path: Path) -> None:
+    r = execute.run(spec(_built(tmp_path, "big", BIG_BLOCKS)))
+    assert r.status is RunStatus.OK, r.detail
+    assert "syscall_all" not in r.metrics  # not on every run: it costs 5 times the rest
+    assert r.metrics["syscall_mmap"] >= 400 and r.metrics["syscall_munmap"] >= 400
+
+
+@pytest.mark.integration
+def test_a_run_the_kernel_cannot_count_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel, "prepare", lambda: "tracefs is not mounted, and only root may")
+    r = execute.run(spec("true"))
+    assert r.status is RunStatus.OK, r.detail
+    assert not any(k.startswith(record.PREFIX) for k in r.metrics)
+    assert r.labels[kernel.LABEL] == "tracefs is not mounted, and only root may"
+
+
+@pytest.mark.integration
+def test_counting_turned_off_leaves_no_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AM_RUN_KCOUNT", "0")  # a launcher knob: bench/kcount_cost.py's
+    r = execute.run(spec("true"))
+    assert r.status is RunStatus.OK and not any(k.startswith(record.PREFIX) for k in r.metrics)
+
+
+COUNTS = ",".join(f'"{k}":{i}' for i, k in enumerate(record.KINDS))
+RUN = (
+    '{"am":"run","v":4,"status":0,"wall_ns":1,"utime_us":0,"stime_us":0,"maxrss_kib":9,'
+    '"minflt":0,"majflt":0,"nvcsw":0,"nivcsw":0,"exec_errno":0,"oom":0,"limit_by":"none",'
+    '"stopped":0}'
+)
+
+
+def _kernel(counts: str, code: int = 0, failed: str = "") -> str:
+    return f'{{"am":"kernel","v":1,"errno":{code},"failed":"{failed}","counts":{{{counts}}}}}'
+
+
+def test_the_record_becomes_one_metric_a_kind() -> None:
+    report = launch.launcher_report(f"{_kernel(COUNTS)}\n{RUN}\n".encode(), 0)
+    assert report.problem == "" and report.uncounted == ""
+    assert report.metrics["syscall_all"] == 0 and report.metrics["syscall_futex_wake"] == 11
+
+
+def test_a_record_without_every_call_is_the_launchers_too() -> None:
+    counts = COUNTS.split(",", 1)[1]
+    report = launch.launcher_report(f"{_kernel(counts)}\n{RUN}\n".encode(), 0)
+    assert report.problem == "" and "syscall_all" not in report.metrics
+    assert report.metrics["syscall_mmap"] == 1
+
+
+def test_a_record_that_could_not_count_says_why() -> None:
+    report = launch.launcher_report(f"{_kernel('', 1, 'open')}\n{RUN}\n".encode(), 0)
+    assert report.problem == "" and not report.metrics
+    assert report.uncounted == (
+        "the kernel would not count the run's system calls (its events: EPERM, "
+        "Operation not permitted)"
+    )
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        COUNTS.replace('"mmap"', '"mmap2"'),  # not the launcher's kinds
+        COUNTS.replace('"brk":5', '"brk":-4'),
+        COUNTS.replace('"brk":5', '"brk":"x"'),
+        COUNTS.rsplit(",", 1)[0],  # one kind missing
+    ],
+)
+def test_a_forged_record_is_not_the_launchers(counts: str) -> None:
+    """The program can write into the launcher's pipe: what does not parse as the
+    launcher's record makes the run's report not count, never a number."""
+    report = launch.launcher_report(f"{_kernel(counts)}\n{RUN}\n".encode(), 0)
+    assert report.problem.startswith("the launcher's report is not its own")
+    assert not report.metrics
+
+
+def test_two_kernel_records_are_refused() -> None:
+    text = f"{_kernel(COUNTS)}\n{_kernel(COUNTS)}\n{RUN}\n".encode()
+    assert launch.launcher_report(text, 0).problem.startswith("the launcher's report")
+
+
+def test_the_kinds_are_the_launchers() -> None:
+    """native/kernel.py's KINDS name am_run_kcount.c's, in its order."""
+    source = Path(__file__).parents[2] / "native" / "run" / "am_run_kcount.c"
+    if not source.is_file():
+        pytest.skip("the native sources are not beside these tests")
+    text = source.read_text()
+    table = text[text.index("am_kinds[] = {") : text.index("};", text.index("am_kinds[] = {"))]
+    named = [line.split('"')[1] for line in table.splitlines() if line.strip().startswith('{"')]
+    assert tuple(named) == record.KINDS
+    with pytest.raises(records.RecordError):
+        record.read({"errno": 0, "failed": "", "counts": []})
