@@ -5,7 +5,8 @@ time and its peak RSS (the launcher, run/launch.py): user and system CPU, minor
 and major faults, voluntary and involuntary context switches (rusage of the run's
 tree), the RSS at start-up, the anonymous and file-backed parts of the largest
 sample (statm), and smaps_rollup read near the peak (private dirty, lazily freed,
-in huge pages), and, where the kernel counts them (run/kernel.py), the system calls
+in huge pages), and, where the kernel counts them (run/kernel.py; a cost per call:
+under 0.25 % of real programs' time, bench/kcount_cost.py), the system calls
 of the run's tree by kind, glibc's own and raw ones included: mmap, munmap, mremap,
 mprotect, brk, madvise by advice, futex waits and wakes. When the campaign ran its why
 pass (run/whypass.py), its profiled blocks add the time inside the allocator and the
