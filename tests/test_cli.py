@@ -586,7 +586,20 @@ def test_try_refuses_a_partial_allocator_for_a_program_calling_what_it_lacks(
 def test_an_explicit_n_below_a_verdict_is_raised_aloud(tmp_path: Path) -> None:
     """Issue 53: `run -n 1` planned 4 blocks without a word; with one allocator it
     then said "0 of 0 ratios decided after 2 blocks"."""
-    two = cli("run", *SMALL, "-a", "glibc,glibc:arena2", "-n", "1", "--db", str(tmp_path / "a.db"))
+    # An A/A pair: its verdict needs hundreds of blocks, and a default budget may stretch
+    # to 5 min (CI, stop 76); this test is about -n, so the budget is set.
+    two = cli(
+        "run",
+        *SMALL,
+        "-a",
+        "glibc,glibc:arena2",
+        "-n",
+        "1",
+        "--budget",
+        "10s",
+        "--db",
+        str(tmp_path / "a.db"),
+    )
     assert two.returncode == 0, two.stderr
     assert "-n 1 raised to 4: no verdict comes before 4 blocks" in two.stderr
     assert "--max-blocks 1" in two.stderr

@@ -108,6 +108,22 @@ def test_a_far_stretch_is_asked_first_and_refused_without_an_answer(tmp_path: Pa
     assert budget == 22 * 60
 
 
+def test_a_far_ask_after_a_stretch_names_the_budget_in_force(tmp_path: Path) -> None:
+    """A stretch to 5 min, then a forecast further still: the warning said "the
+    default budget (2 min) ... kept" while 5 min were in force (CI, stop 76)."""
+    s, cid = budgeted(tmp_path, 120.0, stretch=True)
+    grown = s.stretch_budget(cid, 300.0)
+    notes, after = rounds.Stretch().apply(s, cid, grown, far())
+    assert after.budget_s == 300.0 and notes[0].level == "warning"
+    assert notes[0].text.startswith(
+        "the budget (5 min, the default 2 min stretched) ends before any verdict"
+    )
+    assert "kept at 5 min" in notes[0].text
+    asked: list[str] = []
+    rounds.Stretch(confirm=lambda q: asked.append(q) or False).apply(s, cid, grown, far())
+    assert asked[0].startswith("The budget (5 min, the default 2 min stretched) ends")
+
+
 def _again(tmp_path: Path) -> tuple[Store, int, CampaignPlan]:
     s, cid = budgeted(tmp_path, 120.0, stretch=True)
     return s, cid, s.campaign_plan(cid)

@@ -60,7 +60,7 @@ class Stretch:
         far = max(FAR_S, FAR_FACTOR * fc.planned * fc.block_s)
         if new > far and not self.yes:
             question = (
-                f"The default budget ({units.duration(given)}) ends before any "
+                f"{_budget_words(budget, given).capitalize()} ends before any "
                 f"verdict: {at}, about {units.duration(fc.spent_s + need)} in all. "
                 f"Stretch the budget to {units.duration(new)}?"
             )
@@ -68,11 +68,10 @@ class Stretch:
                 self.declined = True
                 kept = Note(
                     "warning",
-                    f"the default budget ({units.duration(given)}) ends "
-                    f"before any verdict: {at}, about "
-                    f"{units.duration(fc.spent_s + need)} in all; kept (far: more "
-                    f"than {units.duration(far)}): --yes stretches it, or --budget "
-                    f"{forecast.budget_text(new)} sets it",
+                    f"{_budget_words(budget, given)} ends before any verdict: {at}, "
+                    f"about {units.duration(fc.spent_s + need)} in all; kept at "
+                    f"{units.duration(budget)} (far: more than {units.duration(far)}): "
+                    f"--yes stretches it, or --budget {forecast.budget_text(new)} sets it",
                 )
                 return [kept], campaign
         stretched = Note(
@@ -81,6 +80,13 @@ class Stretch:
             f"{units.duration(new)}: {at} (--budget sets it)",
         )
         return [stretched], store.stretch_budget(cid, new)
+
+
+def _budget_words(budget: float, given: float) -> str:
+    """The budget in force, and the default it grew from when a stretch grew it."""
+    if budget == given:
+        return f"the default budget ({units.duration(given)})"
+    return f"the budget ({units.duration(budget)}, the default {units.duration(given)} stretched)"
 
 
 STRETCH_SLACK = 1.25
