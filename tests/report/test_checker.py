@@ -4,8 +4,9 @@ Generated campaigns (hypothesis over shifts, noise, blocks, failed cells, one or
 rows, fixed-n or sequential) are analysed as a stored campaign is; their answers are
 rendered as every format renders them, and every ratio, interval, verdict word, count
 and allocator list is extracted from the text and held against the report's value
-(answer.findings' positions, the comparison's cells). The whys' share words and the
-forecast's block counts are checked the same way over generated values. A real `try`
+(answer.findings' positions, the comparison's cells). The whys' share words, the
+mechanisms' counts and the forecast's block counts are checked the same way over
+generated values. A real `try`
 campaign runs through the same checks (tests/report/test_checker.py::test_a_real...).
 Each rule names the contradiction it catches (issue 66's list)."""
 
@@ -348,6 +349,68 @@ def _why_said(w: why.Why) -> list[str]:
         if f"{f.words} " not in text or "not decided" not in text:
             out.append(f"{w.label} {w.allocator}: {f.words} moved, unnamed in {text!r}")
     return out
+
+
+# -- the mechanisms' counts ------------------------------------------------------------
+@st.composite
+def mechanism_whys(draw: st.DrawFn) -> why.Why:
+    """A why with 0-4 of the kernel's counts, each naming its mechanism or not (a count
+    that moved but not materially is a plain count line)."""
+    counts = []
+    for signal in draw(st.lists(st.sampled_from(why.KERNEL), unique=True, max_size=4)):
+        base, mine = (draw(st.sampled_from((0.0, 3.0, 48.0, 12_345.0, 75_050.0))) for _ in "ab")
+        ratio = (mine + why.OFFSET[""]) / (base + why.OFFSET[""])
+        named = draw(st.booleans())
+        counts.append(
+            why.Factor(
+                signal.name,
+                signal.words,
+                "",
+                mine - base,
+                ratio,
+                ratio * 0.9,
+                ratio * 1.1,
+                None,
+                base,
+                signal.mechanism if named else "",
+            )
+        )
+    share = why.Factor("sys_s", "system CPU", "s", -0.1, 0.5, 0.4, 0.6, draw(st.floats(0.0, 1.5)))
+    fields = ("churn", (), "churn", "a0", "time", -0.1, (share, *counts), ("sys_s",))
+    return why.Why(*fields)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(mechanism_whys())
+def test_a_mechanism_is_said_only_by_its_count(w: why.Why) -> None:
+    """Issue 68: "30,014 madvise(MADV_DONTNEED) calls against 12: freed pages ..." names
+    a mechanism exactly where the why's value names it, with that count's numbers."""
+    assert _mechanisms_said(w) == []
+
+
+def _mechanisms_said(w: why.Why) -> list[str]:
+    out = []
+    text = answer.clause(w, most=None)
+    for key, words in why.MECHANISMS.items():
+        said = re.search(rf"([\d,.]+) (?P<what>[^;:]+) against ([\d,.]+): {re.escape(words)}", text)
+        if (said is not None) != (key in w.mechanisms):
+            out.append(f"{key}: said {said is not None}, named {key in w.mechanisms}: {text!r}")
+        if said is None:
+            continue
+        top = max(
+            (f for f in w.factors if f.mechanism == key), key=lambda f: abs(math.log(f.ratio))
+        )
+        mine, base = (float(said[i].replace(",", "")) for i in (1, 3))
+        if said["what"] != top.words or not _close(mine, top.base + top.delta):
+            out.append(f"{key}: {said[0]!r} for {top.words} {top.base + top.delta:.3g}")
+        if not _close(base, top.base):
+            out.append(f"{key}: {said[0]!r} against {top.base:.3g}")
+    return out
+
+
+def _close(said: float, value: float) -> bool:
+    """The text's rounding: whole from 10, three significant digits below."""
+    return abs(said - value) <= max(0.5, abs(value) * 0.005)
 
 
 # -- the forecast's caps --------------------------------------------------------------
