@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
+from typing import get_args
 
+import pytest
+
+from allocmark import schemas
 from allocmark.answer import analyze, remedy, why
+from allocmark.errors import UserError
 from allocmark.model import AllocatorRuns, StoredRun
 from allocmark.report import answer, extra
+from allocmark.schemas.remedies import Mechanism, RemediesFile
 from tests.fakes import stored
 
 BLOCKS = 12
@@ -243,3 +250,57 @@ def test_a_a_with_the_kernels_counts_names_nothing() -> None:
         )
         == []
     )
+
+
+def test_a_mechanism_names_the_setting_for_the_allocator_that_makes_the_calls() -> None:
+    """glibc slower than an allocator by a thread heap trimmed on every free (99,501
+    madvise(MADV_DONTNEED) calls against 1, the CPU by system time): try glibc:keep.
+    The same counts on the faster side name nothing: the calls are not its cost."""
+    trims = {"madvise_dontneed": 99501, "mprotect": 1000}
+    quiet = {"madvise_dontneed": 1, "mprotect": 5}
+    glibc = _runs("glibc", 0.05, 0.35, 8000, 2000, 1000, kernel=trims)
+    fast = _runs("fast", 0.05, 0.01, 8000, 2000, 1000, kernel=quiet)
+    (t,) = remedy.tries(_comparison(glibc, fast))
+    assert (t.allocator, t.variant, t.why.axis) == ("glibc", "glibc:keep", "time")
+    assert t.why.mechanisms[0] in ("pages", "protect")
+    line = answer.try_line(t)
+    # the why's allocator's counts first, each within the runs' ±1 %
+    assert re.search(r"; 1 madvise\(MADV_DONTNEED\) call against (98|99|100),\d{3}: freed", line)
+    assert line.endswith("-a glibc,glibc:keep")  # glibc's setting, against glibc
+    # glibc slower by its user CPU, the other making the calls: not glibc's to mend
+    slow = _runs("glibc", 0.9, 0.01, 8000, 2000, 1000, kernel=quiet)
+    storm = _runs("storm", 0.05, 0.35, 8000, 2000, 1000, kernel=trims)
+    (w,) = why.explain(_comparison(slow, storm))
+    assert (w.axis, w.delta < 0, w.mechanisms) == ("time", True, ())  # moved the other way
+    assert remedy.tries(_comparison(slow, storm)) == []
+
+
+def test_threads_waiting_on_two_arenas_name_glibcs_default() -> None:
+    """glibc:arena2 slower on a row of 4 threads, its futex waits decided and material:
+    try glibc (arenas of their own); on a row of one thread, nothing."""
+    four = [("threads", 4)]
+
+    def row(runs: list[StoredRun], params: list[tuple[str, object]]) -> list[StoredRun]:
+        return [r._replace(params=tuple(params)) for r in runs]
+
+    base = _runs("glibc", 0.9, 0.1, 8000, 2000, 1000, kernel={"futex_wait": 6})
+    capped = [
+        r._replace(wall_s=r.wall_s * 1.4)
+        for r in _runs("glibc:arena2", 0.9, 0.1, 8000, 2000, 1000, kernel={"futex_wait": 48000})
+    ]
+    (t,) = remedy.tries(_comparison(row(base, four), row(capped, four)))
+    assert (t.allocator, t.variant, t.why.mechanisms) == ("glibc:arena2", "glibc", ("locks",))
+    one = [("threads", 1)]
+    assert remedy.tries(_comparison(row(base, one), row(capped, one))) == []
+
+
+def test_the_remedies_schema_knows_every_mechanism_and_wants_a_cause() -> None:
+    assert set(get_args(Mechanism)) == set(why.MECHANISMS)
+    loaded = remedy.load()
+    assert {m for r in loaded for m in r.mechanisms} <= set(why.MECHANISMS)
+    with pytest.raises(UserError, match="signals or mechanisms"):
+        schemas.validate(
+            RemediesFile,
+            {"remedy": [{"allocator": "glibc", "axis": "time", "try": "glibc:keep", "says": "x"}]},
+            "r.toml",
+        )

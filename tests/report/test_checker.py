@@ -401,7 +401,8 @@ def _mechanisms_said(w: why.Why) -> list[str]:
             (f for f in w.factors if f.mechanism == key), key=lambda f: abs(math.log(f.ratio))
         )
         mine, base = (float(said[i].replace(",", "")) for i in (1, 3))
-        if said["what"] != top.words or not _close(mine, top.base + top.delta):
+        noun = top.words[:-1] if said[1] == "1" else top.words  # "1 mmap call"
+        if said["what"] != noun or not _close(mine, top.base + top.delta):
             out.append(f"{key}: {said[0]!r} for {top.words} {top.base + top.delta:.3g}")
         if not _close(base, top.base):
             out.append(f"{key}: {said[0]!r} against {top.base:.3g}")

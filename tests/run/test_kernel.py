@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from allocmark.allocators import catalog
 from allocmark.model import RunStatus
 from allocmark.native import kernel as record, records
 from allocmark.run import execute, kernel, launch
@@ -65,6 +66,29 @@ int main(void) {
 }
 """
 
+# glibc in a thread's arena (64 MiB heaps it grows by mprotect and shrinks by madvise):
+# 100 rounds of 1,000 blocks of 24 KiB, touched, then all freed, last first: each free
+# at the top past the trim threshold gives the heap's top back.
+GROW = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+static void *work(void *arg) {
+  static char *b[1000];
+  (void)arg;
+  for (int r = 0; r < 100; r++) {
+    for (int i = 0; i < 1000; i++) { b[i] = malloc(24 << 10); memset(b[i], 1, 64); }
+    for (int i = 999; i >= 0; i--) free(b[i]);
+  }
+  return 0;
+}
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, work, 0);
+  return pthread_join(t, 0);
+}
+"""
+
 root = pytest.mark.skipif(os.geteuid() != 0, reason="the kernel counts for root here")
 
 
@@ -101,6 +125,20 @@ def test_glibcs_own_calls_are_counted(tmp_path: Path) -> None:
     assert r.status is RunStatus.OK, r.detail
     assert "syscall_all" not in r.metrics  # not on every run: it costs 5 times the rest
     assert r.metrics["syscall_mmap"] >= 400 and r.metrics["syscall_munmap"] >= 400
+
+
+@pytest.mark.integration
+@root
+def test_glibc_keep_asks_the_kernel_for_nothing_glibc_gives_back(tmp_path: Path) -> None:
+    """The remedy catalog's glibc:keep (catalog/remedies.toml) for glibc's pages, maps,
+    heap and protect mechanisms: the catalog's own setting, counted by the kernel."""
+    (keep,) = [s for s in catalog.load_catalog() if s.name == "glibc:keep"]
+    grow = _built(tmp_path, "grow", GROW)
+    glibc, kept = (execute.run(spec(grow, env=env)) for env in ((), keep.env))
+    assert glibc.status is RunStatus.OK and kept.status is RunStatus.OK, glibc.detail
+    g, k = glibc.metrics, kept.metrics
+    assert g["syscall_madvise_dontneed"] >= 50_000 and g["syscall_mprotect"] >= 500
+    assert k["syscall_madvise_dontneed"] <= 10 and k["syscall_mprotect"] <= 50
 
 
 @pytest.mark.integration

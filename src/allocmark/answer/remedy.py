@@ -3,11 +3,15 @@
 When answer/why.py explains a decided difference by a signal that a catalog entry
 (catalog/remedies.toml) says a setting addresses (freed pages kept dirty: jemalloc's
 decay; never releasing: scudo's release interval; threads' arenas: MALLOC_ARENA_MAX;
-huge pages: :nothp), the answer names the variant for the allocator that is worse on
-that axis, and the variant's own position on that workload when the campaign
-measured it; else the command that would. The cause must account for most of the
-difference (why.MOST); a remedy for threads (`threads = true`) is offered only on a
-row that runs two or more; one line per workload, allocator and variant.
+huge pages: :nothp), or by a mechanism the kernel's counts name (why.MECHANISMS:
+glibc trimming its heap on free, mapping each large block, threads waiting on two
+shared arenas), the answer names the variant for the allocator that is worse on that
+axis (for a mechanism, the one that makes more of those calls), and the variant's own
+position on that workload when the campaign measured it; else the command that would.
+A signal must account for most of the difference (why.MOST); a mechanism must be named
+(decided and material: why.MATERIAL); a remedy for threads (`threads = true`) is
+offered only on a row that runs two or more; one line per workload, allocator and
+variant.
 """
 
 from __future__ import annotations
@@ -64,12 +68,16 @@ def tries(
     seen = set()
     for w in whys:
         owner = w.allocator if w.delta > 0 else comp.baseline
-        # A cause the remedy addresses must account for most of the difference.
+        # A cause the remedy addresses must account for most of the difference, or be
+        # a mechanism the why names: its counts moved with the outcome, so the worse
+        # allocator (the owner) is the one that makes more of those calls.
         named = {f.signal for f in w.factors if f.share is not None and f.share >= MOST}
+        made = set(w.mechanisms)
         for r in remedies:
             if r.threads and not _threaded(w):
                 continue
-            if r.axis == w.axis and r.allocator in (owner, "*") and named & set(r.signals):
+            cause = named & set(r.signals) or made & set(r.mechanisms)
+            if r.axis == w.axis and r.allocator in (owner, "*") and cause:
                 variant = r.try_.replace("{name}", owner)
                 key = (w.workload, w.params, owner, variant)
                 if variant == owner or key in seen:

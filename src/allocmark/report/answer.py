@@ -401,8 +401,9 @@ def mechanism(w: Why, key: str) -> str:
     kernel, faulted in again when reused": the count of the mechanism that moved the
     most, the allocator's against the baseline's (means over the blocks)."""
     f = max((f for f in w.factors if f.mechanism == key), key=lambda f: abs(math.log(f.ratio)))
-    mine = f.base + f.delta
-    return f"{_whole(mine)} {f.words} against {_whole(f.base)}: {MECHANISMS[key]}"
+    mine = _whole(f.base + f.delta)
+    words = f.words[:-1] if mine == "1" else f.words  # "1 futex wait": the words end in s
+    return f"{mine} {words} against {_whole(f.base)}: {MECHANISMS[key]}"
 
 
 def _whole(x: float) -> str:
