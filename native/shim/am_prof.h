@@ -53,7 +53,8 @@
 // share, and the small functions the hot path inlines. Each section is a file:
 // am_prof_api.c (the hot path: malloc, free and the rest of the API),
 // am_prof_count.c (sampling and accounting), am_prof_bitmap.c, am_prof_blocks.c,
-// am_prof_code.c (whose call is it), am_prof_real.c (the real functions),
+// am_prof_code.c (whose call is it), am_prof_layout.c (pages and lines at the
+// peak), am_prof_real.c (the real functions),
 // am_prof_sys.c (syscalls and locks), am_prof_threads.c, am_prof_process.c
 // (start, fork, exit) and am_prof_record.c (the record writer).
 #ifndef AM_PROF_H
@@ -78,7 +79,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define AM_PROF_VERSION 4
+#define AM_PROF_VERSION 5
 #define AM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AM_EXPORT __attribute__((visibility("default")))
@@ -152,6 +153,17 @@ typedef struct {
   uint64_t tid, cycles, alloc_cycles;
 } am_thread_line;
 
+// The layout at the peak (every block tracked: sample 1): the live blocks' requested
+// bytes, and the pages and cache lines that hold any of them. Taken when live bytes
+// first pass the last taking's by 1/16: so at a moment within 1/16 of the peak, and
+// at a cost of about 17 walks of the peak's blocks in all.
+typedef struct {
+  uint64_t live;  // live requested bytes when taken (the peak's counter)
+  uint64_t bytes, blocks;  // the blocks copied out, and their requested bytes
+  uint64_t pages, lines, shared_lines;  // 4 KiB pages and 64-byte lines holding any
+  uint64_t missed;  // takings with no memory for the copy
+} am_layout_t;
+
 typedef struct {
   am_counts c;  // merged thread counts
   pthread_mutex_t lock;  // merging (thread exit, process exit, fork) and new peaks only
@@ -180,6 +192,7 @@ typedef struct {
   _Atomic uint64_t interval;
   uint64_t tsc0, ns0;
   _Atomic uint64_t untracked;  // blocks that should have been tracked (no memory for it)
+  am_layout_t layout;  // at sample 1 only
   int hw_errno;
   int bitmap_full;
 } am_g_t;
@@ -239,7 +252,8 @@ typedef struct {
 typedef struct {
   uintptr_t addr;
   uint64_t req, weight;
-  uint64_t part;  // 0 or 1 at random (chance below 1/2), else 2: see am_g.part_live
+  uint32_t part;  // 0 or 1 at random (chance below 1/2), else 2: see am_g.part_live
+  uint32_t thread;  // the allocating thread's id (gettid, its low 32 bits)
 } am_block;
 
 #define AM_STRIPES 64
@@ -365,6 +379,7 @@ uint64_t am_now_ns(void);
 void am_fork_child(void);
 void am_init(void);
 void am_write_record(void);
+void am_take_layout(int64_t live);
 
 // ---------------------------------------------------------------------------
 // Inlined into the hot path

@@ -95,7 +95,7 @@ void *am_realloc(int api, void *p, size_t n, size_t m) {
   if (t->depth)
     return api == AM_REALLOC ? am_real.realloc(p, n) : am_real.reallocarray(p, n, m);
   int s = am_sampled(t);
-  am_block was = {0, 0, 0, 0};
+  am_block was = {0, 0, 0, 0, 0};
   if (p) was = am_releasing(t, p);
   uint64_t c = 0;
   void *q;

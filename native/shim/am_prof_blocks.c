@@ -44,7 +44,7 @@ int am_tab_put(int s, am_block b, am_block *old) {
 
 // With the stripe's lock held: the block's entry, removed (addr 0 if none).
 am_block am_tab_take(int s, uintptr_t addr) {
-  am_block none = {0, 0, 0, 0};
+  am_block none = {0, 0, 0, 0, 0};
   if (am_tab[s].cap == 0) return none;
   size_t mask = am_tab[s].cap - 1;
   am_block *e = am_tab[s].e, *hole = am_slot(e, am_tab[s].cap, addr);

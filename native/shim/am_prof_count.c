@@ -89,6 +89,8 @@ __attribute__((noinline)) void am_new_peak(int64_t whole, const int64_t half[2])
   am_real.mutex_lock(&am_g.lock);
   if (whole > am_g.peak_live) {
     am_g.peak_live = whole;
+    uint64_t at = am_g.layout.live;
+    if (am_g.sample == 1 && (uint64_t)whole >= at + at / 16 + 1) am_take_layout(whole);
     uint64_t grown = (uint64_t)whole / 2048;
     if (am_g.base_interval != 0 && grown > atomic_load(&am_g.interval))
       atomic_store(&am_g.interval, grown);
@@ -159,8 +161,8 @@ void am_track(am_thread *t, void *p, uint64_t req, uint64_t weight) {
   t->rng ^= t->rng >> 12, t->rng ^= t->rng << 25, t->rng ^= t->rng >> 27;
   // A block tracked with a chance of 1/2 or more is in both halves: split, it
   // would add more noise (up to 2 req^2) than its own sampling does.
-  uint64_t part = weight <= 2 * req ? 2 : (t->rng * 0x2545F4914F6CDD1Dull) >> 63;
-  am_block b = {(uintptr_t)p, req, weight, part}, old;
+  uint32_t part = weight <= 2 * req ? 2 : (uint32_t)((t->rng * 0x2545F4914F6CDD1Dull) >> 63);
+  am_block b = {(uintptr_t)p, req, weight, part, (uint32_t)t->tid}, old;
   am_real.mutex_lock(&am_tab[s].lock);
   int ok = w != NULL && am_tab_put(s, b, &old);
   am_real.mutex_unlock(&am_tab[s].lock);
@@ -210,7 +212,7 @@ void am_allocated(am_thread *t, int api, size_t req, void *p, int sampled, uint6
 // A block about to be given back (slow path): no longer tracked, and its
 // address marked freed. Returns its entry if it was tracked.
 am_block am_releasing(am_thread *t, void *p) {
-  am_block none = {0, 0, 0, 0};
+  am_block none = {0, 0, 0, 0, 0};
   unsigned bit;
   uint8_t *w = am_bits(p, &bit);
   if (AM_UNLIKELY(w == NULL)) return none;

@@ -180,6 +180,16 @@ static void am_write_sys(const am_counts *c) {
   am_s("}");
 }
 
+// "peak_layout_*": taken from the record with the highest peak when records merge.
+static void am_write_layout(const am_layout_t *l) {
+  am_kv(",", "peak_layout_bytes", l->bytes);
+  am_kv(",", "peak_layout_blocks", l->blocks);
+  am_kv(",", "peak_layout_pages", l->pages);
+  am_kv(",", "peak_layout_lines", l->lines);
+  am_kv(",", "peak_layout_shared_lines", l->shared_lines);
+  am_kv(",", "layout_missed", l->missed);
+}
+
 static void am_write_memory(const am_counts *c) {
   int64_t peak;
   uint64_t var;
@@ -198,6 +208,7 @@ static void am_write_memory(const am_counts *c) {
   am_kv(",", "untracked", atomic_load(&am_g.untracked));
   am_kv(",", "bitmap_full", (uint64_t)am_g.bitmap_full);
   am_kv(",", "threads_unmerged", atomic_load(&am_unlisted));
+  if (am_g.sample == 1) am_write_layout(&am_g.layout);
   am_s("}");
 }
 

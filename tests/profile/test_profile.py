@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,7 @@ def build(tmp: Path, name: str, source: str, *defines: str) -> Path:
 
 
 def profiled(
-    exe: Path, alloc: Verified, tmp: Path, sample: int = 1
+    exe: Path, alloc: Verified, tmp: Path, sample: int = 1, args: Sequence[str] = ()
 ) -> tuple[list[dict[str, Any]], str]:
     """Run `exe` under the shim in front of `alloc`; its records and its output.
     Sample 1 (the default here) makes every number exact."""
@@ -162,7 +163,7 @@ def profiled(
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | dict(alloc.spec.env)
     env |= {"LD_PRELOAD": preload, "AM_PROF_OUT": str(out), "AM_PROF_SAMPLE": str(sample)}
     proc = subprocess.run(
-        [str(exe)], env=env, capture_output=True, text=True, timeout=60, check=False
+        [str(exe), *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
     return profile.read(out), proc.stdout

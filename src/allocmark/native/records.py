@@ -44,7 +44,7 @@ VERSIONS = {
     "probe": 2,
     "result": 2,
     "stage": 1,
-    "prof": 4,
+    "prof": 5,
 }
 
 

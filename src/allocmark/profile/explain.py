@@ -15,6 +15,7 @@ from allocmark.profile.summary import (
     PATHS,
     AllocatorProfile,
     count_text,
+    layout,
     summarize,
 )
 
@@ -49,7 +50,23 @@ def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> l
                 f"{base.allocator} (median {mine:.0f} vs {theirs:.0f})"
             )
     if s.kernel and base.kernel:
-        return lines + _kernel_against(s, base)
+        lines += _kernel_against(s, base)
+    else:
+        lines += _shim_syscalls_against(s, base, runs)
+    lines += _layout_against(s, base)
+    if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
+        keys = ("contended", "trylock_failed", "wait_cycles")
+        contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
+        lines.append(
+            f"lock contention per run: {contended} contended acquisitions, "
+            f"{failed} failed trylocks, {waiting} cycles waiting"
+        )
+    return lines
+
+
+def _shim_syscalls_against(s: AllocatorProfile, base: AllocatorProfile, runs: int) -> list[str]:
+    """The system calls the shim saw through the PLT, where the kernel did not count."""
+    lines = []
     for name in ("mmap", "munmap", "madvise", "mprotect", "mremap"):
         if name not in s.visible or name not in base.visible:
             continue  # a 0 that only means "not seen" compares nothing
@@ -60,12 +77,31 @@ def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> l
                 f"{count_text(mine_n / runs)} {name} calls per run vs "
                 f"{count_text(theirs_n / runs)} for {base.allocator}"
             )
-    if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
-        keys = ("contended", "trylock_failed", "wait_cycles")
-        contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
+    return lines
+
+
+# A layout finding: utilization apart by this much (of the pages' or lines' bytes), or
+# shared lines apart by 1.5x and 10 lines.
+USE_APART = 0.10
+
+
+def _layout_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
+    """Page and line utilization, and lines shared by threads, against the baseline's."""
+    mine, theirs = layout(s), layout(base)
+    if mine is None or theirs is None:
+        return []
+    lines = [
+        f"{what} utilization {m:.0%} vs {t:.0%} for {base.allocator} (near the peak)"
+        for what, m, t in (
+            ("page", mine.page_use, theirs.page_use),
+            ("line", mine.line_use, theirs.line_use),
+        )
+        if abs(m - t) >= USE_APART
+    ]
+    a, b = mine.shared, theirs.shared
+    if max(a, b) >= 10 and max(a, b) >= 1.5 * max(min(a, b), 1):
         lines.append(
-            f"lock contention per run: {contended} contended acquisitions, "
-            f"{failed} failed trylocks, {waiting} cycles waiting"
+            f"{count_text(a)} lines shared by threads vs {count_text(b)} for {base.allocator}"
         )
     return lines
 
@@ -187,9 +223,16 @@ def _memory_note(summaries: Sequence[AllocatorProfile]) -> str:
             "picked by half of them and measured by the other half, so that noise does "
             "not pick it; ± is 95%; --sample 1 is exact)"
         )
+    layout = (
+        "layout: the live blocks' requested bytes over the 4 KiB pages and 64-byte lines "
+        "holding any of them, and the lines holding blocks of two threads or more, "
+        "taken when live bytes last grew by 1/16 (within 1/16 of the peak)"
+        if interval == 0
+        else "layout: n/a, it needs every block tracked (--sample 1)"
+    )
     return (
         f"memory: {how}; usable sizes are those of the timed calls; RSS includes the "
-        "profiler's bitmap (1/32 of the heap's address span)"
+        f"profiler's bitmap (1/32 of the heap's address span); {layout}"
     )
 
 
@@ -202,6 +245,11 @@ def _gaps(memory: Mapping[str, int]) -> list[str]:
         gaps.append(
             f"{memory['untracked']:,} blocks could not be tracked (no memory for the "
             "table): live bytes are low"
+        )
+    if memory.get("layout_missed"):
+        gaps.append(
+            f"{memory['layout_missed']:,} layout takings had no memory for their copy: "
+            "the layout is from an earlier, smaller moment"
         )
     if memory.get("threads_unmerged"):
         gaps.append(

@@ -216,6 +216,39 @@ def usable_at_peak(s: AllocatorProfile) -> float:
     return float(m.get("peak_requested", 0)) * ratio
 
 
+PAGE, LINE = 4096, 64  # bytes: x86-64's base page and cache line
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The live blocks near the peak of live bytes and what holds them (the shim's
+    am_prof_layout.c, at sample 1): `pages` and `lines` hold any of their `live`
+    requested bytes; `shared` lines hold blocks of two or more threads."""
+
+    live: int
+    blocks: int
+    pages: int
+    lines: int
+    shared: int
+
+    @property
+    def page_use(self) -> float:
+        return self.live / (self.pages * PAGE)
+
+    @property
+    def line_use(self) -> float:
+        return self.live / (self.lines * LINE)
+
+
+def layout(s: AllocatorProfile) -> Layout | None:
+    """The layout, if every block was tracked (None: not measured)."""
+    m = s.memory
+    if not m.get("peak_layout_pages") or not m.get("peak_layout_lines"):
+        return None
+    keys = ("bytes", "blocks", "pages", "lines", "shared_lines")
+    return Layout(*(int(m.get(f"peak_layout_{k}", 0)) for k in keys))
+
+
 def live_margin(memory: Mapping[str, int]) -> float:
     """The 95% margin of the live-bytes estimate at its peak, as a share of it."""
     peak = memory.get("peak_requested", 0)

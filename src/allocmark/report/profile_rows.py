@@ -10,6 +10,7 @@ from allocmark.profile import (
     SYSCALLS,
     AllocatorProfile,
     count_text,
+    layout,
     live_margin,
     usable_at_peak,
 )
@@ -78,7 +79,26 @@ def rows(summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int 
     add(mem, "internal fragmentation", _internal)
     add(mem, "RSS", lambda s: fmt.size_bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
     add(mem, "RSS - usable: the rest", _rest)
+    near = "layout near the peak (every block tracked: --sample 1)"
+    add(near, "page utilization", lambda s: _use(s, "pages"))
+    add(near, "line utilization", lambda s: _use(s, "lines"))
+    add(near, "lines shared by threads", _shared)
     return out
+
+
+def _use(s: AllocatorProfile, unit: str) -> str:
+    """ "66% of 46 pages": the live requested bytes over the bytes of the pages (lines)
+    that hold any of them (docs/profiler.md, "Layout near the peak")."""
+    lay = layout(s)
+    if lay is None:
+        return "n/a"
+    use, held = (lay.page_use, lay.pages) if unit == "pages" else (lay.line_use, lay.lines)
+    return f"{use:.0%} of {count_text(held)} {unit}"
+
+
+def _shared(s: AllocatorProfile) -> str:
+    lay = layout(s)
+    return "n/a" if lay is None else f"{count_text(lay.shared)} ({lay.shared / lay.lines:.1%})"
 
 
 # The kernel's counts as rows: a label, and the kinds (native/kernel.py) its cell shows.
