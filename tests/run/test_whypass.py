@@ -3,6 +3,7 @@ measured ones, stored apart from every verdict."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from allocmark.answer import stored
+from allocmark.run import whypass
 from allocmark.store import Store
 from tests.conftest import cli
+from tests.run.test_first_minutes import budgeted
 
 SAMETHREAD = ("-w", "samethread", "-p", "count=20000", "-p", "rounds=4", "-p", "threads=1")
 
@@ -97,3 +100,23 @@ def test_auto_skips_a_pass_that_costs_more_than_15_percent_and_no_why_runs_none(
     )
     assert run.returncode == 0 and "why pass" not in run.stdout + run.stderr
     assert "why" not in _roles(off) and Store(off, create=False).campaign_plan(1).why_pass is None
+
+
+def test_the_pass_counts_the_decided_cells_as_the_report_will(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planned once the measured blocks are done: with the final looks, which may
+    decide what the looks before them did not (a ruby campaign said "no difference was
+    decided", then reported two)."""
+    asked: list[bool | None] = []
+    real = stored.comparison
+
+    def comparison(store: Store, cid: int, *args: object, **kw: object) -> object:
+        asked.append(kw.get("finished"))  # type: ignore[arg-type]
+        return real(store, cid, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(whypass.stored, "comparison", comparison)
+    s, cid = budgeted(tmp_path, 60.0, stretch=False)
+    plan = s.campaign_plan(cid)
+    whypass.plan(s, cid, dataclasses.replace(plan, why="on"), {})
+    assert asked == [True]

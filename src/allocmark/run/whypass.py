@@ -48,7 +48,10 @@ def plan(
     mode = campaign.why
     if mode == "off":
         return Pass([], "no why pass (--no-why)")
-    comp = stored.comparison(store, cid)
+    # The measured blocks are done: decided as the report will count (a sequential
+    # campaign's final looks). Counted before them, a ruby campaign said "no
+    # difference was decided" and then reported two.
+    comp = stored.comparison(store, cid, finished=True)
     decided = _decided(comp)
     if not decided:
         return Pass([], "no why pass: no difference was decided")
