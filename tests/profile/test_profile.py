@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -600,3 +601,38 @@ def test_your_own_program_is_profiled_side_by_side(tmp_path: Path) -> None:
     assert (
         "Your command under each allocator" in tried.stdout and "Profile: command" in tried.stdout
     )
+
+
+def test_findings_compare_the_kernels_counts_and_the_layout() -> None:
+    """Counts 1.5x apart and 10 or more, said in the kernel's words; utilization 10
+    points apart; the lock finding is kept beside the kernel's counts."""
+    base = profile.summarize("glibc", profile.merge([RECORD]), None)
+    memory = dict(base.memory) | {
+        "peak_layout_bytes": 90_000,
+        "peak_layout_blocks": 900,
+        "peak_layout_pages": 25,
+        "peak_layout_lines": 1500,
+        "peak_layout_shared_lines": 40,
+    }
+    glibc = dataclasses.replace(
+        base, kernel={"mprotect": 17_761.0, "brk": 27.0, "madvise": 0.0}, memory=memory
+    )
+    packed = memory | {"peak_layout_pages": 23, "peak_layout_shared_lines": 0}
+    other = dataclasses.replace(
+        base,
+        allocator="mimalloc",
+        kernel={"mprotect": 463.0, "brk": 1.0, "madvise": 954.0},
+        memory=packed,
+        locks={"contended": 3, "trylock_failed": 0, "wait_cycles": 900},
+    )
+    said = profile.findings([glibc, other], "glibc")
+    assert "mimalloc: 463 mprotect calls per run vs 17,761 for glibc (the kernel's count)" in said
+    assert "mimalloc: 1 brk call per run vs 27 for glibc (the kernel's count)" in said
+    assert "mimalloc: 954 madvise calls per run vs 0 for glibc (the kernel's count)" in said
+    # 90,000 bytes in 23 pages (96 %) against 25 (88 %): 8 points, not said
+    assert not any("page utilization" in f for f in said)
+    assert "mimalloc: 0 lines shared by threads vs 40 for glibc" in said
+    assert any(f.startswith("mimalloc: lock contention per run: 3 contended") for f in said)
+    spread = dataclasses.replace(glibc, memory=memory | {"peak_layout_pages": 30})
+    said = profile.findings([spread, other], "glibc")
+    assert "mimalloc: page utilization 96% vs 73% for glibc (near the peak)" in said

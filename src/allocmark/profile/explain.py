@@ -74,14 +74,14 @@ def _shim_syscalls_against(s: AllocatorProfile, base: AllocatorProfile, runs: in
         theirs_n = base.syscalls.get(name, {}).get("in_calls", 0)
         if mine_n != theirs_n and max(mine_n, theirs_n) >= 10 * runs:
             lines.append(
-                f"{count_text(mine_n / runs)} {name} calls per run vs "
+                f"{_calls(mine_n / runs, name)} per run vs "
                 f"{count_text(theirs_n / runs)} for {base.allocator}"
             )
     return lines
 
 
 # A layout finding: utilization apart by this much (of the pages' or lines' bytes), or
-# shared lines apart by 1.5x and 10 lines.
+# shared lines _apart.
 USE_APART = 0.10
 
 
@@ -99,11 +99,22 @@ def _layout_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
         if abs(m - t) >= USE_APART
     ]
     a, b = mine.shared, theirs.shared
-    if max(a, b) >= 10 and max(a, b) >= 1.5 * max(min(a, b), 1):
+    if _apart(a, b):
         lines.append(
             f"{count_text(a)} lines shared by threads vs {count_text(b)} for {base.allocator}"
         )
     return lines
+
+
+def _calls(n: float, what: str) -> str:
+    """ "1 brk call", "27 brk calls"."""
+    text = count_text(n)
+    return f"{text} {what} call{'' if text == '1' else 's'}"
+
+
+def _apart(a: float, b: float) -> bool:
+    """Two counts worth a sentence: 1.5x apart or more, and 10 or more in either."""
+    return max(a, b) >= 10 and max(a, b) >= 1.5 * max(min(a, b), 1)
 
 
 def _kernel_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
@@ -112,9 +123,9 @@ def _kernel_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
     lines = []
     for kind in ("mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex_wait"):
         mine, theirs = s.kernel.get(kind, 0.0), base.kernel.get(kind, 0.0)
-        if max(mine, theirs) >= 10 and max(mine, theirs) >= 1.5 * max(min(mine, theirs), 1):
+        if _apart(mine, theirs):
             lines.append(
-                f"{count_text(mine)} {kind.replace('_', ' ')} calls per run vs "
+                f"{_calls(mine, kind.replace('_', ' '))} per run vs "
                 f"{count_text(theirs)} for {base.allocator} (the kernel's count)"
             )
     return lines
