@@ -192,7 +192,8 @@ typedef struct {
   _Atomic uint64_t interval;
   uint64_t tsc0, ns0;
   _Atomic uint64_t untracked;  // blocks that should have been tracked (no memory for it)
-  am_layout_t layout;  // at sample 1 only
+  am_layout_t layout;  // at sample 1 only; written under lock
+  int layout_taking;  // a thread is taking it (outside the lock): others do not start one
   int hw_errno;
   int bitmap_full;
 } am_g_t;

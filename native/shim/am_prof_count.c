@@ -85,12 +85,16 @@ uint64_t am_rss_kib(void) {
 // New highs: of the whole sum (the interval grows with it; the peak itself
 // at sample 1) and of a half (see `picked`). RSS (a syscall) is read at the
 // moments the first half picks, when it grew by 1/32 since the last reading.
+// The layout is taken after the lock is let go: its sweep must not hold up every
+// other thread's new peaks (one taking at a time).
 __attribute__((noinline)) void am_new_peak(int64_t whole, const int64_t half[2]) {
+  int take = 0;
   am_real.mutex_lock(&am_g.lock);
   if (whole > am_g.peak_live) {
     am_g.peak_live = whole;
     uint64_t at = am_g.layout.live;
-    if (am_g.sample == 1 && (uint64_t)whole >= at + at / 16 + 1) am_take_layout(whole);
+    if (am_g.sample == 1 && !am_g.layout_taking && (uint64_t)whole >= at + at / 16 + 1)
+      take = am_g.layout_taking = 1;
     uint64_t grown = (uint64_t)whole / 2048;
     if (am_g.base_interval != 0 && grown > atomic_load(&am_g.interval))
       atomic_store(&am_g.interval, grown);
@@ -108,6 +112,7 @@ __attribute__((noinline)) void am_new_peak(int64_t whole, const int64_t half[2])
     }
   }
   am_real.mutex_unlock(&am_g.lock);
+  if (take) am_take_layout(whole);
 }
 
 // A thread's tracked blocks reach the totals every 8 events (and when it

@@ -2,8 +2,9 @@
 // that hold live requested bytes, and how many lines hold blocks of two threads.
 // See am_prof.h (am_layout_t) and docs/profiler.md ("Layout at the peak").
 //
-// With am_g.lock held, from am_new_peak, at sample 1 (every block tracked): the
-// tracked blocks are copied out of the stripes (one stripe's lock at a time: in a
+// From am_new_peak, at sample 1 (every block tracked), after it lets am_g.lock go
+// (am_g.layout_taking says a taking is under way; the result is written under the
+// lock, and the taking ends there): the tracked blocks are copied out of the stripes (one stripe's lock at a time: in a
 // program of several threads a block allocated or freed during the copy may be in
 // it or not), sorted by address (a radix sort: qsort may allocate), and swept once.
 // Scratch memory is mapped and unmapped by raw system calls: nothing here allocates.
@@ -72,7 +73,10 @@ void am_take_layout(int64_t live) {
   size_t cap = n + n / 4 + 64;
   am_span *a = am_map_spans(2 * cap);
   if (a == NULL) {
+    am_real.mutex_lock(&am_g.lock);
     am_g.layout.missed++;
+    am_g.layout_taking = 0;
+    am_real.mutex_unlock(&am_g.lock);
     return;
   }
   size_t got = 0;
@@ -87,17 +91,19 @@ void am_take_layout(int64_t live) {
     }
     am_real.mutex_unlock(&am_tab[s].lock);
   }
+  am_layout_t taken = {.live = (uint64_t)live, .bytes = bytes, .blocks = got};
   if (got > 0) {
     am_span *sorted = am_sort_spans(a, a + cap, got);
-    am_g.layout = (am_layout_t){
-        .live = (uint64_t)live,
-        .bytes = bytes,
-        .blocks = got,
-        .pages = am_units(sorted, got, 12),
-        .lines = am_units(sorted, got, 6),
-        .shared_lines = am_shared_lines(sorted, got),
-        .missed = am_g.layout.missed,
-    };
+    taken.pages = am_units(sorted, got, 12);
+    taken.lines = am_units(sorted, got, 6);
+    taken.shared_lines = am_shared_lines(sorted, got);
   }
   syscall(SYS_munmap, a, 2 * cap * sizeof(am_span));
+  am_real.mutex_lock(&am_g.lock);
+  if (got > 0) {
+    taken.missed = am_g.layout.missed;
+    am_g.layout = taken;
+  }
+  am_g.layout_taking = 0;
+  am_real.mutex_unlock(&am_g.lock);
 }

@@ -31,6 +31,7 @@ void am_fork_child(void) {
   am_g.peak_live = am_g.last_rss_check = 0;
   am_g.peak_blocks = am_g.rss_at_peak_kib = 0;
   memset(&am_g.layout, 0, sizeof am_g.layout);
+  am_g.layout_taking = 0;  // a taking in another thread is not in this process
   pthread_mutex_init(&am_g.lock, NULL);
   memset(&am_me.c, 0, sizeof am_me.c);
   am_me.slot = 0;
