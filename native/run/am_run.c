@@ -542,6 +542,9 @@ int main(int argc, char **argv) {
   const char *kcount_env = getenv("AM_RUN_KCOUNT");
   int kcount = kcount_env ? atoi(kcount_env) : 0;  // 1: the kinds; 2: every call too
   unsetenv("AM_RUN_KCOUNT");
+  const char *ktime_env = getenv("AM_RUN_KTIME");
+  int ktime = kcount > 0 && ktime_env && strcmp(ktime_env, "1") == 0;  // with the counts only
+  unsetenv("AM_RUN_KTIME");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) return 3;
   // With a cgroup or the kernel's count: the child waits until it is in the cgroup and
@@ -580,6 +583,7 @@ int main(int argc, char **argv) {
   // launcher's time, not the program's (it waits at the go pipe meanwhile).
   int64_t kcount_ns = am_now_ns();
   if (kcount > 0) am_kcount_open(pid, kcount == 2);  // a failure is said in the "kernel" record
+  if (ktime) am_ktime_open(pid);  // and in its "times"
   kcount_ns = am_now_ns() - kcount_ns;
   am_series.t0_ns += kcount_ns;  // the samples' times are the program's too
   am_series.next_ns = am_series.t0_ns;

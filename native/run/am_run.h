@@ -1,11 +1,12 @@
 // am_run.h — what the launcher's files share: am_run.c (spawn, signals, wait, the
 // report), am_run_limit.c (the memory limit: a cgroup, else a watchdog), am_run_rss.c
 // (the run's RSS: its tree's sum, sampled over time), am_run_watch.c (what each
-// process image had mapped as it ended) and am_run_kcount.c (the kernel's count of the
-// run's system calls).
+// process image had mapped as it ended), am_run_kcount.c (the kernel's count of the
+// run's system calls) and am_run_ktime.c (the time inside some of them).
 #ifndef AM_RUN_H
 #define AM_RUN_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -69,7 +70,16 @@ extern int64_t am_watch_main_exit_ns;
 void am_watch_write(int status_fd);  // the "watch" record
 
 // -- the kernel's count of the run's system calls (am_run_kcount.c) -----------------
+// A counting event on a tracepoint ("syscalls/sys_enter_mmap"), inherited by every thread
+// and process of the run; -1 (errno set) when tracefs has no such event.
+struct perf_event_attr;
+int am_tracepoint_attr(struct perf_event_attr *attr, const char *tracepoint);
 int am_kcount_open(pid_t pid, int every);  // before the child's exec; -1: not counting
 void am_kcount_write(int status_fd);  // the "kernel" record, once the tree has ended
+
+// -- the time inside those calls (am_run_ktime.c) -------------------------------------
+int am_ktime_open(pid_t pid);  // before the child's exec; -1: not timing
+// The "kernel" record's "times", once the tree has ended; bytes written (snprintf's).
+int am_ktime_json(char *out, size_t cap);
 
 #endif

@@ -75,7 +75,7 @@ static int am_kerrno = -1;  // -1: not asked; 0: counting; else why not
 static const char *am_kwhat = "";  // what failed: "tracefs", "open" or "filter"
 
 // The tracepoint's id from tracefs, or -1 (errno set).
-static long am_tracepoint_id(const char *tracepoint) {
+long am_tracepoint_id(const char *tracepoint) {
   static const char *roots[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
   for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
     char path[256];
@@ -103,17 +103,22 @@ static int am_kfail(const char *what) {
   return -1;
 }
 
+int am_tracepoint_attr(struct perf_event_attr *attr, const char *tracepoint) {
+  long id = am_tracepoint_id(tracepoint);
+  if (id < 0) return -1;
+  memset(attr, 0, sizeof *attr);
+  attr->size = sizeof *attr;
+  attr->type = PERF_TYPE_TRACEPOINT;
+  attr->config = (uint64_t)id;
+  attr->inherit = 1;  // every thread and child process of the run
+  return 0;
+}
+
 int am_kcount_open(pid_t pid, int every) {
   for (size_t i = 0; i < AM_KINDS; i++) am_kfd[i] = -1;
   for (size_t i = every ? 0 : 1; i < AM_KINDS; i++) {
-    long id = am_tracepoint_id(am_kinds[i].tracepoint);
-    if (id < 0) return am_kfail("tracefs");
     struct perf_event_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_TRACEPOINT;
-    attr.config = (uint64_t)id;
-    attr.inherit = 1;  // every thread and child process of the run
+    if (am_tracepoint_attr(&attr, am_kinds[i].tracepoint) != 0) return am_kfail("tracefs");
     long fd = syscall(SYS_perf_event_open, &attr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) return am_kfail("open");
     am_kfd[i] = (int)fd;
@@ -131,18 +136,22 @@ void am_kcount_write(int status_fd) {
     if (am_kfd[i] >= 0 && read(am_kfd[i], &counts[i], sizeof counts[i]) != (ssize_t)sizeof counts[i])
       am_kfail("read");
   }
+  char times[1024];
+  am_ktime_json(times, sizeof times);  // ends the timing either way
   if (am_kerrno != 0) {
-    dprintf(status_fd, "{\"am\":\"kernel\",\"v\":1,\"errno\":%d,\"failed\":\"%s\",\"counts\":{}}\n",
+    dprintf(status_fd,
+            "{\"am\":\"kernel\",\"v\":2,\"errno\":%d,\"failed\":\"%s\",\"counts\":{},"
+            "\"times\":null}\n",
             am_kerrno, am_kwhat);
     return;
   }
   char line[1024];
-  int n = snprintf(line, sizeof line, "{\"am\":\"kernel\",\"v\":1,\"errno\":0,\"failed\":\"\",\"counts\":{");
+  int n = snprintf(line, sizeof line, "{\"am\":\"kernel\",\"v\":2,\"errno\":0,\"failed\":\"\",\"counts\":{");
   for (size_t i = 0; i < AM_KINDS; i++) {
     if (am_kfd[i] < 0) continue;  // "all", not asked for
     n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%" PRIu64,
                   line[n - 1] == '{' ? "" : ",", am_kinds[i].name, counts[i]);
     close(am_kfd[i]);
   }
-  dprintf(status_fd, "%s}}\n", line);
+  dprintf(status_fd, "%s},\"times\":%s}\n", line, times);
 }

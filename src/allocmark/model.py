@@ -320,8 +320,10 @@ class RssSeries:
 @dataclass(frozen=True)
 class Profiled:
     """A profiled run as stored: its profile records (profile/ reads them), the kernel's
-    counts of its system calls (`syscall_<kind>` metrics, run/kernel.py) and why there
-    are none ("" when counted)."""
+    counts of its system calls (`syscall_<kind>` metrics, run/kernel.py) and the time
+    inside some of them (`systime_<kind>`, seconds), and why there are no counts (""
+    when counted) or no times ("" when timed, or when the run was not profiled by a
+    launcher that times)."""
 
     allocator: str
     workload: str
@@ -329,6 +331,7 @@ class Profiled:
     profile: dict[str, Any]
     counts: dict[str, float]
     uncounted: str = ""
+    untimed: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Numbers with units as users write them: a duration ("1m30s"), a size ("4G"),
 a fraction ("3%"). Read by suites (run/plan.py) and the command line alike; and a
-size as allocmark writes it (size_text), for the report and the store's messages.
+size and a time as allocmark writes them (size_text, time_text), for the report, the
+profile's findings and the store's messages.
 
 One rule for every option of a kind, so that no value means two things:
 - a percentage is "5%", or a fraction below 1 ("0.05"); a bare 5 is refused (it was
@@ -96,6 +97,13 @@ def size_text(n: float) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def time_text(s: float) -> str:
+    """Three significant digits, trailing zeros kept: 12.3 ms, 1.50 s, 25.0 s, 250 s."""
+    if s < 1:
+        return f"{s * 1000:.1f} ms"
+    return f"{s:.2f} s" if s < 10 else f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
 
 
 def duration(seconds: float, budget: bool = False) -> str:

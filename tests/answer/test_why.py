@@ -304,3 +304,10 @@ def test_the_remedies_schema_knows_every_mechanism_and_wants_a_cause() -> None:
             {"remedy": [{"allocator": "glibc", "axis": "time", "try": "glibc:keep", "says": "x"}]},
             "r.toml",
         )
+
+
+def test_every_signal_is_read_from_the_store() -> None:
+    """A signal the comparison never loads is never checked: the kernel's times were
+    stored with each why-pass run and left out of every why until they were listed."""
+    loaded = set(analyze.SIGNAL_COLUMNS) | set(analyze.SIGNAL_METRICS)
+    assert {s.name for s in (*why.TIME, *why.RSS)} <= loaded

@@ -2,17 +2,7 @@
 // JSON result record, the allocator statistics (am_stats.h) and kept threads. Prints "N passed, N failed"; exits non-zero on failure.
 #include "am_bench.h"
 
-static int am_passed, am_failed;
-
-#define CHECK(name, expr)                                   \
-  do {                                                      \
-    if (expr) {                                             \
-      am_passed++;                                          \
-    } else {                                                \
-      am_failed++;                                          \
-      fprintf(stderr, "FAIL %s: %s (line %d)\n", name, #expr, __LINE__); \
-    }                                                       \
-  } while (0)
+#include "am_check.h"
 
 static void test_rng_determinism(void) {
   am_rng a, b, c;
@@ -109,6 +99,5 @@ int main(void) {
   test_result();
   test_stats();
   test_kept_threads();
-  printf("%d passed, %d failed\n", am_passed, am_failed);
-  return am_failed != 0;
+  return am_checked();
 }

@@ -299,10 +299,13 @@ def test_generated_campaigns_say_what_their_values_are(comp: analyze.Comparison)
 # -- the whys' words ------------------------------------------------------------------
 @st.composite
 def whys(draw: st.DrawFn) -> why.Why:
-    shares = draw(st.lists(st.floats(0.01, 3.0), max_size=3))
+    # Any signal in seconds: CPU, the profiled time inside the allocator, the kernel's
+    # time inside each kind of call.
+    seconds = [x for x in why.TIME if x.unit == "s"]
+    shares = draw(st.lists(st.tuples(st.floats(0.01, 3.0), st.sampled_from(seconds)), max_size=3))
     factors = tuple(
-        why.Factor("sys_s", "system CPU", "s", -s * 0.1, 0.5, 0.4, 0.6, s)
-        for s in sorted(shares, reverse=True)
+        why.Factor(x.name, x.words, "s", -s * 0.1, 0.5, 0.4, 0.6, s)
+        for s, x in sorted(shares, key=lambda sx: -sx[0])
     )
     moved = tuple(
         why.Factor("user_s", "user CPU", "s", -s * 0.1, 0.9, 0.7, 1.1, s)

@@ -1,9 +1,11 @@
 """The kernel's count of a run's system calls (run/kernel.py, native/kernel.py and the
-launcher's am_run_kcount.c): exact counts of planted raw calls over a whole tree, glibc's
-own calls, and the record read as untrusted."""
+launcher's am_run_kcount.c), and the time inside them on profiled runs (am_run_ktime.c):
+exact counts of planted raw calls over a whole tree, glibc's own calls, waits of known
+length timed in a thread and a child, and the record read as untrusted."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -89,6 +91,43 @@ int main(void) {
 }
 """
 
+# Lock waits of known length (FUTEX_WAIT on a word nobody wakes, timed out after 20 ms):
+# 10 in a thread, then 5 in a child process; the main thread gives a touched page back
+# 2,000 times, then joins the thread, which sleeps 1 s after its waits: a join waits
+# with FUTEX_WAIT_BITSET, no lock's wait.
+WAITS = r"""
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static int word;
+static void waits(int n) {
+  struct timespec ms20 = {0, 20000000};
+  for (int i = 0; i < n; i++) syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &ms20, 0, 0);
+}
+static void *thread(void *arg) {
+  struct timespec s1 = {1, 0};
+  (void)arg;
+  waits(10);
+  nanosleep(&s1, 0);
+  return 0;
+}
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, thread, 0);
+  char *p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  for (int i = 0; i < 2000; i++) { p[0] = 1; syscall(SYS_madvise, p, 4096, MADV_DONTNEED); }
+  pthread_join(t, 0);
+  pid_t child = fork();
+  if (child == 0) { waits(5); _exit(0); }
+  return waitpid(child, 0, 0) == child ? 0 : 1;
+}
+"""
+
 root = pytest.mark.skipif(os.geteuid() != 0, reason="the kernel counts for root here")
 
 
@@ -142,6 +181,32 @@ def test_glibc_keep_asks_the_kernel_for_nothing_glibc_gives_back(tmp_path: Path)
 
 
 @pytest.mark.integration
+@root
+def test_a_profiled_run_times_the_calls_of_its_tree(tmp_path: Path) -> None:
+    """15 lock waits of 20 ms (a thread's and a child's) are 300 ms asleep on a futex word
+    or a little more; the join's second or more is no lock's wait."""
+    r = execute.run(dataclasses.replace(spec(_built(tmp_path, "waits", WAITS)), profile=True))
+    assert r.status is RunStatus.OK, r.detail
+    m = r.metrics
+    assert record.UNTIMED not in r.labels
+    assert {f"{record.TIME_PREFIX}{k}" for k in record.TIMED} <= m.keys()
+    assert m["syscall_futex_wait"] >= 16  # the counts have the join's wait too
+    assert 0.3 <= m["systime_futex_lock"] < 0.8
+    assert 0 < m["systime_madvise"] <= r.wall_s  # 2,000 pages given back, inside the run
+    assert m["systime_mremap"] == 0
+
+
+@pytest.mark.integration
+@root
+def test_only_a_profiled_run_is_timed(tmp_path: Path) -> None:
+    """Two samples a call: too dear for every run (bench/kcount_cost.py)."""
+    r = execute.run(spec(_built(tmp_path, "waits", WAITS)))
+    assert r.status is RunStatus.OK, r.detail
+    assert r.metrics["syscall_futex_wait"] >= 15
+    assert not any(k.startswith(record.TIME_PREFIX) for k in r.metrics)
+
+
+@pytest.mark.integration
 def test_a_run_the_kernel_cannot_count_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel, "prepare", lambda: "tracefs is not mounted, and only root may")
     r = execute.run(spec("true"))
@@ -165,8 +230,62 @@ RUN = (
 )
 
 
-def _kernel(counts: str, code: int = 0, failed: str = "") -> str:
-    return f'{{"am":"kernel","v":1,"errno":{code},"failed":"{failed}","counts":{{{counts}}}}}'
+def _kernel(counts: str, code: int = 0, failed: str = "", times: str = "null") -> str:
+    return (
+        f'{{"am":"kernel","v":2,"errno":{code},"failed":"{failed}","counts":{{{counts}}},'
+        f'"times":{times}}}'
+    )
+
+
+def _times(ns: str = "", lost: int = 0, code: int = 0) -> str:
+    ns = ns or ",".join(f'"{k}":{i * 1_000_000}' for i, k in enumerate(record.TIMED))
+    calls = ",".join(f'"{k}":{i}' for i, k in enumerate(record.TIMED))
+    failed = "ring" if code else ""
+    return (
+        f'{{"errno":{code},"failed":"{failed}","lost":{lost},"unpaired":0,"ns":{{{ns}}},'
+        f'"calls":{{{calls}}}}}'
+    )
+
+
+def test_the_times_become_seconds_a_kind() -> None:
+    report = launch.launcher_report(f"{_kernel(COUNTS, times=_times())}\n{RUN}\n".encode(), 0)
+    assert report.problem == "" and report.untimed == ""
+    assert report.metrics["systime_mmap"] == 0 and report.metrics["systime_futex_lock"] == 0.006
+
+
+def test_times_with_samples_lost_are_no_times() -> None:
+    """A time the kernel lost samples of reads less than it was: said, never compared."""
+    text = f"{_kernel(COUNTS, times=_times(lost=12))}\n{RUN}\n".encode()
+    report = launch.launcher_report(text, 0)
+    assert report.problem == "" and report.metrics["syscall_mmap"] == 1
+    assert not any(k.startswith(record.TIME_PREFIX) for k in report.metrics)
+    assert report.untimed == "the kernel lost 12 of the run's timed system calls"
+
+
+def test_times_the_kernel_would_not_take_say_why() -> None:
+    report = launch.launcher_report(
+        f"{_kernel(COUNTS, times=_times(code=12))}\n{RUN}\n".encode(), 0
+    )
+    assert report.untimed == (
+        "the kernel would not time the run's system calls (its buffers: ENOMEM, Cannot "
+        "allocate memory)"
+    )
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        _times(ns='"mmap":1'),  # not the launcher's kinds
+        _times().replace('"brk":4000000', '"brk":-4'),
+        _times().replace('"lost":0', '"lost":-1'),
+        '"times"',
+        "[]",
+    ],
+)
+def test_forged_times_are_not_the_launchers(times: str) -> None:
+    report = launch.launcher_report(f"{_kernel(COUNTS, times=times)}\n{RUN}\n".encode(), 0)
+    assert report.problem.startswith("the launcher's report is not its own")
+    assert not report.metrics
 
 
 def test_the_record_becomes_one_metric_a_kind() -> None:
@@ -222,5 +341,10 @@ def test_the_kinds_are_the_launchers() -> None:
     table = text[text.index("am_kinds[] = {") : text.index("};", text.index("am_kinds[] = {"))]
     named = [line.split('"')[1] for line in table.splitlines() if line.strip().startswith('{"')]
     assert tuple(named) == record.KINDS
+    timer = (source.parent / "am_run_ktime.c").read_text()
+    listed = timer[
+        timer.index("am_tkinds[] = {") : timer.index("};", timer.index("am_tkinds[] = {"))
+    ]
+    assert tuple(listed.split('"')[1::2]) == record.TIMED
     with pytest.raises(records.RecordError):
         record.read({"errno": 0, "failed": "", "counts": []})

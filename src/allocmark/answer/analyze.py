@@ -11,6 +11,7 @@ from typing import cast
 from allocmark import labels, stats
 from allocmark.allocators import lineage
 from allocmark.model import AllocatorRuns, Git, Params, RunStatus, StoredRun
+from allocmark.native.kernel import TIME_PREFIX, TIMED
 from allocmark.request import CampaignPlan
 from allocmark.stats import batch
 
@@ -70,6 +71,8 @@ SIGNAL_METRICS = (
     "syscall_mprotect",
     "syscall_futex_wait",
     "syscall_futex_wake",
+    # the kernel's time inside them, on the why pass's profiled runs (why.INSIDE)
+    *(TIME_PREFIX + kind for kind in TIMED),
 )
 
 

@@ -6,12 +6,14 @@ and major faults, voluntary and involuntary context switches (rusage of the run'
 tree), the RSS at start-up, the anonymous and file-backed parts of the largest
 sample (statm), and smaps_rollup read near the peak (private dirty, lazily freed,
 in huge pages), and, where the kernel counts them (run/kernel.py; a cost per call:
-under 0.25 % of real programs' time, bench/kcount_cost.py), the system calls
-of the run's tree by kind, glibc's own and raw ones included: mmap, munmap, mremap,
-mprotect, brk, madvise by advice, futex waits and wakes. When the campaign ran its why
-pass (run/whypass.py), its profiled blocks add the time inside the allocator and the
-size-class rounding at the peak of live bytes, paired over those blocks (a fixed
-number: the fixed-n tests). The rule (docs/statistics.md, "Why"):
+under 0.35 % of real programs' time, 20 % of a futex storm's: bench/kcount_cost.py),
+the system calls of the run's tree by kind, glibc's own and raw ones included: mmap,
+munmap, mremap, mprotect, brk, madvise by advice, futex waits and wakes. When the
+campaign ran its why pass (run/whypass.py), its profiled blocks add the time inside
+the allocator, the time inside each kind of those system calls (the kernel's timing:
+futex lock waits are time asleep on a lock's word) and the size-class rounding at the
+peak of live bytes, paired over those blocks (a fixed number: the fixed-n tests). The
+rule (docs/statistics.md, "Why"):
 
 - only a difference the answer decided (its row's Holm family) is explained;
 - a signal counts when its own paired ratio to the baseline's, over the blocks both
@@ -55,6 +57,8 @@ from allocmark import stats
 from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.model import AllocatorRuns, Params, RunStatus
+from allocmark.native.kernel import TIME_PREFIX, TIMED
+from allocmark.profile import timed_words
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,15 @@ KERNEL = (
 )
 
 
+# The time inside those calls (futex lock waits: asleep on a lock's word), summed over the
+# run's threads, timed by the kernel on the why pass's profiled runs only (run/kernel.py:
+# two samples a call, too dear for every run).
+INSIDE = tuple(
+    Signal(f"{TIME_PREFIX}{kind}", f"time inside {timed_words(kind)}", "s", profiled=True)
+    for kind in TIMED
+)
+
+
 TIME = (
     Signal("user_s", "user CPU", "s"),
     Signal("sys_s", "system CPU", "s"),
@@ -104,6 +117,7 @@ TIME = (
     Signal("nvcsw", "voluntary context switches", ""),
     Signal("nivcsw", "involuntary context switches", ""),
     Signal("prof_inside_s", "time inside the allocator", "s", profiled=True),
+    *INSIDE,
     *KERNEL,
 )
 RSS = (
@@ -287,7 +301,9 @@ def _why(
             continue
         from_pass = profiled is not None and (s.profiled or pass_blocks)
         sp = _pairs(*profiled, s.name) if profiled and from_pass else _pairs(mine, base, s.name)
-        if len(sp) < 2:
+        if len(sp) < 2 or all(x == 0 and y == 0 for x, y in sp):
+            # 0 against 0 in every block (a kind of call neither made) cannot be decided:
+            # in the family it would only cost the others power (Tarone 1990).
             continue
         offset = OFFSET[s.unit] if any(x <= 0 or y <= 0 for x, y in sp) else 0.0
         r = stats.paired_ratio(

@@ -36,7 +36,7 @@ VERSIONS = {
     "rss": 2,
     "image": 1,
     "watch": 1,
-    "kernel": 1,
+    "kernel": 2,
     "calib": 1,
     "who": 2,
     "calls": 1,

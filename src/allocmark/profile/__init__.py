@@ -2,7 +2,7 @@
 (records.py: read and summed), the numbers read off them (summary.py), and the
 findings and side-by-side views of a campaign (explain.py).
 
-May import: native, model, errors.
+May import: native, model, errors, units.
 Never: answer, api, cli, dispatchers, report, run, store, verbs.
 """
 
@@ -26,6 +26,7 @@ from allocmark.profile.summary import (
     shim_library,
     size_histogram,
     summarize,
+    timed_words,
     usable_at_peak,
     visibility,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "shim_library",
     "size_histogram",
     "summarize",
+    "timed_words",
     "usable_at_peak",
     "views",
     "visibility",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allocmark.model import Profiled
-from allocmark.native.kernel import PREFIX as KERNEL_PREFIX
+from allocmark.native.kernel import PREFIX as KERNEL_PREFIX, TIME_PREFIX, TIMED
 from allocmark.profile.records import merge, of_stored
 from allocmark.profile.summary import (
     PATHS,
@@ -17,7 +17,9 @@ from allocmark.profile.summary import (
     count_text,
     layout,
     summarize,
+    timed_words,
 )
+from allocmark.units import time_text
 
 
 # ---------------------------------------------------------------------------
@@ -40,6 +42,13 @@ def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> l
         lines.append(f"{s.reuse / (s.new + s.reuse):.1%} of allocations reuse an address")
     if s.time_share is not None:
         lines.append(f"~{s.time_share:.1%} of its threads' time inside the allocator (estimated)")
+    if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
+        keys = ("contended", "trylock_failed", "wait_cycles")
+        contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
+        lines.append(
+            f"lock contention per run: {contended} contended acquisitions, "
+            f"{failed} failed trylocks, {waiting} cycles waiting"
+        )
     if base is None or base is s:
         return lines
     for p in PATHS:
@@ -53,15 +62,9 @@ def _against(s: AllocatorProfile, base: AllocatorProfile | None, runs: int) -> l
         lines += _kernel_against(s, base)
     else:
         lines += _shim_syscalls_against(s, base, runs)
-    lines += _layout_against(s, base)
-    if s.locks.get("contended", 0) + s.locks.get("trylock_failed", 0):
-        keys = ("contended", "trylock_failed", "wait_cycles")
-        contended, failed, waiting = (count_text(s.locks.get(k, 0) / runs) for k in keys)
-        lines.append(
-            f"lock contention per run: {contended} contended acquisitions, "
-            f"{failed} failed trylocks, {waiting} cycles waiting"
-        )
-    return lines
+    if s.times and base.times:
+        lines += _times_against(s, base)
+    return lines + _layout_against(s, base)
 
 
 def _shim_syscalls_against(s: AllocatorProfile, base: AllocatorProfile, runs: int) -> list[str]:
@@ -131,6 +134,25 @@ def _kernel_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
     return lines
 
 
+# A time finding: seconds inside a kind of call 1.5x apart, and TIME_FLOOR a run or more
+# in either (a tenth of it stands for none: 0 against 20 ms is apart).
+TIME_FLOOR = 0.010
+
+
+def _times_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
+    """The kernel's times inside each kind of call (already per run)."""
+    lines = []
+    for kind in TIMED:
+        mine, theirs = s.times.get(kind, 0.0), base.times.get(kind, 0.0)
+        hi, lo = max(mine, theirs), min(mine, theirs)
+        if hi >= TIME_FLOOR and hi >= 1.5 * max(lo, TIME_FLOOR / 10):
+            lines.append(
+                f"{time_text(mine)} inside {timed_words(kind)} per run vs {time_text(theirs)} "
+                f"for {base.allocator} (the kernel's timing)"
+            )
+    return lines
+
+
 # ---------------------------------------------------------------------------
 # A stored campaign's profiles, cell by cell
 # ---------------------------------------------------------------------------
@@ -188,12 +210,22 @@ def _summary(allocator: str, runs: Sequence[Profiled], library: str | None) -> A
     missing = next((p.uncounted or "not counted" for p in runs if not p.counts), "")
     if missing:
         return dataclasses.replace(s, uncounted=missing)
-    kinds = dict.fromkeys(k for p in runs for k in p.counts)
-    mean = {
-        k.removeprefix(KERNEL_PREFIX): sum(p.counts.get(k, 0.0) for p in runs) / len(runs)
-        for k in kinds
+    counts, times = _mean(runs, KERNEL_PREFIX), _mean(runs, TIME_PREFIX)
+    untimed = next(
+        (p.untimed or "not timed" for p in runs if not any(k in p.counts for k in _TIMES)), ""
+    )
+    return dataclasses.replace(s, kernel=counts, times={} if untimed else times, untimed=untimed)
+
+
+_TIMES = tuple(TIME_PREFIX + k for k in TIMED)
+
+
+def _mean(runs: Sequence[Profiled], prefix: str) -> dict[str, float]:
+    """The runs' metrics of one prefix, mean per run, by kind."""
+    kinds = dict.fromkeys(k for p in runs for k in p.counts if k.startswith(prefix))
+    return {
+        k.removeprefix(prefix): sum(p.counts.get(k, 0.0) for p in runs) / len(runs) for k in kinds
     }
-    return dataclasses.replace(s, kernel=mean)
 
 
 def _notes(summaries: Sequence[AllocatorProfile], sample: int) -> list[str]:
@@ -206,6 +238,14 @@ def _notes(summaries: Sequence[AllocatorProfile], sample: int) -> list[str]:
         notes.append(
             "system calls per run: counted by the kernel (syscall tracepoints) over the run's "
             "whole tree, the allocator's own and raw ones included, and the profiler's few"
+        )
+    notes += [f"{s.allocator}: system calls not timed: {s.untimed}" for s in summaries if s.untimed]
+    if any(s.times for s in summaries):
+        notes.append(
+            "time inside them: the kernel's timing of each call from its entry to its exit "
+            "(two samples a call), summed over the run's threads and processes; futex lock "
+            "waits: FUTEX_WAIT, asleep on a lock's word (glibc's mutexes and arena locks; "
+            "not its joins and condition variables, which wait with FUTEX_WAIT_BITSET)"
         )
     if summaries:
         notes.append(f"hardware counters: {summaries[0].hw}")

@@ -93,6 +93,10 @@ class AllocatorProfile:
     # ({} when any run was not counted: `uncounted` says why).
     kernel: Mapping[str, float] = field(default_factory=dict)
     uncounted: str = ""
+    # Seconds inside those calls (native/kernel.py TIMED), mean per run, by kind ({} when
+    # any run was not timed).
+    times: Mapping[str, float] = field(default_factory=dict)
+    untimed: str = ""  # why there are no times where there are counts
 
 
 def new_and_reuse(pairs: Mapping[str, int]) -> tuple[int, int]:
@@ -201,6 +205,12 @@ def _imports(library: str) -> frozenset[str] | None:
         ["nm", "-D", "--undefined-only", library], capture_output=True, text=True, check=False
     ).stdout
     return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
+
+
+def timed_words(kind: str) -> str:
+    """What a timed kind (native/kernel.py TIMED) is called: "madvise calls", "futex
+    lock waits"."""
+    return "futex lock waits" if kind == "futex_lock" else f"{kind} calls"
 
 
 def count_text(v: float) -> str:

@@ -11,7 +11,7 @@ from allocmark.answer.across import Tally
 from allocmark.answer.findings import Findings
 from allocmark.answer.recommend import OVERALL, Answer, Choice, Position
 from allocmark.answer.remedy import Try
-from allocmark.answer.why import KERNEL, MECHANISMS, Factor, Why
+from allocmark.answer.why import INSIDE, KERNEL, MECHANISMS, Factor, Why
 from allocmark.report import fmt
 from allocmark.report.fmt import decimals, seconds
 
@@ -427,6 +427,7 @@ _GROUPS = {
     "prof_inside_s": "time inside the allocator",
     "prof_slack_kib": "size-class rounding",
     **{s.name: "system calls" for s in KERNEL},
+    **{s.name: "time inside system calls" for s in INSIDE},
 }
 
 

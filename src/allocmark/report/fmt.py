@@ -58,13 +58,7 @@ def rate(per_s: float) -> str:
     return f"{per_s:.0f} /s"
 
 
-def seconds(s: float) -> str:
-    """Three significant digits, trailing zeros kept: 12.3 ms, 1.50 s, 25.0 s, 250 s."""
-    if s < 1:
-        return f"{s * 1000:.1f} ms"
-    return f"{s:.2f} s" if s < 10 else f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
-
-
+seconds = units.time_text  # the profile's findings write times the same way
 size_bytes = units.size_text  # the store's messages write sizes the same way
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from allocmark.native.kernel import TIMED
 from allocmark.profile import (
     PATHS,
     SYSCALLS,
     AllocatorProfile,
+    Layout,
     count_text,
     layout,
     live_margin,
+    timed_words,
     usable_at_peak,
 )
 from allocmark.report import fmt
@@ -49,6 +52,10 @@ def rows(summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int 
         for label, kinds in KERNEL_ROWS:
             if any(s.kernel.get(k) for s in summaries for k in kinds):
                 add(kernel, label, lambda s, ks=kinds: _kernel(s, ks))
+    inside = "time inside them per run, the kernel's (threads summed; a call's mean)"
+    for kind in TIMED:
+        if any(s.times.get(kind) for s in summaries):
+            add(inside, timed_words(kind), lambda s, k=kind: _inside(s, k))
     sys_title = "syscalls in the allocator (cycles)"
     for name in SYSCALLS:
         if any(s.syscalls.get(name, {}).get("in_calls") for s in summaries):
@@ -80,19 +87,19 @@ def rows(summaries: Sequence[AllocatorProfile], baseline: str | None, runs: int 
     add(mem, "RSS", lambda s: fmt.size_bytes(s.memory.get("rss_at_peak_kib", 0) * 1024))
     add(mem, "RSS - usable: the rest", _rest)
     near = "layout near the peak (every block tracked: --sample 1)"
-    add(near, "page utilization", lambda s: _use(s, "pages"))
-    add(near, "line utilization", lambda s: _use(s, "lines"))
+    add(near, "page utilization", lambda s: _use(s, lambda lay: (lay.page_use, lay.pages, "pages")))
+    add(near, "line utilization", lambda s: _use(s, lambda lay: (lay.line_use, lay.lines, "lines")))
     add(near, "lines shared by threads", _shared)
     return out
 
 
-def _use(s: AllocatorProfile, unit: str) -> str:
+def _use(s: AllocatorProfile, pick: Callable[[Layout], tuple[float, int, str]]) -> str:
     """ "66% of 46 pages": the live requested bytes over the bytes of the pages (lines)
-    that hold any of them (docs/profiler.md, "Layout near the peak")."""
+    that hold any of them (docs/profiler.md, "Layout near the peak"); `pick` says which."""
     lay = layout(s)
     if lay is None:
         return "n/a"
-    use, held = (lay.page_use, lay.pages) if unit == "pages" else (lay.line_use, lay.lines)
+    use, held, unit = pick(lay)
     return f"{use:.0%} of {count_text(held)} {unit}"
 
 
@@ -116,6 +123,14 @@ def _kernel(s: AllocatorProfile, kinds: Sequence[str]) -> str:
     if not s.kernel:
         return "n/a"
     return " / ".join(count_text(s.kernel.get(k, 0.0)) for k in kinds)
+
+
+def _inside(s: AllocatorProfile, kind: str) -> str:
+    """ "36.4 ms (1.8 µs a call)": seconds inside one kind of call, and over its count."""
+    if not s.times:
+        return "n/a"
+    t, n = s.times.get(kind, 0.0), s.kernel.get(kind, 0.0)
+    return fmt.seconds(t) + (f" ({t / n * 1e6:,.1f} µs a call)" if n else "")
 
 
 def _calls_split(s: AllocatorProfile, runs: int) -> str:

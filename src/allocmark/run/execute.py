@@ -237,6 +237,7 @@ def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
         shim = profile.shim_library()
         env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim
         env["AM_PROF_OUT"] = str(room.profile)
+        env["AM_RUN_KTIME"] = "1"  # the time inside its system calls (run/kernel.py)
     if _who_checked(spec):
         who = str(native.library("libam_who.so"))
         env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{who}" if "LD_PRELOAD" in env else who

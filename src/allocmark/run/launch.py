@@ -21,7 +21,13 @@ from allocmark.run import capture, image, kernel, runas, who
 from allocmark.store import owner
 from allocmark.text import printable
 
-LAUNCHER_KNOBS = ("AM_RUN_SAMPLE_US", "AM_RUN_NO_NEAR_PEAK", "AM_RUN_NO_CGROUP", "AM_RUN_KCOUNT")
+LAUNCHER_KNOBS = (
+    "AM_RUN_SAMPLE_US",
+    "AM_RUN_NO_NEAR_PEAK",
+    "AM_RUN_NO_CGROUP",
+    "AM_RUN_KCOUNT",
+    "AM_RUN_KTIME",
+)
 STDERR_TAIL = 2000  # bytes of a failing child's stderr kept with its run
 
 
@@ -204,8 +210,8 @@ class LauncherReport:
     "rss" record with the metrics derived from every sample and the kernel's counts of
     its "kernel" record (kernel.py), why the report cannot count ("" when it can), its
     readings of the program's images ("image" records; the "watch" record's errno, None
-    when the run did not ask for them), and why the kernel did not count ("" when it
-    did or was not asked)."""
+    when the run did not ask for them), why the kernel did not count ("" when it did or
+    was not asked), and why it did not time a profiled run's calls (likewise)."""
 
     status: dict[str, int]
     series: RssSeries | None
@@ -214,6 +220,7 @@ class LauncherReport:
     images: tuple[image.Image, ...] = ()
     watch_errno: int | None = None
     uncounted: str = ""
+    untimed: str = ""  # why a profiled run's calls were not timed ("" when they were)
 
     def fill(self, outcome: Outcome) -> None:
         """Hand what the launcher reported to the run's outcome."""
@@ -222,6 +229,8 @@ class LauncherReport:
         outcome.images, outcome.watch_errno = self.images, self.watch_errno
         if why := self.uncounted or (kernel.prepare() if self.status else ""):
             outcome.labels[kernel.LABEL] = why
+        if self.untimed:
+            outcome.labels[counted_record.UNTIMED] = self.untimed
 
 
 _CONTINUED = (
@@ -255,8 +264,8 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
             kinds = ", ".join(sorted({r.kind for r in found}))
             raise records.RecordError(f"the launcher's pipe held records {kinds}")
         series, metrics = _rss(rss[0] if rss else {})
-        counts, uncounted = counted_record.read(counted[0]) if counted else ({}, "")
-        metrics = metrics | counts
+        kernel_record = counted_record.read(counted[0]) if counted else None
+        metrics = metrics | (kernel_record.metrics if kernel_record else {})
         if watch:
             metrics = metrics | {"watch_read_s": int(watch[0]["read_ns"]) / 1e9}
     except (records.RecordError, KeyError, TypeError, ValueError) as e:
@@ -271,7 +280,13 @@ def launcher_report(text: bytes, code: int | None) -> LauncherReport:
         return LauncherReport({}, None, {}, _CONTINUED)
     watch_errno = int(watch[0]["errno"]) if watch else None
     return LauncherReport(
-        status, series, metrics, images=images, watch_errno=watch_errno, uncounted=uncounted
+        status,
+        series,
+        metrics,
+        images=images,
+        watch_errno=watch_errno,
+        uncounted=kernel_record.uncounted if kernel_record else "",
+        untimed=kernel_record.untimed if kernel_record else "",
     )
 
 

@@ -215,26 +215,34 @@ class Reads(Cache):
         return {(a, w): codec.integer(rss) for a, w, rss in rows}
 
     def profiles(self, cid: int) -> list[Profiled]:
-        """Every profiled run, in run order, with the kernel's counts of its calls."""
+        """Every profiled run, in run order, with the kernel's counts of its calls and
+        the time inside them."""
         rows = self.db.execute(
             "SELECT r.id, r.allocator, r.workload, r.params_json, p.profile_json, "
-            "json_extract(r.labels_json, '$.syscalls_uncounted') FROM profiles p "
+            "json_extract(r.labels_json, '$.syscalls_uncounted'), "
+            "json_extract(r.labels_json, '$.syscalls_untimed') FROM profiles p "
             "JOIN runs r ON r.id = p.run_id WHERE r.campaign_id=? ORDER BY r.seq",
             (cid,),
         ).fetchall()
         counts: dict[int, dict[str, float]] = {}
         for run_id, name, value in self.db.execute(
             "SELECT m.run_id, m.name, m.value FROM metrics m JOIN profiles p ON p.run_id = "
-            "m.run_id JOIN runs r ON r.id = m.run_id WHERE r.campaign_id=? AND m.name "
-            "LIKE 'syscall\\_%' ESCAPE '\\'",
+            "m.run_id JOIN runs r ON r.id = m.run_id WHERE r.campaign_id=? AND (m.name "
+            "LIKE 'syscall\\_%' ESCAPE '\\' OR m.name LIKE 'systime\\_%' ESCAPE '\\')",
             (cid,),
         ):
             counts.setdefault(run_id, {})[str(name)] = codec.number(value)
         return [
             Profiled(
-                a, w, codec.params(pj), codec.loads(prof), counts.get(i, {}), codec.text(why or "")
+                a,
+                w,
+                codec.params(pj),
+                codec.loads(prof),
+                counts.get(i, {}),
+                codec.text(why or ""),
+                codec.text(untimed or ""),
             )
-            for i, a, w, pj, prof, why in rows
+            for i, a, w, pj, prof, why, untimed in rows
         ]
 
     def rss_series(self, cid: int) -> list[tuple[str, str, Params, RssSeries]]:
