@@ -19,8 +19,11 @@ ratio's IQR says how far to trust it), the run's system calls (the kernel's own 
 more, so runs never count it), and the direct share: each call's cost (counted kinds
 or not) times the calls over the wall time, which has no such noise. The verdict is on
 the direct share of the worst case. Cases: the calibration's real commands and
-compiled programs, and its madvise storm (the heaviest system-call load a calibration
-allocator makes).
+compiled programs, and each cause it plants inside an allocator as system calls (a
+madvise storm, a futex lock, a mapping per block, glibc trimming on every free).
+
+Last, what timing costs where it is on (the why pass's and `profile`'s runs: two samples
+a timed call, am_run_ktime.c): the madvise program timed against counted only.
 
 usage: .venv/bin/python bench/kcount_cost.py [ROUNDS (default 15)]   (as root)
 """
@@ -77,9 +80,11 @@ def spec(name: str, argv: list[str]) -> RunSpec:
     )
 
 
-def run(s: RunSpec, counted: bool, every: bool = False) -> RunResult:
-    """A run counted as every run is (or not); `every`: every system call counted too."""
+def run(s: RunSpec, counted: bool, every: bool = False, timed: bool = False) -> RunResult:
+    """A run counted as every run is (or not); `every`: every system call counted too;
+    `timed`: its calls timed too, as a profiled run's are."""
     os.environ["AM_RUN_KCOUNT"] = "2" if every else "1" if counted else "0"
+    os.environ["AM_RUN_KTIME"] = "1" if timed else "0"
     r = execute.run(s)
     if r.status is not RunStatus.OK:
         sys.exit(f"{s.workload}: {r.status.value}: {r.detail}")
@@ -113,6 +118,7 @@ def main() -> None:
         print(f"{rounds} rounds, counting on and off back to back (shuffled order)")
         per_call = cost_per_call(spec("getppid", [str(work / "getppid")]), rounds)
         per_counted = cost_per_call(spec("madvise", [str(work / "madvise")]), rounds)
+        timed = timing_cost(spec("madvise", [str(work / "madvise")]), rounds)
         print(
             f"a program must make {TARGET / per_call:,.0f} system calls a second of kinds not "
             f"counted, or {TARGET / per_counted:,.0f} of kinds counted, for the count to cost "
@@ -120,7 +126,7 @@ def main() -> None:
         )
         worst = 0.0
         cases = {name: spec(name, argv) for name, argv in calibration.commands(work).items()}
-        cases["storm"] = storm()
+        cases |= {f"{plant} storm": storm(plant) for plant in calibration.CAUSES}
         for name, case in cases.items():
             pairs = paired(case, rounds)
             ratios = [on.wall_s / off.wall_s for on, off in pairs]
@@ -132,7 +138,7 @@ def main() -> None:
             share = (per_call * (calls - counted) + per_counted * counted) / wall
             worst = max(worst, share)
             print(
-                f"{name:8} run {wall:6.2f} s  {calls:9,.0f} system calls ({counted:,.0f} "
+                f"{name:14} run {wall:6.2f} s  {calls:9,.0f} system calls ({counted:,.0f} "
                 "counted)  wall on/off: median "
                 f"{med:.4f} (IQR {q1:.4f}-{q3:.4f})  direct share: {share:.3%}"
             )
@@ -141,22 +147,29 @@ def main() -> None:
         f"the kernel's count costs at most {worst:.3%} of run time "
         f"(target <= {TARGET:.0%}): {verdict}"
     )
-    os.environ.pop("AM_RUN_KCOUNT")
-
-
-def storm() -> RunSpec:
-    """The worst case of the calibration's: churn of blocks of 8-64 KiB under burn with
-    a madvise storm planted (every freed block's pages given back: 30,000 calls a run)."""
-    w = workloads.load_catalog()["churn"]
-    params = workloads.resolve_params(
-        w, {"count": 5000, "size_min": 8192, "size_max": 65536, "rounds": 4}, "bench"
+    print(
+        f"timing (profiled runs only) adds {timed * 1e9:,.0f} ns a timed call more: "
+        f"{TARGET / timed:,.0f} timed calls a second cost a program {TARGET:.0%}"
     )
+    os.environ.pop("AM_RUN_KCOUNT")
+    os.environ.pop("AM_RUN_KTIME")
+
+
+def storm(plant: str) -> RunSpec:
+    """A cause the calibration plants inside an allocator (burn's AM_BURN_PLANT), on its
+    workload: the heaviest system-call loads a calibration allocator makes (the madvise
+    storm gives back every freed block's pages: 30,000 calls a run; the futex lock takes
+    a raw futex around every call of two threads)."""
+    args, _ = calibration.CAUSES[plant]
+    w = workloads.load_catalog()[args[0]]
+    given = dict(a.split("=", 1) for a in args[2::2])
+    params = workloads.resolve_params(w, given, "bench")
     burn = native.library("libam_burn.so")
-    env = (("LD_PRELOAD", str(burn)), ("AM_BURN_PLANT", "madvise"))
+    env = (("LD_PRELOAD", str(burn)), ("AM_BURN_PLANT", plant))
     return RunSpec(
         seq=0,
         allocator="burn",
-        workload="churn",
+        workload=w.name,
         params=params,
         rep=0,
         argv=workloads.expand(w, params),
@@ -179,6 +192,22 @@ def cost_per_call(s: RunSpec, rounds: int) -> float:
         f"counting ({gained / off:+.1%})"
     )
     return max(gained, 0.0)
+
+
+def timing_cost(s: RunSpec, rounds: int) -> float:
+    """Seconds each timed call gains when timed as well as counted (a profiled run's
+    two samples a call, am_run_ktime.c): the median of the rounds' differences."""
+    out = []
+    for _ in range(rounds):
+        order = [True, False]
+        random.shuffle(order)
+        got = {t: run(s, True, timed=t) for t in order}
+        if not any(k.startswith("systime_") for k in got[True].metrics):
+            sys.exit(f"{s.workload}: not timed: {got[True].labels}")
+        out.append(got[True].wall_s - got[False].wall_s)
+    gained = statistics.median(out) / CALLS
+    print(f"{s.workload} x {CALLS:,}: {gained * 1e9:+.0f} ns a call timed, against counted only")
+    return max(gained, 1e-12)
 
 
 if __name__ == "__main__":
