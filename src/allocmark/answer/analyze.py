@@ -11,7 +11,7 @@ from typing import cast
 from allocmark import labels, stats
 from allocmark.allocators import lineage
 from allocmark.model import AllocatorRuns, Git, Params, RunStatus, StoredRun
-from allocmark.native.kernel import TIME_PREFIX, TIMED
+from allocmark.profile import TIME_PREFIX, TIMED
 from allocmark.request import CampaignPlan
 from allocmark.stats import batch
 

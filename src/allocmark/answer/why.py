@@ -57,8 +57,7 @@ from allocmark import stats
 from allocmark.answer import recommend
 from allocmark.answer.analyze import Comparison, Row
 from allocmark.model import AllocatorRuns, Params, RunStatus
-from allocmark.native.kernel import TIME_PREFIX, TIMED
-from allocmark.profile import timed_words
+from allocmark.profile import TIME_PREFIX, TIMED, timed_words
 
 
 @dataclass(frozen=True)

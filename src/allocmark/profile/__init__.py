@@ -6,6 +6,7 @@ May import: native, model, errors, units.
 Never: answer, api, cli, dispatchers, report, run, store, verbs.
 """
 
+from allocmark.native.kernel import TIME_PREFIX, TIMED  # the kernel's timing's kinds
 from allocmark.profile.explain import View, findings, views
 from allocmark.profile.records import HISTOGRAMS, PEAK_KEYS, combine, merge, of_stored, read
 from allocmark.profile.summary import (
@@ -37,6 +38,8 @@ __all__ = [
     "PATHS",
     "PEAK_KEYS",
     "SYSCALLS",
+    "TIMED",
+    "TIME_PREFIX",
     "AllocatorProfile",
     "Layout",
     "PathStats",

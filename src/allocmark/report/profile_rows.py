@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from allocmark.native.kernel import TIMED
 from allocmark.profile import (
     PATHS,
     SYSCALLS,
+    TIMED,
     AllocatorProfile,
     Layout,
     count_text,
