@@ -134,18 +134,13 @@ def _kernel_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
     return lines
 
 
-# A time finding: seconds inside a kind of call 1.5x apart, and TIME_FLOOR a run or more
-# in either (a tenth of it stands for none: 0 against 20 ms is apart).
-TIME_FLOOR = 0.010
-
-
 def _times_against(s: AllocatorProfile, base: AllocatorProfile) -> list[str]:
-    """The kernel's times inside each kind of call (already per run)."""
+    """The kernel's times inside each kind of call (already per run), apart by the
+    counts' rule in milliseconds: 1.5x, and 10 ms a run in either."""
     lines = []
     for kind in TIMED:
         mine, theirs = s.times.get(kind, 0.0), base.times.get(kind, 0.0)
-        hi, lo = max(mine, theirs), min(mine, theirs)
-        if hi >= TIME_FLOOR and hi >= 1.5 * max(lo, TIME_FLOOR / 10):
+        if _apart(mine * 1000, theirs * 1000):
             lines.append(
                 f"{time_text(mine)} inside {timed_words(kind)} per run vs {time_text(theirs)} "
                 f"for {base.allocator} (the kernel's timing)"
