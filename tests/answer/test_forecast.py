@@ -214,3 +214,18 @@ def test_the_first_verdict_waits_as_the_rounds_share_the_time() -> None:
     assert forecast._first_s(later, 3, 31.0, 2, 4) == 20.0  # the dear row needs 60 s
     early = forecast._Tally(firsts=[(1, 4, 1.0), (1, 8, 30.0)])
     assert forecast._first_s(early, 3, 31.0, 2, 1) == 2 * 31.0 + 1 * 1.0 * 2
+
+
+def test_a_ratio_decided_for_a_verdict_only_is_waited_on_and_said() -> None:
+    """Issue 67: "other" decided faster at the verdicts' 5 %, not at the 1 % a use needs:
+    the forecast counts it apart and forecasts the blocks the use needs."""
+    comp = _comparison(6, slower=0.9)
+    (row,) = comp.rows
+    assert row.cells["time_s"]["other"].verdict is stats.Verdict.BETTER
+    f = forecast.of(comp, COSTS, _settings(budget_s=600.0), spent_s=30.0)
+    assert (f.pending, f.undecided, f.ratios) == (1, 1, 2)
+    assert f.text().startswith(
+        "1 of 2 ratios decided after 6 blocks (1 more for a verdict, not yet for a "
+        "recommendation); "
+    )
+    assert f.waits["speed"].blocks > 6

@@ -99,7 +99,59 @@ def contradictions(comp: analyze.Comparison, found: findings.Findings) -> list[s
                 out.append(f"{a.scope}: says none can be recommended ({m[1]}), holds {excluded}")
     for a in found.answers:
         text = [answer.lead(a, found.explained), *answer.blocks([a], found.explained)[0].lines]
-        out += _read_back(a, text)
+        out += _read_back(a, text) + _uses(a, text)
+    return out
+
+
+USE = re.compile(rf"^Use (?P<one>{NAME})(?P<how>:| for time \(| for time:| for memory:)")
+OTHER = re.compile(rf"\), (?P<other>{NAME}) for memory \(")
+PICK = re.compile(
+    rf"^for (?P<axis>time|memory): (?P<yet>no recommendation yet: )?(?P<name>{NAME}):"
+)
+
+
+def _uses(a: Answer, lines: Sequence[str]) -> list[str]:
+    """A "use" (the lead's, a "for time:" line's) names an allocator decided better
+    beyond the margin at the level a use needs (stats.RECOMMEND_ALPHA), on the axis it
+    is used for; one decided better only for a verdict is said as "no recommendation
+    yet", never dropped for "keep"; and an axis with such a winner is never left
+    without its use."""
+    choices, axes = _choices(a), {"time": "time", "memory": "rss"}
+    used: list[tuple[str, str, bool]] = []  # (name, axis, said as pending)
+    if m := USE.match(lines[0]):
+        how = {":": ("time", "rss"), " for memory:": ("rss",)}.get(m["how"], ("time",))
+        used += [(m["one"], axis, False) for axis in how]
+        if m["how"] == " for time (" and (o := OTHER.search(lines[0])):
+            used.append((o["other"], "rss", False))
+    used += [
+        (p["name"], axes[p["axis"]], bool(p["yet"]))
+        for line in lines[1:]
+        if (p := PICK.match(line))
+    ]
+    out = []
+    for name, axis, yet in used:
+        c = choices.get(name)
+        pos = getattr(c, axis) if c is not None else None
+        firm = getattr(pos, "firm", stats.Verdict.BETTER)  # before issue 67's level
+        clearly = pos is not None and pos.verdict is stats.Verdict.BETTER
+        clearly = clearly and pos.value * (1 + a.margin) < 1  # type: ignore[union-attr]
+        if not clearly or (firm is stats.Verdict.BETTER) == yet:
+            out.append(f"{a.scope}: {name} {'pending' if yet else 'used'} for {axis}, firm {firm}")
+    for axis, word in (("time", "time"), ("rss", "memory")):
+        better = {
+            c.allocator: getattr(p, "firm", stats.Verdict.BETTER) is stats.Verdict.BETTER
+            for c in choices.values()
+            if (p := getattr(c, axis)) is not None
+            and p.verdict is stats.Verdict.BETTER
+            and p.value * (1 + a.margin) < 1
+        }
+        kept = lines[0].startswith("Keep ") or any(
+            line.startswith(f"for {word}: keep ") for line in lines
+        )
+        if better and kept:
+            out.append(f"{a.scope}: keeps {a.baseline} for {word}, {sorted(better)} decided better")
+        if any(better.values()) and not any(x == axis and not yet for _, x, yet in used):
+            out.append(f"{a.scope}: no use for {word}, {sorted(better)} decided better")
     return out
 
 

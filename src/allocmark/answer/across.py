@@ -7,7 +7,9 @@ these"): the spread between workloads is no uncertainty about these, no number o
 blocks reduces it, and such a test called "not significant" an allocator decided
 larger on every workload.
 
-Two routes decide it; a "better" or "worse" is wrong at most 5 % of the time:
+Two routes decide it; a "better" or "worse" is wrong at most 5 % of the time (alpha;
+a recommendation's "better" is judged again at stats.RECOMMEND_ALPHA, its rows' verdicts
+at that level too):
 
 - every row decided the same way (better on all, worse on all, the same on all), each
   by its own row's family (at most 5 %): an intersection-union test (Berger 1982). A
@@ -105,10 +107,13 @@ def tally(cells: Sequence[RowVerdict]) -> Tally:
     )
 
 
-def pooled(cells: Sequence[RowVerdict], margin: float, family: int) -> Pooled | None:
+def pooled(
+    cells: Sequence[RowVerdict], margin: float, family: int, alpha: float = stats.ALPHA
+) -> Pooled | None:
     """The geometric mean of the cells' ratios over these workloads, judged by the two
-    routes above; `family`: how many such means are judged together (m). None when no
-    row has a ratio."""
+    routes above; `family`: how many such means are judged together (m); `alpha`: the
+    error the routes keep to (the cells' verdicts at that level too). None when no row
+    has a ratio."""
     if not cells or all(c.ratio is None for c in cells):
         return None
     counted = tally(cells)
@@ -116,8 +121,7 @@ def pooled(cells: Sequence[RowVerdict], margin: float, family: int) -> Pooled | 
     if (unanimous := counted.unanimous) is not None:
         low, high = _pool(cells, alpha=None)
         return Pooled(value, min(low, value), max(high, value), unanimous, counted)
-    alpha = stats.ALPHA / (2 * max(family, 1) * len(cells))
-    low, high = _pool(cells, alpha)
+    low, high = _pool(cells, alpha / (2 * max(family, 1) * len(cells)))
     return Pooled(
         value, min(low, value), max(high, value), stats.interval_verdict(low, high, margin), counted
     )

@@ -94,6 +94,10 @@ class Cell:
     ratio: stats.Ratio | None = None  # to the baseline's cell (inverted for speed-ups)
     loose: bool = False  # its ratio's interval is wider than the precision target
     verdict: stats.Verdict | None = None  # what the ratio says (None without a ratio)
+    # A ratio whose estimate is better than the baseline's by more than the margin, again
+    # at its level in the row's family at stats.RECOMMEND_ALPHA: what a "use" of it
+    # needs decided (None: it leans no such way).
+    firm: stats.Ratio | None = None
     blocks: tuple[int, ...] = ()  # the block (repetition) of each value, for pairing
     fixed: bool = False  # time fixed by a parameter (duration-bound): not a result
 
@@ -322,9 +326,12 @@ def decisions(row: Row, baseline: str | None, margin: float) -> list[stats.Verdi
 
 
 def family_ratios(row: Row, baseline: str | None) -> list[stats.Ratio | None]:
-    """The ratio of each cell that decides the row (`deciding`): already at its level
-    in the row's Holm family (_as_family); None for a cell without one."""
-    return [c.ratio for c in deciding(row, baseline)]
+    """The ratio of each cell that decides the row (`deciding`), the one a campaign
+    waits on: at its level in the row's Holm family (_as_family), or where its estimate
+    is better than the baseline's beyond the margin, at the level a recommendation
+    needs (Cell.firm: a row whose winner is decided for a verdict but not for a "use"
+    is not done); None for a cell without one."""
+    return [c.firm or c.ratio for c in deciding(row, baseline)]
 
 
 def _paired(raws: Sequence[Raw], how: _How, final: bool = False) -> dict[int, stats.Ratio | None]:
@@ -381,17 +388,38 @@ def _as_family(cells: dict[str, dict[str, Cell]], how: _How) -> dict[str, dict[s
         for a, c in cells.get(m, {}).items()
         if a != how.baseline and c.ratio is not None
     ]
-    judged = stats.holm([cells[m][a].ratio for m, a in keys])  # type: ignore[misc]
+    ratios = [cells[m][a].ratio for m, a in keys]
+    judged = stats.holm(ratios)  # type: ignore[arg-type]
+    strict = stats.holm_levels(ratios, stats.RECOMMEND_ALPHA)  # type: ignore[arg-type]
     out = {m: dict(by_alloc) for m, by_alloc in cells.items()}
-    for (m, a), r in zip(keys, judged, strict=True):
+    for (m, a), r, level in zip(keys, judged, strict, strict=True):
         higher = m in HIGHER_IS_BETTER or (how.speedup and m == "time_s")
         out[m][a] = dataclasses.replace(
             cells[m][a],
             ratio=r,
             loose=r.half_width > how.margin,
             verdict=stats.verdict(r, how.margin, higher),
+            firm=stats.at_alpha(r, level) if leans_better(r, higher, how.margin) else None,
         )
     return out
+
+
+def pending(cell: Cell, margin: float) -> bool:
+    """Decided for a verdict, beyond the margin the baseline's better, not yet at the
+    level a "use" needs (Cell.firm undecided): the campaign waits on it."""
+    decided = cell.verdict not in (None, stats.Verdict.UNDECIDED)
+    return (
+        decided
+        and cell.firm is not None
+        and (stats.verdict(cell.firm, margin) is stats.Verdict.UNDECIDED)
+    )
+
+
+def leans_better(r: stats.Ratio, higher: bool, margin: float) -> bool:
+    """The alternative's estimate is better than the baseline's by more than the margin:
+    a candidate for "use" (never one that could still be "the same")."""
+    better = r.value if higher else 1 / r.value
+    return better > 1 + margin
 
 
 def _speed_metric(cells: dict[str, dict[str, Cell]]) -> str:

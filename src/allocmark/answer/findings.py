@@ -98,11 +98,11 @@ def signals_wanted(found: Findings, brief: bool) -> bool:
 
 def named(found: Findings) -> set[tuple[str, str, str]]:
     """The differences an answer's sentence names (report/answer.lead): its fastest's
-    and its smallest's, on both axes."""
+    and its smallest's, or its pending leaders', on both axes."""
     return {
         (a.scope, c.allocator, axis)
         for a in found.answers
-        for c in (a.fastest, a.smallest)
+        for c in (a.fastest, a.smallest, *a.pending_time[:1], *a.pending_rss[:1])
         if c is not None
         for axis in ("time", "rss")
     }

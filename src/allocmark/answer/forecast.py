@@ -64,6 +64,8 @@ class Forecast:
     max_blocks: int = 0
     sequential: bool = True  # blocks are added until decided (else a fixed number)
     smaller: str = "a smaller run"  # how this campaign's runs could be made shorter
+    # Of the undecided: decided better for a verdict, not yet at the level a "use" needs.
+    pending: int = 0
 
     def text(self) -> str:
         """One line: the block's cost, the first possible verdict, the likely waits."""
@@ -71,6 +73,8 @@ class Forecast:
             f"{self.ratios - self.undecided} of {self.ratios} ratios decided after "
             f"{self.blocks} block{'s' if self.blocks != 1 else ''}"
         )
+        if self.pending:
+            out += f" ({self.pending} more for a verdict, not yet for a recommendation)"
         if not self.undecided:
             return out
         first = max(0, self.first_at - self.blocks) * self.block_s
@@ -387,7 +391,7 @@ def of(
 ) -> Forecast:
     """The forecast of a campaign's comparison; `costs`: seconds one more run of each
     (allocator, workload, params) costs (campaign._run_costs)."""
-    undecided = ratios = rows = 0
+    undecided = ratios = rows = pending = 0
     block_s = 0.0
     fewest: int | None = None
     most = 0
@@ -401,6 +405,10 @@ def of(
         most = max(most, have)
         judged = _judged(row, found) if question == "releases" else _to_baseline(comp, row)
         ratios += len(judged)
+        if question != "releases":
+            pending += sum(
+                analyze.pending(c, comp.margin) for c in analyze.deciding(row, comp.baseline)
+            )
         open_ = [
             (axis, r)
             for axis, r in judged
@@ -453,6 +461,7 @@ def of(
         max_blocks=plan.precision.max_blocks if plan.precision else 0,
         sequential=plan.sequential,
         smaller=_smaller(comp),
+        pending=pending,
     )
 
 

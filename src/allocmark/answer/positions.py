@@ -29,6 +29,18 @@ class Position:
     ratio: Annotated[stats.Ratio | None, Field(exclude=True)] = None
     inverted: bool = False  # value, low, high are the ratio turned over (a speed-up)
     tally: across.Tally | None = None  # across workloads: the rows' verdicts counted
+    # The verdict at the level a "use" needs (stats.RECOMMEND_ALPHA), where the estimate
+    # is better than the baseline's beyond the margin; None elsewhere.
+    firm: stats.Verdict | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Decided better for a verdict, beyond the margin, not yet for a "use"."""
+        return (
+            self.firm is not None
+            and self.firm is not stats.Verdict.BETTER
+            and (self.verdict is stats.Verdict.BETTER)
+        )
 
 
 @dataclass(frozen=True)
@@ -39,14 +51,21 @@ class Choice:
 
 
 def lower_is_better(
-    r: stats.Ratio, invert: bool, margin: float, blocks: int | None = None
+    r: stats.Ratio,
+    invert: bool,
+    margin: float,
+    blocks: int | None = None,
+    firm: stats.Ratio | None = None,
 ) -> Position:
-    """A ratio as a Position (a speed-up or throughput ratio turned over)."""
+    """A ratio as a Position (a speed-up or throughput ratio turned over); `firm`: the
+    ratio at the level a "use" needs (analyze.Cell.firm)."""
     bounds = (r.value, r.low, r.high)
     value, low, high = stats.inverted(*bounds) if invert else bounds
     verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.UNDECIDED
-    return Position(value, low, high, verdict, blocks, r, invert)
+    held = None if firm is None else stats.verdict(firm, margin, invert)
+    return Position(value, low, high, verdict, blocks, r, invert, firm=held)
 
 
-def pooled(p: across.Pooled) -> Position:
-    return Position(p.value, p.low, p.high, p.verdict, tally=p.tally)
+def pooled(p: across.Pooled, firm: across.Pooled | None = None) -> Position:
+    held = None if firm is None else firm.verdict
+    return Position(p.value, p.low, p.high, p.verdict, tally=p.tally, firm=held)

@@ -5,10 +5,12 @@ fixed, and peak RSS), each with its interval and verdict: the Pareto front of
 time and peak RSS, the best for time and the best for memory (each only when it
 beats the baseline significantly and by more than the margin), and the trade-off
 in one sentence each. The ratios behind one answer (every allocator's time and
-peak RSS) are judged as one family (Holm); two allocators are set against each
-other by their own paired ratio (a duel), never by their intervals to the
-baseline or their point estimates, so the front, the dominated and the ties say
-the same thing. An allocator that failed runs, leaves functions to glibc (partial),
+peak RSS) are judged as one family (Holm) at the verdicts' 5 %; a "use" needs its
+winner decided again in that family at stats.RECOMMEND_ALPHA (1 %), and one decided
+only for a verdict is said as pending, with the blocks a use needs; two allocators
+are set against each other by their own paired ratio (a duel), never by their
+intervals to the baseline or their point estimates, so the front, the dominated and
+the ties say the same thing. An allocator that failed runs, leaves functions to glibc (partial),
 or is not meant for speed or memory (a debugging allocator, a wrapper) is never
 recommended, and the block says why. With too little data it says so, and about
 how many more blocks would decide.
@@ -59,6 +61,10 @@ class Answer:
     margin: float = stats.DEFAULT_MARGIN  # what "beyond the margin" means here
     tied_time: tuple[Choice, ...] = ()  # winners `fastest` is not clearly better than
     tied_rss: tuple[Choice, ...] = ()
+    # With no winner on an axis: those decided better beyond the margin for a verdict,
+    # not yet at the level a "use" needs (pending()), the lowest first.
+    pending_time: tuple[Choice, ...] = ()
+    pending_rss: tuple[Choice, ...] = ()
     blocks: int = 0  # blocks behind it (over all workloads: the fewest of a row)
     block_s: float = 0.0  # seconds one more block of its rows takes (their runs' mean times)
     max_blocks: int = 0  # the blocks its campaign may run (0: no cap): no forecast beyond
@@ -145,6 +151,8 @@ def _answer(
         margin=comp.margin,
         tied_time=tied_time,
         tied_rss=tied_rss,
+        pending_time=() if fastest else tuple(pending(usable, "time", comp.margin)),
+        pending_rss=() if smallest else tuple(pending(usable, "rss", comp.margin)),
         blocks=blocks,
         block_s=block_s,
         max_blocks=comp.max_blocks,
@@ -226,7 +234,10 @@ def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool) -> 
     if cell is None or cell.ratio is None:
         return None
     r = cell.ratio
-    return lower_is_better(r, invert, comp.margin, _blocks_to_decide(r, comp.margin))
+    found = lower_is_better(r, invert, comp.margin, firm=cell.firm)
+    # A winner decided for a verdict and not yet for a "use" waits on the level a use needs.
+    wait = cell.firm if found.pending and cell.firm is not None else r
+    return dataclasses.replace(found, blocks_to_decide=_blocks_to_decide(wait, comp.margin))
 
 
 class _RowDuel:
@@ -317,10 +328,28 @@ def _needed(
 
 
 def _winners(choices: Sequence[Choice], axis: str, margin: float) -> list[Choice]:
-    """Those better than the baseline on `axis` (its verdict) and by more than the
-    margin (its estimate: practical significance), the lowest first."""
+    """Those a "use" may name on `axis`: better than the baseline by more than the
+    margin (_clearly_better) and decided so at the level a use needs (Position.firm),
+    the lowest first."""
     return sorted(
-        (c for c in choices if (p := getattr(c, axis)) is not None and _clearly_better(p, margin)),
+        (c for c in choices if (p := getattr(c, axis)) is not None and _recommendable(p, margin)),
+        key=lambda c: getattr(c, axis).value,
+    )
+
+
+def _recommendable(p: Position, margin: float) -> bool:
+    return _clearly_better(p, margin) and p.firm is stats.Verdict.BETTER
+
+
+def pending(choices: Sequence[Choice], axis: str, margin: float) -> list[Choice]:
+    """Those decided better than the baseline beyond the margin for a verdict, not yet
+    at the level a "use" needs: the lowest first (no "keep the baseline" while any)."""
+    return sorted(
+        (
+            c
+            for c in choices
+            if (p := getattr(c, axis)) is not None and _clearly_better(p, margin) and p.pending
+        ),
         key=lambda c: getattr(c, axis).value,
     )
 
@@ -400,14 +429,24 @@ def _across(
     positions = [getattr(p[a], axis) for p in per_row if isinstance(p[a], Choice)]
     if all(p is None for p in positions):
         return None
-    cells = [
-        across.RowVerdict(None, False, None)
-        if p is None
-        else across.RowVerdict(p.ratio, p.inverted, p.verdict)
-        for p in positions
-    ]
-    found = across.pooled(cells, margin, family)
-    return None if found is None else pooled(found)
+    found = across.pooled([_row_verdict(p, firm=False) for p in positions], margin, family)
+    firm = across.pooled(
+        [_row_verdict(p, firm=True) for p in positions], margin, family, stats.RECOMMEND_ALPHA
+    )
+    return None if found is None else pooled(found, firm)
+
+
+def _row_verdict(p: Position | None, firm: bool) -> across.RowVerdict:
+    """A row's position for pooling: its verdict, or (`firm`) the one a "use" needs,
+    where a "better" without one is not known to hold at that level."""
+    if p is None:
+        return across.RowVerdict(None, False, None)
+    verdict = p.verdict
+    if firm:
+        verdict = p.firm or (
+            stats.Verdict.UNDECIDED if verdict is stats.Verdict.BETTER else verdict
+        )
+    return across.RowVerdict(p.ratio, p.inverted, verdict)
 
 
 @dataclass(frozen=True)
@@ -463,13 +502,16 @@ def _front(choices: Sequence[Choice], duels: _Duels) -> list[Choice]:
 def _best(
     choices: Sequence[Choice], axis: str, duels: _Duels
 ) -> tuple[Choice | None, tuple[Choice, ...]]:
-    """The allocator to recommend on `axis`: better than the baseline (its verdict) and
-    by more than the margin (its estimate: practical significance), the lowest such;
-    with the others it does not beat in their duel (ties): the other winners, and the
+    """The allocator to recommend on `axis`: better than the baseline (its verdict, and
+    again at the level a use needs) and by more than the margin (its estimate:
+    practical significance), the lowest such; with the others it does not beat in their
+    duel (ties): the other winners, those decided better not yet for a use, and the
     allocators undecided against the baseline that lean better than it."""
     winners = _winners(choices, axis, duels.margin)
     if not winners:
         return None, ()
+    # Decided better, not yet for a use: another campaign could pick it as the winner.
+    close = pending(choices, axis, duels.margin)
     # Undecided against the baseline but leaning better: two runs of one campaign can
     # pick either as the winner, so the answer names it beside the winner unless their
     # duel separates them (never "use A" with B unnamed).
@@ -484,5 +526,5 @@ def _best(
         and p.low < bar
     ]
     return winners[0], tuple(
-        c for c in [*winners[1:], *leaning] if not duels.beats(winners[0], c, axis)
+        c for c in [*winners[1:], *close, *leaning] if not duels.beats(winners[0], c, axis)
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from allocmark import stats, units
@@ -101,6 +101,8 @@ def lead(a: Answer, whys: Whys | None = None) -> str:
         text = f"Use {f.allocator} for time: {time(f)}, {rss(f)}"
     elif s:
         text = f"Use {s.allocator} for memory: {rss(s)}, {time(s)}"
+    elif a.pending_time or a.pending_rss:
+        text = _pending(a, said)
     elif contenders(a):
         text = _undecided(a)
     elif not _choices(a) and a.excluded:  # nothing measured could be recommended
@@ -115,6 +117,33 @@ def lead(a: Answer, whys: Whys | None = None) -> str:
         if tied:
             text += f"; a tie for {axis}: {', '.join(c.allocator for c in tied)}"
     return text + "."
+
+
+def _pending(a: Answer, said: Callable[[Choice, str], str]) -> str:
+    """No "use" yet where the leaders are decided better for a verdict only: what each
+    is, the level a use needs, and about how many blocks would reach it."""
+    where = " over these workloads" if a.scope == OVERALL else ""
+    leaders = [
+        f"{c.allocator}: {_time(c.time) if axis == 'time' else _rss(c.rss)}{said(c, axis)}"
+        for axis, found in (("time", a.pending_time), ("rss", a.pending_rss))
+        for c in found[:1]
+    ]
+    text = (
+        f"No recommendation yet{where}: {'; '.join(leaders)}; decided at a verdict's "
+        f"{stats.ALPHA:.0%}, not yet at the {stats.RECOMMEND_ALPHA:.0%} a recommendation needs"
+    )
+    need = [p.blocks_to_decide for p in _pending_positions(a) if p.blocks_to_decide]
+    return text + (_wait(a, max(need), "") if need else "")
+
+
+def _pending_positions(a: Answer) -> list[Position]:
+    """The leaders' positions on the axes they are pending on."""
+    return [
+        p
+        for axis, found in (("time", a.pending_time), ("rss", a.pending_rss))
+        for c in found[:1]
+        if (p := getattr(c, axis)) is not None
+    ]
 
 
 def _choices(a: Answer) -> list[Choice]:
@@ -275,7 +304,17 @@ def _at_most(a: Answer) -> str:
 
 
 def _pick(goal: str, c: Choice | None, a: Answer) -> str:
-    if c is None and _open_on(a, "time" if goal == "time" else "rss"):
+    axis = "time" if goal == "time" else "rss"
+    waiting = a.pending_time if axis == "time" else a.pending_rss
+    if c is None and waiting:
+        lead, p = waiting[0], getattr(waiting[0], axis)
+        shown = _time(p) if axis == "time" else _rss(p)
+        more = _more(Choice(lead.allocator, p, None), a.max_blocks)
+        return (
+            f"for {goal}: no recommendation yet: {lead.allocator}: {shown}, not yet decided "
+            f"at the {stats.RECOMMEND_ALPHA:.0%} a recommendation needs{more}"
+        )
+    if c is None and _open_on(a, axis):
         return f"for {goal}: undecided after {a.blocks} blocks (see below)"
     if c is None:
         what = "faster" if goal == "time" else "smaller in peak RSS"

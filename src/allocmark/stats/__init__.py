@@ -18,7 +18,7 @@ profile, report, run, schemas, store, text, tomlfile, units, verbs, workloads.
 
 from __future__ import annotations
 
-from allocmark.stats.families import at_alpha, holm
+from allocmark.stats.families import at_alpha, holm, holm_levels
 from allocmark.stats.ratios import (
     FIXED_SHARES,
     MOST_BLOCKS,
@@ -38,6 +38,7 @@ from allocmark.stats.summary import (
     ALPHA,
     LEVEL,
     MAD_LIMIT,
+    RECOMMEND_ALPHA,
     VECTOR_MIN,
     GeoMean,
     Summary,
@@ -56,6 +57,7 @@ __all__ = [
     "LEVEL",
     "MAD_LIMIT",
     "MOST_BLOCKS",
+    "RECOMMEND_ALPHA",
     "SPLIT",
     "UNBOUNDED_SPAN",
     "VECTOR_MIN",
@@ -68,6 +70,7 @@ __all__ = [
     "bounded",
     "geomean",
     "holm",
+    "holm_levels",
     "interval_verdict",
     "inv",
     "inverted",

@@ -17,18 +17,25 @@ def holm(ratios: Sequence[Ratio]) -> list[Ratio]:
     rejected ratio's interval is recomputed at the level that rejected it, the rest at
     alpha/(m-r) for r rejected. Noise alone makes any of them faster or slower at most
     5 % of the time, with fewer blocks than Bonferroni (alpha/m for all) needs."""
-    m = len(ratios)
-    if m <= 1:
+    if len(ratios) <= 1:
         return list(ratios)
+    levels = holm_levels(ratios, ALPHA)
+    return [at_alpha(r, a) for r, a in zip(ratios, levels, strict=True)]
+
+
+def holm_levels(ratios: Sequence[Ratio], alpha: float) -> list[float]:
+    """Each ratio's level in the family when the family errs at most `alpha` (holm's
+    rule; a family of one is judged at alpha itself)."""
+    m = len(ratios)
     order = sorted(range(m), key=lambda i: ratios[i].p)
     alphas = [0.0] * m
     rejected = 0
     for k, i in enumerate(order):
-        level = ALPHA / (m - k)
+        level = alpha / (m - k)
         if rejected == k and ratios[i].p < level:
             rejected += 1
-        alphas[i] = level if rejected > k else ALPHA / (m - rejected)
-    return [at_alpha(r, a) for r, a in zip(ratios, alphas, strict=True)]
+        alphas[i] = level if rejected > k else alpha / (m - rejected)
+    return alphas
 
 
 def at_alpha(r: Ratio, alpha: float) -> Ratio:
