@@ -83,6 +83,9 @@ usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   of the apps suite, at least 2); a third of CELLS (at least 3) their A/B.
   BATCH (default 0): bisect's planted commits and seeds drawn anew for each batch, so
   that batches of a few bisects each (an hour for 10 of each) add up to more cells.
+  AM_CALIBRATION_KEEP=DIR (environment): each condition's campaign databases copied
+  there when it ends, so that a later rule can judge the same runs again
+  (`allocmark report --db DIR/quiet-....db`).
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ import math
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -983,6 +987,18 @@ def main(argv: Sequence[str]) -> None:
                     causes(tally, work, cells, name)
             report(name, tally, reps)
             sys.stdout.flush()
+            keep(work)
+
+
+def keep(work: Path) -> None:
+    """The campaigns' databases copied to AM_CALIBRATION_KEEP, when it is set (the
+    bench's own files, written by its own process: no untrusted code writes here)."""
+    into = os.environ.get("AM_CALIBRATION_KEEP")
+    if not into:
+        return
+    Path(into).mkdir(parents=True, exist_ok=True)
+    for db in work.glob("*.db"):
+        shutil.copy2(db, Path(into) / db.name)
 
 
 if __name__ == "__main__":
