@@ -10,9 +10,9 @@ winner decided again in that family at stats.RECOMMEND_ALPHA (1 %), and one deci
 only for a verdict is said as pending, with the blocks a use needs; two allocators
 are set against each other by their own paired ratio (a duel), never by their
 intervals to the baseline or their point estimates, so the front, the dominated and
-the ties say the same thing. An allocator that failed runs, leaves functions to glibc (partial),
-or is not meant for speed or memory (a debugging allocator, a wrapper) is never
-recommended, and the block says why. With too little data it says so, and about
+the ties say the same thing. An allocator that failed runs, leaves functions to glibc
+(partial), or is not meant for speed or memory (a debugging allocator, a wrapper) is
+never recommended, and the block says why. With too little data it says so, and about
 how many more blocks would decide.
 """
 
