@@ -408,3 +408,17 @@ def test_a_use_over_all_workloads_is_held_to_the_same_level() -> None:
     fast = recommend.overall_positions(comp, recommend.per_row(comp))["fast"]
     assert isinstance(fast, recommend.Choice) and fast.time is not None
     assert fast.time.firm is not stats.Verdict.BETTER
+
+
+def test_of_two_as_fast_the_smaller_is_used() -> None:
+    """tcmalloc-minimal 1.37× faster, +284 % peak RSS, mimalloc 1.34× faster, +31 %
+    (am_sets, docs/calibration.md): their duel on time is within the margin, mimalloc is
+    decided smaller, so "use tcmalloc" would recommend a dominated allocator."""
+    comp = _comparison(
+        _runs("glibc", 1.0, 10000), _runs("big", 0.60, 30000), _runs("lean", 0.61, 11000)
+    )
+    (a,) = recommend.answers(comp)
+    assert a.fastest is not None and a.fastest.allocator == "lean"
+    assert [c.allocator for c in a.tied_time] == ["big"]
+    assert answer.lead(a).startswith("Use lean for time: 1.6")
+    assert "big" not in {c.allocator for c in a.others}  # named in the tie, not dominated

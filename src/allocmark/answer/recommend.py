@@ -504,12 +504,15 @@ def _best(
 ) -> tuple[Choice | None, tuple[Choice, ...]]:
     """The allocator to recommend on `axis`: better than the baseline (its verdict, and
     again at the level a use needs) and by more than the margin (its estimate:
-    practical significance), the lowest such; with the others it does not beat in their
-    duel (ties): the other winners, those decided better not yet for a use, and the
-    allocators undecided against the baseline that lean better than it."""
+    practical significance), the lowest such, unless a winner it does not beat on
+    `axis` beats it on the other axis (_undominated); with the others it does not beat
+    in their duel (ties): the other winners, those decided better not yet for a use, and
+    the allocators undecided against the baseline that lean better than it."""
     winners = _winners(choices, axis, duels.margin)
     if not winners:
         return None, ()
+    pick = _undominated(winners, axis, duels)
+    winners = [pick, *(c for c in winners if c is not pick)]
     # Decided better, not yet for a use: another campaign could pick it as the winner.
     close = pending(choices, axis, duels.margin)
     # Undecided against the baseline but leaning better: two runs of one campaign can
@@ -525,6 +528,16 @@ def _best(
         and p.value < 1
         and p.low < bar
     ]
-    return winners[0], tuple(
-        c for c in [*winners[1:], *close, *leaning] if not duels.beats(winners[0], c, axis)
+    return pick, tuple(
+        c for c in [*winners[1:], *close, *leaning] if not duels.beats(pick, c, axis)
     )
+
+
+def _undominated(winners: Sequence[Choice], axis: str, duels: _Duels) -> Choice:
+    """The lowest winner on `axis`, or, where winners it does not beat there (a tie)
+    beat it on the other axis, the lowest of those on that axis: never "use A" for time
+    while B, as fast by their duel, is decided smaller (A would be dominated)."""
+    first, other = winners[0], "rss" if axis == "time" else "time"
+    tied = [c for c in winners[1:] if not duels.beats(first, c, axis)]
+    better = [c for c in tied if duels.beats(c, first, other)]
+    return min(better, key=lambda c: getattr(c, other).value) if better else first
