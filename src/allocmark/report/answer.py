@@ -62,7 +62,7 @@ def _lines(a: Answer, whys: Whys | None, tries: Sequence[Try]) -> list[str]:
         )
     word = "undecided over these workloads" if a.scope == OVERALL else "undecided"
     for c in a.undecided:
-        out.append(f"{word}: {_choice(c)}{_more(c, a.max_blocks)}")
+        out.append(f"{word}: {_choice(c)}{_more((c.time, c.rss), a.max_blocks)}")
     if a.others:  # their numbers are in the tables: names are enough here
         names = ", ".join(c.allocator for c in a.others)
         out.append(
@@ -309,7 +309,7 @@ def _pick(goal: str, c: Choice | None, a: Answer) -> str:
     if c is None and waiting:
         lead, p = waiting[0], getattr(waiting[0], axis)
         shown = _time(p) if axis == "time" else _rss(p)
-        more = _more(Choice(lead.allocator, p, None), a.max_blocks)
+        more = _more((p,), a.max_blocks)
         return (
             f"for {goal}: no recommendation yet: {lead.allocator}: {shown}, not yet decided "
             f"at the {stats.RECOMMEND_ALPHA:.0%} a recommendation needs{more}"
@@ -404,9 +404,10 @@ def _notes(p: Position, axis: str, first: str = "") -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _more(c: Choice, cap: int = 0) -> str:
-    """ "; about 21 blocks in all would decide", and whether the campaign may run them."""
-    need = [p.blocks_to_decide for p in (c.time, c.rss) if p and p.blocks_to_decide]
+def _more(positions: Sequence[Position | None], cap: int = 0) -> str:
+    """ "; about 21 blocks in all would decide" the positions, and whether the campaign
+    may run them."""
+    need = [p.blocks_to_decide for p in positions if p and p.blocks_to_decide]
     if not need:
         return ""
     beyond = f", more than the {cap} this campaign may run" if cap and max(need) > cap else ""
