@@ -79,12 +79,13 @@
 // "rss" record (when sampling is on), a "watch" record (AM_RUN_WATCH), a "kernel"
 // record (AM_RUN_KCOUNT), then a "run" record, one JSON line each (see
 // native/records.py in the package):
-//   {"am":"rss","v":2,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
-//    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"start_kib":N,"peak_kib":N,
-//    "peak_file_kib":N,"smaps_at_kib":N,"smaps_kib":[A,D,L,H],"smaps_reads":N,
-//    "smaps_ns":N,"t_ms":[...],"kib":[...]}
+//   {"am":"rss","v":3,"period_us":N,"stride":K,"samples":N,"sample_ns":N,
+//    "integral_kib_s":X,"last_kib":N,"thp_kib":N,"start_kib":N,"start_cpu_us":N,
+//    "peak_kib":N,"peak_file_kib":N,"smaps_at_kib":N,"smaps_kib":[A,D,L,H],
+//    "smaps_reads":N,"smaps_ns":N,"t_ms":[...],"kib":[...]}
 // thp_kib: the AnonHugePages of the benchmark's first process when last read
-// (-1: never; see am_read_thp). start_kib: the first sample's RSS; peak_kib and
+// (-1: never; see am_read_thp). start_kib: the first sample's RSS, read when the first
+// process had had start_cpu_us of CPU time (-1: unread; am_first_cpu_ns); peak_kib and
 // peak_file_kib: the largest sample and its file-backed part (statm's shared);
 // smaps_kib: Anonymous, Private_Dirty, LazyFree and AnonHugePages of the first
 // process read nearest the peak (when the tree's RSS was smaps_at_kib, -1: never),

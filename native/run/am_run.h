@@ -41,6 +41,7 @@ struct am_series {
   pid_t main_pid;       // the benchmark's first process
   long long thp_kib;    // its AnonHugePages when last read (-1: never read)
   uint32_t start_kib;   // the first sample: the program loaded, before its work grows
+  int64_t start_cpu_ns;  // the first process's CPU time at that sample (-1: unread)
   uint32_t peak_kib;    // the largest sample, and its file-backed part (statm's shared)
   uint32_t peak_file_kib;
   // smaps_rollup of the first process, read at new peaks within a time budget

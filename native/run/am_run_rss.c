@@ -94,7 +94,8 @@ long long am_run_rss(long long *file) {
 }
 
 // -- RSS over time ---------------------------------------------------------------
-struct am_series am_series = {.stride = 1, .thp_kib = -1, .smaps_at_kib = -1};
+struct am_series am_series = {
+    .stride = 1, .thp_kib = -1, .start_cpu_ns = -1, .smaps_at_kib = -1};
 
 // A "Name: N kB" field of a /proc file (-1: not there).
 static long long am_proc_kib(const char *path, const char *field) {
@@ -182,6 +183,20 @@ static void am_series_fold(int64_t at_ns, uint32_t kib) {
   if (++am_series.in_point == am_series.stride) am_series.in_point = 0;
 }
 
+// The CPU time the benchmark's first process (its first thread) has had since its fork,
+// from schedstat (ns; -1: unreadable). Stamped on the first sample: a launcher that ran
+// late (a busy machine) reads the start-up RSS after the program's work began, and this
+// says how far in it was.
+static int64_t am_first_cpu_ns(void) {
+  char path[64], buf[96];
+  snprintf(path, sizeof path, "/proc/%d/schedstat", (int)am_series.main_pid);
+  int fd = -1;
+  if (am_pread(&fd, path, buf, sizeof buf, 0) <= 0) return -1;
+  char *end;
+  long long ns = strtoll(buf, &end, 10);
+  return end == buf || ns < 0 ? -1 : ns;
+}
+
 // One sample, if it is due; returns the RSS (bytes) read, or -1 if none was due.
 long long am_sample(int64_t now) {
   if (am_series.period_ns == 0 || now < am_series.next_ns) return -1;
@@ -192,7 +207,10 @@ long long am_sample(int64_t now) {
     return -1;
   }
   uint32_t kib = (uint32_t)(rss >> 10);
-  if (am_series.samples == 0) am_series.start_kib = kib;
+  if (am_series.samples == 0) {
+    am_series.start_kib = kib;
+    am_series.start_cpu_ns = am_first_cpu_ns();
+  }
   if (kib > am_series.peak_kib) {
     am_series.peak_kib = kib;
     am_series.peak_file_kib = (uint32_t)(file >> 10);
@@ -219,14 +237,14 @@ void am_series_write(int fd, int64_t end_ns) {
 #define AM_PUT(...) n += (size_t)snprintf(text + n, sizeof text - n, __VA_ARGS__)
   // The last RSS read holds until the end.
   am_series.integral += (double)am_series.last_kib * (double)(end_ns - am_series.last_ns) / 1e9;
-  AM_PUT("{\"am\":\"rss\",\"v\":2,\"period_us\":%" PRId64 ",\"stride\":%u,\"samples\":%" PRIu64
+  AM_PUT("{\"am\":\"rss\",\"v\":3,\"period_us\":%" PRId64 ",\"stride\":%u,\"samples\":%" PRIu64
          ",\"sample_ns\":%" PRId64 ",\"integral_kib_s\":%.3f,\"last_kib\":%u,\"thp_kib\":%lld"
-         ",\"start_kib\":%u,\"peak_kib\":%u,\"peak_file_kib\":%u,\"smaps_at_kib\":%lld"
+         ",\"start_kib\":%u,\"start_cpu_us\":%" PRId64 ",\"peak_kib\":%u,\"peak_file_kib\":%u,\"smaps_at_kib\":%lld"
          ",\"smaps_kib\":[%lld,%lld,%lld,%lld],\"smaps_reads\":%u,\"smaps_ns\":%" PRId64
          ",\"t_ms\":[",
          am_series.period_ns / 1000, am_series.stride, am_series.samples, am_series.spent_ns,
          am_series.integral, am_series.last_kib, am_series.thp_kib, am_series.start_kib,
-         am_series.peak_kib, am_series.peak_file_kib, am_series.smaps_at_kib,
+         am_series.start_cpu_ns < 0 ? -1 : am_series.start_cpu_ns / 1000, am_series.peak_kib, am_series.peak_file_kib, am_series.smaps_at_kib,
          am_series.smaps_kib[0], am_series.smaps_kib[1], am_series.smaps_kib[2],
          am_series.smaps_kib[3], am_series.smaps_reads, am_series.smaps_ns);
   for (int i = 0; i < am_series.points; i++) AM_PUT(i ? ",%u" : "%u", am_series.t_ms[i]);

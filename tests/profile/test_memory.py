@@ -72,8 +72,9 @@ def test_every_run_has_an_rss_series_that_sees_its_memory() -> None:
 
 @pytest.mark.integration
 def test_every_run_says_what_its_peak_is_made_of(tmp_path: Path) -> None:
-    """Anonymous and file-backed RSS at the largest sample (statm), the RSS at start-up,
-    and smaps_rollup read near the peak: a program that touches 50 MiB of anonymous
+    """Anonymous and file-backed RSS at the largest sample (statm), the RSS at the first
+    sample with how far into the program's CPU time it fell (schedstat), and smaps_rollup
+    read near the peak: a program that touches 50 MiB of anonymous
     memory and then maps a 30 MiB file and reads it in."""
     data = tmp_path / "data"
     data.write_bytes(b"x" * (30 << 20))
@@ -89,6 +90,7 @@ def test_every_run_says_what_its_peak_is_made_of(tmp_path: Path) -> None:
     assert m["peak_file_kib"] >= 30 * 1024 - 2 * error
     assert m["peak_anon_kib"] + m["peak_file_kib"] <= r.maxrss_kib + 2 * error
     assert 0 < m["start_rss_kib"] < 50 * 1024 <= m["peak_anon_kib"]
+    assert 0 <= m["start_cpu_s"] <= r.user_s + r.sys_s + 0.01  # rusage: clock ticks
     # The reads near the peak: at least one, within their time budget (1/200 of the
     # run's time, and one read), each field no larger than the RSS it was read at.
     assert m["near_peak_reads"] >= 1 and m["near_peak_read_s"] < r.wall_s

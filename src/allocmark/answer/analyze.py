@@ -54,7 +54,6 @@ SIGNAL_COLUMNS = (
 SIGNAL_METRICS = (
     "peak_anon_kib",
     "peak_file_kib",
-    "start_rss_kib",
     "near_peak_rss_kib",
     "near_peak_dirty_kib",
     "near_peak_lazyfree_kib",

@@ -3,10 +3,10 @@
 Every measured run records, at no cost to what it measures, what can explain its
 time and its peak RSS (the launcher, run/launch.py): user and system CPU, minor
 and major faults, voluntary and involuntary context switches (rusage of the run's
-tree), the RSS at start-up, the anonymous and file-backed parts of the largest
-sample (statm), and smaps_rollup read near the peak (private dirty, lazily freed,
-in huge pages), and, where the kernel counts them (run/kernel.py; a cost per call:
-under 0.35 % of real programs' time, 20 % of a futex storm's: bench/kcount_cost.py),
+tree), the anonymous and file-backed parts of the largest sample (statm), and
+smaps_rollup read near the peak (private dirty, lazily freed, in huge pages), and,
+where the kernel counts them (run/kernel.py; a cost per call: under 0.35 % of real
+programs' time, 20 % of a futex storm's: bench/kcount_cost.py),
 the system calls of the run's tree by kind, glibc's own and raw ones included: mmap,
 munmap, mremap, mprotect, brk, madvise by advice, futex waits and wakes. When the
 campaign ran its why pass (run/whypass.py), its profiled blocks add the time inside
@@ -32,7 +32,11 @@ rule (docs/statistics.md, "Why"):
   materially (beyond MATERIAL times, by MATERIAL_CALLS calls a run or more);
 - peak RSS is never explained by end-of-run figures (rusage's counts), only by what
   was read at the peak (statm) or near it (smaps_rollup, counted only where it was
-  read at 90 % of the peak or more in the median block), and by the start-up RSS;
+  read at 90 % of the peak or more in the median block); never by the RSS at the first
+  sample: taken as the exec completes, it fell 540-840 us into churn's CPU time on a
+  quiet machine (2-7 MiB of its work in it, more the faster the allocator), before
+  its exec or 700 us in beside a busy process, so a fast allocator's growth read as
+  "at start-up" (run/launch.py stores it with that CPU time, start_cpu_s);
 - a difference no signal accounts for says "not explained by a decided signal", names
   each signal in its units that moved the same way by half of it or more but was not
   decided (with its estimate), and names what was checked.
@@ -122,7 +126,6 @@ TIME = (
 RSS = (
     Signal("peak_anon_kib", "anonymous at the peak", "KiB"),
     Signal("peak_file_kib", "file-backed at the peak", "KiB"),
-    Signal("start_rss_kib", "at start-up", "KiB"),
     Signal("near_peak_dirty_kib", "private dirty near the peak", "KiB", near_peak=True),
     Signal(
         "near_peak_lazyfree_kib", "freed lazily (MADV_FREE) near the peak", "KiB", near_peak=True

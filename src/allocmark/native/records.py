@@ -33,7 +33,7 @@ from allocmark.errors import AllocmarkError
 
 VERSIONS = {
     "run": 4,
-    "rss": 2,
+    "rss": 3,
     "image": 1,
     "watch": 1,
     "kernel": 2,

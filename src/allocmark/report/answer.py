@@ -460,7 +460,6 @@ _GROUPS = {
     "nivcsw": "switches",
     "peak_anon_kib": _PEAK,
     "peak_file_kib": _PEAK,
-    "start_rss_kib": "start-up RSS",
     "near_peak_dirty_kib": _SMAPS,
     "near_peak_lazyfree_kib": _SMAPS,
     "near_peak_thp_kib": _SMAPS,

@@ -114,7 +114,7 @@ SIGNAL_COLUMNS = {
     "majflt": ("major faults", ""),
     "nvcsw": ("voluntary switches", ""),
     "nivcsw": ("involuntary switches", ""),
-    "start_rss_kib": ("start-up RSS", "KiB"),
+    "start_rss_kib": ("RSS at the first sample", "KiB"),
     "peak_anon_kib": ("anonymous at the peak", "KiB"),
     "peak_file_kib": ("file-backed at the peak", "KiB"),
     # the kernel's counts (run/kernel.py)

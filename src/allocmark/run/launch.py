@@ -356,7 +356,8 @@ NEAR_PEAK = (
 
 
 def _peak(r: dict[str, Any]) -> dict[str, float]:
-    """What the RSS is made of: at the start, at the largest sample (anonymous and
+    """What the RSS is made of: at the first sample (and how far into the program it
+    fell: the first process's CPU time then), at the largest sample (anonymous and
     file-backed, from statm), and from smaps_rollup read nearest the peak (with the
     RSS it was read at, and what the reads cost)."""
     peak, file = int(r["peak_kib"]), int(r["peak_file_kib"])
@@ -367,6 +368,8 @@ def _peak(r: dict[str, Any]) -> dict[str, float]:
         "near_peak_reads": float(r["smaps_reads"]),
         "near_peak_read_s": float(r["smaps_ns"]) / 1e9,
     }
+    if int(r["start_cpu_us"]) >= 0:
+        out["start_cpu_s"] = int(r["start_cpu_us"]) / 1e6
     if int(r["smaps_at_kib"]) >= 0:
         out["near_peak_rss_kib"] = float(r["smaps_at_kib"])
         out |= {name: float(v) for name, v in zip(NEAR_PEAK, r["smaps_kib"], strict=True)}
