@@ -85,7 +85,11 @@ usage: .venv/bin/python bench/calibration.py [REPS] [CELLS] [CONDITIONS] [PARTS]
   that batches of a few bisects each (an hour for 10 of each) add up to more cells.
   AM_CALIBRATION_KEEP=DIR (environment): each condition's campaign databases copied
   there when it ends, so that a later rule can judge the same runs again
-  (`allocmark report --db DIR/quiet-....db`).
+  (`allocmark report --db DIR/quiet-....db`). Part `kept` judges the A/A campaigns of
+  earlier runs kept so (AM_CALIBRATION_KEPT=DIR[:DIR...], one directory per run: its
+  names repeat) with the code of the day, and counts them together, runs nothing of its
+  own: A/A gathered over several sessions, at one design, adds up (a design that adds
+  blocks differently must be run again, not judged again).
 """
 
 from __future__ import annotations
@@ -271,6 +275,10 @@ def twins(work: Path, tag: str) -> dict[str, str]:
     }
 
 
+REAL = ("gzip", "sort", "python3", "ruby", *PROGRAMS)  # commands()'s names
+BASES = {"glibc": "twin", "mimalloc": "mtwin"}  # twins()'s pairs: the twin of each
+
+
 def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
     pairs = twins(work, tag)
     for i in range(reps):
@@ -278,19 +286,47 @@ def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
             for base, allocators in pairs.items():
                 db = work / f"{tag}-{name}-{base}-{i}.db"
                 allocmark("try", "-a", allocators, "--db", str(db), "--", *argv)
-                tally.add_aa(db, "twin" if base == "glibc" else "mtwin", f"{name}/{base}")
-    dbs = []
     for i in range(reps):
         db = work / f"{tag}-quick-{i}.db"
         allocmark("run", "--suite", "quick", "-a", pairs["glibc"], "--db", str(db))
-        tally.add_aa(db, "twin", f"quick{i}")
-        dbs.append(db)
-    for i, old in enumerate(dbs):
-        for new in dbs[i + 1 :]:
-            for metric in ("time_s", "peak_rss_kib"):
-                for v in compare.compare(compare.load(str(old)), compare.load(str(new)), metric):
-                    if not v.control and v.ratio is not None:
-                        tally.across.append((v.verdict, f"{v.label} {metric}"))
+    judge_aa(tally, [work], tag)
+
+
+def judge_aa(tally: Tally, dirs: Sequence[Path], tag: str) -> None:
+    """The A/A campaigns of condition `tag` in dirs (aa's names), judged by this code:
+    the verdicts and answers of each, and `compare` across the quick suite's."""
+    for d in dirs:
+        for name in REAL:
+            for base, twin in BASES.items():
+                for db in sorted(d.glob(f"{tag}-{name}-{base}-*.db"), key=_round):
+                    tally.add_aa(db, twin, f"{name}/{base}")
+        dbs = sorted(d.glob(f"{tag}-quick-*.db"), key=_round)
+        for db in dbs:
+            tally.add_aa(db, "twin", f"quick{_round(db)}")
+        for i, old in enumerate(dbs):
+            for new in dbs[i + 1 :]:
+                for metric in ("time_s", "peak_rss_kib"):
+                    for v in compare.compare(
+                        compare.load(str(old)), compare.load(str(new)), metric
+                    ):
+                        if not v.control and v.ratio is not None:
+                            tally.across.append((v.verdict, f"{v.label} {metric}"))
+
+
+def _round(db: Path) -> int:
+    """The repetition a campaign's database is named by (its last number)."""
+    return int(db.stem.rsplit("-", 1)[1])
+
+
+def kept() -> list[Path]:
+    """AM_CALIBRATION_KEPT's directories (colon-separated): databases kept by earlier
+    runs of this bench (AM_CALIBRATION_KEEP), judged again by the kept part."""
+    dirs = [Path(d) for d in os.environ.get("AM_CALIBRATION_KEPT", "").split(":") if d]
+    if not dirs:
+        sys.exit("the kept part reads AM_CALIBRATION_KEPT=DIR[:DIR...]: none was set")
+    if missing := [str(d) for d in dirs if not d.is_dir()]:
+        sys.exit(f"AM_CALIBRATION_KEPT: no such directory: {', '.join(missing)}")
+    return dirs
 
 
 # Real applications of seconds (a run of 1-3 s here), as a suite file.
@@ -895,10 +931,11 @@ def report_aa(t: Tally, reps: int) -> None:
     real_time = [c for c in cells if c[1] == "time_s" and not c[0].startswith("quick")]
     answers = [(k, a) for k, a in t.answers if not k.startswith("app")]
     wrong = [a for _, a in answers if a]
+    rounds = len(t.minutes) // (len(REAL) * len(BASES))  # one per real campaign
     print(
         f"  A/A: gzip, sort, python3, ruby, {', '.join(PROGRAMS)} under glibc/twin and "
         f"mimalloc/mtwin via `try`, "
-        f"and the quick suite under glibc/twin, {reps}x each"
+        f"and the quick suite under glibc/twin, {rounds}x each"
     )
     print(f"  false verdicts: {rate(len(false), len(cells))}")
     for what, *_ in false:
@@ -969,6 +1006,8 @@ def main(argv: Sequence[str]) -> None:
             with condition(name):
                 if "aa" in parts:
                     aa(tally, work, reps, name)
+                if "kept" in parts:
+                    judge_aa(tally, kept(), name)
                 if "tune" in parts:
                     tune_aa(tally, work, reps, name)
                 if "ab" in parts:
