@@ -229,3 +229,10 @@ def test_a_ratio_decided_for_a_verdict_only_is_waited_on_and_said() -> None:
         "recommendation); "
     )
     assert f.waits["speed"].blocks > 6
+    # The noise line's "a 5 % change needs" is what a verdict needs: at the verdict's
+    # level, not the stricter one the pending use waits on.
+    r = row.cells["time_s"]["other"].ratio
+    assert r is not None and r.alpha > stats.RECOMMEND_ALPHA
+    noise = forecast._Tally(sds=[r.se * math.sqrt(r.df + 1)], alphas=[r.alpha])
+    noise.sequential = r.sequential
+    assert f.waits["speed"].small == forecast._spread(noise)[1]

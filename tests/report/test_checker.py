@@ -484,15 +484,32 @@ def forecasts(draw: st.DrawFn) -> forecast.Forecast:
         waits[axis] = forecast.Wait(
             need, (need - blocks) * 3.0, 0, first, (first - blocks) * 3.0, low, high, 0.1, small
         )
-    return forecast.Forecast(blocks, 3.0, 1, 2, waits=waits, planned=4, left_s=None, max_blocks=cap)
+    ratios = draw(st.integers(1, 12))
+    undecided = draw(st.integers(0, ratios))
+    return forecast.Forecast(
+        blocks,
+        3.0,
+        undecided,
+        ratios,
+        waits=waits,
+        planned=4,
+        left_s=None,
+        max_blocks=cap,
+        pending=draw(st.integers(0, undecided)),
+    )
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(forecasts())
 def test_no_forecast_goes_beyond_the_campaign_s_caps(f: forecast.Forecast) -> None:
     """ "left: 37 s–259.0 h" on a campaign capped at 4 blocks; "speed needs about
-    1516 blocks" said as a wait."""
+    1516 blocks" said as a wait. Its counts are its values: the ratios decided, and
+    those decided for a verdict but not yet for a recommendation (issue 67)."""
     text = f.text()
+    counted = re.match(r"(\d+) of (\d+) ratios decided", text)
+    assert counted and (int(counted[1]), int(counted[2])) == (f.ratios - f.undecided, f.ratios)
+    waiting = re.findall(r"\((\d+) more for a verdict, not yet for a recommendation\)", text)
+    assert waiting == ([str(f.pending)] if f.pending else []), text
     for m in re.finditer(r"(?<!the )(?<![\d–])(\d+)(?:–(\d+))? blocks", text):
         said = int(m[2] or m[1])
         before = text[max(0, m.start() - 30) : m.start()]

@@ -97,6 +97,7 @@ class Cell:
     # at its level in the row's family at stats.RECOMMEND_ALPHA: what a "use" of it
     # needs decided (None: it leans no such way).
     firm: stats.Ratio | None = None
+    held: stats.Verdict | None = None  # firm's verdict (None without firm)
     blocks: tuple[int, ...] = ()  # the block (repetition) of each value, for pairing
     fixed: bool = False  # time fixed by a parameter (duration-bound): not a result
 
@@ -393,25 +394,33 @@ def _as_family(cells: dict[str, dict[str, Cell]], how: _How) -> dict[str, dict[s
     out = {m: dict(by_alloc) for m, by_alloc in cells.items()}
     for (m, a), r, level in zip(keys, judged, strict, strict=True):
         higher = m in HIGHER_IS_BETTER or (how.speedup and m == "time_s")
+        firm, held = _firm(r, level, higher, how.margin)
         out[m][a] = dataclasses.replace(
             cells[m][a],
             ratio=r,
             loose=r.half_width > how.margin,
             verdict=stats.verdict(r, how.margin, higher),
-            firm=stats.at_alpha(r, level) if leans_better(r, higher, how.margin) else None,
+            firm=firm,
+            held=held,
         )
     return out
 
 
-def pending(cell: Cell, margin: float) -> bool:
-    """Decided for a verdict, beyond the margin the baseline's better, not yet at the
-    level a "use" needs (Cell.firm undecided): the campaign waits on it."""
-    decided = cell.verdict not in (None, stats.Verdict.UNDECIDED)
-    return (
-        decided
-        and cell.firm is not None
-        and (stats.verdict(cell.firm, margin) is stats.Verdict.UNDECIDED)
-    )
+def _firm(
+    r: stats.Ratio, level: float, higher: bool, margin: float
+) -> tuple[stats.Ratio | None, stats.Verdict | None]:
+    """A ratio leaning better beyond the margin, at the level a "use" needs, and its
+    verdict there (Cell.firm, Cell.held); None for one that leans no such way."""
+    if not leans_better(r, higher, margin):
+        return None, None
+    firm = stats.at_alpha(r, level)
+    return firm, stats.verdict(firm, margin, higher)
+
+
+def pending(cell: Cell) -> bool:
+    """Decided for a verdict, not yet at the level a "use" needs (stats.pending): the
+    campaign waits on it."""
+    return stats.pending(cell.verdict, cell.held)
 
 
 def leans_better(r: stats.Ratio, higher: bool, margin: float) -> bool:

@@ -379,7 +379,7 @@ class _Tally:
     low: int = 0  # `blocks` at the low and high ends of the spread's range
     high: int = 0
     sds: list[float] = field(default_factory=list)  # each open ratio's block spread
-    alphas: list[float] = field(default_factory=list)  # and its level
+    alphas: list[float] = field(default_factory=list)  # and the level of a verdict on it
     sequential: bool = True  # their intervals anytime-valid (blocks added by looking)
 
 
@@ -406,18 +406,16 @@ def of(
         judged = _judged(row, found) if question == "releases" else _to_baseline(comp, row)
         ratios += len(judged)
         if question != "releases":
-            pending += sum(
-                analyze.pending(c, comp.margin) for c in analyze.deciding(row, comp.baseline)
-            )
+            pending += sum(analyze.pending(c) for c in analyze.deciding(row, comp.baseline))
         open_ = [
-            (axis, r)
-            for axis, r in judged
+            (axis, r, level)
+            for axis, r, level in judged
             if r is not None and stats.verdict(r, comp.margin) is stats.Verdict.UNDECIDED
         ]
         # a ratio without runs to judge (every run failed) is not decided either
-        undecided += len(open_) + sum(r is None for _, r in judged)
-        for axis, r in judged:
-            decided[axis] += r is not None and all(r is not o for _, o in open_)
+        undecided += len(open_) + sum(r is None for _, r, _ in judged)
+        for axis, r, _ in judged:
+            decided[axis] += r is not None and all(r is not o for _, o, _ in open_)
         runs = wanted.get(row.label, frozenset()) if wanted is not None else None
         if not open_ and not runs:  # release to release: a block may still give a ratio
             continue
@@ -430,7 +428,7 @@ def of(
         block_s += cost
         rows += 1
         for axis in AXES:
-            mine = [r for x, r in open_ if x == axis and r is not None]
+            mine = [(r, level) for x, r, level in open_ if x == axis and r is not None]
             if mine:
                 _add(tallies[axis], mine, comp.margin, have, cost)
     budget = plan.budget_s
@@ -490,20 +488,30 @@ def _smaller(comp: Comparison) -> str:
     return "a shorter run of your command"
 
 
-Judged = list[tuple[str, stats.Ratio | None]]  # (axis, ratio)
+# (axis, the ratio as the campaign judges it, the level of a verdict on it): a winner
+# pending a "use" is judged at the stricter level (analyze.family_ratios), while the
+# noise line's "a 5 % change needs" is what a verdict needs.
+Judged = list[tuple[str, stats.Ratio | None, float]]
 
 
 def _to_baseline(comp: Comparison, row: analyze.Row) -> Judged:
     """The row's deciding ratios to the baseline, at their levels in its family."""
     cells = analyze.deciding(row, comp.baseline)
     judged = analyze.family_ratios(row, comp.baseline)
-    return [(_axis(row, c), r) for c, r in zip(cells, judged, strict=True)]
+    return [
+        (_axis(row, c), r, c.ratio.alpha if c.ratio else stats.ALPHA)
+        for c, r in zip(cells, judged, strict=True)
+    ]
 
 
 def _judged(row: analyze.Row, found: list[releases.Change]) -> Judged:
     """Release to release: the row's changes, at their levels in their families."""
     return [
-        ("peak RSS" if c.metric == releases.MEMORY else "speed", c.ratio)
+        (
+            "peak RSS" if c.metric == releases.MEMORY else "speed",
+            c.ratio,
+            c.ratio.alpha if c.ratio else stats.ALPHA,
+        )
         for c in releases.deciding(found, row)
     ]
 
@@ -512,14 +520,17 @@ def _axis(row: analyze.Row, cell: analyze.Cell) -> str:
     return "peak RSS" if any(cell is c for c in row.cells["peak_rss_kib"].values()) else "speed"
 
 
-def _add(t: _Tally, ratios: list[stats.Ratio], margin: float, have: int, cost: float) -> None:
-    """A row's undecided ratios of one axis into its tally: the blocks its slowest
-    ratio likely needs, and what they cost."""
+def _add(
+    t: _Tally, found: list[tuple[stats.Ratio, float]], margin: float, have: int, cost: float
+) -> None:
+    """A row's undecided ratios of one axis (each with the level of a verdict on it)
+    into its tally: the blocks its slowest ratio likely needs, and what they cost."""
+    ratios = [r for r, _ in found]
     if have < 2 or any(r.df <= 0 for r in ratios):
         t.known = False  # one block: no spread yet
         return
     t.sds += [r.se * math.sqrt(r.df + 1) for r in ratios]
-    t.alphas += [r.alpha for r in ratios]
+    t.alphas += [level for _, level in found]
     t.sequential = t.sequential and all(r.sequential for r in ratios)
     needs = [blocks_to_decide(r, margin) for r in ratios]
     t.stuck += needs.count(None)

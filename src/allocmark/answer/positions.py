@@ -36,11 +36,7 @@ class Position:
     @property
     def pending(self) -> bool:
         """Decided better for a verdict, beyond the margin, not yet for a "use"."""
-        return (
-            self.firm is not None
-            and self.firm is not stats.Verdict.BETTER
-            and (self.verdict is stats.Verdict.BETTER)
-        )
+        return stats.pending(self.verdict, self.firm)
 
 
 @dataclass(frozen=True)
@@ -55,15 +51,14 @@ def lower_is_better(
     invert: bool,
     margin: float,
     blocks: int | None = None,
-    firm: stats.Ratio | None = None,
+    firm: stats.Verdict | None = None,
 ) -> Position:
-    """A ratio as a Position (a speed-up or throughput ratio turned over); `firm`: the
-    ratio at the level a "use" needs (analyze.Cell.firm)."""
+    """A ratio as a Position (a speed-up or throughput ratio turned over); `firm`: its
+    verdict at the level a "use" needs (analyze.Cell.held)."""
     bounds = (r.value, r.low, r.high)
     value, low, high = stats.inverted(*bounds) if invert else bounds
     verdict = stats.verdict(r, margin, invert) if r.df > 0 else stats.Verdict.UNDECIDED
-    held = None if firm is None else stats.verdict(firm, margin, invert)
-    return Position(value, low, high, verdict, blocks, r, invert, firm=held)
+    return Position(value, low, high, verdict, blocks, r, invert, firm=firm)
 
 
 def pooled(p: across.Pooled, firm: across.Pooled | None = None) -> Position:

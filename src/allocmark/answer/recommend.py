@@ -234,7 +234,7 @@ def _position(cell: Cell | None, comp: Comparison, invert: bool, base: bool) -> 
     if cell is None or cell.ratio is None:
         return None
     r = cell.ratio
-    found = lower_is_better(r, invert, comp.margin, firm=cell.firm)
+    found = lower_is_better(r, invert, comp.margin, firm=cell.held)
     # A winner decided for a verdict and not yet for a "use" waits on the level a use needs.
     wait = cell.firm if found.pending and cell.firm is not None else r
     return dataclasses.replace(found, blocks_to_decide=_blocks_to_decide(wait, comp.margin))

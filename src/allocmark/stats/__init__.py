@@ -48,7 +48,7 @@ from allocmark.stats.summary import (
     summarize_many,
     t_interval,
 )
-from allocmark.stats.verdicts import DEFAULT_MARGIN, Verdict, interval_verdict, verdict
+from allocmark.stats.verdicts import DEFAULT_MARGIN, Verdict, interval_verdict, pending, verdict
 
 __all__ = [
     "ALPHA",
@@ -75,6 +75,7 @@ __all__ = [
     "inv",
     "inverted",
     "paired_ratio",
+    "pending",
     "ratio",
     "ratio_of",
     "ratio_of_ratios",

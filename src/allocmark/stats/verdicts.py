@@ -44,3 +44,11 @@ def interval_verdict(
         up = low > 1
         return Verdict.BETTER if up == higher_is_better else Verdict.WORSE
     return Verdict.UNDECIDED
+
+
+def pending(verdict: Verdict | None, held: Verdict | None) -> bool:
+    """Decided better at a verdict's level and not (yet) at the level a "use" needs
+    (`held`: the verdict there, RECOMMEND_ALPHA; None where the estimate leans no way
+    a use could follow): the one rule by which the answer says "no recommendation
+    yet", its forecast counts the ratio apart and the campaign waits on it."""
+    return verdict is Verdict.BETTER and held is not None and held is not Verdict.BETTER
