@@ -430,16 +430,20 @@ static inline void am_result_idle(am_result *r) {
 // The allocator's own statistics (am_stats.h) as the run ends, beside the RSS
 // read at the same moment: what that RSS is made of.
 static inline void am_result_stats(am_result *r) {
-  am_stats s = am_stats_read(am_object_of(dlsym(RTLD_DEFAULT, "malloc")));
+  const char *object = am_object_of(dlsym(RTLD_DEFAULT, "malloc"));
+  am_stats s = am_stats_read(object);
   am_result_str(r, "alloc_stats", s.source);
   if (!strcmp(s.source, "none")) return;
   am_result_u64(r, "alloc_rss_kib", am_status_kib("VmRSS:"));
+  am_stats_arenas(object, &s);
   const struct { const char *key; long long v; } fields[] = {
       {"alloc_live_kib", s.live},         {"alloc_held_kib", s.held},
       {"alloc_metadata_kib", s.metadata}, {"alloc_released_kib", s.released},
-      {"alloc_mapped_kib", s.mapped},     {"alloc_committed_kib", s.committed}};
+      {"alloc_mapped_kib", s.mapped},     {"alloc_committed_kib", s.committed},
+      {"alloc_dirty_kib", s.dirty},       {"alloc_cached_kib", s.cached}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     if (fields[i].v >= 0) am_result_u64(r, fields[i].key, (uint64_t)fields[i].v >> 10);
+  if (s.arenas >= 0) am_result_u64(r, "alloc_arenas", (uint64_t)s.arenas);
 }
 
 // The standard record: every workload reports these, then its own extras.

@@ -7,16 +7,22 @@
 // first the object has):
 //
 //   glibc     mallinfo2()                     live, held, mapped
+//             malloc_stats() (am_stats_arenas)  arenas
 //   others    mallinfo2() (scudo's layout)    live, held, mapped
-//   jemalloc  mallctl("stats.*")              live, held, metadata, released, mapped, committed
-//   tcmalloc  MallocExtension_GetNumericProperty   live, held, metadata, released, mapped
+//   jemalloc  mallctl("stats.*")              live, held, metadata, released, mapped,
+//                                             committed, dirty, cached, arenas
+//   tcmalloc  MallocExtension_GetNumericProperty   live, held, metadata, released,
+//                                             mapped, dirty, cached
 //   mimalloc  mi_process_info()               committed
 //
 // In bytes: live = handed to the program and not freed; held = resident in the
 // allocator but free (free lists, caches, dirty pages); metadata = its own
 // bookkeeping; released = mapped but given back to the OS; mapped = address
-// space it maps; committed = memory it has committed. -1: not known.
-// Nothing here allocates.
+// space it maps; committed = memory it has committed; dirty = free pages it keeps
+// without giving them back (part of held: jemalloc's dirty extents, tcmalloc's free
+// page heap); cached = free blocks in thread caches (part of held: jemalloc flushes
+// an exiting thread's, tcmalloc keeps them: 14.5 MiB after churn's 4 threads ended).
+// arenas: how many (a count). -1: not known. Nothing here allocates.
 #ifndef AM_STATS_H
 #define AM_STATS_H
 
@@ -24,13 +30,16 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct am_stats {
   const char *source;  // "jemalloc", "tcmalloc", "mimalloc", "glibc", "mallinfo2" or "none"
-  long long live, held, metadata, released, mapped, committed;
+  long long live, held, metadata, released, mapped, committed, dirty, cached, arenas;
 } am_stats;
 
 // `name` as defined by `object` itself (not by one of its dependencies).
@@ -66,6 +75,14 @@ static inline int am_stats_jemalloc(const char *object, am_stats *s) {
   s->released = am_mallctl_size(ctl, "stats.retained");
   s->mapped = am_mallctl_size(ctl, "stats.mapped");
   s->committed = resident;
+  // 4096: MALLCTL_ARENAS_ALL, every arena merged
+  long long page = am_mallctl_size(ctl, "arenas.page");
+  long long dirty = am_mallctl_size(ctl, "stats.arenas.4096.pdirty");
+  s->dirty = page > 0 && dirty >= 0 ? dirty * page : -1;
+  s->cached = am_mallctl_size(ctl, "stats.arenas.4096.tcache_bytes");
+  unsigned narenas = 0;
+  size_t un = sizeof narenas;
+  s->arenas = ctl("arenas.narenas", &narenas, &un, NULL, 0) == 0 ? (long long)narenas : -1;
   if (allocated >= 0 && resident >= 0 && s->metadata >= 0) {
     long long held = resident - allocated - s->metadata;
     s->held = held > 0 ? held : 0;
@@ -88,6 +105,8 @@ static inline int am_stats_tcmalloc(const char *object, am_stats *s) {
   s->live = am_tc_size(get, "generic.current_allocated_bytes");
   s->released = am_tc_size(get, "tcmalloc.pageheap_unmapped_bytes");
   s->mapped = am_tc_size(get, "generic.heap_size");
+  s->dirty = am_tc_size(get, "tcmalloc.pageheap_free_bytes");
+  s->cached = am_tc_size(get, "tcmalloc.thread_cache_free_bytes");
   static const char *const caches[] = {"tcmalloc.pageheap_free_bytes",
                                        "tcmalloc.central_cache_free_bytes",
                                        "tcmalloc.transfer_cache_free_bytes",
@@ -143,12 +162,45 @@ static inline int am_stats_mallinfo2(const char *object, am_stats *s) {
 
 // The statistics of the allocator in `malloc_object` (the object serving malloc).
 static inline am_stats am_stats_read(const char *malloc_object) {
-  am_stats s = {"none", -1, -1, -1, -1, -1, -1};
+  am_stats s = {"none", -1, -1, -1, -1, -1, -1, -1, -1, -1};
   if (malloc_object == NULL || malloc_object[0] == '\0') return s;
   if (!am_stats_jemalloc(malloc_object, &s) && !am_stats_tcmalloc(malloc_object, &s) &&
       !am_stats_mimalloc(malloc_object, &s))
     am_stats_mallinfo2(malloc_object, &s);
   return s;
+}
+
+// glibc's arenas: malloc_stats() writes an "Arena N:" paragraph per arena to stderr,
+// which is unbuffered (no allocation); fd 2 points at a pipe for the call. Called by
+// allocmark's own workloads only (am_bench.h): in another program a line another
+// thread wrote to stderr meanwhile would be lost. -1: not read.
+static inline void am_stats_arenas(const char *object, am_stats *s) {
+  if (strcmp(s->source, "glibc") != 0) return;
+  void (*print)(void) = (void (*)(void))am_stats_sym(object, "malloc_stats");
+  int fds[2];
+  if (print == NULL || pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  fflush(stderr);
+  int saved = dup(2);
+  if (saved >= 0 && dup2(fds[1], 2) == 2) {
+    print();
+    dup2(saved, 2);
+  }
+  if (saved >= 0) close(saved);
+  close(fds[1]);
+  // 64 KiB: the pipe's buffer, about 900 arenas' paragraphs (glibc makes at most
+  // 8 per core); a longer text is cut and the count says "not known".
+  static char text[65536];
+  size_t n = 0;
+  ssize_t got;
+  while (n < sizeof text - 1 && (got = read(fds[0], text + n, sizeof text - 1 - n)) > 0)
+    n += (size_t)got;
+  close(fds[0]);
+  text[n] = 0;
+  if (saved < 0 || n == 0 || n >= sizeof text - 1) return;
+  long long arenas = 0;
+  for (const char *at = text; (at = strstr(at, "Arena ")) != NULL; at++)
+    if (at == text || at[-1] == '\n') arenas++;
+  s->arenas = arenas;
 }
 
 #endif  // AM_STATS_H

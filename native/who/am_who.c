@@ -247,13 +247,16 @@ __attribute__((destructor)) static void am_who_stats(void) {
   char line[512], path[4096];
   int n = snprintf(line, sizeof line, "{\"am\":\"stats\",\"v\":1,\"pid\":%d,\"source\":\"%s\","
                    "\"rss_kib\":%lld", (int)getpid(), st.source, am_vmrss_kib());
-  const struct { const char *key; long long v; } fields[] = {
-      {"live_kib", st.live},         {"held_kib", st.held},     {"metadata_kib", st.metadata},
-      {"released_kib", st.released}, {"mapped_kib", st.mapped}, {"committed_kib", st.committed}};
+  const struct { const char *key; long long v; int shift; } fields[] = {  // bytes to KiB
+      {"live_kib", st.live, 10},         {"held_kib", st.held, 10},
+      {"metadata_kib", st.metadata, 10}, {"released_kib", st.released, 10},
+      {"mapped_kib", st.mapped, 10},     {"committed_kib", st.committed, 10},
+      {"dirty_kib", st.dirty, 10},       {"cached_kib", st.cached, 10},
+      {"arenas", st.arenas, 0}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     if (fields[i].v >= 0 && n < (int)sizeof line)
       n += snprintf(line + n, sizeof line - (size_t)n, ",\"%s\":%lld", fields[i].key,
-                    fields[i].v >> 10);
+                    fields[i].v >> fields[i].shift);
   if (n >= (int)sizeof line - 2) return;
   line[n++] = '}';
   line[n++] = '\n';

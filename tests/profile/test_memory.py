@@ -190,6 +190,29 @@ def test_workloads_report_the_allocators_own_statistics(installed: dict[str, Ver
 
 
 @pytest.mark.integration
+def test_the_allocators_account_counts_arenas_and_what_caches_hold(
+    installed: dict[str, Verified],
+) -> None:
+    """Issue 68: the arenas (glibc's by malloc_stats, jemalloc's by mallctl), the dirty
+    pages kept and the thread caches, beside the RSS. glibc gives each of 4 threads an
+    arena of its own; MALLOC_ARENA_MAX=2 (glibc:arena2) holds them to 2. The workload's
+    stderr stays its own (malloc_stats writes to a pipe)."""
+    threads = {"count": 20000, "rounds": 1, "threads": 4}
+    free = native("churn", installed["glibc"], **threads)
+    capped = native("churn", installed["glibc:arena2"], **threads)
+    assert free.metrics["alloc_arenas"] > 2 >= capped.metrics["alloc_arenas"] >= 1
+    assert "Arena" not in free.detail
+    for name in ("jemalloc", "tcmalloc-minimal"):
+        if name not in installed:
+            continue
+        m = native("churn", installed[name], **threads).metrics
+        held = m["alloc_held_kib"]
+        assert 0 <= m["alloc_dirty_kib"] <= held and 0 <= m["alloc_cached_kib"] <= held, m
+    if "jemalloc" in installed:  # 4 arenas a CPU
+        assert native("churn", installed["jemalloc"], count=1000).metrics["alloc_arenas"] >= 4
+
+
+@pytest.mark.integration
 def test_libam_who_reports_statistics_of_a_program_we_did_not_write(
     installed: dict[str, Verified],
 ) -> None:
@@ -368,8 +391,10 @@ def test_extra_tables_show_phases_and_what_the_rss_is_made_of() -> None:
         "released": None,
         "mapped": 4096.0,
         "committed": None,
+        "dirty": None,
+        "cached": 256.0,
     }
-    made = composition.Made("aging", (), "glibc", "glibc", 3, kib, "aging")
+    made = composition.Made("aging", (), "glibc", "glibc", 3, kib, "aging", arenas=2.0)
     tables = [*extra.aging_tables([steady]), extra.made_table([made])]
     assert tables[0].heads == ("phase", "live", "glibc") and len(tables[0].rows) == 8
     assert tables[0].notes[1].startswith("glibc: plateaus")
@@ -384,6 +409,9 @@ def test_extra_tables_show_phases_and_what_the_rss_is_made_of() -> None:
         "0.5",
         "-",
         "-",
+        "-",
+        "0.2",
+        "2",
     )
 
 

@@ -20,7 +20,19 @@ from allocmark import labels
 from allocmark.model import Params
 from allocmark.store import Store
 
-FIELDS = ("rss", "live", "held", "metadata", "released", "mapped", "committed")
+# In KiB: dirty (free pages kept, not given back) and cached (free blocks in thread
+# caches) are parts of held, where the allocator says them (am_stats.h).
+FIELDS = (
+    "rss",
+    "live",
+    "held",
+    "metadata",
+    "released",
+    "mapped",
+    "committed",
+    "dirty",
+    "cached",
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,7 @@ class Made:
     runs: int
     kib: dict[str, float | None]  # FIELDS -> median
     label: str  # the cell's, among the cells with statistics (labels.label_rows)
+    arenas: float | None = None  # how many arenas (median; None: not said)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -75,4 +88,6 @@ def _made(
         found = values.get(f"alloc_{f}_kib", [])
         kib[f] = statistics.median(found) if found and len(found) == runs else None
     source = sources[0] if len(sources) == 1 else "mixed"
-    return Made(workload, params, allocator, source, runs, kib, label)
+    arenas = values.get("alloc_arenas", [])
+    counted = statistics.median(arenas) if arenas and len(arenas) == runs else None
+    return Made(workload, params, allocator, source, runs, kib, label, counted)

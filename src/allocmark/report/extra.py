@@ -201,26 +201,30 @@ MADE_COLUMNS = {
     "rest": "rest",
     "released": "released",
     "committed": "committed",
+    "dirty": "of held: dirty",
+    "cached": "of held: thread caches",
 }
 
 
 def _made_cells(m: composition.Made) -> list[str]:
-    """A Made's numbers in MiB, "-" where its allocator does not say."""
+    """A Made's numbers in MiB and its arenas, "-" where its allocator does not say."""
     values = {**m.kib, "rest": m.rest_kib}
-    return [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-" for k in MADE_COLUMNS]
+    sizes = [f"{v / 1024:.1f}" if (v := values.get(k)) is not None else "-" for k in MADE_COLUMNS]
+    return [*sizes, f"{m.arenas:g}" if m.arenas is not None else "-"]
 
 
 def made_table(made: Sequence[composition.Made]) -> Extra:
     rows = tuple((m.label, m.allocator, m.source, *_made_cells(m)) for m in made)
     return Extra(
         "What the RSS is made of at the end of the run (the allocator's statistics, MiB)",
-        ("workload", "allocator", "stats", *MADE_COLUMNS.values()),
+        ("workload", "allocator", "stats", *MADE_COLUMNS.values(), "arenas"),
         rows,
         (
             "held: free memory the allocator keeps resident; rest: the program, its libraries "
             "and stacks, and what the allocator does not count; released: mapped but given "
-            "back to the OS; -: the allocator does not say; a command of several processes: "
-            "the one with the largest RSS as it exited",
+            "back to the OS; dirty: free pages kept, not yet given back; thread caches: free "
+            "blocks in them as the run ends; -: the allocator does not say; a command of "
+            "several processes: the one with the largest RSS as it exited",
         ),
     )
 

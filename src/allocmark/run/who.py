@@ -76,6 +76,9 @@ STATS_FIELDS = (
     "released_kib",
     "mapped_kib",
     "committed_kib",
+    "dirty_kib",
+    "cached_kib",
+    "arenas",  # a count
 )
 
 
