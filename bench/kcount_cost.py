@@ -17,10 +17,14 @@ on/off with its interquartile range (on this VM single runs vary by 10-20 %, so 
 ratio's IQR says how far to trust it), the run's system calls (the kernel's own count,
 `syscall_all`, from one more run that counts every call: AM_RUN_KCOUNT=2, which costs
 more, so runs never count it), and the direct share: each call's cost (counted kinds
-or not) times the calls over the wall time, which has no such noise. The verdict is on
-the direct share of the worst case. Cases: the calibration's real commands and
-compiled programs, and each cause it plants inside an allocator as system calls (a
-madvise storm, a futex lock, a mapping per block, glibc trimming on every free).
+or not) times the calls over the wall time, which has no such noise. A campaign takes
+a measured run again uncounted where its counted calls would cost more than 1 %
+(run/kernel.py: BUDGET, at PER_CALL_S a call), its counts from the counted run before
+it: each case says which its measured runs would be, and the verdict is on the direct
+share of the worst case a measured run pays (an uncounted one pays none). Cases: the
+calibration's real commands and compiled programs, and each cause it plants inside an
+allocator as system calls (a madvise storm, a futex lock, a mapping per block, glibc
+trimming on every free).
 
 Last, what timing costs where it is on (the why pass's and `profile`'s runs: two samples
 a timed call, am_run_ktime.c): the madvise program timed against counted only.
@@ -64,7 +68,7 @@ int main(void) {
   return 0;
 }
 """
-COUNTED = ("mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex")
+COUNTED = kernel.COUNTED
 
 
 def spec(name: str, argv: list[str]) -> RunSpec:
@@ -136,15 +140,20 @@ def main() -> None:
             counted = sum(m[f"syscall_{k}"] for k in COUNTED)
             wall = statistics.median(off.wall_s for _, off in pairs)
             share = (per_call * (calls - counted) + per_counted * counted) / wall
-            worst = max(worst, share)
+            # A campaign's rule (kernel.cost_share, dispatchers.run_steady): over the
+            # budget, the measured run is taken again uncounted and costs nothing.
+            apart = kernel.cost_share(m, wall) > kernel.BUDGET
+            worst = max(worst, 0.0 if apart else share)
+            how = "uncounted, counted apart (1 run more)" if apart else "counted"
             print(
                 f"{name:14} run {wall:6.2f} s  {calls:9,.0f} system calls ({counted:,.0f} "
                 "counted)  wall on/off: median "
-                f"{med:.4f} (IQR {q1:.4f}-{q3:.4f})  direct share: {share:.3%}"
+                f"{med:.4f} (IQR {q1:.4f}-{q3:.4f})  direct share: {share:.3%}  "
+                f"measured runs: {how}"
             )
     verdict = "within" if worst <= TARGET else "ABOVE"
     print(
-        f"the kernel's count costs at most {worst:.3%} of run time "
+        f"the kernel's count costs a measured run at most {worst:.3%} of its time "
         f"(target <= {TARGET:.0%}): {verdict}"
     )
     print(

@@ -304,6 +304,9 @@ class RunSpec:
     app: AppRun = AppRun()  # output parsers and service of an application
     profile: bool = False  # run under the profiler shim (libamprof.so)
     memory_limit: int = 0  # bytes the run's processes may use together; 0: no limit
+    # The kernel counts its system calls (run/kernel.py); off for the run taken again
+    # where counting would cost too much (kernel.BUDGET, dispatchers.run_steady).
+    count: bool = True
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from allocmark import dispatchers
 from allocmark.allocators import catalog
-from allocmark.model import RunStatus
+from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.native import kernel as record, records
 from allocmark.run import execute, kernel, launch
 from tests.run.test_execute import spec
@@ -348,3 +349,71 @@ def test_the_kinds_are_the_launchers() -> None:
     assert tuple(listed.split('"')[1::2]) == record.TIMED
     with pytest.raises(records.RecordError):
         record.read({"errno": 0, "failed": "", "counts": []})
+
+
+# -- what counting may cost a measured run ------------------------------------------------
+class _Counted:
+    """An executor whose counted runs make `calls` madvise calls in 10 ms (their counts)
+    and whose uncounted ones say only that they ran uncounted."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.seen: list[bool] = []
+
+    def run(self, s: RunSpec) -> RunResult:
+        self.seen.append(s.count)
+        counts = {record.metric(k): 0.0 for k in record.KINDS if k != "all"}
+        counts |= {"syscall_madvise": float(self.calls)} if s.count else {}
+        wall = 0.010 if s.count else 0.008
+        return RunResult(RunStatus.OK, wall_s=wall, metrics=counts if s.count else {"x": 1.0})
+
+    def calibrate(self) -> float | None:
+        return None
+
+
+def test_a_run_whose_count_costs_more_than_the_budget_is_taken_again_uncounted() -> None:
+    """1,000 counted calls in 10 ms cost 2.3 % of it (234 ns each): the measured run is
+    taken again uncounted, and keeps the counted run's counts, said so; 400 (0.9 %) are
+    kept as they were. Runs that are not measured (the why pass's) or are profiled (their
+    calls are timed only where counted) are never taken again."""
+    storm = _Counted(1000)
+    r = dispatchers.run_steady(storm, spec("x"))
+    assert storm.seen == [True, False]
+    assert r.wall_s == 0.008 and r.metrics["x"] == 1.0  # the uncounted run's numbers
+    assert r.metrics["syscall_madvise"] == 1000 and r.metrics[kernel.SHARE] == pytest.approx(0.0234)
+    assert r.labels[kernel.APART] == (
+        "in a run of its own just before: counting cost 2.3% of its time"
+    )
+    calm = _Counted(400)
+    r = dispatchers.run_steady(calm, spec("x"))
+    assert calm.seen == [True] and r.wall_s == 0.010 and kernel.APART not in r.labels
+    why = _Counted(1000)
+    dispatchers.run_steady(why, spec("x", role="why"))
+    profiled = _Counted(1000)
+    dispatchers.run_steady(profiled, spec("x", profile=True))
+    assert why.seen == profiled.seen == [True]
+
+
+@pytest.mark.integration
+@root
+def test_a_madvise_storm_is_measured_uncounted_and_counted_apart(tmp_path: Path) -> None:
+    """A real storm (200,000 madvise calls, ~0.1 s: ~40 % of its time to count) through
+    the executor every dispatcher uses: its measured run has its counts from a counted
+    run just before it; a program of a few calls (sort) is counted where it runs."""
+    storm = _built(tmp_path, "madvise", MADVISE_STORM)
+    r = dispatchers.run_steady(execute.LocalExecutor(), spec(storm))
+    assert r.status is RunStatus.OK, r.detail
+    assert r.metrics["syscall_madvise"] >= 200_000 and r.metrics[kernel.SHARE] > kernel.BUDGET
+    assert kernel.APART in r.labels and kernel.LABEL not in r.labels
+    calm = dispatchers.run_steady(execute.LocalExecutor(), spec("sort", "/etc/passwd"))
+    assert calm.metrics["syscall_mmap"] > 0 and kernel.APART not in calm.labels
+
+
+MADVISE_STORM = r"""
+#include <sys/mman.h>
+int main(void) {
+  char *p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  for (int i = 0; i < 200000; i++) madvise(p, 4096, MADV_NORMAL);
+  return 0;
+}
+"""

@@ -14,11 +14,28 @@ usual place: what `perf stat -e syscalls:...` would need first.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
+from allocmark.model import RunResult
+from allocmark.native import kernel
+
 LABEL = "syscalls_uncounted"  # a run's label: why the kernel did not count its calls
+APART = "syscalls_counted_apart"  # a run's label: its counts are another run's (apart)
+SHARE = "syscalls_cost_share"  # its metric: what counting that run cost, of its time
+
+# What counting costs (bench/kcount_cost.py, quiet): a call of a counted kind +234 ns
+# (madvise's, three counters: the dearest kind), any other call +44 ns (the kernel's
+# slower path, not known here: the other calls are not counted). A measured run whose
+# counted calls cost more than BUDGET of its time (a lock or madvise storm: 1.5 million
+# futex calls a second cost 20 %) is taken again uncounted, its counts kept from the
+# counted one (apart()), so no measured number carries more than that.
+PER_CALL_S = 234e-9
+BUDGET = 0.01
+COUNTED = ("mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex")  # one a call
 TRACEFS = Path("/sys/kernel/tracing")
 _EVENTS = "events/syscalls/sys_enter_madvise/id"
 
@@ -36,3 +53,22 @@ def prepare() -> str:
         e = ctypes.get_errno()
         return f"tracefs cannot be mounted at {TRACEFS}: {os.strerror(e)}"
     return "" if (TRACEFS / _EVENTS).is_file() else "tracefs has no syscall events"
+
+
+def cost_share(metrics: Mapping[str, float], wall_s: float) -> float:
+    """What counting cost a run, of its wall time, by its counted calls (PER_CALL_S)."""
+    calls = sum(metrics.get(kernel.metric(k), 0.0) for k in COUNTED)
+    return calls * PER_CALL_S / wall_s if wall_s > 0 else 0.0
+
+
+def apart(bare: RunResult, counted: RunResult) -> RunResult:
+    """The run taken uncounted (`bare`: its times and sizes), with the counts of the
+    counted run of the same cell just before it, said so."""
+    share = cost_share(counted.metrics, counted.wall_s)
+    counts = {k: v for k, v in counted.metrics.items() if k.startswith(kernel.PREFIX)}
+    why = f"in a run of its own just before: counting cost {share:.1%} of its time"
+    return dataclasses.replace(
+        bare,
+        metrics=bare.metrics | counts | {SHARE: share},
+        labels={k: v for k, v in bare.labels.items() if k != LABEL} | {APART: why},
+    )

@@ -103,6 +103,8 @@ class Launched:
         # sampling or counting off): am_run reads and removes them, the program never
         # sees them.
         env |= {k: v for k, v in os.environ.items() if k in LAUNCHER_KNOBS}
+        if not spec.count:  # taken again uncounted (kernel.BUDGET), whatever the knobs say
+            env["AM_RUN_KCOUNT"] = "0"
         steps = ["--steps", ",".join(map(str, spec.app.steps))] if spec.app.steps else []
         if spec.memory_limit:
             steps = ["--memory-limit", str(spec.memory_limit), *steps]
