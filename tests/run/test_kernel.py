@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from allocmark.allocators import catalog
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.native import kernel as record, records
 from allocmark.run import execute, kernel, launch
+from allocmark.store import Store
+from tests.conftest import cli
 from tests.run.test_execute import spec
 
 # Raw system calls the C library never makes for itself (MADV_FREE, FUTEX_WAKE on a word
@@ -417,3 +420,22 @@ int main(void) {
   return 0;
 }
 """
+
+
+@pytest.mark.integration
+@root
+def test_a_campaign_says_which_runs_were_counted_apart(tmp_path: Path) -> None:
+    """The storm under two allocators, 2 blocks: all 4 measured runs are taken again
+    uncounted, their counts kept, and the report's noise line says how many and why."""
+    storm = _built(tmp_path, "madvise", MADVISE_STORM)
+    db = str(tmp_path / "storm.db")
+    done = cli("try", "-a", "glibc,glibc:arena2", "-n", "2", "--max-blocks", "2", "--no-why",
+               "--db", db, "--", storm)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = " ".join(cli("report", "--db", db, "--detail").stdout.split())
+    said = re.search(r"(\d+) of (\d+) measured runs taken again uncounted: counting their "
+                     r"system calls cost (\d+)% of their time \(mean\)", text)  # fmt: skip
+    assert said and said[1] == said[2] == "4" and int(said[3]) > 1, text
+    store = Store(Path(db), create=False)
+    measured = [r for r in store.runs(store.campaign().id) if r.role == "measure"]
+    assert all(r.metrics["syscall_madvise"] >= 200_000 for r in measured)

@@ -173,6 +173,10 @@ class Noise:
     runs: int  # measured runs in all
     attempts: int  # the re-runs in all (a run is taken again up to 3 times)
     calibration: stats.Summary | None  # the fixed CPU loop's seconds, between blocks
+    # measured runs taken again uncounted (run/kernel.py: counting them cost more than
+    # its BUDGET), and the mean share of their time counting cost the counted ones
+    uncounted: int = 0
+    count_share: float = 0.0
 
 
 def margin_of(plan: CampaignPlan) -> float:

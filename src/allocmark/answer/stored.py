@@ -101,8 +101,10 @@ def _calls(
 
 def _noise(store: Store, cid: int) -> Noise:
     runs, rerun, attempts = store.metric_tally(cid, "noise_reruns")
+    _, apart, shares = store.metric_tally(cid, profile.COST_SHARE)
     calib = store.calibrations(cid)
-    return Noise(rerun, runs, int(attempts), stats.summarize(calib) if calib else None)
+    summary = stats.summarize(calib) if calib else None
+    return Noise(rerun, runs, int(attempts), summary, apart, shares / apart if apart else 0.0)
 
 
 def profiles(store: Store, cid: int) -> list[profile.View]:

@@ -35,6 +35,9 @@ PREFIX = "syscall_"
 TIMED = ("mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "futex_lock")
 TIME_PREFIX = "systime_"
 UNTIMED = "syscalls_untimed"  # a run's label: why its calls were not timed
+# A measured run taken again uncounted (run/kernel.py's BUDGET): what counting the run
+# before it cost, of its time (a metric; that run's counts are its own).
+COST_SHARE = "syscalls_cost_share"
 
 
 def metric(kind: str) -> str:

@@ -6,7 +6,7 @@ May import: native, model, errors, units.
 Never: answer, api, cli, dispatchers, report, run, store, verbs.
 """
 
-from allocmark.native.kernel import TIME_PREFIX, TIMED  # the kernel's timing's kinds
+from allocmark.native.kernel import COST_SHARE, TIME_PREFIX, TIMED  # the kernel's
 from allocmark.profile.explain import View, findings, views
 from allocmark.profile.records import HISTOGRAMS, PEAK_KEYS, combine, merge, of_stored, read
 from allocmark.profile.summary import (
@@ -34,6 +34,7 @@ from allocmark.profile.summary import (
 
 __all__ = [
     "ALLOCATING",
+    "COST_SHARE",
     "HISTOGRAMS",
     "PATHS",
     "PEAK_KEYS",

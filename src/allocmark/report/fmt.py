@@ -270,6 +270,12 @@ def noise(comp: Comparison) -> str:
         f"noise: {n.rerun} of {n.runs} measured runs re-run{again} after other work "
         "spiked during them"
     )
+    if n.uncounted:
+        text += (
+            f"; {n.uncounted} of {n.runs} measured runs taken again uncounted: counting their "
+            f"system calls cost {n.count_share:.0%} of their time (mean), so their counts "
+            "are those of a counted run just before each"
+        )
     if n.calibration is not None and n.calibration.n > 1:
         c = n.calibration
         text += (

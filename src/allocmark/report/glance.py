@@ -47,7 +47,7 @@ def glance(console: Console, comp: Comparison, findings: Findings) -> None:
             else:  # narrower than a label and one column: rich squeezes them
                 console.print(_table(part, width, base))
     console.print(matrix.legend(comp.margin, found), style="dim", highlight=False)
-    if comp.noise is not None and comp.noise.rerun:  # else the sentinel's line is a detail
+    if comp.noise is not None and (comp.noise.rerun or comp.noise.uncounted):  # else a detail
         console.print(fmt.noise(comp), style="dim", highlight=False)
     width = max((label_width(m, console.width) for m in found), default=LABEL)
     for scope, lead in answers[1:]:  # the matrix shows each verdict: the sentences, short

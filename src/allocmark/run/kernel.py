@@ -25,7 +25,7 @@ from allocmark.native import kernel
 
 LABEL = "syscalls_uncounted"  # a run's label: why the kernel did not count its calls
 APART = "syscalls_counted_apart"  # a run's label: its counts are another run's (apart)
-SHARE = "syscalls_cost_share"  # its metric: what counting that run cost, of its time
+SHARE = kernel.COST_SHARE  # its metric: what counting the counted run cost, of its time
 
 # What counting costs (bench/kcount_cost.py, quiet): a call of a counted kind +234 ns
 # (madvise's, three counters: the dearest kind), any other call +44 ns (the kernel's
