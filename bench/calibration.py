@@ -295,22 +295,21 @@ def aa(tally: Tally, work: Path, reps: int, tag: str) -> None:
 def judge_aa(tally: Tally, dirs: Sequence[Path], tag: str) -> None:
     """The A/A campaigns of condition `tag` in dirs (aa's names), judged by this code:
     the verdicts and answers of each, and `compare` across the quick suite's."""
+    dbs: list[Path] = []  # the quick suite's, of every directory: compared all together
     for d in dirs:
         for name in REAL:
             for base, twin in BASES.items():
                 for db in sorted(d.glob(f"{tag}-{name}-{base}-*.db"), key=_round):
                     tally.add_aa(db, twin, f"{name}/{base}")
-        dbs = sorted(d.glob(f"{tag}-quick-*.db"), key=_round)
-        for db in dbs:
+        for db in sorted(d.glob(f"{tag}-quick-*.db"), key=_round):
             tally.add_aa(db, "twin", f"quick{_round(db)}")
-        for i, old in enumerate(dbs):
-            for new in dbs[i + 1 :]:
-                for metric in ("time_s", "peak_rss_kib"):
-                    for v in compare.compare(
-                        compare.load(str(old)), compare.load(str(new)), metric
-                    ):
-                        if not v.control and v.ratio is not None:
-                            tally.across.append((v.verdict, f"{v.label} {metric}"))
+            dbs.append(db)
+    for i, old in enumerate(dbs):
+        for new in dbs[i + 1 :]:
+            for metric in ("time_s", "peak_rss_kib"):
+                for v in compare.compare(compare.load(str(old)), compare.load(str(new)), metric):
+                    if not v.control and v.ratio is not None:
+                        tally.across.append((v.verdict, f"{v.label} {metric}"))
 
 
 def _round(db: Path) -> int:
