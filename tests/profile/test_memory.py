@@ -274,9 +274,12 @@ def test_the_statistics_of_a_script_are_its_largest_process(
     assert r.status is RunStatus.OK, r.detail
     assert r.metrics["alloc_processes"] >= 2
     assert r.metrics["alloc_live_kib"] >= 30 * 1024
-    # One process's RSS as it exited (VmRSS: within a few pages of the peak counter);
-    # the five /bin/true would add at least 2.5 MiB to a sum.
-    assert r.metrics["alloc_rss_kib"] <= r.maxrss_kib + 256
+    # One process's RSS as it exited, within what two reads of the kernel's RSS
+    # counters may differ by, as execute._disagrees allows (machine.rss_read_error_kib:
+    # 2 x 256 KiB here; the 256 this had was one read's, tighter than the tool's own
+    # check: the likeliest cause of one failure beside a busy process); the five
+    # /bin/true would add at least 2.5 MiB to a sum.
+    assert r.metrics["alloc_rss_kib"] <= r.maxrss_kib + 2 * machine.rss_read_error_kib()
 
 
 def test_rest_is_what_the_allocator_does_not_account_for() -> None:
