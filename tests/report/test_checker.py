@@ -617,3 +617,32 @@ def test_stored_campaigns_say_what_their_values_are(db: Path) -> None:
             check_summary(json.loads(jsonfile.render(value)))
     finally:
         store.close()
+
+
+# -- the noise sentinel's line ------------------------------------------------------------
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    st.integers(1, 500),
+    st.data(),
+)
+def test_the_noise_line_says_its_values(runs: int, data: st.DataObject) -> None:
+    """Each count and share the noise line prints is its Noise field (issue 68: the
+    measured runs taken again uncounted, and what counting cost them)."""
+    rerun = data.draw(st.integers(0, runs))
+    uncounted = data.draw(st.integers(0, runs))
+    share = data.draw(st.floats(0.011, 0.9)) if uncounted else 0.0
+    noise = analyze.Noise(rerun, runs, rerun * 2, None, uncounted, share)
+    base = analyze.compare([stored("a", 1.0, rep=b) for b in range(2)], ["a"], "a")
+    line = fmt.noise(dataclasses.replace(base, noise=noise))
+    said = re.match(r"noise: (\d+) of (\d+) measured runs re-run", line)
+    assert said and (int(said[1]), int(said[2])) == (rerun, runs), line
+    apart = re.search(
+        r"; (\d+) of (\d+) measured runs taken again uncounted: counting their system "
+        r"calls cost (\d+)% of their time \(mean\)",
+        line,
+    )
+    if not uncounted:
+        assert apart is None and "uncounted" not in line
+        return
+    assert apart and (int(apart[1]), int(apart[2])) == (uncounted, runs), line
+    assert abs(int(apart[3]) - share * 100) <= 0.5 + 1e-9, line
