@@ -79,6 +79,8 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "am_real.h"
+
 #define AM_PROF_VERSION 5
 #define AM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AM_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -199,34 +201,9 @@ typedef struct {
 } am_g_t;
 
 // ---------------------------------------------------------------------------
-// The real functions, and a static buffer for dlsym's own allocations
+// The real functions (am_real.h), and a static buffer for dlsym's own allocations
 // ---------------------------------------------------------------------------
-typedef struct {
-  void *(*malloc)(size_t);
-  void (*free)(void *);
-  void *(*calloc)(size_t, size_t);
-  void *(*realloc)(void *, size_t);
-  void *(*reallocarray)(void *, size_t, size_t);
-  int (*posix_memalign)(void **, size_t, size_t);
-  void *(*aligned_alloc)(size_t, size_t);
-  void *(*memalign)(size_t, size_t);
-  void *(*valloc)(size_t);
-  void *(*pvalloc)(size_t);
-  size_t (*usable_size)(void *);
-  void *(*mmap)(void *, size_t, int, int, int, off_t);
-  int (*munmap)(void *, size_t);
-  void *(*mremap)(void *, size_t, size_t, int, ...);
-  int (*madvise)(void *, size_t, int);
-  int (*mprotect)(void *, size_t, int);
-  int (*brk)(void *);
-  void *(*sbrk)(intptr_t);
-  int (*mutex_lock)(pthread_mutex_t *);
-  int (*mutex_trylock)(pthread_mutex_t *);
-  int (*mutex_unlock)(pthread_mutex_t *);
-  int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-  void (*exit)(void *) __attribute__((noreturn));
-  pid_t (*fork)(void);
-} am_real_t;
+// am_real_t: native/common/am_real.h
 
 // ---------------------------------------------------------------------------
 // Whose call is it? The allocator's code: the object that serves malloc and

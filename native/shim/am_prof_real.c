@@ -30,32 +30,7 @@ size_t am_boot_size(const void *p) {
 void am_resolve(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&am_state, &expected, 1)) return;
-#define AM_NEXT(field, name) *(void **)&am_real.field = dlsym(RTLD_NEXT, name)
-  AM_NEXT(malloc, "malloc");
-  AM_NEXT(free, "free");
-  AM_NEXT(calloc, "calloc");
-  AM_NEXT(realloc, "realloc");
-  AM_NEXT(reallocarray, "reallocarray");
-  AM_NEXT(posix_memalign, "posix_memalign");
-  AM_NEXT(aligned_alloc, "aligned_alloc");
-  AM_NEXT(memalign, "memalign");
-  AM_NEXT(valloc, "valloc");
-  AM_NEXT(pvalloc, "pvalloc");
-  AM_NEXT(usable_size, "malloc_usable_size");
-  AM_NEXT(mmap, "mmap");
-  AM_NEXT(munmap, "munmap");
-  AM_NEXT(mremap, "mremap");
-  AM_NEXT(madvise, "madvise");
-  AM_NEXT(mprotect, "mprotect");
-  AM_NEXT(brk, "brk");
-  AM_NEXT(sbrk, "sbrk");
-  AM_NEXT(mutex_lock, "pthread_mutex_lock");
-  AM_NEXT(mutex_trylock, "pthread_mutex_trylock");
-  AM_NEXT(mutex_unlock, "pthread_mutex_unlock");
-  AM_NEXT(create, "pthread_create");
-  AM_NEXT(exit, "pthread_exit");
-  AM_NEXT(fork, "fork");
-#undef AM_NEXT
+  am_find_real(&am_real);
   atomic_store(&am_state, 2);
   am_own_begin(&am_me);
   am_init();

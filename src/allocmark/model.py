@@ -230,6 +230,7 @@ class Param:
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[str, ...] = ()
+    file: str = ""  # a str naming a file of this kind ("trace": workloads/traces.py)
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,7 @@ class RunSpec:
     # "verify": checks what serves malloc in every process for the measured runs
     app: AppRun = AppRun()  # output parsers and service of an application
     profile: bool = False  # run under the profiler shim (libamprof.so)
+    trace: str = ""  # recorded (libamrec.so), its trace written to this path (run/record.py)
     memory_limit: int = 0  # bytes the run's processes may use together; 0: no limit
     # The kernel counts its system calls (run/kernel.py); off for the run taken again
     # where counting would cost too much (kernel.BUDGET, dispatchers.run_steady).

@@ -31,6 +31,7 @@ class Request:
     seed: int | None = None  # shuffle seed of the run order
     catalogs: tuple[Path, ...] = ()  # extra allocator catalog files
     sample: int = 0  # profile: time 1 allocator call in `sample`; 0: not profiled
+    record: Path | None = None  # record: the one run recorded, its trace written here
     db: Path = DEFAULT_DB
     dispatcher: str = "local"  # --dispatcher: where the runs happen, "local" or "dask"
     scheduler: str | None = None  # the Dask scheduler's address, for dispatcher "dask"

@@ -31,7 +31,14 @@ from allocmark import schemas, workloads
 from allocmark.errors import UserError
 
 # the library's own types, for its callers: GitBuild, Note, Request
-from allocmark.model import AllocatorSpec, Campaign, GitBuild as GitBuild, Verified, Workload
+from allocmark.model import (
+    AllocatorSpec,
+    Campaign,
+    GitBuild as GitBuild,
+    StoredRun,
+    Verified,
+    Workload,
+)
 from allocmark.request import Note as Note, Request as Request
 
 if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
@@ -68,6 +75,7 @@ if TYPE_CHECKING:  # what __getattr__ hands out, for the type checker
         tuned as tuned,
     )
     from allocmark.store import Store
+    from allocmark.workloads.traces import Trace
 
 
 def __getattr__(name: str) -> Any:
@@ -122,6 +130,32 @@ def metric_key(word: str) -> tuple[str, str]:
     from allocmark import labels
 
     return labels.metric_key(word)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What `allocmark record` made: the recorded run as stored, and its trace (None:
+    none was made, the run's status and detail say why)."""
+
+    run: StoredRun
+    trace: Trace | None
+
+
+def trace(path: Path) -> Trace:
+    """The trace at `path`, checked (workloads/traces.py): a UserError if it is not one."""
+    from allocmark.workloads import traces
+
+    return traces.read(path)
+
+
+def recording(db: Path, campaign_id: int) -> Recording:
+    """The recorded run of a `record` campaign, and the trace it wrote."""
+    measured = [r for r in reader(db).runs(campaign_id) if r.role == "measure"]
+    if not measured:
+        raise UserError(f"campaign {campaign_id} in {db} has no recorded run")
+    run = measured[-1]
+    path = run.labels.get("trace")
+    return Recording(run, trace(Path(path)) if path else None)
 
 
 def unfinished(db: Path) -> Campaign:

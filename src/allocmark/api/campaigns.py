@@ -367,7 +367,35 @@ def _check(req: Request) -> Request:
         workloads.check_command(req.command)  # before any file is made or run started
         req = dataclasses.replace(req, command=(runas.program(req.command[0]), *req.command[1:]))
     runas.guard(req.db)  # the measured program must not reach the store (run/runas.py)
+    if req.record is not None:
+        req = _recording(req)
     return req
+
+
+def _recording(req: Request) -> Request:
+    """`allocmark record`: one allocator (glibc unless named), one workload or command,
+    one run, here; its trace's destination writable before anything runs."""
+    assert req.record is not None
+    if len(req.allocators) > 1 or any("," in a for a in req.allocators):
+        raise UserError(
+            f"-a {','.join(req.allocators)}: record under one allocator (replay the trace "
+            "under many: allocmark replay FILE -a A,B)"
+        )
+    if len(req.workloads) > 1 or (not req.workloads and not req.command):
+        raise UserError("record one program: a command after --, or one -w WORKLOAD")
+    if req.dispatcher != "local" or req.sample:
+        raise UserError("record runs here, unprofiled: drop --dispatcher and --sample")
+    files.check(req.record, "-o")
+    # A run that fails (a server stopped at its timeout) still leaves its trace: the one
+    # run is made, and said, whatever its status.
+    return dataclasses.replace(
+        req,
+        allocators=req.allocators or ("glibc",),
+        min_blocks=1,
+        max_blocks=1,
+        why="off",
+        ignore_failure=True,
+    )
 
 
 def _planned(store: Store, cid: int, cplan: CampaignPlan, verified: Sequence[Verified]) -> Planned:

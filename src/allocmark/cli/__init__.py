@@ -1,9 +1,10 @@
 """The command line: parse, call the library, print. Nothing else lives here.
 
-One module per verb family (runs.py: run, profile, try; verbs.py: bisect, tune,
-harden; reports.py: report, compare; catalog.py: the listings) over the shared app.py,
-with what they print in show.py (a report) and progress.py (a running campaign); each
-verb imports the stack it uses when it runs, so that `allocmark --help` starts at once.
+One module per verb family (runs.py: run, profile, try; traces.py: record, replay;
+verbs.py: bisect, tune, harden; reports.py: report, compare; catalog.py: the
+listings) over the shared app.py, with what they print in show.py (a report) and
+progress.py (a running campaign); each verb imports the stack it uses when it runs,
+so that `allocmark --help` starts at once.
 
 May import: api, report, model, errors, defaults, units, text, interrupts, files.
 Never: allocators, answer, dispatchers, native, profile, run, schemas, stats, store,
@@ -25,7 +26,7 @@ from allocmark.errors import AllocmarkError
 from allocmark.text import printable
 
 # Each module registers its verbs; `--help` lists them in this order.
-for _verbs in ("runs", "verbs", "reports", "catalog"):
+for _verbs in ("runs", "traces", "verbs", "reports", "catalog"):
     importlib.import_module(f"allocmark.cli.{_verbs}")
 
 

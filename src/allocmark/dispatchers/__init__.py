@@ -188,8 +188,8 @@ def run_steady(executor: Executor, spec: RunSpec) -> RunResult:
     result = _steady(executor, spec)
     over = kernel.cost_share(result.metrics, result.wall_s) > kernel.BUDGET
     # A profiled run's time is the profiler's anyway, and its calls are timed only
-    # where they are counted.
-    plain = spec.role == "measure" and spec.count and not spec.profile
+    # where they are counted; a recorded run's is the recorder's, and its trace is made.
+    plain = spec.role == "measure" and spec.count and not spec.profile and not spec.trace
     if not (plain and over) or result.status is not RunStatus.OK:
         return result
     bare = _steady(executor, dataclasses.replace(spec, count=False))

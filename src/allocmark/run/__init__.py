@@ -12,8 +12,10 @@ what its outcome means, through launch.py (the native launcher am_run and its
 report), image.py (what served malloc in every process image, read by the launcher
 from outside the program), runas.py (what the identity the program runs as must not
 reach: the guard, by real paths), service.py (a server and its client), capture.py
-(bounded output), who.py (libam_who's reports, a cross-check) and kernel.py (whether
-the kernel can count a run's system calls); machine.py records what a run ran on.
+(bounded output), who.py (libam_who's reports, a cross-check), kernel.py (whether
+the kernel can count a run's system calls) and record.py (a recorded run: the
+recorder in front of the allocator, its recording made into a trace); machine.py
+records what a run ran on.
 
 Takes: a `Request`, `Workload`s and a `Store`. Gives: stored runs and the events of a
 campaign.

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from allocmark import files, native, profile, workloads
 from allocmark.model import RunResult, RunSpec, RunStatus
 from allocmark.native import identity, records
-from allocmark.run import image, launch, machine, runas, service, who
+from allocmark.run import image, launch, machine, record, runas, service, who
 
 STDERR_NOTE = 400  # bytes of a successful run's stderr kept with it (a label)
 
@@ -189,7 +189,10 @@ def _run(spec: RunSpec) -> RunResult:
             outcome.labels["alloc_stats"] = source
         if spec.profile:
             outcome.profile = _read_profile(room.profile)
-    return _interpret(spec, outcome, started)
+        result = _interpret(spec, outcome, started)
+        if spec.trace:
+            result = record.made(spec, result, room.recording, room.work)
+        return result
 
 
 def _prepare(spec: RunSpec, room: launch.Room) -> str:
@@ -238,6 +241,8 @@ def _env(spec: RunSpec, room: launch.Room) -> dict[str, str]:
         env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if "LD_PRELOAD" in env else shim
         env["AM_PROF_OUT"] = str(room.profile)
         env["AM_RUN_KTIME"] = "1"  # the time inside its system calls (run/kernel.py)
+    if spec.trace:
+        record.preload(env, room.recording)
     if _who_checked(spec):
         who = str(native.library("libam_who.so"))
         env["LD_PRELOAD"] = f"{env['LD_PRELOAD']}:{who}" if "LD_PRELOAD" in env else who
@@ -364,9 +369,12 @@ def _wall(spec: RunSpec, o: launch.Outcome) -> float:
 
 
 def _expected_in_process(spec: RunSpec) -> str | None:
-    """What a process must find serving malloc: the profiler when it is in front."""
+    """What a process must find serving malloc: the profiler or the recorder when it
+    is in front (each says what it forwards to)."""
     if spec.expect_malloc and spec.profile:
         return profile.shim_library()
+    if spec.expect_malloc and spec.trace:
+        return str(native.library("libamrec.so"))
     return spec.expect_malloc
 
 

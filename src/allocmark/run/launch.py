@@ -58,14 +58,16 @@ class Outcome:
 
 class Room:
     """A run's private directory: {tmpdir} for the program, the who-reports, the
-    profiler's records; the first two and the last are the measured program's user's."""
+    profiler's records, the recorder's recording: all the measured program's user's."""
 
     def __init__(self, root: Path, user: runas.RunAs | None = None) -> None:
         self.work = files.directory(root / "work", 0o700)
         self.who = files.directory(root / "who", 0o700)
         self.profile = root / "profile"  # the profiler's records (AM_PROF_OUT)
+        self.recording = root / "recording"  # the recorder's chunks (AM_REC_OUT)
         files.write(self.profile, b"", 0o600)
-        runas.hand_over(user, self.work, self.who, self.profile)
+        files.write(self.recording, b"", 0o600)
+        runas.hand_over(user, self.work, self.who, self.profile, self.recording)
 
     def fill(self, argv: tuple[str, ...], port: int = 0) -> list[str]:
         """Run-time placeholders: this run's directory and port."""

@@ -159,17 +159,19 @@ def generate(
     warmup: int = 0,
     app: AppRun = PLAIN,
     lines: Lines = (),
+    trace: str = "",
 ) -> Iterator[RunSpec]:
     """Baselines and verification runs first, then `warmup` unmeasured runs of each
     allocator and row; then each block visits every row, allocators shuffled
     per row (`lines`: a line's versions one after the other, `ordered`). With
     `sample` = N > 0, the measured runs go under the profiler, timing 1 call in N, and
-    verify themselves (baselines never do). `app`: what the runs of the
+    verify themselves (baselines never do); with `trace`, the measured run is recorded
+    and verifies itself, its trace written there. `app`: what the runs of the
     user's command carry (try's --prepare and --show-output).
     Runs are made one at a time as the store takes them: a run spec is a few KiB,
     a plan can have a million."""
     first = _baselines(row_list, allocators, timeout)
-    if not sample:
+    if not sample and not trace:
         first += _verifications(row_list, allocators, timeout, len(first))
     first += _warmups(row_list, allocators, timeout, len(first), warmup)
     sampled = ((SAMPLE_ENV, str(sample)),)
@@ -177,6 +179,8 @@ def generate(
     for r in itertools.chain(first, measured):
         if sample and r.role == "measure":
             r = dataclasses.replace(r, profile=True, env=r.env + sampled)
+        if trace and r.role == "measure":
+            r = dataclasses.replace(r, trace=trace)
         if r.workload == workloads.COMMAND and r.app != app:
             r = dataclasses.replace(r, app=app)
         yield dataclasses.replace(r, memory_limit=memory_limit) if memory_limit else r

@@ -116,7 +116,9 @@ def design(req: Request, selection: Selection, notes: list[Note]) -> Design:
     )
     to_build = prepare.first_builds(specs)
     precision = (
-        None if req.sample else _precision(req, suite, selection.race, _question(suite, specs))
+        None
+        if req.sample or req.record
+        else _precision(req, suite, selection.race, _question(suite, specs))
     )
     n = planned_blocks(req.min_blocks or suite.blocks, precision)
     plan.check_size(len(specs), len(rows), n, req.yes)  # before building anything
@@ -192,6 +194,7 @@ def planned(store: Store, req: Request, selection: Selection, notes: list[Note])
         warmup=req.warmup,
         app=AppRun(prepare=_prepare_argv(req.prepare), show_output=req.show_output),
         lines=_lines(prepared.usable) if precision and precision.question == "releases" else (),
+        trace=str(req.record.absolute()) if req.record else "",
     )
     cid = store.new_campaign(
         suite.name,
@@ -241,7 +244,7 @@ def _campaign_plan(
         precision=precision,
         expected_s=suite.expected_s if as_sized else 0.0,
         stop_on_failure=bool(req.command) and not req.ignore_failure,
-        why="off" if req.sample else req.why,
+        why="off" if req.sample or req.record else req.why,
         left_out=prepared.left_out,
     )
 

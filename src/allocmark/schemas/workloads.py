@@ -21,6 +21,11 @@ class Combine(StrEnum):
     HMEAN = "hmean"
 
 
+class FileKind(StrEnum):
+    NONE = ""
+    TRACE = "trace"  # a trace `allocmark record` made: checked, and staged where runs read it
+
+
 class Source(StrEnum):
     STDOUT = "stdout"
     STDERR = "stderr"
@@ -38,6 +43,9 @@ class ParamEntry(_Strict):
     max: int | None = None
     help: str = ""
     choices: StrList = Field(default_factory=list)
+    file: Annotated[FileKind, Field(strict=False)] = Field(
+        FileKind.NONE, description='a string parameter naming a file of this kind ("trace")'
+    )
 
 
 class MetricEntry(_Strict):

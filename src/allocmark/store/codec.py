@@ -266,13 +266,14 @@ def plan_row(cid: int, s: RunSpec) -> tuple[Any, ...]:
         stored.dump(s.app),
         int(s.profile),
         s.memory_limit,
+        s.trace,
     )
 
 
 # The plan's columns in the order spec_from_row reads them.
 PLAN_COLUMNS = (
     "seq, allocator, workload, params_json, rep, argv_json, env_json, timeout, "
-    "expect_malloc, result_fd, role, app_json, profile, memory_limit"
+    "expect_malloc, result_fd, role, app_json, profile, memory_limit, trace"
 )
 
 
@@ -294,6 +295,7 @@ def spec_from_row(r: tuple[Any, ...]) -> RunSpec:
         app=_app_run(r[11]),
         profile=bool(integer(r[12])),
         memory_limit=integer(r[13] or 0, 0),
+        trace=text(r[14] or ""),
     )
 
 

@@ -64,7 +64,7 @@ class Plans(Base):
         self.db.executemany(
             "INSERT INTO plan (campaign_id, seq, allocator, workload, params_json, rep, "
             "argv_json, env_json, timeout, expect_malloc, result_fd, role, app_json, profile, "
-            "memory_limit, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "memory_limit, trace, mac) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             # one at a time: plans can be large
             ((*codec.plan_row(cid, s), seal.sign(secret, plan_id, s)) for s in plan),
         )

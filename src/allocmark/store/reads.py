@@ -333,14 +333,20 @@ class Reads(Cache):
 
     def verified_calls(self, cid: int) -> dict[tuple[str, str], tuple[str, ...]]:
         """Per (workload, params JSON): the functions libam_who saw the program call in
-        the cell's verification runs (only functions a partial allocator may lack)."""
+        the cell's verification runs, or a native workload's measured runs said they
+        made (`calls_made`, comma-separated: the replay's depend on its trace); only
+        functions a partial allocator may lack."""
         out: dict[tuple[str, str], set[str]] = {}
-        for workload, params, labels in self.db.execute(
-            "SELECT workload, params_json, labels_json FROM runs WHERE campaign_id=? "
-            "AND role='verify' AND status='ok'",
+        for workload, params, labels, role in self.db.execute(
+            "SELECT workload, params_json, labels_json, role FROM runs WHERE campaign_id=? "
+            "AND (role='verify' OR (role='measure' AND labels_json LIKE '%calls_made%')) "
+            "AND status='ok'",
             (cid,),
         ):
-            calls = codec.mapping(labels).get("calls") if labels else None
+            found = codec.mapping(labels) if labels else {}
+            made = found.get("calls_made") if role == "measure" else None
+            calls = json.dumps(made.split(",") if made else []) if made is not None else None
+            calls = found.get("calls") if role == "verify" else calls
             if calls is not None:
                 key = (str(workload), json.dumps(codec.params(params)))
                 out.setdefault(key, set()).update(codec.strings(calls))

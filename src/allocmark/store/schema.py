@@ -10,7 +10,7 @@ from pathlib import Path
 from allocmark import interrupts
 from allocmark.errors import StoreError
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Version 1 as first released; later versions are reached through _MIGRATIONS,
 # for new databases too, so that every database goes the same way.
@@ -128,6 +128,10 @@ UPDATE meta SET value = value WHERE key = 'schema_version'
     # whoever planned it; a resume runs nothing of a campaign whose seal does not verify.
     12: """
 ALTER TABLE campaigns ADD COLUMN seal TEXT
+""",
+    # 14: a recorded run's trace destination (`allocmark record`; "" for every other run).
+    13: """
+ALTER TABLE plan ADD COLUMN trace TEXT NOT NULL DEFAULT ''
 """,
 }
 

@@ -111,6 +111,8 @@ def _message(plan_id: str, s: RunSpec) -> bytes:
         bool(s.profile),
         int(s.memory_limit),
     ]
+    if s.trace:  # where a recorded run writes its trace (absent: plans signed before it)
+        fields.append(s.trace)
     return json.dumps(fields, separators=(",", ":")).encode()
 
 

@@ -2,7 +2,9 @@
 
 Takes the workload catalog (catalog/workloads.toml and the user's files) and a
 suite's parameters; gives `Workload`s and the argv, environment and output parsers
-of each cell (catalog.py), and the generated inputs applications read (inputs.py).
+of each cell (catalog.py), the generated inputs applications read (inputs.py), and
+the traces the replay workload reads, checked as untrusted files and staged where a
+run can read them (traces.py).
 
 May import: model, schemas, tomlfile, errors, native, text, files.
 Never: allocators, answer, api, cli, dispatchers, profile, report, run, store, verbs.

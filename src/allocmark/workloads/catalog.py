@@ -24,7 +24,7 @@ from allocmark.schemas.workloads import (
     WorkloadCatalog,
     WorkloadEntry,
 )
-from allocmark.workloads import inputs
+from allocmark.workloads import inputs, traces
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 COMMAND = "command"  # name under which `allocmark try` stores a user's command
@@ -213,6 +213,8 @@ def _param(name: str, t: ParamEntry, at: _Where) -> Param:
         raise at.error(
             f"params.{name}.default", f"{t.default!r} is not one of the choices {list(choices)}"
         )
+    if t.file and kind != "str":
+        raise at.error(f"params.{name}.file", "a file parameter's default is a string")
     return Param(
         name=name,
         kind=kind,
@@ -221,6 +223,7 @@ def _param(name: str, t: ParamEntry, at: _Where) -> Param:
         minimum=t.min,
         maximum=t.max,
         choices=choices,
+        file=t.file.value,
     )
 
 
@@ -327,7 +330,20 @@ def _coerce(p: Param, value: int | str, where: str) -> int | str:
                 f"(at most {INT64:,}); give a smaller value"
             )
         return number
+    if p.file:
+        return _file(p, str(value), where)
     return str(value)
+
+
+def _file(p: Param, value: str, where: str) -> str:
+    """A file parameter's value: the file checked (a trace's header and summary), as
+    an absolute path."""
+    if not value:
+        raise UserError(
+            f"{where}: parameter {p.name} names the {p.file} to use: give -p {p.name}=FILE "
+            f"({traces.HOW})"
+        )
+    return str(traces.read(Path(value).resolve()).path)
 
 
 def expand(w: Workload, params: Params) -> tuple[str, ...]:
@@ -337,6 +353,9 @@ def expand(w: Workload, params: Params) -> tuple[str, ...]:
     if w.kind == COMMAND:
         return w.argv
     values = {k: _arg(v) for k, v in params}
+    for p in w.params:  # a file the run reads: where its identity can read it
+        if p.file and values.get(p.name):
+            values[p.name] = str(traces.staged(Path(values[p.name])))
     if w.kind == "native":
         values["program"] = str(native.program(w.program))
         return _fill(w.argv, values)
