@@ -37,7 +37,7 @@ SCRIPT = (
 PROGRAMS: dict[str, list[str]] = {
     "python script": ["--env", "PYTHONMALLOC=malloc", "--", PYTHON, "-c", SCRIPT],
     "sqlite3": ["-w", "sqlite", "-p", "scale=4"],
-    "redis 30 s": ["-w", "redis", "-p", "requests=400000", "--timeout", "300"],
+    "redis 30 s": ["-w", "redis", "-p", "requests=40000", "--timeout", "300"],
     "churn 1 thread": ["-w", "churn", "-p", "count=50000", "-p", "rounds=4", "-p", "threads=1"],
     "churn 2 threads": ["-w", "churn", "-p", "count=50000", "-p", "rounds=4", "-p", "threads=2"],
     "churn large": [

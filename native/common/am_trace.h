@@ -127,6 +127,7 @@ typedef struct {
 // ---------------------------------------------------------------------------
 #define AM_TRACE_MAGIC "AMTRACE"  // 8 bytes with its NUL
 #define AM_TRACE_VERSION 1
+#define AM_TRACE_WINDOW 4096  // how far in the recorded order a replay thread may run ahead
 #define AM_TRACE_CHUNK_MAGIC 0x50524d41u  // "AMRP"
 #define AM_TRACE_CHUNK (64u << 10)       // a chunk's ops, bytes at most
 #define AM_TRACE_MAX_THREADS 4096
@@ -152,7 +153,9 @@ typedef struct {
   uint32_t ops;
 } am_trace_chunk;
 
-// An op: its tag, then varints: the slot (every op but create and end), then
+// An op: its tag, then varints: its step in the recorded order from the thread's
+// previous op in the chunk (the first: its order), the slot (every op but create
+// and a free or malloc_usable_size of NULL), then
 //   malloc, valloc, pvalloc: size;  calloc: count, size
 //   posix_memalign, aligned_alloc, memalign: alignment, size
 //   realloc: size (the result goes to the same slot);  reallocarray: count, size

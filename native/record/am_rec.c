@@ -54,6 +54,7 @@
 #define AM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define AM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AM_REC_TIMED 64     // one call in this many per thread is timed
+#define AM_REC_OFF_CPU 500000  // cycles (0.1-0.25 ms): a timed call this long was preempted
 #define AM_REC_SLOTS 4096   // threads recorded at once
 #define AM_REC_FD 900       // the recording's descriptor: above a program's usual ones
 #define AM_HEAD ((uint32_t)sizeof(am_chunk))
@@ -88,6 +89,8 @@ static _Atomic int am_closing;
 static _Atomic uint64_t am_calls, am_timed, am_timed_call, am_timed_whole;
 static _Atomic uint64_t am_flush_cycles, am_lost;
 static uint64_t am_process, am_tsc0, am_ns0;
+static uint64_t am_tsc_cost;  // cycles two back-to-back counter reads differ by (median)
+static uint64_t am_tsc_per_ms = 2000000;  // the counter's rate, measured at start
 static int am_fd = -1;
 static dev_t am_dev;
 static ino_t am_ino;
@@ -157,16 +160,24 @@ static void am_put_chunk(uint16_t kind, const void *payload, uint32_t bytes) {
   am_write(out, AM_HEAD + bytes);
 }
 
+// The thread's CPU time, in counter cycles at the rate measured at start: a write
+// that waits for the disk costs the program nothing of its CPU.
+static uint64_t am_thread_cycles(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) * am_tsc_per_ms / 1000000u;
+}
+
 // The whole events of a thread's buffer, as a chunk; its caller holds `flushing`.
 static void am_write_events(am_rthread *t, uint64_t committed) {
   uint32_t len = (uint32_t)committed, events = (uint32_t)(committed >> 32);
   if (events == 0) return;
-  uint64_t c0 = __rdtsc();
+  uint64_t c0 = am_thread_cycles();
   am_chunk h = {AM_REC_MAGIC, AM_REC_VERSION, AM_CHUNK_EVENTS, am_process, t->index,
                 len - AM_HEAD, t->first, events, 0};
   memcpy(t->buf, &h, AM_HEAD);
   if (!am_write(t->buf, len)) atomic_fetch_add(&am_lost, events);
-  atomic_fetch_add(&am_flush_cycles, __rdtsc() - c0);
+  atomic_fetch_add(&am_flush_cycles, am_thread_cycles() - c0);
 }
 
 static void am_restart(am_rthread *t) {
@@ -312,10 +323,20 @@ static inline uint8_t *am_addr(am_rthread *t, uint8_t *e, const void *p) {
 
 // The event made whole; a timed call (c0: its wrapper's start) adds its cycles
 // inside the allocator (`call`) and in the whole wrapper.
-static void am_time(am_rthread *t, uint64_t c0, uint64_t call) {
+// A timed call: its cycles inside the allocator (`call`, ended by one counter read)
+// and in the whole wrapper since c0, less what reading the counter cost: the read
+// ending `call`, and `reads` more in the wrapper's own time (the last one here).
+static void am_time(am_rthread *t, uint64_t c0, uint64_t call, uint64_t reads) {
+  uint64_t whole = __rdtsc() - c0, own = whole > call ? whole - call : 0;
+  // The thread was off the CPU meantime (the counter runs on): one such sample would
+  // count 64 times. Not a call's cost: left out (a call of the allocator's that takes
+  // this long, an munmap of gigabytes, is left out with them).
+  if (whole > AM_REC_OFF_CPU) return;
+  call = call > am_tsc_cost ? call - am_tsc_cost : 0;
+  own = own > reads * am_tsc_cost ? own - reads * am_tsc_cost : 0;
   t->timed++;
   t->timed_call += call;
-  t->timed_whole += __rdtsc() - c0;
+  t->timed_whole += call + own;
 }
 
 static void am_commit(am_rthread *t, uint8_t *e, uint64_t c0, uint64_t call) {
@@ -323,7 +344,7 @@ static void am_commit(am_rthread *t, uint8_t *e, uint64_t c0, uint64_t call) {
   t->events++;
   t->calls++;
   atomic_store_explicit(&t->committed, (uint64_t)t->events << 32 | t->len, memory_order_release);
-  if (c0) am_time(t, c0, call);
+  if (c0) am_time(t, c0, call, 1);
 }
 
 // The calling thread's recording, or NULL: not ready, our own code, no slot.
@@ -383,6 +404,30 @@ static void am_fork_child(void) {
   am_announce(parent);
 }
 
+// The counter's cycles per millisecond, over 0.2 ms of spinning (once a process).
+static uint64_t am_counter_rate(void) {
+  uint64_t n0 = am_ns(), c0 = __rdtsc(), n1;
+  while ((n1 = am_ns()) - n0 < 200000) _mm_pause();
+  uint64_t rate = (__rdtsc() - c0) * 1000000u / (n1 - n0);
+  return rate ? rate : 2000000;
+}
+
+// What timing nothing reads: the median of 63 back-to-back counter differences.
+static uint64_t am_read_cost(void) {
+  uint64_t d[63];
+  for (int i = 0; i < 63; i++) {
+    uint64_t a = __rdtsc();
+    d[i] = __rdtsc() - a;
+  }
+  for (int i = 1; i < 63; i++)  // insertion sort: 63 values, once
+    for (int j = i; j > 0 && d[j] < d[j - 1]; j--) {
+      uint64_t x = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = x;
+    }
+  return d[31];
+}
+
 static void am_resolve(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&am_state, &expected, 1)) return;
@@ -394,6 +439,8 @@ static void am_resolve(void) {
     am_open();
   }
   am_process = am_random();
+  am_tsc_cost = am_read_cost();
+  am_tsc_per_ms = am_counter_rate();
   am_tsc0 = __rdtsc();
   am_ns0 = am_ns();
   pthread_key_create(&am_key, am_thread_end);
@@ -520,7 +567,7 @@ AM_EXPORT void free(void *p) {
   am_depth++;
   am_real.free(p);
   am_depth--;
-  if (c0 && e) am_time(t, c0, __rdtsc() - c1);
+  if (c0 && e) am_time(t, c0, __rdtsc() - c1, 2);
 }
 
 // realloc's old block is given back at an order drawn before the call, its new

@@ -44,7 +44,9 @@ typedef struct {
   pthread_t tid;
   _Atomic int created;
   _Atomic uint64_t done;  // ops made: the stall check reads it
-  uint64_t waits, fixups, failed, corrupt, calls;
+  _Atomic uint64_t pos;   // the recorded order of the op it is at (UINT64_MAX: not running)
+  uint64_t order;         // of its last op read
+  uint64_t waits, held, fixups, failed, corrupt, calls;
   uint64_t ops[AM_OP_N];  // calls by function
 } am_player;
 
@@ -114,7 +116,10 @@ static void am_index(void) {
       }
     }
   }
-  for (uint32_t t = 0; t < am_head.threads; t++) am_players[t].done = 0;
+  for (uint32_t t = 0; t < am_head.threads; t++) {
+    am_players[t].done = 0;
+    am_players[t].pos = t == 0 ? 0 : UINT64_MAX;  // only the first runs from the start
+  }
   am_slots = am_table(am_head.slots, sizeof *am_slots);
 }
 
@@ -168,6 +173,37 @@ static void am_publish(am_slot *s) {
 // ---------------------------------------------------------------------------
 static void *am_play(void *arg);
 
+// ---------------------------------------------------------------------------
+// The window: no thread runs more than AM_TRACE_WINDOW ahead, in the recorded
+// order, of the thread furthest behind (the program's own synchronization, a queue
+// that blocks its producer, is not recorded; this keeps its effect within a window).
+// The thread furthest behind always may go on: the window never deadlocks.
+// ---------------------------------------------------------------------------
+static uint64_t am_frontier(void) {
+  uint64_t low = UINT64_MAX;
+  for (uint32_t t = 0; t < am_head.threads; t++) {
+    uint64_t p = atomic_load_explicit(&am_players[t].pos, memory_order_acquire);
+    if (p < low) low = p;
+  }
+  return low;
+}
+
+static void am_window(am_player *me) {
+  atomic_store_explicit(&me->pos, me->order, memory_order_release);
+  if ((me->calls & 15) != 0 || me->order <= am_frontier() + AM_TRACE_WINDOW) return;
+  me->held++;
+  uint64_t seen = am_all_done();
+  double since = am_now();
+  struct timespec pause = {0, 20000};
+  while (me->order > am_frontier() + AM_TRACE_WINDOW) {
+    nanosleep(&pause, NULL);
+    if (am_now() - since < am_stall_s) continue;
+    if (am_all_done() == seen) am_die("trace: its threads cannot keep their recorded order: no call in %.0f s", am_stall_s);
+    seen = am_all_done();
+    since = am_now();
+  }
+}
+
 static void am_live_note(uint32_t thread, int64_t delta) {
   if (thread < AM_MAX_WORKERS) {
     am_live_add(&am_live_slots[thread], delta);
@@ -193,9 +229,10 @@ static void am_create(am_player *me, uint64_t thread) {
   if (!atomic_compare_exchange_strong(&am_players[thread].created, &no, 1))
     am_die("trace: thread %" PRIu64 " created twice", thread);
   atomic_fetch_add(&am_running, 1);
+  // It holds the window at its creator's place until it reads its first op.
+  atomic_store_explicit(&am_players[thread].pos, me->order, memory_order_release);
   if (pthread_create(&am_players[thread].tid, NULL, am_play, (void *)(uintptr_t)thread) != 0)
     am_die("cannot start thread %" PRIu64 ": %s", thread, strerror(errno));
-  (void)me;
 }
 
 // A block handed out into `s` (or not: the recording's call failed, its slot
@@ -249,16 +286,20 @@ static void am_realloc_op(am_player *me, uint32_t thread, am_slot *s, uint64_t s
     if (flags & AM_NULL_ARG) s->p = NULL, s->n = 0;
     return;
   }
-  if (old) am_live_note(thread, -(int64_t)was);
   s->p = q;
   s->n = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
-  am_live_note(thread, (int64_t)s->n);
+  // One change, not two: the peak is sampled every 256 changes with several threads,
+  // and a sample always falling between a block's release and its new size sees none.
+  am_live_note(thread, (int64_t)s->n - (int64_t)was);
   am_touch_grown(q, was, bytes, am_tag(slot));
 }
 
 // One op; 0 at a malformed one.
 static int am_op(am_player *me, uint32_t thread, am_reader *r) {
   int tag = am_get_byte(r), op = tag & AM_OP_MASK;
+  me->order += am_get(r);
+  if (r->bad) return 0;
+  am_window(me);
   if (op == AM_OP_CREATE) {
     uint64_t t = am_get(r);
     if (r->bad) return 0;
@@ -320,6 +361,7 @@ static void *am_play(void *arg) {
     if (h.thread != thread || h.bytes > AM_TRACE_CHUNK || !am_read_at(am_fd, buf, h.bytes, me->chunks[c] + sizeof h))
       am_die("trace: a chunk changed under the replay");
     am_reader r = {buf, buf + h.bytes, 0};
+    me->order = 0;  // a chunk's first op gives its order whole
     for (uint32_t i = 0; i < h.ops; i++) {
       if (!am_op(me, thread, &r)) am_die("trace: a malformed op in thread %u, chunk %" PRIu64, thread, c);
       atomic_store_explicit(&me->done, me->done + 1, memory_order_relaxed);
@@ -327,10 +369,33 @@ static void *am_play(void *arg) {
     if (r.p != r.end) am_die("trace: thread %u, chunk %" PRIu64 ": bytes after its last op", thread, c);
   }
   munmap(buf, sizeof(am_trace_chunk) + AM_TRACE_CHUNK);
+  atomic_store_explicit(&me->pos, UINT64_MAX, memory_order_release);  // holds no one back
   if (thread < AM_MAX_WORKERS) am_live_sample(&am_live_slots[thread]);  // its blocks at its end
   if (thread != 0 && atomic_fetch_sub(&am_running, 1) == 1)
     syscall(SYS_futex, &am_running, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
   return NULL;
+}
+
+// What the trace says of its recorded run, beside the replay's own numbers: a
+// number of its summary after `"key":` (the first one after `within`, if given);
+// the summary is the trace's, so these are what the trace claims.
+static void am_result_recorded(am_result *r) {
+  static const struct { const char *within, *key, *metric; } wanted[] = {
+      {NULL, "\"peak_requested_bytes\":", "trace_peak_requested_bytes"},
+      {NULL, "\"alloc_share\":", "trace_alloc_share"},
+      {"\"recorded\":", "\"maxrss_kib\":", "trace_maxrss_kib"},
+      {"\"recorded\":", "\"wall_s\":", "trace_wall_s"}};
+  char *json = am_table(am_head.json_bytes + 1, 1);  // zeroed: a string's end
+  if (!am_read_at(am_fd, json, am_head.json_bytes, am_head.json_at)) return;
+  for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+    const char *from = wanted[i].within ? strstr(json, wanted[i].within) : json;
+    const char *at = from ? strstr(from, wanted[i].key) : NULL;
+    if (at == NULL) continue;
+    char *end;
+    double v = strtod(at + strlen(wanted[i].key), &end);
+    if (end != at + strlen(wanted[i].key) && v >= 0 && v < 1e18) am_result_f64(r, wanted[i].metric, v);
+  }
+  munmap(json, am_head.json_bytes + 1);
 }
 
 // The functions beyond malloc, calloc, realloc and free the trace made them call,
@@ -367,11 +432,12 @@ int main(int argc, char **argv) {
   for (uint32_t t = 1; t < am_head.threads; t++)
     if (atomic_load(&am_players[t].created)) pthread_join(am_players[t].tid, NULL);
   double secs = am_stop(t0, release, &release_fn);
-  uint64_t calls = 0, waits = 0, fixups = 0, failed = 0, corrupt = 0, unstarted = 0;
+  uint64_t calls = 0, waits = 0, held = 0, fixups = 0, failed = 0, corrupt = 0, unstarted = 0;
   for (uint32_t t = 0; t < am_head.threads; t++) {
     am_player *p = &am_players[t];
     calls += p->calls;
     waits += p->waits;
+    held += p->held;
     fixups += p->fixups;
     failed += p->failed;
     corrupt += p->corrupt;
@@ -383,10 +449,12 @@ int main(int argc, char **argv) {
   am_result_standard(&r, "replay", calls, secs, am_head.threads, release_fn);
   am_result_u64(&r, "replay_calls", calls);
   am_result_u64(&r, "replay_waits", waits);
+  am_result_u64(&r, "replay_held", held);
   am_result_u64(&r, "replay_fixups", fixups);
   am_result_u64(&r, "replay_failed", failed);
   am_result_u64(&r, "replay_table_kib", (am_head.slots * sizeof(am_slot)) >> 10);
   am_result_calls_made(&r);
+  am_result_recorded(&r);
   am_result_emit(&r);
   return 0;
 }

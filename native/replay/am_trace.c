@@ -346,15 +346,19 @@ typedef struct {
   uint32_t *free_slots;
   size_t nfree, free_cap;
   int started, created;
+  uint64_t last_order;  // of its last op in the chunk being filled (0 at a chunk's start)
 } am_out_thread;
 
 typedef struct {
   FILE *f;
+  uint64_t order;  // the recorded order of the event being applied
   uint64_t at, ops, chunks, slots_used, waits;
   am_out_thread *threads;
   uint32_t nthreads;
   am_slot_state *slots;
   size_t slots_cap;
+  uint32_t *spill;  // slots threads gave back beyond their own AM_OWN_SLOTS, oldest first
+  size_t spill_head, spill_tail, spill_cap;
   am_map live;
   int64_t live_bytes, peak;
   uint64_t calls[AM_OP_N];
@@ -370,13 +374,20 @@ static void am_emit_chunk(am_writer *w, uint32_t thread) {
   w->at += sizeof h + t->len;
   w->chunks++;
   t->len = t->ops = 0;
+  t->last_order = 0;
 }
 
-static uint8_t *am_op_begin(am_writer *w, uint32_t thread) {
+// An op's tag and its step in the recorded order (from the thread's previous op
+// in the chunk): the replay keeps its threads within a window of that order.
+static uint8_t *am_op_begin(am_writer *w, uint32_t thread, int tag) {
   am_out_thread *t = &w->threads[thread];
   if (t->buf == NULL && (t->buf = malloc(AM_TRACE_CHUNK)) == NULL) am_fail("out of memory");
   if (t->len + AM_REC_EVENT_MAX > AM_TRACE_CHUNK) am_emit_chunk(w, thread);
-  return t->buf + t->len;
+  uint8_t *e = t->buf + t->len;
+  *e++ = (uint8_t)tag;
+  e = am_put(e, w->order - t->last_order);
+  t->last_order = w->order;
+  return e;
 }
 
 static void am_op_end(am_writer *w, uint32_t thread, uint8_t *e) {
@@ -386,16 +397,42 @@ static void am_op_end(am_writer *w, uint32_t thread, uint8_t *e) {
   w->ops++;
 }
 
+// A thread's slot for a new block: one it gave back itself (no wait), else the one
+// given back longest ago by any thread (its free is then most likely replayed
+// already: a producer reuses what its consumer freed, and the table stays the size
+// of the live blocks), else a new one.
 static uint32_t am_new_slot(am_writer *w, uint32_t thread) {
   am_out_thread *t = &w->threads[thread];
   if (t->nfree) return t->free_slots[--t->nfree];
+  if (w->spill_head != w->spill_tail) return w->spill[w->spill_head++ % w->spill_cap];
   if (w->slots_used >= AM_TRACE_MAX_SLOTS) am_fail("more live blocks than a trace may hold");
   w->slots = am_grow(w->slots, &w->slots_cap, w->slots_used + 1, sizeof *w->slots);
   return (uint32_t)w->slots_used++;
 }
 
+#define AM_OWN_SLOTS 1024  // free slots a thread keeps for itself
+
+static void am_spill(am_writer *w, uint32_t slot) {
+  if (w->spill_tail - w->spill_head == w->spill_cap) {  // full: a ring twice the size
+    size_t cap = w->spill_cap ? w->spill_cap * 2 : 1024;
+    uint32_t *ring = malloc(cap * sizeof *ring);
+    if (ring == NULL) am_fail("out of memory");
+    for (size_t i = w->spill_head; i < w->spill_tail; i++) ring[i - w->spill_head] = w->spill[i % w->spill_cap];
+    free(w->spill);
+    w->spill_tail -= w->spill_head;
+    w->spill_head = 0;
+    w->spill = ring;
+    w->spill_cap = cap;
+  }
+  w->spill[w->spill_tail++ % w->spill_cap] = slot;
+}
+
 static void am_free_slot(am_writer *w, uint32_t thread, uint32_t slot) {
   am_out_thread *t = &w->threads[thread];
+  if (t->nfree >= AM_OWN_SLOTS) {
+    am_spill(w, slot);
+    return;
+  }
   t->free_slots = am_grow(t->free_slots, &t->free_cap, t->nfree + 1, sizeof *t->free_slots);
   t->free_slots[t->nfree++] = slot;
 }
@@ -406,8 +443,7 @@ static void am_put_op(am_writer *w, uint32_t thread, int tag, uint32_t slot, con
                       int nfields) {
   am_slot_state *s = &w->slots[slot];
   int wait = s->ver != 0 && s->last != thread;
-  uint8_t *e = am_op_begin(w, thread);
-  *e++ = (uint8_t)(tag | (wait ? AM_WAIT : 0));
+  uint8_t *e = am_op_begin(w, thread, tag | (wait ? AM_WAIT : 0));
   e = am_put(e, slot);
   for (int i = 0; i < nfields; i++) e = am_put(e, fields[i]);
   if (wait) {
@@ -461,8 +497,7 @@ static void am_thread_seen(am_writer *w, uint32_t thread) {
   if (t->created || thread == 0) return;
   // No creation recorded (made before the recorder, or its pool was full): the
   // first thread starts it where it was first seen.
-  uint8_t *e = am_op_begin(w, 0);
-  *e++ = AM_OP_CREATE;
+  uint8_t *e = am_op_begin(w, 0, AM_OP_CREATE);
   am_op_end(w, 0, am_put(e, thread));
   w->threads[0].started = 1;
   w->orphans++;
@@ -479,6 +514,7 @@ typedef struct {
 static void am_apply(am_writer *w, am_held *held, uint32_t thread, const am_event *ev) {
   int op = ev->op & AM_OP_MASK;
   uint64_t f[2] = {ev->args[0], ev->args[1]};
+  w->order = ev->order;
   am_thread_seen(w, thread);
   if (am_op_allocates(op)) {
     uint32_t slot = am_new_slot(w, thread);
@@ -490,8 +526,7 @@ static void am_apply(am_writer *w, am_held *held, uint32_t thread, const am_even
   if (op == AM_OP_CREATE) {
     if (ev->args[0] >= w->nthreads) return;  // a thread with no events
     w->threads[ev->args[0]].created = 1;
-    uint8_t *e = am_op_begin(w, thread);
-    *e++ = AM_OP_CREATE;
+    uint8_t *e = am_op_begin(w, thread, AM_OP_CREATE);
     am_op_end(w, thread, am_put(e, ev->args[0]));
     return;
   }
@@ -499,8 +534,7 @@ static void am_apply(am_writer *w, am_held *held, uint32_t thread, const am_even
   am_live_block *b = (ev->flags & AM_NULL_ARG) ? NULL : am_find(&w->live, ev->block);
   if (op == AM_OP_FREE || op == AM_OP_USABLE) {
     if (ev->flags & AM_NULL_ARG) {  // free(NULL): a call all the same
-      uint8_t *e = am_op_begin(w, thread);
-      *e++ = (uint8_t)(op | AM_NULL_ARG);
+      uint8_t *e = am_op_begin(w, thread, op | AM_NULL_ARG);
       w->calls[op]++;
       am_op_end(w, thread, e);
       return;
@@ -664,11 +698,30 @@ static void am_json_process(FILE *f, const am_process_t *p) {
   fputc('}', f);
 }
 
+// The share of the process's CPU time inside the allocator: its timed calls' cycles
+// scaled to all its calls, over its CPU time less the recorder's own (its wrapper
+// around each call, scaled the same way, and its writing); -1 where unknown.
+static double am_alloc_share(const am_process_t *p) {
+  const am_rec_exit *x = &p->exit;
+  if (!p->exited || !x->timed || !x->tsc_per_us || !x->calls) return -1;
+  double scale = (double)x->calls / (double)x->timed;
+  double inside = (double)x->timed_call * scale;
+  double own = ((double)x->timed_whole - (double)x->timed_call) * scale + (double)x->flush_cycles;
+  double program = (double)x->cpu_ns * (double)x->tsc_per_us / 1000 - own;
+  if (program <= 0 || inside < 0) return -1;
+  return inside < program ? inside / program : 1.0;
+}
+
 static void am_summary(FILE *f, const am_recording *r, uint32_t proc, const am_writer *w,
                        const char *meta) {
   fprintf(f, "{\"format\":%d,\"recording_bytes\":%" PRIu64 ",\"read_bytes\":%" PRIu64 ",\"cut\":",
           AM_TRACE_VERSION, r->size, r->cut_at);
   am_json_string(f, r->cut_why);
+  double share = am_alloc_share(&r->procs[proc]);
+  if (share >= 0)
+    fprintf(f, ",\"alloc_share\":%.6f", share);
+  else
+    fprintf(f, ",\"alloc_share\":null");
   fprintf(f, ",\"process\":");
   am_json_process(f, &r->procs[proc]);
   fprintf(f, ",\"processes\":[");
@@ -729,6 +782,7 @@ int main(int argc, char **argv) {
     free(w.threads[t].buf);
     free(w.threads[t].free_slots);
   }
+  free(w.spill);
   head.slots = w.slots_used;
   head.ops = w.ops;
   head.chunks = w.chunks;

@@ -97,6 +97,11 @@ def test_replaying_under_the_recording_allocator_makes_the_same_calls(
     assert run.metrics["replay_calls"] == s.total_calls
     assert run.metrics["peak_requested_bytes"] == s.peak_requested_bytes
     assert run.metrics["replay_failed"] == 0 and run.metrics["replay_fixups"] == 0
+    # Its report says what a replay measures, beside what the trace says of the recording.
+    assert "Replays beside their recordings" in r.stdout, r.stdout
+    assert "the allocator's own work" in " ".join(r.stdout.split())
+    assert run.metrics["trace_peak_requested_bytes"] == s.peak_requested_bytes
+    assert run.metrics["trace_maxrss_kib"] == s.recorded.maxrss_kib  # type: ignore[union-attr]
 
 
 def test_threads_wait_where_the_program_handed_blocks_over(tmp_path: Path, installed: dict) -> None:

@@ -10,7 +10,8 @@ per row and for the whole, and why, each allocator's place on each axis a Positi
 (positions.py); why.py and remedy.py say what a difference is made of and
 what to change; across.py answers across workloads; compare.py sets campaigns side by
 side (and gates regressions); composition.py says what a peak RSS is made of;
-aging.py finds the steady state of long runs; releases.py judges each version of a
+aging.py finds the steady state of long runs; replays.py sets a campaign's replays
+beside the recordings they replay; releases.py judges each version of a
 family against the one before it; race.py drops `tune`'s dominated candidates;
 forecast.py says how long a verdict will take; tryout.py gives `try`'s line per
 allocator (hyperfine's way); hardening.py classifies the hardening

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from allocmark import profile
-from allocmark.answer import aging, analyze, composition, findings, hardening, stored
+from allocmark.answer import aging, analyze, composition, findings, hardening, replays, stored
 from allocmark.errors import UserError
 from allocmark.model import Params, RssSeries, StoredAllocator, StoredRun
 from allocmark.request import CampaignPlan
@@ -35,6 +35,7 @@ class Report:
     aging: tuple[aging.Steady, ...] = ()  # phased workloads' steady state (summary view)
     made: tuple[composition.Made, ...] = ()  # what the RSS is made of (summary view)
     battery: hardening.Matrix | None = None  # the hardening battery's outcomes (summary view)
+    replays: tuple[replays.Replayed, ...] = ()  # replay rows beside their recordings
     # "row: allocator (crashed 2/3)" for each cell whose runs failed (not the hardening
     # battery's: its crashes are its findings), and first "campaign N failed: ..." when
     # the campaign itself failed: no number, and the command exits 1.
@@ -91,6 +92,7 @@ def load(
         aging=tuple(aging.stored(store, cid, comp.allocators)) if comp and extras else (),
         made=tuple(composition.stored(store, cid, comp.allocators)) if comp and made else (),
         battery=hardening.stored(store, cid, comp.allocators) if comp and extras else None,
+        replays=tuple(replays.stored(store, cid, comp.baseline)) if comp and extras else (),
         failed=_ended_failed(store, cid) + (failed(comp) if comp else ()),
     )
 

@@ -96,7 +96,9 @@ def _said(made: api.Recording, output: Path) -> None:
     assert made.trace is not None
     t, s = made.trace, made.trace.summary
     calls = ", ".join(f"{n:,} {name}" for name, n in sorted(s.calls.items(), key=lambda x: -x[1]))
-    program = Path(s.process.exe).name or made.run.workload
+    program = made.run.workload
+    if program == "command":  # the user's: what ran, as the recorder saw it
+        program = Path(s.process.exe).name or program
     lines = [
         f"recorded {program} under {made.run.allocator}: {s.total_calls:,} calls "
         f"({calls}) in {t.threads} thread{'s' if t.threads != 1 else ''}, "

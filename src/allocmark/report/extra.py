@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from allocmark import stats
-from allocmark.answer import aging, analyze, composition, hardening, releases
+from allocmark.answer import aging, analyze, composition, hardening, releases, replays
 from allocmark.answer.report import Report
 from allocmark.model import AllocatorRuns, RunStatus
 from allocmark.report import fmt
@@ -38,6 +38,8 @@ def extras(report: Report, made: bool = True) -> list[Extra]:
     if steps := releases_table(comp, answered.changes):
         found.append(steps)
     found += aging_tables(report.aging)
+    if report.replays:  # what a replay measures: said wherever one is shown
+        found.append(replays_table(report.replays))
     if report.made and made:
         found.append(made_table(report.made))
     if made and (spent := signals_table(comp)):
@@ -204,6 +206,50 @@ MADE_COLUMNS = {
     "dirty": "of held: dirty",
     "cached": "of held: thread caches",
 }
+
+
+def replays_table(lines: Sequence[replays.Replayed]) -> Extra:
+    """Each replay row beside its recording: calls, peaks, allocation's share."""
+
+    def mib(v: float | None, scale: float) -> str:
+        return f"{v * scale / 2**20:.1f}" if v is not None else "-"
+
+    rows = tuple(
+        (
+            r.label,
+            f"{r.calls:,.0f}",
+            f"{r.waits:,.0f}",
+            mib(r.peak_recorded, 1),
+            mib(r.peak_replayed, 1),
+            mib(r.rss_recorded_kib, 1024),
+            mib(r.rss_replayed_kib, 1024),
+            f"{r.alloc_share:.0%}" if r.alloc_share is not None else "-",
+        )
+        for r in lines
+    )
+    return Extra(
+        f"Replays beside their recordings (replays: {lines[0].allocator}, median)",
+        (
+            "workload",
+            "calls",
+            "waits",
+            "requested peak: recorded",
+            "replayed",
+            "peak RSS MiB: recorded",
+            "replayed",
+            "allocation's share when recorded",
+        ),
+        rows,
+        (
+            "A replay makes the recorded program's allocation calls again, in its threads and "
+            "their orderings: it measures the allocator's own work on them, not the program's "
+            "computation, its cache behaviour or its memory beyond its blocks (a byte of each "
+            "page written: the program's own touches are not recorded). Requested peaks in "
+            "MiB, the recorded order's beside the replay's (the same in one thread); the "
+            "recorded peak RSS was the program's under the recorder; allocation's share: of "
+            "the recorded program's CPU time, from 1 call in 64 timed (-: not known).",
+        ),
+    )
 
 
 def _made_cells(m: composition.Made) -> list[str]:

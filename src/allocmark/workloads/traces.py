@@ -89,6 +89,8 @@ class Summary(_Strict):
     recording_bytes: int = Field(ge=0)
     read_bytes: int = Field(ge=0)
     cut: str = Field(max_length=200)  # why the recording was read no further ("": whole)
+    # The recorded process's CPU time inside the allocator (am_trace.c: am_alloc_share)
+    alloc_share: float | None = Field(ge=0, le=1)
     process: Process
     processes: tuple[Process, ...] = Field(max_length=64)
     process_count: int = Field(ge=1)
@@ -127,15 +129,9 @@ class Trace:
     def alloc_share(self) -> float | None:
         """The share of the recorded process's CPU time spent inside the allocator,
         from the calls the recorder timed (one in 64 per thread), its own time taken
-        out of the CPU time; None where the process did not exit or nothing was timed."""
-        x = self.summary.process.exit
-        if x is None or x.timed == 0 or x.tsc_per_us == 0 or x.calls == 0:
-            return None
-        scale = x.calls / x.timed
-        inside = x.timed_call_cycles * scale
-        own = (x.timed_whole_cycles - x.timed_call_cycles) * scale + x.flush_cycles
-        program = x.cpu_ns * x.tsc_per_us / 1000 - own
-        return min(1.0, inside / program) if program > 0 else None
+        out (am_trace computes it); None where the process did not exit or nothing was
+        timed."""
+        return self.summary.alloc_share
 
 
 def _refuse(path: Path, why: str) -> UserError:
