@@ -98,6 +98,8 @@ static inline int am_touch_ok(const void *p, size_t n, unsigned char tag) {
 // ---------------------------------------------------------------------------
 // Errors and arguments: `--name value` pairs, each looked up by name.
 // ---------------------------------------------------------------------------
+// _exit, not exit: a worker thread may die while others still run, and exit's
+// handlers tearing the process down under them could crash it (a signal, not 2).
 static inline void am_die(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -105,7 +107,8 @@ static inline void am_die(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
-  exit(2);
+  fflush(stderr);
+  _exit(2);
 }
 
 static inline const char *am_arg_str(int argc, char **argv, const char *name, const char *dflt) {

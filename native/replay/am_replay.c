@@ -36,6 +36,8 @@ typedef struct {
   void *p;
   uint32_t n;              // the requested size (at most 2^32 - 1: larger ones are touched whole)
   _Atomic uint32_t ver;    // ops done on the slot
+  _Atomic uint32_t busy;   // an op is on it: a second one at once is a crafted trace's
+  uint32_t pad;
 } am_slot;
 
 typedef struct {
@@ -163,6 +165,7 @@ static void am_wait(am_player *me, am_slot *s, uint32_t want, uint64_t slot) {
 }
 
 static void am_publish(am_slot *s) {
+  atomic_store_explicit(&s->busy, 0, memory_order_release);
   atomic_store_explicit(&s->ver, atomic_load_explicit(&s->ver, memory_order_relaxed) + 1, memory_order_release);
   if (__builtin_expect(atomic_load_explicit(&am_waiting, memory_order_relaxed) != 0, 0))
     syscall(SYS_futex, &s->ver, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
@@ -321,6 +324,10 @@ static int am_op(am_player *me, uint32_t thread, am_reader *r) {
   if (r->bad || slot >= am_head.slots || op == 0 || op >= AM_OP_CREATE || want > UINT32_MAX) return 0;
   am_slot *s = &am_slots[slot];
   if (tag & AM_WAIT) am_wait(me, s, (uint32_t)want, slot);
+  // A trace am_trace made orders every slot's ops; one from elsewhere may not: two
+  // threads on one block at once would corrupt the heap, so the run ends instead.
+  if (atomic_exchange_explicit(&s->busy, 1, memory_order_acquire))
+    am_die("trace: two threads use slot %" PRIu64 " at once: its orderings are broken", slot);
   int failed = (tag & AM_NULL_RESULT) != 0;
   void *p = NULL;
   uint64_t bytes = b;
